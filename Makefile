@@ -1,0 +1,39 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install demo test lint bench bench-quick clean
+
+install: $(STAMP)
+
+# torch==2.13.0 first: it is a local CPU build; an unpinned torch would pull GBs of CUDA packages.
+$(STAMP): setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/madr demo --out runs/demo
+
+test: install
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q tests
+
+lint: install
+	$(BIN)/ruff check .
+
+bench: install
+	$(BIN)/python -m bench.run_all
+
+bench-quick: install
+	$(BIN)/python -m bench.run_all --quick
+
+clean:
+	rm -rf runs build dist *.egg-info

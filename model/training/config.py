@@ -1,0 +1,62 @@
+"""Training settings and training examples, as validated dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """How long and how to fine-tune.
+
+    The effective batch is `batch_size * gradient_accumulation` queries; each
+    brings one positive and one hard negative, and every other document in the
+    micro-batch is an in-batch negative.
+    """
+
+    epochs: int = 1
+    max_steps: int | None = None
+    batch_size: int = 32
+    gradient_accumulation: int = 1
+    learning_rate: float = 5e-5
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    seed: int = 13
+    checkpoint_every: int = 0
+    validate_every: int = 0
+    device: str | None = None
+    show_progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1:
+            raise ValueError(f"epochs must be >= 1, got {self.epochs}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1 when set, got {self.max_steps}")
+        if self.batch_size < 2:
+            raise ValueError("batch_size must be >= 2: in-batch negatives need other queries")
+        if self.gradient_accumulation < 1:
+            raise ValueError("gradient_accumulation must be >= 1")
+        if not 0 < self.learning_rate < 1:
+            raise ValueError(f"learning_rate must be in (0, 1), got {self.learning_rate}")
+        if not 0 <= self.warmup_fraction < 1:
+            raise ValueError("warmup_fraction must be in [0, 1)")
+        if self.checkpoint_every < 0 or self.validate_every < 0:
+            raise ValueError("checkpoint_every and validate_every must be >= 0 (0 = at the end only)")
+
+
+@dataclass(frozen=True)
+class QueryExamples:
+    """One training query with its judged documents' texts.
+
+    Each step samples one positive and, when there is one, one hard negative, so a
+    query never meets its own other positives as in-batch negatives.
+    """
+
+    query: str
+    positives: tuple[str, ...]
+    hard_negatives: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.positives:
+            raise ValueError(f"query {self.query!r} has no positive document to train on")

@@ -1,0 +1,223 @@
+"""The fine-tuning loop shared by every variant.
+
+It knows nothing of files of catalogs or of command lines: it takes in-memory
+`QueryExamples`, an encoder and a directory to write checkpoints and the selected
+model to. Data order and sampling derive from (seed, epoch), so an interrupted run
+resumed from its last checkpoint sees the same batches it would have seen.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
+
+from model.encoder import DenseEncoder, Side, pick_device
+from model.training.config import QueryExamples, TrainingConfig
+from model.training.losses import in_batch_softmax_loss
+
+LOGGER = logging.getLogger(__name__)
+STATE_FILE = "trainer_state.pt"
+
+
+@dataclass(frozen=True)
+class Batch:
+    queries: list[str]
+    positives: list[str]
+    hard_negatives: list[str] | None
+
+
+@dataclass(frozen=True)
+class TrainingReport:
+    steps: int
+    final_train_loss: float
+    best_valid_loss: float | None
+    best_step: int
+    model_dir: Path
+
+
+def epoch_batches(examples: Sequence[QueryExamples], batch_size: int, seed: int, epoch: int) -> list[Batch]:
+    """The micro-batches of one epoch, a pure function of (seed, epoch)."""
+    rng = np.random.default_rng([seed, epoch])
+    order = rng.permutation(len(examples))
+    batches = []
+    for start in range(0, len(order) - 1, batch_size):
+        chosen = [examples[i] for i in order[start : start + batch_size]]
+        if len(chosen) < 2:
+            break  # a lone query has no in-batch negatives
+        positives = [ex.positives[rng.integers(len(ex.positives))] for ex in chosen]
+        negatives = None
+        if all(ex.hard_negatives for ex in chosen):
+            negatives = [ex.hard_negatives[rng.integers(len(ex.hard_negatives))] for ex in chosen]
+        batches.append(Batch([ex.query for ex in chosen], positives, negatives))
+    return batches
+
+
+def validation_batches(examples: Sequence[QueryExamples], batch_size: int) -> list[Batch]:
+    """Fixed batches (first positive, first negative) so validation losses are comparable."""
+    batches = []
+    for start in range(0, len(examples) - 1, batch_size):
+        chosen = list(examples[start : start + batch_size])
+        if len(chosen) < 2:
+            break
+        negatives = (
+            [ex.hard_negatives[0] for ex in chosen] if all(ex.hard_negatives for ex in chosen) else None
+        )
+        batches.append(Batch([ex.query for ex in chosen], [ex.positives[0] for ex in chosen], negatives))
+    return batches
+
+
+class Trainer:
+    """Fine-tunes an encoder with in-batch softmax cross-entropy plus one hard negative per query."""
+
+    def __init__(
+        self,
+        encoder: DenseEncoder,
+        tokenizer: PreTrainedTokenizerBase,
+        config: TrainingConfig,
+        output_dir: str | Path,
+    ) -> None:
+        self.encoder = encoder
+        self.tokenizer = tokenizer
+        self.config = config
+        self.output_dir = Path(output_dir)
+        self.device = pick_device(config.device)
+
+    def batch_loss(self, batch: Batch) -> torch.Tensor:
+        encoder, tokenizer = self.encoder, self.tokenizer
+        queries = encoder(encoder.tokenize(tokenizer, batch.queries, Side.QUERY).to(self.device), Side.QUERY)
+        documents = batch.positives + (batch.hard_negatives or [])
+        encoded = encoder(
+            encoder.tokenize(tokenizer, documents, Side.DOCUMENT).to(self.device), Side.DOCUMENT
+        )
+        size = len(batch.positives)
+        positives, negatives = encoded.embedding[:size], encoded.embedding[size:]
+        return in_batch_softmax_loss(
+            queries.embedding, positives, negatives if len(negatives) else None, encoder.config.temperature
+        )
+
+    @torch.no_grad()
+    def validation_loss(self, batches: Sequence[Batch]) -> float:
+        self.encoder.eval()
+        losses = [self.batch_loss(batch).item() for batch in batches]
+        self.encoder.train()
+        return float(np.mean(losses))
+
+    def fit(self, train: Sequence[QueryExamples], valid: Sequence[QueryExamples] = ()) -> TrainingReport:
+        cfg = self.config
+        if len(train) < 2:
+            raise ValueError(f"training needs at least 2 queries with a positive, got {len(train)}")
+        torch.manual_seed(cfg.seed)
+        self.encoder.to(self.device).train()
+        steps_per_epoch = max(
+            1, len(epoch_batches(train, cfg.batch_size, cfg.seed, 0)) // cfg.gradient_accumulation
+        )
+        total_steps = cfg.epochs * steps_per_epoch
+        if cfg.max_steps is not None:
+            total_steps = min(total_steps, cfg.max_steps)
+        optimizer = torch.optim.AdamW(
+            self.encoder.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay
+        )
+        scheduler = get_linear_schedule_with_warmup(
+            optimizer, math.ceil(cfg.warmup_fraction * total_steps), total_steps
+        )
+        step = self._resume(optimizer, scheduler)
+        valid_batches = validation_batches(valid, cfg.batch_size)
+        best = self._read_best()
+        loss_value = float("nan")
+        progress = tqdm(
+            total=total_steps, initial=step, desc="train", disable=not cfg.show_progress, mininterval=2
+        )
+        while step < total_steps:
+            epoch, offset = divmod(step, steps_per_epoch)
+            batches = epoch_batches(train, cfg.batch_size, cfg.seed, epoch)
+            for index in range(offset, steps_per_epoch):
+                if step >= total_steps:
+                    break
+                group = batches[index * cfg.gradient_accumulation : (index + 1) * cfg.gradient_accumulation]
+                loss_value = 0.0
+                for batch in group:
+                    loss = self.batch_loss(batch) / len(group)
+                    loss.backward()
+                    loss_value += loss.item()
+                torch.nn.utils.clip_grad_norm_(self.encoder.parameters(), cfg.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                progress.update(1)
+                progress.set_postfix(loss=f"{loss_value:.4f}")
+                at_end = step == total_steps
+                if valid_batches and (at_end or (cfg.validate_every and step % cfg.validate_every == 0)):
+                    best = self._maybe_select(step, self.validation_loss(valid_batches), best)
+                if at_end or (cfg.checkpoint_every and step % cfg.checkpoint_every == 0):
+                    self._checkpoint(step, optimizer, scheduler, best)
+        progress.close()
+        if not valid_batches:
+            best = (float("nan"), step)
+            self.encoder.save_pretrained(self.output_dir, self.tokenizer)
+        self.encoder.eval()
+        return TrainingReport(
+            steps=step,
+            final_train_loss=loss_value,
+            best_valid_loss=None if math.isnan(best[0]) else best[0],
+            best_step=best[1],
+            model_dir=self.output_dir,
+        )
+
+    # Checkpoints: OUT/checkpoints/last holds weights + optimizer state; OUT itself holds
+    # the model selected on the validation split, so OUT is always a loadable model once written.
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.output_dir / "checkpoints" / "last"
+
+    def _maybe_select(self, step: int, valid_loss: float, best: tuple[float, int]) -> tuple[float, int]:
+        LOGGER.info("step %d: validation loss %.4f (best %.4f)", step, valid_loss, best[0])
+        if math.isnan(best[0]) or valid_loss < best[0]:
+            self.encoder.save_pretrained(self.output_dir, self.tokenizer)
+            return valid_loss, step
+        return best
+
+    def _checkpoint(self, step: int, optimizer, scheduler, best: tuple[float, int]) -> None:
+        staging = self.checkpoint_dir.with_name("last.tmp")
+        shutil.rmtree(staging, ignore_errors=True)
+        self.encoder.save_pretrained(staging, self.tokenizer)
+        torch.save(
+            {
+                "step": step,
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "torch_rng": torch.get_rng_state(),
+                "best": best,
+            },
+            staging / STATE_FILE,
+        )
+        shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
+        staging.rename(self.checkpoint_dir)  # a crash leaves either the old or the new checkpoint
+
+    def _resume(self, optimizer, scheduler) -> int:
+        state_path = self.checkpoint_dir / STATE_FILE
+        if not state_path.is_file():
+            return 0
+        state = torch.load(state_path, weights_only=False)
+        self.encoder.load_weights(self.checkpoint_dir)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"])
+        LOGGER.info("resuming from %s at step %d", self.checkpoint_dir, state["step"])
+        return int(state["step"])
+
+    def _read_best(self) -> tuple[float, int]:
+        state_path = self.checkpoint_dir / STATE_FILE
+        if state_path.is_file():
+            return tuple(torch.load(state_path, weights_only=False)["best"])
+        return (float("nan"), 0)

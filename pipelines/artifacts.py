@@ -1,0 +1,97 @@
+"""Stage outputs as artifacts: manifests written last, and reading shards back.
+
+Works through Beam's FileSystems, so an output folder may be local or gs://.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.runners.runner import PipelineResult
+
+from schemas import ArtifactError
+from schemas.manifest import MANIFEST_FILE
+
+
+def counter_value(result: PipelineResult, name: str) -> int:
+    """The committed value of a Beam counter (0 when it never fired)."""
+    counters = result.metrics().query(MetricsFilter().with_name(name))["counters"]
+    return int(sum(counter.committed or 0 for counter in counters))
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with FileSystems.open(path) as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _match(folder: str, pattern: str) -> list:
+    return sorted(
+        FileSystems.match([FileSystems.join(folder, pattern)])[0].metadata_list, key=lambda m: m.path
+    )
+
+
+def list_files(folder: str, pattern: str = "*") -> list[str]:
+    return [metadata.path for metadata in _match(folder, pattern)]
+
+
+def write_stage_manifest(folder: str, kind: str, info: dict[str, Any]) -> str:
+    """Hash the stage's output files and write manifest.json last; readers trust folders that have one."""
+    files = {}
+    for metadata in _match(folder, "*"):
+        name = metadata.path[len(folder.rstrip("/")) + 1 :]
+        if name != MANIFEST_FILE:
+            files[name] = {"sha256": _sha256(metadata.path), "bytes": metadata.size_in_bytes}
+    manifest = {
+        "kind": kind,
+        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        **info,
+        "files": files,
+    }
+    target = FileSystems.join(folder, MANIFEST_FILE)
+    with FileSystems.create(target) as handle:
+        handle.write((json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
+    return target
+
+
+def read_stage_manifest(folder: str, kind: str) -> dict[str, Any]:
+    path = FileSystems.join(folder, MANIFEST_FILE)
+    if not FileSystems.exists(path):
+        raise ArtifactError(f"{folder} has no {MANIFEST_FILE}: the {kind} stage did not finish; run it again")
+    with FileSystems.open(path) as handle:
+        manifest = json.loads(handle.read())
+    if manifest.get("kind") != kind:
+        raise ArtifactError(f"{folder} holds {manifest.get('kind')!r}, expected {kind!r}")
+    return manifest
+
+
+def read_parquet_table(folder: str, prefix: str, columns: list[str] | None = None) -> pa.Table:
+    """All `prefix*.parquet` files of a folder, concatenated in file-name order."""
+    paths = list_files(folder, f"{prefix}*.parquet")
+    if not paths:
+        raise ArtifactError(f"no {prefix}*.parquet files in {folder}")
+    tables = []
+    for path in paths:
+        with FileSystems.open(path) as handle:
+            tables.append(pq.read_table(handle, columns=columns))
+    return pa.concat_tables(tables)
+
+
+def read_embeddings(folder: str) -> tuple[list[str], np.ndarray, dict[str, Any]]:
+    """The ids, the (n, d) float32 matrix and the manifest of an embed stage output."""
+    manifest = read_stage_manifest(folder, "madr-embeddings")
+    table = read_parquet_table(folder, "embeddings", ["product_id", "embedding"])
+    ids = table.column("product_id").to_pylist()
+    flat = table.column("embedding").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    matrix = np.ascontiguousarray(flat.reshape(len(ids), int(manifest["dimension"])), dtype=np.float32)
+    return ids, matrix, manifest

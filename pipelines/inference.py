@@ -1,0 +1,102 @@
+"""RunInference for madr encoders: load once per worker, batch, bucket by length.
+
+Following Beam's ModelHandler split, this class only knows how to load a model
+directory and encode a batch of texts; RunInference owns batching, model sharing
+and metrics. It works for any variant, because `load_encoder` reads the variant
+from the directory, and for either side (queries or documents).
+
+Beam's own Hugging Face handler does not import with transformers 5, hence our own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from apache_beam.ml.inference.base import ModelHandler, PredictionResult
+from transformers import PreTrainedTokenizerBase
+
+from model import DenseEncoder, Side, load_encoder
+
+
+class TextToEncode(NamedTuple):
+    """One RunInference example: the record's id and the exact text the model reads."""
+
+    key: str
+    text: str
+
+
+@dataclass
+class LoadedEncoder:
+    encoder: DenseEncoder
+    tokenizer: PreTrainedTokenizerBase
+
+
+def length_sorted_chunks(lengths: Sequence[int], chunk_size: int) -> list[list[int]]:
+    """Indices grouped into chunks of similar length, so short titles are not padded to long descriptions."""
+    order = np.argsort(np.asarray(lengths), kind="stable")
+    return [order[start : start + chunk_size].tolist() for start in range(0, len(order), chunk_size)]
+
+
+class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEncoder]):
+    """Encodes `TextToEncode` examples into unit-length embeddings (float32 numpy arrays).
+
+    Args:
+        model_dir: a directory written by `madr train` (any variant); on Dataflow a
+            local path on the worker image or a path staged with the job.
+        side: query or document tower.
+        batch_size: examples per Beam batch; inside it, texts are sorted by token length
+            and encoded in chunks of `chunk_size`, which is where padding is saved.
+        device: 'cuda', 'cpu', ...; by default the GPU when there is one.
+    """
+
+    def __init__(
+        self,
+        model_dir: str,
+        side: Side,
+        batch_size: int = 256,
+        chunk_size: int = 32,
+        device: str | None = None,
+    ) -> None:
+        super().__init__(min_batch_size=1, max_batch_size=batch_size)
+        if chunk_size < 1 or batch_size < 1:
+            raise ValueError("batch_size and chunk_size must be >= 1")
+        self.model_dir = model_dir
+        self.side = Side(side)
+        self.chunk_size = chunk_size
+        self.device = device
+
+    def load_model(self) -> LoadedEncoder:
+        encoder, tokenizer = load_encoder(self.model_dir, device=self.device)
+        return LoadedEncoder(encoder, tokenizer)
+
+    def run_inference(
+        self,
+        batch: Sequence[TextToEncode],
+        model: LoadedEncoder,
+        inference_args: dict[str, Any] | None = None,
+    ) -> Iterable[PredictionResult]:
+        texts = [example.text for example in batch]
+        max_length = model.encoder.max_length(self.side)
+        lengths = [
+            len(ids) for ids in model.tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+        ]
+        embeddings: list[np.ndarray | None] = [None] * len(batch)
+        for chunk in length_sorted_chunks(lengths, self.chunk_size):
+            output = model.encoder.embed_texts(model.tokenizer, [texts[i] for i in chunk], self.side)
+            vectors = output.embedding.to(torch.float32).cpu().numpy()
+            for row, index in enumerate(chunk):
+                embeddings[index] = vectors[row]
+        return [PredictionResult(example, vector) for example, vector in zip(batch, embeddings, strict=True)]
+
+    def get_num_bytes(self, batch: Sequence[TextToEncode]) -> int:
+        return sum(len(example.text.encode("utf-8")) for example in batch)
+
+    def get_metrics_namespace(self) -> str:
+        return "madr_encoder"
+
+    def batch_elements_kwargs(self) -> dict[str, Any]:
+        return dict(self._batching_kwargs)

@@ -1,0 +1,46 @@
+"""Shared fixtures: tiny random encoders (fast) and an offline Beam runner."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # noqa: E402
+from transformers import BertConfig  # noqa: E402
+
+from model import new_encoder  # noqa: E402
+
+
+def tiny_backbone() -> dict:
+    """A 2-layer, 32-wide random BERT over the real MiniLM wordpiece vocabulary."""
+    return BertConfig(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+    ).to_dict()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A saved, untrained tiny BiBERT directory (projection 16)."""
+    directory = tmp_path_factory.mktemp("tiny-bibert")
+    encoder, tokenizer = new_encoder(
+        "bibert", pretrained=False, backbone=tiny_backbone(), projection_dim=16, model_version="test"
+    )
+    encoder.save_pretrained(directory, tokenizer)
+    return directory
+
+
+@pytest.fixture
+def local_runner() -> FnApiRunner:
+    """Beam's batch engine, used directly so tests never try to download the Prism runner."""
+    return FnApiRunner()

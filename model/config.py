@@ -49,6 +49,8 @@ class EncoderConfig:
     model_version: str = "0"
 
     def __post_init__(self) -> None:
+        # Stored in its JSON form, so a config equals itself after save + load.
+        object.__setattr__(self, "backbone", json.loads(json.dumps(self.backbone, sort_keys=True)))
         if not self.backbone.get("hidden_size"):
             raise ValueError("backbone must be a BertConfig dict with a hidden_size")
         if self.projection_dim <= 0:

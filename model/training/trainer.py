@@ -8,6 +8,7 @@ resumed from its last checkpoint sees the same batches it would have seen.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import shutil
@@ -129,7 +130,7 @@ class Trainer:
         scheduler = get_linear_schedule_with_warmup(
             optimizer, math.ceil(cfg.warmup_fraction * total_steps), total_steps
         )
-        step = self._resume(optimizer, scheduler)
+        step = self._resume(optimizer, scheduler, self._run_fingerprint(train))
         valid_batches = validation_batches(valid, cfg.batch_size)
         best = self._read_best()
         loss_value = float("nan")
@@ -159,7 +160,7 @@ class Trainer:
                 if valid_batches and (at_end or (cfg.validate_every and step % cfg.validate_every == 0)):
                     best = self._maybe_select(step, self.validation_loss(valid_batches), best)
                 if at_end or (cfg.checkpoint_every and step % cfg.checkpoint_every == 0):
-                    self._checkpoint(step, optimizer, scheduler, best)
+                    self._checkpoint(step, optimizer, scheduler, best, self._run_fingerprint(train))
         progress.close()
         if not valid_batches:
             best = (float("nan"), step)
@@ -187,7 +188,21 @@ class Trainer:
             return valid_loss, step
         return best
 
-    def _checkpoint(self, step: int, optimizer, scheduler, best: tuple[float, int]) -> None:
+    def _run_fingerprint(self, train: Sequence[QueryExamples]) -> dict[str, object]:
+        """What must match for a checkpoint to belong to this run."""
+        settings = dataclasses.asdict(self.config)
+        for irrelevant in ("device", "show_progress"):
+            settings.pop(irrelevant)
+        return {"training": settings, "examples": len(train), "model": self.encoder.config.to_dict()}
+
+    def _checkpoint(
+        self,
+        step: int,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        best: tuple[float, int],
+        fingerprint: dict[str, object],
+    ) -> None:
         staging = self.checkpoint_dir.with_name("last.tmp")
         shutil.rmtree(staging, ignore_errors=True)
         self.encoder.save_pretrained(staging, self.tokenizer)
@@ -198,17 +213,28 @@ class Trainer:
                 "scheduler": scheduler.state_dict(),
                 "torch_rng": torch.get_rng_state(),
                 "best": best,
+                "fingerprint": fingerprint,
             },
             staging / STATE_FILE,
         )
         shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
         staging.rename(self.checkpoint_dir)  # a crash leaves either the old or the new checkpoint
 
-    def _resume(self, optimizer, scheduler) -> int:
+    def _resume(
+        self,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        fingerprint: dict[str, object],
+    ) -> int:
         state_path = self.checkpoint_dir / STATE_FILE
         if not state_path.is_file():
             return 0
         state = torch.load(state_path, weights_only=False)
+        if state.get("fingerprint") != fingerprint:
+            raise ValueError(
+                f"{self.checkpoint_dir} holds a checkpoint of a different run (other settings, data or "
+                "model); write to a new output directory, or delete that checkpoint to start over"
+            )
         self.encoder.load_weights(self.checkpoint_dir)
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])

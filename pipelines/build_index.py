@@ -1,0 +1,45 @@
+"""`madr build-index`: train a ScaNN index on an embed stage's shards and save the artifact."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from dataclasses import dataclass
+
+from index_builder import ScannIndexBuilder
+from pipelines.artifacts import read_embeddings
+
+LOGGER = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class IndexBuildReport:
+    count: int
+    dimension: int
+    seconds: float
+    config: str
+    directory: str
+
+
+def add_build_index_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--embeddings", required=True, help="Embedding shards folder written by `madr embed`")
+    parser.add_argument("--out", required=True, help="Index artifact directory to write")
+    parser.add_argument(
+        "--max_k",
+        type=int,
+        default=10_000,
+        help="Deepest k the index must serve well (Recall@10k by default); sizes leaves and reorder",
+    )
+
+
+def build_index(embeddings: str, out: str, max_k: int = 10_000) -> IndexBuildReport:
+    ids, matrix, manifest = read_embeddings(embeddings)
+    builder = ScannIndexBuilder.for_corpus(len(ids), matrix.shape[1], max_k=max_k)
+    config = builder.create_config()
+    LOGGER.info("building a ScaNN index over %d x %d vectors: %s", len(ids), matrix.shape[1], config)
+    started = time.perf_counter()
+    index = builder.build(matrix, ids)
+    seconds = time.perf_counter() - started
+    index.save(out, model_id=manifest["model_id"], model_version=manifest["model_version"])
+    return IndexBuildReport(len(ids), int(matrix.shape[1]), seconds, str(config), out)

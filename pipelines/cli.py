@@ -1,0 +1,144 @@
+"""The `madr` command: one entry point, a subcommand per stage.
+
+    madr generate     write the embedded synthetic benchmark (catalog, queries, judgments)
+    madr train        fine-tune an encoder variant on a dataset folder
+    madr embed        Beam: embed a catalog into Parquet shards
+    madr build-index  train and save a ScaNN index artifact over the shards
+    madr evaluate     Beam: embed queries, search, join judgments, report metrics
+    madr demo         all of the above, end to end, on the embedded default data
+
+`embed` and `evaluate` accept every Beam pipeline option as well (--runner,
+--project, --region, --temp_location, --setup_file, --direct_running_mode, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines.build_index import add_build_index_arguments, build_index
+from pipelines.demo import add_demo_arguments, run_demo
+from pipelines.embed import EmbedOptions, run_embed
+from pipelines.evaluate import EvaluateOptions, run_evaluate
+from pipelines.synthetic import SyntheticConfig, generate_benchmark
+from pipelines.train import add_train_arguments, train_from_args
+
+BEAM_NOTE = "Any other flag is passed to Beam as a pipeline option (e.g. --runner DataflowRunner)."
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="madr",
+        description="Multi-aspect dense retrieval over product catalogs, as Apache Beam batch jobs.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n")[1],
+    )
+    parser.add_argument("--log_level", default="INFO", help="Python logging level (default: %(default)s)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    defaults = argparse.ArgumentDefaultsHelpFormatter
+
+    generate = commands.add_parser(
+        "generate",
+        help="write the synthetic benchmark",
+        formatter_class=defaults,
+        description="Write a seeded synthetic e-commerce retrieval benchmark as Parquet.",
+    )
+    generate.add_argument("--out", required=True, help="Dataset folder to write")
+    generate.add_argument(
+        "--num_products", type=int, default=SyntheticConfig.num_products, help="Catalog size"
+    )
+    generate.add_argument(
+        "--num_queries", type=int, default=SyntheticConfig.num_queries, help="Queries, all splits"
+    )
+    generate.add_argument("--seed", type=int, default=SyntheticConfig.seed, help="Random seed")
+
+    train = commands.add_parser(
+        "train",
+        help="fine-tune an encoder",
+        formatter_class=defaults,
+        description="Fine-tune an encoder variant with in-batch softmax plus a hard negative per query.",
+    )
+    add_train_arguments(train)
+
+    embed = commands.add_parser(
+        "embed",
+        help="Beam: embed a catalog into Parquet shards",
+        epilog=BEAM_NOTE,
+        description="Read products, validate them, embed them with a trained model, write Parquet shards.",
+    )
+    EmbedOptions._add_argparse_args(embed)
+
+    index = commands.add_parser(
+        "build-index",
+        help="build a ScaNN index artifact",
+        formatter_class=defaults,
+        description="Train a ScaNN tree + asymmetric hashing + reorder index and save it as an artifact.",
+    )
+    add_build_index_arguments(index)
+
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="Beam: retrieve for the test queries and report metrics",
+        epilog=BEAM_NOTE,
+        description="Embed queries, search the index, join judgments, write metrics.json and the run file.",
+    )
+    EvaluateOptions._add_argparse_args(evaluate)
+
+    demo = commands.add_parser(
+        "demo",
+        help="the whole job end to end on the embedded default data",
+        formatter_class=defaults,
+        description="generate -> train BiBERT -> embed -> build-index -> evaluate, into one run folder.",
+    )
+    add_demo_arguments(demo)
+    return parser
+
+
+def _quiet_libraries() -> None:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    for noisy in ("apache_beam", "absl"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, beam_args = _parser().parse_known_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    _quiet_libraries()
+    if beam_args and args.command not in ("embed", "evaluate"):
+        _parser().error(f"unrecognised arguments for {args.command}: {' '.join(beam_args)}")
+    stage_argv = argv[argv.index(args.command) + 1 :]
+
+    if args.command == "generate":
+        config = SyntheticConfig(num_products=args.num_products, num_queries=args.num_queries, seed=args.seed)
+        print(generate_benchmark(config, args.out, progress=print).format())
+    elif args.command == "train":
+        report = train_from_args(args)
+        print(
+            f"trained {report.steps} steps; best validation loss {report.best_valid_loss}; "
+            f"model in {report.model_dir}"
+        )
+    elif args.command == "embed":
+        counts = run_embed(PipelineOptions(stage_argv))
+        print("  ".join(f"{name}={value}" for name, value in counts.items()))
+    elif args.command == "build-index":
+        report = build_index(args.embeddings, args.out, args.max_k)
+        print(f"indexed {report.count} x {report.dimension} in {report.seconds:.1f}s -> {report.directory}")
+    elif args.command == "evaluate":
+        print(run_evaluate(PipelineOptions(stage_argv))["table"])
+    elif args.command == "demo":
+        run_demo(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

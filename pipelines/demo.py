@@ -1,0 +1,127 @@
+"""`madr demo`: the whole job, end to end, on the embedded default data.
+
+generate -> train BiBERT from the bundled MiniLM -> embed (Beam) -> build the ScaNN
+index -> evaluate (Beam) with the index and with exact search, into one run folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from model.training import TrainingConfig
+from pipelines.build_index import build_index
+from pipelines.embed import run_embed
+from pipelines.evaluate import run_evaluate
+from pipelines.layout import DatasetLayout, RunLayout
+from pipelines.synthetic import SyntheticConfig, generate_benchmark
+from pipelines.train import TrainJob, run_training
+
+T = TypeVar("T")
+
+
+def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--out", default="runs/demo", help="Run folder (data/, model/, embeddings/, index/, eval/)"
+    )
+    parser.add_argument("--num_products", type=int, default=20_000, help="Synthetic catalog size")
+    parser.add_argument("--num_queries", type=int, default=600, help="Synthetic queries over all splits")
+    parser.add_argument("--epochs", type=int, default=2, help="Fine-tuning epochs over the training queries")
+    parser.add_argument("--batch_size", type=int, default=32, help="Training queries per step")
+    parser.add_argument("--seed", type=int, default=13, help="Seed for data and training")
+    parser.add_argument("--depth", type=int, default=10_000, help="Products retrieved per test query")
+
+
+def _timed(name: str, timings: dict[str, float], step: Callable[[], T]) -> T:
+    print(f"\n== {name}", flush=True)
+    started = time.perf_counter()
+    value = step()
+    timings[name] = time.perf_counter() - started
+    print(f"   {name}: {timings[name]:.1f}s", flush=True)
+    return value
+
+
+def run_demo(args: argparse.Namespace) -> dict[str, Any]:
+    run = RunLayout(args.out)
+    data = DatasetLayout(str(Path(args.out) / "data"))
+    for stale in ("data", "model", "embeddings", "index", "eval", "eval_exact"):
+        shutil.rmtree(Path(args.out) / stale, ignore_errors=True)
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+
+    synthetic = SyntheticConfig(num_products=args.num_products, num_queries=args.num_queries, seed=args.seed)
+    summary = _timed("generate", timings, lambda: generate_benchmark(synthetic, data.root))
+    print(summary.format())
+
+    job = TrainJob(dataset=data.root, output=run.model, variant="bibert")
+    loop = TrainingConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, learning_rate=5e-5)
+    report = _timed("train", timings, lambda: run_training(job, loop))
+    print(
+        f"   {report.steps} steps, final train loss {report.final_train_loss:.4f}, "
+        f"best validation loss {report.best_valid_loss}"
+    )
+
+    embed_flags = ["--products", data.products, "--model", run.model, "--output", run.embeddings]
+    counts = _timed("embed", timings, lambda: run_embed(PipelineOptions(embed_flags)))
+    print("   " + "  ".join(f"{name}={value}" for name, value in counts.items()))
+
+    built = _timed("build-index", timings, lambda: build_index(run.embeddings, run.index, args.depth))
+    print(f"   {built.count} x {built.dimension} vectors; {built.config}")
+
+    common = [
+        "--queries",
+        data.queries,
+        "--judgments",
+        data.judgments,
+        "--model",
+        run.model,
+        "--depth",
+        str(args.depth),
+    ]
+    ann = _timed(
+        "evaluate",
+        timings,
+        lambda: run_evaluate(
+            PipelineOptions([*common, "--searcher", "ann", "--index", run.index, "--output", run.evaluation])
+        ),
+    )
+    exact = _timed(
+        "evaluate-exact",
+        timings,
+        lambda: run_evaluate(
+            PipelineOptions(
+                [
+                    *common,
+                    "--searcher",
+                    "exact",
+                    "--embeddings",
+                    run.embeddings,
+                    "--output",
+                    str(Path(args.out) / "eval_exact"),
+                ]
+            )
+        ),
+    )
+    total = time.perf_counter() - started
+
+    print(
+        f"\n== Results on {ann['counts']['queries_scored']} test queries "
+        f"(ScaNN index, depth {args.depth} capped at {built.count} products)\n"
+    )
+    print(ann["table"])
+    print("\nRecall lost to the index (exact search minus ScaNN):")
+    for name, mean in ann["summary"].items():
+        if name.startswith("recall"):
+            print(
+                f"   {name:<14} exact {exact['summary'][name].mean:.4f}  ann {mean.mean:.4f}  "
+                f"lost {exact['summary'][name].mean - mean.mean:+.4f}"
+            )
+    print("\nTimings: " + ", ".join(f"{name} {seconds:.0f}s" for name, seconds in timings.items()))
+    print(f"Total wall time: {total:.0f}s. Outputs in {args.out}/ (metrics: {run.evaluation}/metrics.json)")
+    return {"ann": ann, "exact": exact, "timings": timings, "total_seconds": total}

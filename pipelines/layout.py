@@ -1,0 +1,51 @@
+"""Where things live: one definition of the dataset and run folder layouts.
+
+A dataset folder (what `madr generate` and the ingest loaders write):
+    products/products-*.parquet   queries.parquet   judgments.parquet
+A run folder (what `madr demo` and `madr nightly` write):
+    model/   embeddings/   index/   eval/
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apache_beam.io.filesystems import FileSystems
+
+
+@dataclass(frozen=True)
+class DatasetLayout:
+    root: str
+
+    @property
+    def products(self) -> str:
+        return FileSystems.join(self.root, "products", "products-*.parquet")
+
+    @property
+    def queries(self) -> str:
+        return FileSystems.join(self.root, "queries.parquet")
+
+    @property
+    def judgments(self) -> str:
+        return FileSystems.join(self.root, "judgments.parquet")
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    root: str
+
+    @property
+    def model(self) -> str:
+        return FileSystems.join(self.root, "model")
+
+    @property
+    def embeddings(self) -> str:
+        return FileSystems.join(self.root, "embeddings")
+
+    @property
+    def index(self) -> str:
+        return FileSystems.join(self.root, "index")
+
+    @property
+    def evaluation(self) -> str:
+        return FileSystems.join(self.root, "eval")

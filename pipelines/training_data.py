@@ -1,0 +1,78 @@
+"""Training examples from a dataset folder: judged queries with their documents' texts.
+
+Only the products that some judgment of the wanted split refers to are kept in
+memory; product shards are streamed in column-projected batches.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+
+from model import document_text
+from model.training import QueryExamples
+from pipelines.layout import DatasetLayout
+from schemas import InvalidRecord, validate_product
+
+LOGGER = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainingSet:
+    examples: list[QueryExamples]
+    queries_without_positive: int
+    judgments_without_product: int
+
+
+def _read_table(path: str) -> pa.Table:
+    with FileSystems.open(path) as handle:
+        return pq.read_table(handle)
+
+
+def load_training_set(dataset: str, split: str, positive_min_grade: int = 2) -> TrainingSet:
+    """QueryExamples of one split: grade >= `positive_min_grade` are positives, the rest hard negatives."""
+    layout = DatasetLayout(dataset)
+    queries = _read_table(layout.queries).to_pylist()
+    texts = {q["query_id"]: q["text"] for q in queries if q["split"] == split}
+    judged: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for row in _read_table(layout.judgments).to_pylist():
+        if row["query_id"] in texts:
+            judged[row["query_id"]].append((row["product_id"], row["grade"]))
+    wanted = {pid for rows in judged.values() for pid, _ in rows}
+    documents = _judged_documents(layout, wanted)
+    examples, without_positive, missing = [], 0, 0
+    for query_id in sorted(judged):
+        positives, negatives = [], []
+        for product_id, grade in judged[query_id]:
+            if product_id not in documents:
+                missing += 1
+                continue
+            (positives if grade >= positive_min_grade else negatives).append(documents[product_id])
+        if not positives:
+            without_positive += 1
+            continue
+        examples.append(QueryExamples(texts[query_id], tuple(positives), tuple(negatives)))
+    if missing:
+        LOGGER.warning("%d judgments refer to products missing from the catalog; skipped", missing)
+    return TrainingSet(examples, without_positive, missing)
+
+
+def _judged_documents(layout: DatasetLayout, wanted: set[str]) -> dict[str, str]:
+    documents: dict[str, str] = {}
+    paths = [m.path for m in FileSystems.match([layout.products])[0].metadata_list]
+    for path in sorted(paths):
+        with FileSystems.open(path) as handle:
+            batches = list(pq.ParquetFile(handle).iter_batches(batch_size=8192))
+        for record in (r for batch in batches for r in batch.to_pylist()):
+            if record["product_id"] not in wanted:
+                continue
+            try:
+                documents[record["product_id"]] = document_text(validate_product(record))
+            except InvalidRecord as error:
+                LOGGER.warning("skipping judged product: %s", error)
+    return documents

@@ -32,12 +32,16 @@ def dead_letter(stage: str, record: Mapping[str, Any], reason: str, record_id: s
     }
 
 
+PLURALS = {"product": "products", "query": "queries", "judgment": "judgments"}
+
+
 class _ValidateFn(beam.DoFn):
     def __init__(self, kind: str, validate: Callable[[Mapping[str, Any]], dict[str, Any]]) -> None:
         self.kind = kind
         self.validate = validate
-        self.read = Metrics.counter(METRICS_NAMESPACE, f"{kind}s_read")
-        self.rejected = Metrics.counter(METRICS_NAMESPACE, f"{kind}s_dead_lettered")
+        plural = PLURALS.get(kind, f"{kind}s")
+        self.read = Metrics.counter(METRICS_NAMESPACE, f"{plural}_read")
+        self.rejected = Metrics.counter(METRICS_NAMESPACE, f"{plural}_dead_lettered")
 
     def process(self, record: Mapping[str, Any]) -> Iterator[Any]:
         self.read.inc()

@@ -22,8 +22,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.build_index import add_build_index_arguments, build_index
 from pipelines.demo import add_demo_arguments, run_demo
-from pipelines.embed import EmbedOptions, run_embed
-from pipelines.evaluate import EvaluateOptions, run_evaluate
+from pipelines.embed import run_embed
+from pipelines.evaluate import run_evaluate
+from pipelines.options import EmbedOptions, EvaluateOptions, ModelOptions, OutputOptions, add_stage_arguments
 from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from pipelines.train import add_train_arguments, train_from_args
 
@@ -70,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=BEAM_NOTE,
         description="Read products, validate them, embed them with a trained model, write Parquet shards.",
     )
-    EmbedOptions._add_argparse_args(embed)
+    add_stage_arguments(embed, ModelOptions, OutputOptions, EmbedOptions)
 
     index = commands.add_parser(
         "build-index",
@@ -86,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=BEAM_NOTE,
         description="Embed queries, search the index, join judgments, write metrics.json and the run file.",
     )
-    EvaluateOptions._add_argparse_args(evaluate)
+    add_stage_arguments(evaluate, ModelOptions, OutputOptions, EvaluateOptions)
 
     demo = commands.add_parser(
         "demo",

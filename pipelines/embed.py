@@ -7,7 +7,6 @@ and writes the shard manifest once the pipeline has succeeded.
 
 from __future__ import annotations
 
-import argparse
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -30,28 +29,11 @@ from pipelines.catalog_io import (
     dead_letter,
 )
 from pipelines.inference import EncoderModelHandler, TextToEncode
-from pipelines.runner import make_pipeline
+from pipelines.options import EmbedOptions, ModelOptions, OutputOptions
+from pipelines.runner import make_pipeline, require_options
 from schemas import embedding_schema, validate_product
 
 LOGGER = logging.getLogger(__name__)
-
-
-class EmbedOptions(PipelineOptions):
-    """Flags of `madr embed` (every other flag is a Beam pipeline option)."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--products", required=True, help="Product Parquet file or glob (local or gs://)")
-        parser.add_argument("--model", required=True, help="Trained model directory (from `madr train`)")
-        parser.add_argument("--output", required=True, help="Output folder for embedding shards")
-        parser.add_argument(
-            "--num_shards", type=int, default=0, help="Parquet shards to write (0: runner decides)"
-        )
-        parser.add_argument("--batch_size", type=int, default=256, help="Products per inference batch")
-        parser.add_argument("--chunk_size", type=int, default=32, help="Length-sorted sub-batch size")
-        parser.add_argument(
-            "--device", default=None, help="Torch device; default: GPU when present, else CPU"
-        )
 
 
 @dataclass(frozen=True)
@@ -155,17 +137,22 @@ class WriteEmbeddings(beam.PTransform):
 
 def run_embed(options: PipelineOptions) -> dict[str, int]:
     """Run the embed pipeline; return its counts after writing the output manifest."""
-    opts = options.view_as(EmbedOptions)
-    identity = ModelIdentity.of(opts.model)
-    handler = EncoderModelHandler(opts.model, Side.DOCUMENT, opts.batch_size, opts.chunk_size, opts.device)
+    opts, model, output = (options.view_as(c) for c in (EmbedOptions, ModelOptions, OutputOptions))
+    require_options(opts, "products")
+    require_options(model, "model")
+    require_options(output, "output")
+    identity = ModelIdentity.of(model.model)
+    handler = EncoderModelHandler(
+        model.model, Side.DOCUMENT, model.batch_size, model.chunk_size, model.device
+    )
     pipeline = make_pipeline(options)
     products = pipeline | "ReadProducts" >> ReadProducts(opts.products)
     embedded = products.valid | EmbedProducts(handler, identity)
-    _ = embedded["rows"] | WriteEmbeddings(opts.output, identity.dimension, opts.num_shards)
+    _ = embedded["rows"] | WriteEmbeddings(output.output, identity.dimension, opts.num_shards)
     _ = (
         (products[DEAD_LETTERS], embedded["dead_letters"])
         | "AllDeadLetters" >> beam.Flatten()
-        | WriteDeadLetters(FileSystems.join(opts.output, "dead_letters"))
+        | WriteDeadLetters(FileSystems.join(output.output, "dead_letters"))
     )
     result = pipeline.run()
     result.wait_until_finish()
@@ -178,7 +165,7 @@ def run_embed(options: PipelineOptions) -> dict[str, int]:
     if unaccounted:
         LOGGER.error("counts do not reconcile: %d products neither embedded nor dead-lettered", unaccounted)
     write_stage_manifest(
-        opts.output,
+        output.output,
         kind="madr-embeddings",
         info={
             "model_id": identity.model_id,

@@ -10,7 +10,6 @@ metrics.json, per_query.parquet and a printed table.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from collections.abc import Iterator, Sequence
@@ -37,7 +36,6 @@ from pipelines.artifacts import (
 from pipelines.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE, ValidateRecords, WriteDeadLetters
 from pipelines.embed import ModelIdentity
 from pipelines.evaluation import (
-    DEFAULT_METRICS,
     MetricSpec,
     RelevanceRule,
     aggregate,
@@ -47,45 +45,11 @@ from pipelines.evaluation import (
     write_metrics,
 )
 from pipelines.inference import EncoderModelHandler, TextToEncode
-from pipelines.runner import make_pipeline
+from pipelines.options import EvaluateOptions, ModelOptions, OutputOptions
+from pipelines.runner import make_pipeline, require_options
 from schemas import RUN_SCHEMA, per_query_metrics_schema, validate_judgment, validate_query
 
 LOGGER = logging.getLogger(__name__)
-SEARCHERS = ("ann", "exact")
-
-
-class EvaluateOptions(PipelineOptions):
-    """Flags of `madr evaluate` (every other flag is a Beam pipeline option)."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--queries", required=True, help="Query Parquet file (local or gs://)")
-        parser.add_argument("--judgments", required=True, help="Judgment Parquet file (local or gs://)")
-        parser.add_argument("--model", required=True, help="Trained model directory (the query tower)")
-        parser.add_argument("--index", help="Index artifact directory (from `madr build-index`), for ann")
-        parser.add_argument("--embeddings", help="Embedding shards folder (from `madr embed`), for exact")
-        parser.add_argument(
-            "--output", required=True, help="Folder for metrics.json, run and per-query files"
-        )
-        parser.add_argument("--split", default="test", help="Query split to evaluate (default: test)")
-        parser.add_argument(
-            "--depth",
-            type=int,
-            default=10_000,
-            help="Products retrieved per query, capped at the corpus size",
-        )
-        parser.add_argument(
-            "--metrics",
-            default=",".join(DEFAULT_METRICS),
-            help="Comma-separated metrics, e.g. recall@100,ndcg@5,mrr@10 (default: %(default)s)",
-        )
-        parser.add_argument(
-            "--searcher", choices=SEARCHERS, default="ann", help="ann: the ScaNN index; exact: brute force"
-        )
-        parser.add_argument("--batch_size", type=int, default=256, help="Queries per encode/search batch")
-        parser.add_argument(
-            "--device", default=None, help="Torch device; default: GPU when present, else CPU"
-        )
 
 
 @dataclass(frozen=True)
@@ -157,20 +121,19 @@ class _ScoreQueryFn(beam.DoFn):
 
     def process(self, joined: tuple[str, dict[str, list[Any]]]) -> Iterator[Any]:
         query_id, groups = joined
-        if not groups["ranked"]:
-            return  # judged query outside the evaluated split
-        ranked = groups["ranked"][0]
+        # A judged query outside the evaluated split has no ranking: nothing to score.
+        ranked = groups["ranked"][0] if groups["ranked"] else []
         for rank, (product_id, score) in enumerate(ranked, start=1):
             yield pvalue.TaggedOutput(
                 self.RUN, {"query_id": query_id, "product_id": product_id, "rank": rank, "score": score}
             )
         judgments = {pid: grade for pairs in groups["judgments"] for pid, grade in pairs}
-        if not judgments:
+        if ranked and not judgments:
             self.unjudged.inc()
-            return
-        self.scored.inc()
-        values = evaluate_query([pid for pid, _ in ranked], judgments, self.metrics, self.rule)
-        yield {"query_id": query_id, **values}
+        elif ranked:
+            self.scored.inc()
+            values = evaluate_query([pid for pid, _ in ranked], judgments, self.metrics, self.rule)
+            yield {"query_id": query_id, **values}
 
 
 class ScoreQueries(beam.PTransform):
@@ -214,15 +177,18 @@ def _searcher_spec(opts: EvaluateOptions) -> SearcherSpec:
 
 def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) -> dict[str, Any]:
     """Run the evaluation pipeline and write metrics.json, per_query.parquet, run-*.parquet."""
-    opts = options.view_as(EvaluateOptions)
+    opts, model, output = (options.view_as(c) for c in (EvaluateOptions, ModelOptions, OutputOptions))
+    require_options(opts, "queries", "judgments")
+    require_options(model, "model")
+    require_options(output, "output")
     rule = rule or RelevanceRule()
     metrics = parse_metrics(part for part in opts.metrics.split(",") if part.strip())
     spec = _searcher_spec(opts)
     corpus_size = spec.corpus_size()
     metrics = cap_cutoffs(metrics, corpus_size)
     depth = min(opts.depth, corpus_size)
-    identity = ModelIdentity.of(opts.model)
-    handler = EncoderModelHandler(opts.model, Side.QUERY, opts.batch_size, device=opts.device)
+    identity = ModelIdentity.of(model.model)
+    handler = EncoderModelHandler(model.model, Side.QUERY, model.batch_size, model.chunk_size, model.device)
     split = opts.split
 
     pipeline = make_pipeline(options)
@@ -237,7 +203,7 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
         | "ToText" >> beam.Map(lambda q: TextToEncode(q["query_id"], q["text"]))
         | "EncodeQueries" >> RunInference(handler)
     )
-    ranked = embedded | SearchCorpus(spec, depth, opts.batch_size)
+    ranked = embedded | SearchCorpus(spec, depth, model.batch_size)
     judgments = (
         pipeline
         | "ReadJudgments" >> beam.io.ReadFromParquet(opts.judgments)
@@ -246,13 +212,13 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
     scored = {"ranked": ranked, "judgments": judgments.valid} | ScoreQueries(metrics, rule)
     names = [spec.key for spec in metrics]
     _ = scored["per_query"] | "WritePerQuery" >> beam.io.WriteToParquet(
-        FileSystems.join(opts.output, "per_query_rows"),
+        FileSystems.join(output.output, "per_query_rows"),
         schema=per_query_metrics_schema(names),
         file_name_suffix=".parquet",
         num_shards=1,
     )
     _ = scored["run"] | "WriteRun" >> beam.io.WriteToParquet(
-        FileSystems.join(opts.output, "run"),
+        FileSystems.join(output.output, "run"),
         schema=RUN_SCHEMA,
         shard_name_template="-SSSSS-of-NNNNN",
         file_name_suffix=".parquet",
@@ -261,18 +227,19 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
     _ = (
         (queries[DEAD_LETTERS], judgments[DEAD_LETTERS])
         | beam.Flatten()
-        | WriteDeadLetters(FileSystems.join(opts.output, "dead_letters"))
+        | WriteDeadLetters(FileSystems.join(output.output, "dead_letters"))
     )
     result = pipeline.run()
     result.wait_until_finish()
 
-    per_query = read_parquet_table(opts.output, "per_query_rows").to_pylist()
+    per_query = read_parquet_table(output.output, "per_query_rows").to_pylist()
     for path in [
-        m.path for m in FileSystems.match([FileSystems.join(opts.output, "per_query_rows*")])[0].metadata_list
+        m.path
+        for m in FileSystems.match([FileSystems.join(output.output, "per_query_rows*")])[0].metadata_list
     ]:
         FileSystems.delete([path])
     summary = aggregate(per_query)
-    write_metrics(opts.output, summary, per_query, rule)
+    write_metrics(output.output, summary, per_query, rule)
     counts = {
         name: counter_value(result, name)
         for name in (
@@ -286,7 +253,7 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
         )
     }
     write_stage_manifest(
-        opts.output,
+        output.output,
         kind="madr-evaluation",
         info={
             "model_id": identity.model_id,

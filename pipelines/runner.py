@@ -27,3 +27,10 @@ def resolve_runner(options: PipelineOptions) -> PipelineRunner | str:
 
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     return beam.Pipeline(runner=resolve_runner(options), options=options)
+
+
+def require_options(options: PipelineOptions, *names: str) -> None:
+    """Beam parses every options class at once, so required flags are checked here, per stage."""
+    missing = [f"--{name}" for name in names if not getattr(options, name, None)]
+    if missing:
+        raise ValueError(f"missing required flag(s): {', '.join(missing)} (see --help)")

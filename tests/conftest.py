@@ -11,10 +11,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # noqa: E402
-from transformers import BertConfig  # noqa: E402
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from transformers import BertConfig
 
-from model import new_encoder  # noqa: E402
+from model import new_encoder
 
 
 def tiny_backbone() -> dict:

@@ -1,0 +1,91 @@
+"""Pipeline options of every Beam stage, one class per concern.
+
+Beam parses every `PipelineOptions` subclass into one parser, so a flag is
+declared exactly once (here) and no flag is `required=True`: each stage checks
+the flags it needs with `require_options` when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines.evaluation import DEFAULT_METRICS
+
+DEFAULT_METRICS_FLAG = ",".join(DEFAULT_METRICS)
+
+
+class ModelOptions(PipelineOptions):
+    """Which trained model encodes, where, and in what batches."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--model", help="(required) Trained model directory, from `madr train`")
+        parser.add_argument(
+            "--device", default=None, help="Torch device; default: the GPU when present, else CPU"
+        )
+        parser.add_argument("--batch_size", type=int, default=256, help="Records per inference batch (256)")
+        parser.add_argument(
+            "--chunk_size",
+            type=int,
+            default=32,
+            help="Length-sorted sub-batch inside an inference batch (32)",
+        )
+
+
+class OutputOptions(PipelineOptions):
+    @classmethod
+    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--output", help="(required) Output folder, local or gs://")
+
+
+class EmbedOptions(PipelineOptions):
+    """Flags of `madr embed`."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--products", help="(required) Product Parquet file or glob, local or gs://")
+        parser.add_argument(
+            "--num_shards",
+            type=int,
+            default=0,
+            help="Embedding Parquet shards to write (0: the runner decides)",
+        )
+
+
+class EvaluateOptions(PipelineOptions):
+    """Flags of `madr evaluate`."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--queries", help="(required) Query Parquet file, local or gs://")
+        parser.add_argument("--judgments", help="(required) Judgment Parquet file, local or gs://")
+        parser.add_argument(
+            "--index", help="Index artifact directory (from `madr build-index`), for --searcher ann"
+        )
+        parser.add_argument("--embeddings", help="Embedding folder (from `madr embed`), for --searcher exact")
+        parser.add_argument("--split", default="test", help="Query split to evaluate (test)")
+        parser.add_argument(
+            "--depth",
+            type=int,
+            default=10_000,
+            help="Products retrieved per query, capped at the corpus (10000)",
+        )
+        parser.add_argument(
+            "--metrics",
+            default=DEFAULT_METRICS_FLAG,
+            help=f"Comma-separated metrics ({DEFAULT_METRICS_FLAG})",
+        )
+        parser.add_argument(
+            "--searcher",
+            choices=("ann", "exact"),
+            default="ann",
+            help="ann: the ScaNN index; exact: brute force",
+        )
+
+
+def add_stage_arguments(parser: argparse.ArgumentParser, *option_classes: type[PipelineOptions]) -> None:
+    """Show a stage's own flags in its `--help` (Beam's flags are accepted too)."""
+    for option_class in option_classes:
+        option_class._add_argparse_args(parser)

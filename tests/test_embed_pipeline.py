@@ -1,0 +1,151 @@
+"""The embed stage on a real Beam runner, a real tokenizer and a tiny random model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.ml.inference.base import PredictionResult, RunInference
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from model import Side, content_hash, document_text, load_encoder
+from pipelines.artifacts import read_embeddings
+from pipelines.embed import EmbedProducts, ModelIdentity, ReadProducts, run_embed
+from pipelines.inference import EncoderModelHandler, TextToEncode, length_sorted_chunks
+from schemas import PRODUCT_SCHEMA
+
+
+def catalog(count: int) -> list[dict]:
+    return [
+        {
+            "product_id": f"p{i}",
+            "title": f"Nike crew sock {i}",
+            "description": "soft cotton blend " * (i % 9) or None,
+            "bullet_points": ["machine washable"] if i % 2 else [],
+            "brand": "Nike",
+            "color": None,
+            "category_path": ["Clothing", "Socks"],
+            "aspects": {"brand": ["Nike"]},
+            "locale": "us",
+        }
+        for i in range(count)
+    ]
+
+
+def write_catalog(path: Path, rows: list[dict]) -> str:
+    pq.write_table(pa.Table.from_pylist(rows, schema=PRODUCT_SCHEMA), path)
+    return str(path)
+
+
+def test_length_sorted_chunks_cover_every_index_once() -> None:
+    chunks = length_sorted_chunks([5, 1, 9, 3, 7], 2)
+    assert chunks == [[1, 3], [0, 4], [2]]
+
+
+def test_read_products_splits_valid_and_dead_letters(tmp_path, local_runner) -> None:
+    rows = [*catalog(4), {**catalog(1)[0], "product_id": "no-title", "title": ""}]
+    path = write_catalog(tmp_path / "products.parquet", rows)
+    with TestPipeline(runner=local_runner) as pipeline:
+        products = pipeline | ReadProducts(path)
+        assert_that(products.valid | beam.Map(lambda p: p["product_id"]), equal_to(["p0", "p1", "p2", "p3"]))
+        assert_that(
+            products.dead_letters | beam.Map(lambda d: (d["record_id"], "'title' is missing" in d["reason"])),
+            equal_to([("no-title", True)]),
+            label="dead letters",
+        )
+
+
+def test_embed_products_matches_the_model_run_directly(tiny_model_dir, local_runner) -> None:
+    products = catalog(23)
+    encoder, tokenizer = load_encoder(tiny_model_dir)
+    texts = [document_text(p) for p in products]
+    expected = encoder.embed_texts(tokenizer, texts, Side.DOCUMENT).embedding.numpy()
+    identity = ModelIdentity.of(str(tiny_model_dir))
+    # Small chunks force length-sorted sub-batches; results must not depend on them.
+    handler = EncoderModelHandler(str(tiny_model_dir), Side.DOCUMENT, batch_size=10, chunk_size=3)
+
+    def check(rows: list[dict]) -> None:
+        assert sorted(r["product_id"] for r in rows) == sorted(p["product_id"] for p in products)
+        for row in rows:
+            i = int(row["product_id"][1:])
+            np.testing.assert_allclose(row["embedding"], expected[i], atol=2e-5)
+            assert row["content_hash"] == content_hash(texts[i])
+            assert (row["model_id"], row["model_version"]) == ("bibert", "test")
+
+    with TestPipeline(runner=local_runner) as pipeline:
+        embedded = pipeline | beam.Create(products) | EmbedProducts(handler, identity)
+        assert_that(embedded["rows"], check)
+        assert_that(embedded["dead_letters"], equal_to([]), label="no dead letters")
+
+
+class _FailingHandler(EncoderModelHandler):
+    """Raises for any batch holding a product whose text says BOOM."""
+
+    def run_inference(self, batch, model, inference_args=None):
+        if any("BOOM" in example.text for example in batch):
+            raise RuntimeError("simulated inference failure")
+        return super().run_inference(batch, model, inference_args)
+
+
+def test_a_failing_batch_becomes_dead_letters_with_the_reason(tiny_model_dir, local_runner) -> None:
+    products = [*catalog(3), {**catalog(1)[0], "product_id": "boom", "title": "BOOM sock"}]
+    identity = ModelIdentity.of(str(tiny_model_dir))
+    handler = _FailingHandler(str(tiny_model_dir), Side.DOCUMENT, batch_size=1)
+    with TestPipeline(runner=local_runner) as pipeline:
+        embedded = pipeline | beam.Create(products) | EmbedProducts(handler, identity)
+        assert_that(embedded["rows"] | beam.Map(lambda r: r["product_id"]), equal_to(["p0", "p1", "p2"]))
+        assert_that(
+            embedded["dead_letters"]
+            | beam.Map(lambda d: (d["record_id"], "simulated inference" in d["reason"])),
+            equal_to([("boom", True)]),
+            label="dead letters",
+        )
+
+
+def test_run_embed_writes_shards_dead_letters_and_a_manifest(tmp_path, tiny_model_dir) -> None:
+    rows = [*catalog(40), {**catalog(1)[0], "product_id": "", "title": "no id"}]
+    path = write_catalog(tmp_path / "products.parquet", rows)
+    out = tmp_path / "embeddings"
+    counts = run_embed(
+        PipelineOptions(
+            ["--products", path, "--model", str(tiny_model_dir), "--output", str(out), "--num_shards", "3"]
+        )
+    )
+    assert counts == {"products_read": 41, "products_embedded": 40, "products_dead_lettered": 1}
+    ids, matrix, manifest = read_embeddings(str(out))
+    assert sorted(ids) == sorted(f"p{i}" for i in range(40))
+    assert matrix.shape == (40, 16) and matrix.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
+    assert len([name for name in manifest["files"] if name.startswith("embeddings-")]) == 3
+    letters = [
+        json.loads(line) for f in out.glob("dead_letters*.jsonl") for line in f.read_text().splitlines()
+    ]
+    assert [letter["reason"] for letter in letters] == ["product without a usable id: 'product_id' is empty"]
+
+
+def test_handler_loads_the_model_once_and_batches(tiny_model_dir, local_runner) -> None:
+    handler = EncoderModelHandler(str(tiny_model_dir), Side.QUERY, batch_size=4)
+    assert handler.batch_elements_kwargs() == {"min_batch_size": 1, "max_batch_size": 4}
+    with TestPipeline(runner=local_runner) as pipeline:
+        results = (
+            pipeline
+            | beam.Create([TextToEncode(f"q{i}", f"query {i}") for i in range(9)])
+            | RunInference(handler)
+        )
+        assert_that(
+            results | beam.Map(lambda r: (r.example.key, isinstance(r, PredictionResult), r.inference.shape)),
+            equal_to([(f"q{i}", True, (16,)) for i in range(9)]),
+        )
+
+
+@pytest.mark.parametrize("bad", ["", "/nonexistent/model"])
+def test_a_missing_model_directory_is_named(bad: str) -> None:
+    with pytest.raises(FileNotFoundError, match="not a madr model directory"):
+        ModelIdentity.of(bad)

@@ -1,0 +1,163 @@
+"""The evaluation stage on a real Beam runner, checked against ir_measures on its own run file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import ir_measures
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from ir_measures import RR, R, nDCG
+
+from pipelines.build_index import build_index
+from pipelines.embed import run_embed
+from pipelines.evaluate import cap_cutoffs, run_evaluate
+from pipelines.evaluation import parse_metrics
+from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
+
+ITEMS = ["juicer", "blender", "socks", "sneakers", "lamp", "comforter", "toaster", "backpack"]
+BRANDS = ["Breville", "Nike", "Acme", "Zinus"]
+
+
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("collection")
+    products = [
+        {
+            "product_id": f"p{i}",
+            "title": f"{BRANDS[i % 4]} {ITEMS[i % 8]} model {i}",
+            "description": None,
+            "bullet_points": [],
+            "brand": BRANDS[i % 4],
+            "color": None,
+            "category_path": [ITEMS[i % 8]],
+            "aspects": {"category": [ITEMS[i % 8]]},
+            "locale": "us",
+        }
+        for i in range(120)
+    ]
+    queries = [
+        {
+            "query_id": f"q{j}",
+            "text": f"{BRANDS[j % 4]} {ITEMS[j % 8]}",
+            "aspects": None,
+            "split": "test" if j < 12 else "train",
+        }
+        for j in range(16)
+    ]
+    queries.append({"query_id": "bad", "text": "", "aspects": None, "split": "test"})
+    judgments = []
+    for j in range(16):
+        for i in range(j, 120, 8)[:6]:
+            judgments.append(
+                {"query_id": f"q{j}", "product_id": f"p{i}", "grade": (i + j) % 5, "label": None}
+            )
+    judgments.append({"query_id": "q0", "product_id": "p1", "grade": -1, "label": None})  # invalid grade
+    paths = {name: str(root / f"{name}.parquet") for name in ("products", "queries", "judgments")}
+    pq.write_table(pa.Table.from_pylist(products, schema=PRODUCT_SCHEMA), paths["products"])
+    pq.write_table(pa.Table.from_pylist(queries, schema=QUERY_SCHEMA), paths["queries"])
+    pq.write_table(pa.Table.from_pylist(judgments, schema=JUDGMENT_SCHEMA), paths["judgments"])
+    paths["embeddings"] = str(root / "embeddings")
+    run_embed(
+        PipelineOptions(
+            ["--products", paths["products"], "--model", str(tiny_model_dir), "--output", paths["embeddings"]]
+        )
+    )
+    paths["model"] = str(tiny_model_dir)
+    return paths
+
+
+def _evaluate(collection: dict[str, str], out: Path, *flags: str) -> dict:
+    return run_evaluate(
+        PipelineOptions(
+            [
+                "--queries",
+                collection["queries"],
+                "--judgments",
+                collection["judgments"],
+                "--model",
+                collection["model"],
+                "--output",
+                str(out),
+                "--metrics",
+                "recall@10,recall@100,recall@10000,ndcg@5,mrr@10",
+                *flags,
+            ]
+        )
+    )
+
+
+def test_exact_evaluation_matches_ir_measures_on_its_own_run(collection, tmp_path) -> None:
+    result = _evaluate(collection, tmp_path, "--searcher", "exact", "--embeddings", collection["embeddings"])
+    # 12 test queries, one invalid query dead-lettered; recall@10000 capped to the 120-product corpus.
+    assert result["counts"]["queries_scored"] == 12
+    assert result["counts"]["queries_dead_lettered"] == 1
+    assert result["counts"]["judgments_dead_lettered"] == 1
+    assert set(result["summary"]) == {"recall@10", "recall@100", "recall@120", "ndcg@5", "mrr@10"}
+    # Every product is retrieved, so recall at the corpus size is exactly 1 wherever it is defined.
+    assert result["summary"]["recall@120"].mean == 1.0
+
+    run = pq.read_table(list(tmp_path.glob("run-*.parquet"))).to_pylist()
+    assert {r["rank"] for r in run if r["query_id"] == "q0"} == set(range(1, 121))
+    qrels = [
+        ir_measures.Qrel(r["query_id"], r["product_id"], r["grade"])
+        for r in pq.read_table(collection["judgments"]).to_pylist()
+        if r["grade"] >= 0 and int(r["query_id"][1:]) < 12
+    ]
+    scored = [ir_measures.ScoredDoc(r["query_id"], r["product_id"], -float(r["rank"])) for r in run]
+    measures = {
+        "recall@10": R(rel=2) @ 10,
+        "recall@100": R(rel=2) @ 100,
+        "mrr@10": RR(rel=2) @ 10,
+        "ndcg@5": nDCG(gains={g: 2**g - 1 for g in range(5)}) @ 5,
+    }
+    expected = {
+        (m.query_id, str(m.measure)): m.value for m in ir_measures.iter_calc(measures.values(), qrels, scored)
+    }
+    per_query = pq.read_table(tmp_path / "per_query.parquet").to_pylist()
+    assert len(per_query) == 12
+    checked = 0
+    for row in per_query:
+        for name, measure in measures.items():
+            key = (row["query_id"], str(measure))
+            if key in expected and row[name] == row[name]:  # nan: undefined for us, 0 for trec_eval
+                assert row[name] == pytest.approx(expected[key], abs=1e-9), (name, row["query_id"])
+                checked += 1
+    assert checked >= 40
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["kind"] == "madr-evaluation" and "metrics.json" in manifest["files"]
+
+
+def _run_scores(folder: Path) -> dict[str, list[float]]:
+    scores: dict[str, list[float]] = {}
+    for row in sorted(pq.read_table(list(folder.glob("run-*.parquet"))).to_pylist(), key=lambda r: r["rank"]):
+        scores.setdefault(row["query_id"], []).append(row["score"])
+    return scores
+
+
+def test_ann_evaluation_through_the_index_returns_the_exact_scores(collection, tmp_path) -> None:
+    # A 120-product index is scored by brute force inside ScaNN, so its ranked scores must equal
+    # exact search's. Ids may differ among tied scores (an untrained model scores many products alike).
+    index_dir = tmp_path / "index"
+    build_index(collection["embeddings"], str(index_dir))
+    ann = _evaluate(collection, tmp_path / "ann", "--searcher", "ann", "--index", str(index_dir))
+    _evaluate(collection, tmp_path / "exact", "--searcher", "exact", "--embeddings", collection["embeddings"])
+    assert ann["counts"]["queries_scored"] == 12
+    ann_scores, exact_scores = _run_scores(tmp_path / "ann"), _run_scores(tmp_path / "exact")
+    assert ann_scores.keys() == exact_scores.keys() and len(ann_scores) == 12
+    for query_id, scores in exact_scores.items():
+        assert len(ann_scores[query_id]) == len(scores) == 120
+        assert ann_scores[query_id] == pytest.approx(scores, abs=1e-4), query_id
+
+
+def test_cutoffs_are_capped_at_the_corpus_size_without_repeats() -> None:
+    capped = cap_cutoffs(parse_metrics(["recall@10", "recall@1000", "recall@10000", "auc"]), 500)
+    assert [spec.key for spec in capped] == ["recall@10", "recall@500", "auc"]
+
+
+def test_missing_searcher_path_is_explained(collection, tmp_path) -> None:
+    with pytest.raises(ValueError, match="--searcher ann needs --index"):
+        _evaluate(collection, tmp_path, "--searcher", "ann")

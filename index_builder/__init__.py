@@ -1,0 +1,30 @@
+"""Index building for madr: ScaNN indexes over product embeddings, and their exact ground truth.
+
+`ScannIndexBuilder` collects a `ScannIndexConfig` (or derives one from the corpus size
+with `for_corpus`) and trains a `ScannIndex`; `ExactSearcher` answers the same
+`search(queries, k)` exactly, so evaluation can measure what the index costs. Both
+satisfy the `Searcher` protocol. A saved index directory carries a manifest and is
+verified on `ScannIndex.load`; defects raise `IndexArtifactError`.
+
+Only `schemas`, numpy, scann and pyarrow are imported here: the index must not depend
+on how embeddings were produced.
+"""
+
+from index_builder.artifact import IndexArtifactError, IndexManifest
+from index_builder.builder import ScannIndexBuilder
+from index_builder.config import ScannIndexConfig, Scoring
+from index_builder.exact import ExactSearcher
+from index_builder.scann_index import ScannIndex
+from index_builder.searcher import Searcher, SearchResult
+
+__all__ = [
+    "ExactSearcher",
+    "IndexArtifactError",
+    "IndexManifest",
+    "ScannIndex",
+    "ScannIndexBuilder",
+    "ScannIndexConfig",
+    "Scoring",
+    "SearchResult",
+    "Searcher",
+]

@@ -1,0 +1,214 @@
+"""The on-disk index artifact: layout, manifest and integrity checks.
+
+An index directory is self-describing, so a loader never has to be told what it is
+loading, and it is verified before ScaNN touches it, so a truncated copy or a
+half-written build fails with a message naming the file instead of returning wrong
+neighbours::
+
+    <dir>/manifest.json     written LAST: a directory without it is an unfinished build
+    <dir>/ids.parquet       one column ``product_id``; row i is ScaNN datapoint i
+    <dir>/scann/...         ScaNN's own files, serialised with relative paths (movable)
+
+The manifest lists every other file with its sha256 and size. ScaNN loads whatever
+it finds in ``scann/`` (including a pickled ``scann_docids.pkl`` if one appears), so
+files there that the manifest does not list are rejected too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from index_builder.config import ScannIndexConfig
+from schemas.manifest import MANIFEST_FILE, ArtifactError, sha256_file
+from schemas.records import PRODUCT_SCHEMA
+
+FORMAT_NAME = "madr-scann-index"
+FORMAT_VERSION = 1
+IDS_FILE = "ids.parquet"
+SCANN_DIR = "scann"
+# The file ScaNN's loader starts from; an artifact without it cannot be an index.
+SCANN_ASSETS_FILE = f"{SCANN_DIR}/scann_assets.pbtxt"
+REBUILD_HINT = "rebuild the index with `madr build-index`"
+
+# The id column is the catalog's own product_id field, so the two cannot drift apart.
+IDS_SCHEMA = pa.schema([PRODUCT_SCHEMA.field("product_id")])
+
+
+class IndexArtifactError(ArtifactError):
+    """An index directory is missing, incomplete, altered or of an unknown format.
+
+    A subclass of the project-wide `schemas.ArtifactError`, so a driver can treat every
+    bad artifact (model, shards, index, run) alike.
+    """
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
+class IndexManifest:
+    """What an index directory holds and how it was made."""
+
+    model_id: str
+    model_version: str
+    dimension: int
+    count: int
+    config: ScannIndexConfig
+    created_at: str
+    scann_version: str
+    files: dict[str, FileEntry]
+    extra: dict[str, Any] = field(default_factory=dict)
+    format: str = FORMAT_NAME
+    format_version: int = FORMAT_VERSION
+
+    def to_json(self) -> str:
+        data = {
+            # "kind" is what `schemas.manifest` calls the format, so its generic checks work here too.
+            "kind": self.format,
+            "format": self.format,
+            "format_version": self.format_version,
+            "model_id": self.model_id,
+            "model_version": self.model_version,
+            "dimension": self.dimension,
+            "count": self.count,
+            "config": self.config.to_dict(),
+            "created_at": self.created_at,
+            "scann_version": self.scann_version,
+            "files": {path: {"sha256": e.sha256, "size": e.size} for path, e in sorted(self.files.items())},
+            "extra": self.extra,
+        }
+        return json.dumps(data, indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str, source: Path) -> IndexManifest:
+        """Parse and check a manifest; any defect is an IndexArtifactError naming ``source``."""
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                raise ValueError("the manifest is not a JSON object")
+            if data.get("format") != FORMAT_NAME or data.get("format_version") != FORMAT_VERSION:
+                raise ValueError(
+                    f"format is {data.get('format')!r} v{data.get('format_version')!r}, "
+                    f"expected {FORMAT_NAME!r} v{FORMAT_VERSION}"
+                )
+            manifest = cls(
+                model_id=str(data["model_id"]),
+                model_version=str(data["model_version"]),
+                dimension=int(data["dimension"]),
+                count=int(data["count"]),
+                config=ScannIndexConfig.from_dict(data["config"]),
+                created_at=str(data["created_at"]),
+                scann_version=str(data["scann_version"]),
+                files={
+                    path: FileEntry(sha256=str(e["sha256"]), size=int(e["size"]))
+                    for path, e in data["files"].items()
+                },
+                extra=dict(data.get("extra") or {}),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise IndexArtifactError(
+                f"{source} is not a valid index manifest ({err}); {REBUILD_HINT}"
+            ) from err
+        if (manifest.dimension, manifest.count) != (manifest.config.dimension, manifest.config.num_vectors):
+            raise IndexArtifactError(f"{source}: dimension/count disagree with its config; {REBUILD_HINT}")
+        return manifest
+
+
+def file_entry(path: Path) -> FileEntry:
+    return FileEntry(sha256=sha256_file(path), size=path.stat().st_size)
+
+
+def list_files(directory: Path) -> dict[str, FileEntry]:
+    """sha256 and size of every file under ``directory`` except the manifest, keyed by posix relpath."""
+    return {
+        path.relative_to(directory).as_posix(): file_entry(path)
+        for path in sorted(directory.rglob("*"))
+        if path.is_file() and path.relative_to(directory).as_posix() != MANIFEST_FILE
+    }
+
+
+def prepare_directory(directory: Path) -> None:
+    """Create an empty artifact directory; refuse a non-empty one so no stale file can slip in."""
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise FileExistsError(f"{directory} exists and is not an empty directory; choose a new path")
+    (directory / SCANN_DIR).mkdir(parents=True, exist_ok=True)
+
+
+def write_ids(directory: Path, ids: list[str]) -> None:
+    table = pa.table({"product_id": pa.array(ids, type=pa.string())}, schema=IDS_SCHEMA)
+    pq.write_table(table, directory / IDS_FILE)
+
+
+def read_ids(directory: Path, expected_count: int) -> list[str]:
+    path = directory / IDS_FILE
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as err:
+        raise IndexArtifactError(f"{path} cannot be read as Parquet ({err}); {REBUILD_HINT}") from err
+    if table.schema.names != ["product_id"] or table.num_rows != expected_count:
+        raise IndexArtifactError(
+            f"{path} must hold one 'product_id' column of {expected_count} rows, got columns "
+            f"{table.schema.names} and {table.num_rows} rows; {REBUILD_HINT}"
+        )
+    ids = table.column("product_id").to_pylist()
+    if len(set(ids)) != len(ids) or not all(ids):
+        raise IndexArtifactError(f"{path} has empty or repeated product ids; {REBUILD_HINT}")
+    return ids
+
+
+def write_manifest(directory: Path, manifest: IndexManifest) -> None:
+    """Write the manifest atomically (temp file + rename): its presence means the build finished."""
+    temporary = directory / f".{MANIFEST_FILE}.tmp"
+    temporary.write_text(manifest.to_json() + "\n", encoding="utf-8")
+    os.replace(temporary, directory / MANIFEST_FILE)
+
+
+def read_verified_manifest(directory: Path) -> IndexManifest:
+    """Read the manifest and check every file it lists; raise IndexArtifactError on any mismatch."""
+    if not directory.is_dir():
+        raise IndexArtifactError(f"index directory {directory} does not exist; {REBUILD_HINT}")
+    manifest_path = directory / MANIFEST_FILE
+    if not manifest_path.is_file():
+        raise IndexArtifactError(
+            f"{manifest_path} is missing: the directory is not a finished index "
+            f"(the manifest is written last); {REBUILD_HINT}"
+        )
+    manifest = IndexManifest.from_json(manifest_path.read_text(encoding="utf-8"), manifest_path)
+    for required in (IDS_FILE, SCANN_ASSETS_FILE):
+        if required not in manifest.files:
+            raise IndexArtifactError(f"{manifest_path} does not list {required}; {REBUILD_HINT}")
+    for relative, expected in manifest.files.items():
+        parts = PurePosixPath(relative).parts
+        if PurePosixPath(relative).is_absolute() or ".." in parts or relative == MANIFEST_FILE:
+            raise IndexArtifactError(f"{manifest_path} lists an invalid path {relative!r}; {REBUILD_HINT}")
+        path = directory / relative
+        if not path.is_file():
+            raise IndexArtifactError(f"{path} is missing from the index artifact; {REBUILD_HINT}")
+        actual = file_entry(path)
+        if actual != expected:
+            raise IndexArtifactError(
+                f"{path} does not match the manifest (sha256 {actual.sha256[:12]}…, {actual.size} bytes; "
+                f"expected {expected.sha256[:12]}…, {expected.size} bytes): the file was altered or "
+                f"truncated; {REBUILD_HINT}"
+            )
+    unlisted = sorted(
+        path.relative_to(directory).as_posix()
+        for path in (directory / SCANN_DIR).rglob("*")
+        if path.is_file() and path.relative_to(directory).as_posix() not in manifest.files
+    )
+    if unlisted:
+        raise IndexArtifactError(
+            f"{directory / SCANN_DIR} holds files the manifest does not list ({', '.join(unlisted)}); "
+            f"ScaNN would load them. Remove them or {REBUILD_HINT}"
+        )
+    return manifest

@@ -1,0 +1,168 @@
+"""Fluent construction of a ScaNN index: collect the recipe step by step, build once.
+
+Each step only records its arguments; `create_config()` turns them into a validated
+`ScannIndexConfig` that can be printed and checked before the (minutes-long, on a
+real catalog) training starts, and `build()` is the only call that does work::
+
+    builder = ScannIndexBuilder(dimension=384, num_vectors=len(ids))
+    builder.tree(2000, 200, 250_000).score_ah(2).reorder(4000)
+    print(builder.create_config())
+    index = builder.build(embeddings, ids)
+
+or let the corpus size decide: ``ScannIndexBuilder.for_corpus(len(ids), 384).build(...)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from index_builder.config import (
+    BRUTE_FORCE_BELOW,
+    DEFAULT_ANISOTROPIC_THRESHOLD,
+    DEFAULT_DIMENSIONS_PER_BLOCK,
+    LEAF_OVERSAMPLE,
+    MAX_LEAVES,
+    MAX_TRAINING_SAMPLE,
+    MIN_REORDER,
+    MIN_SEARCHED_FRACTION,
+    ScannIndexConfig,
+    Scoring,
+    leaves_for_k,
+    reorder_for_k,
+)
+from index_builder.scann_index import ScannIndex
+
+_SCORING_STEPS = ("score_ah", "score_brute_force")
+
+
+class ScannIndexBuilder:
+    """Collects a ScaNN index configuration for ``num_vectors`` vectors of ``dimension``.
+
+    Every step may be called once; a scoring step (`score_ah` or `score_brute_force`)
+    is required, `tree` and `reorder` are optional (AH requires `reorder`).
+    """
+
+    def __init__(self, dimension: int, num_vectors: int) -> None:
+        for name, value in (("dimension", dimension), ("num_vectors", num_vectors)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        self.dimension = dimension
+        self.num_vectors = num_vectors
+        self._steps: dict[str, dict[str, Any]] = {}
+
+    def _record(self, step: str, **arguments: Any) -> ScannIndexBuilder:
+        if step in self._steps:
+            raise ValueError(f"{step}() has already been configured")
+        if step in _SCORING_STEPS and any(s in self._steps for s in _SCORING_STEPS):
+            raise ValueError("choose one scoring: score_ah() or score_brute_force(), not both")
+        self._steps[step] = arguments
+        return self
+
+    def tree(
+        self, num_leaves: int, num_leaves_to_search: int, training_sample_size: int
+    ) -> ScannIndexBuilder:
+        """Partition into ``num_leaves`` k-means leaves; open ``num_leaves_to_search`` per query."""
+        return self._record(
+            "tree",
+            num_leaves=num_leaves,
+            num_leaves_to_search=num_leaves_to_search,
+            training_sample_size=training_sample_size,
+        )
+
+    def score_ah(
+        self,
+        dimensions_per_block: int = DEFAULT_DIMENSIONS_PER_BLOCK,
+        anisotropic_quantization_threshold: float = DEFAULT_ANISOTROPIC_THRESHOLD,
+    ) -> ScannIndexBuilder:
+        """Score candidates with anisotropic asymmetric hashing (needs `reorder` for exact scores)."""
+        return self._record(
+            "score_ah",
+            dimensions_per_block=dimensions_per_block,
+            anisotropic_quantization_threshold=anisotropic_quantization_threshold,
+        )
+
+    def score_brute_force(self) -> ScannIndexBuilder:
+        """Score candidates with exact float32 dot products (no codebooks, no reorder)."""
+        return self._record("score_brute_force")
+
+    def reorder(self, reorder_candidates: int) -> ScannIndexBuilder:
+        """Re-score the best ``reorder_candidates`` AH candidates exactly before taking the top k."""
+        return self._record("reorder", reorder_candidates=reorder_candidates)
+
+    def create_config(self) -> ScannIndexConfig:
+        """The validated configuration; raises ValueError if the steps do not make a valid index."""
+        scoring_steps = [s for s in _SCORING_STEPS if s in self._steps]
+        if not scoring_steps:
+            raise ValueError("no scoring configured: call score_ah() or score_brute_force()")
+        tree = self._steps.get("tree", {})
+        ah = self._steps.get("score_ah")
+        training = tree.get("training_sample_size")
+        if training is None and ah is not None:
+            # AH codebooks train on a sample even without a tree.
+            training = min(self.num_vectors, MAX_TRAINING_SAMPLE)
+        return ScannIndexConfig(
+            dimension=self.dimension,
+            num_vectors=self.num_vectors,
+            scoring=Scoring.ASYMMETRIC_HASHING if ah is not None else Scoring.BRUTE_FORCE,
+            num_leaves=tree.get("num_leaves"),
+            num_leaves_to_search=tree.get("num_leaves_to_search"),
+            training_sample_size=training,
+            reorder_candidates=self._steps.get("reorder", {}).get("reorder_candidates"),
+            **(ah or {}),
+        )
+
+    def build(self, embeddings: np.ndarray, ids: Sequence[str]) -> ScannIndex:
+        """Train the index on unit-norm float32 (num_vectors, dimension) rows; ``ids[i]`` names row i."""
+        return ScannIndex.train(self.create_config(), embeddings, ids)
+
+    def __repr__(self) -> str:
+        steps = "".join(
+            f".{step}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
+            for step, arguments in self._steps.items()
+        )
+        return f"ScannIndexBuilder(dimension={self.dimension}, num_vectors={self.num_vectors}){steps}"
+
+    @classmethod
+    def for_corpus(cls, num_vectors: int, dimension: int, max_k: int = 10_000) -> ScannIndexBuilder:
+        """A builder whose settings are derived from the corpus size, for searches of up to ``max_k``.
+
+        The rule (k = min(max_k, n); constants in `index_builder.config`):
+
+        * brute force (exact float32, no tree) if n < 5,000, or if 10·k >= n: a tree is
+          not worth training on a tiny corpus, and when the top-k is a tenth of the corpus
+          or more every leaf would have to be searched anyway;
+        * otherwise a tree with num_leaves = round(sqrt(n)) (at most 4,096) and
+          num_leaves_to_search = ceil(num_leaves · max(0.10, 10·k/n)): at least a tenth of
+          the leaves for Recall@10, and enough leaves to hold ~10·k vectors for Recall@k
+          (the top-k of a query spreads over many leaves);
+        * training_sample_size = min(n, 250,000);
+        * AH with 2 dimensions per block and anisotropic threshold 0.2 (ScaNN's defaults
+          for unit vectors), then exact re-ranking of min(n, max(4·k, 1,000)) candidates.
+
+        Search widens the leaves and re-ranking for k > max_k with the same k terms, and
+        caps k at n, so Recall@k=n returns the whole corpus.
+        """
+        builder = cls(dimension, num_vectors)
+        if not isinstance(max_k, int) or isinstance(max_k, bool) or max_k < 1:
+            raise ValueError(f"max_k must be a positive int, got {max_k!r}")
+        k = min(max_k, num_vectors)
+        # Rule 1: tiny corpus, or k a tenth of the corpus or more -> exact brute force.
+        if num_vectors < BRUTE_FORCE_BELOW or LEAF_OVERSAMPLE * k >= num_vectors:
+            return builder.score_brute_force()
+        # Rule 2: ~sqrt(n) leaves; search max(10 % of them, enough to hold 10·k vectors).
+        num_leaves = min(MAX_LEAVES, round(math.sqrt(num_vectors)))
+        searched = max(
+            math.ceil(num_leaves * MIN_SEARCHED_FRACTION), leaves_for_k(num_leaves, num_vectors, k)
+        )
+        training = min(num_vectors, MAX_TRAINING_SAMPLE)
+        # Rule 3: AH (2 dims/block, threshold 0.2), exact re-ranking of max(4·k, 1000) capped at n.
+        reorder = max(reorder_for_k(num_vectors, k), min(num_vectors, MIN_REORDER))
+        return (
+            builder.tree(num_leaves, searched, training)
+            .score_ah(min(DEFAULT_DIMENSIONS_PER_BLOCK, dimension), DEFAULT_ANISOTROPIC_THRESHOLD)
+            .reorder(reorder)
+        )

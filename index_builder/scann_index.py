@@ -1,0 +1,264 @@
+"""A trained ScaNN searcher bound to its product ids and its config.
+
+This is the only module that calls ScaNN. Search parameters are always passed to
+ScaNN explicitly (never its build-time defaults), so what a search did can be read
+from the config and k alone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scann
+
+from index_builder.artifact import (
+    IDS_FILE,
+    REBUILD_HINT,
+    SCANN_DIR,
+    IndexArtifactError,
+    IndexManifest,
+    list_files,
+    prepare_directory,
+    read_ids,
+    read_verified_manifest,
+    write_ids,
+    write_manifest,
+)
+from index_builder.config import ScannIndexConfig, Scoring
+from index_builder.searcher import (
+    SearchResult,
+    as_corpus,
+    as_query_matrix,
+    effective_k,
+    make_result,
+    sort_rows,
+)
+
+logger = logging.getLogger(__name__)
+
+# Largest |‖v‖ - 1| accepted: dot product only equals cosine on unit vectors, and the
+# anisotropic threshold (0.2) is calibrated for them.
+UNIT_NORM_TOLERANCE = 1e-3
+# Bound on ScaNN's per-block result and candidate buffers (q_block × depth cells of ~12 bytes).
+_QUERY_BLOCK_BYTES = 256 * 1024 * 1024
+
+
+def _scann_version() -> str:
+    # scann 1.4.2 has no __version__; the installed distribution knows.
+    try:
+        return metadata.version("scann")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class ScannIndex:
+    """Approximate top-k by dot product over a corpus of unit vectors.
+
+    Build one with `ScannIndexBuilder` (or `ScannIndex.train`), persist it with
+    `save`, and reopen it anywhere with `load`; the directory may be moved or copied.
+    """
+
+    def __init__(
+        self,
+        searcher: Any,
+        ids: Sequence[str],
+        config: ScannIndexConfig,
+        manifest: IndexManifest | None = None,
+    ) -> None:
+        self._searcher = searcher
+        self._ids = np.asarray(list(ids), dtype=object)
+        self._config = config
+        self._manifest = manifest
+        if len(self._ids) != config.num_vectors or searcher.size() != config.num_vectors:
+            raise ValueError(
+                f"searcher holds {searcher.size()} vectors and {len(self._ids)} ids, "
+                f"config says {config.num_vectors}"
+            )
+
+    @classmethod
+    def train(cls, config: ScannIndexConfig, embeddings: np.ndarray, ids: Sequence[str]) -> ScannIndex:
+        """Train a ScaNN searcher as ``config`` says; the embeddings must match its shape and be unit norm."""
+        matrix, id_array = as_corpus(embeddings, ids)
+        if matrix.shape != (config.num_vectors, config.dimension):
+            raise ValueError(
+                f"embeddings have shape {matrix.shape}, the config was made for "
+                f"({config.num_vectors}, {config.dimension})"
+            )
+        worst = float(np.max(np.abs(np.linalg.norm(matrix, axis=1) - 1.0)))
+        if worst > UNIT_NORM_TOLERANCE:
+            raise ValueError(
+                f"embeddings must be L2-normalised (dot product = cosine); a norm is off by {worst:.3g}"
+            )
+        started = time.perf_counter()
+        # num_neighbors is only ScaNN's default for calls that omit it; search() never omits it.
+        builder = scann.scann_ops_pybind.builder(matrix, min(10, config.num_vectors), config.distance)
+        if config.uses_tree:
+            builder = builder.tree(
+                num_leaves=config.num_leaves,
+                num_leaves_to_search=config.num_leaves_to_search,
+                training_sample_size=config.training_sample_size,
+            )
+        if config.scoring is Scoring.ASYMMETRIC_HASHING:
+            builder = builder.score_ah(
+                config.dimensions_per_block,
+                anisotropic_quantization_threshold=config.anisotropic_quantization_threshold,
+                training_sample_size=config.training_sample_size,
+            ).reorder(config.reorder_candidates)
+        else:
+            builder = builder.score_brute_force()
+        searcher = builder.build()
+        logger.info("trained ScaNN index %s in %.1f s", config, time.perf_counter() - started)
+        return cls(searcher, id_array.tolist(), config)
+
+    @property
+    def config(self) -> ScannIndexConfig:
+        return self._config
+
+    @property
+    def manifest(self) -> IndexManifest | None:
+        """The manifest it was loaded with; None for an index built in this process."""
+        return self._manifest
+
+    @property
+    def dimension(self) -> int:
+        return self._config.dimension
+
+    @property
+    def size(self) -> int:
+        return self._config.num_vectors
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(self._ids.tolist())
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"ScannIndex({self._config})"
+
+    def search(
+        self,
+        queries: np.ndarray,
+        k: int,
+        *,
+        leaves_to_search: int | None = None,
+        pre_reorder_num_neighbors: int | None = None,
+    ) -> SearchResult:
+        """Top-min(k, n) neighbours per query, sorted by score descending, ties by corpus row.
+
+        By default the leaves and the re-ranking depth come from the config, widened for
+        large k (`ScannIndexConfig.search_leaves` / `search_reorder`); the keyword
+        overrides are taken literally, for tuning sweeps. A row the searched leaves
+        cannot fill with k_eff vectors (ScaNN pads it with NaN) is searched again over
+        every leaf, so every row always has k_eff real neighbours.
+        """
+        matrix = as_query_matrix(queries, self.dimension)
+        k_eff = effective_k(k, self.size)
+        leaves = leaves_to_search
+        if leaves is None:
+            leaves = self._config.search_leaves(k_eff)
+        depth = pre_reorder_num_neighbors
+        if depth is None:
+            depth = self._config.search_reorder(k_eff)
+        if leaves is not None and self._config.num_leaves is None:
+            raise ValueError("leaves_to_search given, but this index has no tree")
+        if leaves is not None and not 1 <= leaves <= self._config.num_leaves:
+            raise ValueError(f"leaves_to_search must be in [1, {self._config.num_leaves}], got {leaves}")
+        depth = min(self.size, max(depth, k_eff))
+        indices, scores = self._search_blocks(matrix, k_eff, depth, leaves)
+        short = np.flatnonzero(np.isnan(scores).any(axis=1))
+        if short.size:
+            logger.info("%d queries found < %d in %s leaves; retrying all", short.size, k_eff, leaves)
+            every_leaf = self._config.num_leaves
+            indices[short], scores[short] = self._search_blocks(matrix[short], k_eff, depth, every_leaf)
+        indices, scores = sort_rows(indices, scores)
+        return make_result(indices, scores, self._ids)
+
+    def _search_blocks(
+        self, matrix: np.ndarray, k: int, depth: int, leaves: int | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        indices = np.empty((matrix.shape[0], k), dtype=np.int64)
+        scores = np.empty((matrix.shape[0], k), dtype=np.float32)
+        block = max(1, _QUERY_BLOCK_BYTES // (12 * depth))
+        for start in range(0, matrix.shape[0], block):
+            stop = start + block
+            # Explicit arguments: never fall back to whatever ScaNN stored at build time.
+            found, found_scores = self._searcher.search_batched(
+                matrix[start:stop],
+                final_num_neighbors=k,
+                pre_reorder_num_neighbors=depth,
+                leaves_to_search=leaves,
+            )
+            indices[start:stop], scores[start:stop] = found, found_scores
+        return indices, scores
+
+    def save(
+        self,
+        directory: str | Path,
+        model_id: str,
+        model_version: str,
+        extra: dict[str, Any] | None = None,
+    ) -> IndexManifest:
+        """Write the index to an empty (or new) directory; the manifest goes last.
+
+        ``model_id``/``model_version`` name the encoder whose embeddings were indexed, so
+        queries encoded by another model can be refused by whoever loads the index.
+        ``extra`` (JSON-serialisable) is stored verbatim, e.g. the embeddings' source path.
+        """
+        if not model_id or not model_version:
+            raise ValueError("model_id and model_version are required: an index is valid for one encoder")
+        extra = dict(extra or {})
+        try:
+            json.dumps(extra)
+        except TypeError as err:
+            raise ValueError(f"extra must be JSON-serialisable: {err}") from err
+        directory = Path(directory)
+        prepare_directory(directory)
+        # relative_path=True: the default stores absolute asset paths, and a moved index would not load.
+        self._searcher.serialize(str(directory / SCANN_DIR), relative_path=True)
+        write_ids(directory, self._ids.tolist())
+        manifest = IndexManifest(
+            model_id=model_id,
+            model_version=model_version,
+            dimension=self.dimension,
+            count=self.size,
+            config=self._config,
+            created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            scann_version=_scann_version(),
+            files=list_files(directory),
+            extra=extra,
+        )
+        write_manifest(directory, manifest)
+        return manifest
+
+    @classmethod
+    def load(cls, directory: str | Path) -> ScannIndex:
+        """Verify an index directory against its manifest, then load it.
+
+        Raises:
+            IndexArtifactError: the manifest is missing or invalid, a listed file is
+                missing or altered, or ScaNN cannot load what passed the checks.
+        """
+        directory = Path(directory)
+        manifest = read_verified_manifest(directory)
+        ids = read_ids(directory, manifest.count)
+        scann_dir = directory / SCANN_DIR
+        try:
+            searcher = scann.scann_ops_pybind.load_searcher(str(scann_dir), assets_backcompat_shim=False)
+        except Exception as err:  # ScaNN raises bare RuntimeError/ValueError from C++.
+            raise IndexArtifactError(f"ScaNN could not load {scann_dir}: {err}; {REBUILD_HINT}") from err
+        if searcher.size() != manifest.count:
+            raise IndexArtifactError(
+                f"{directory / SCANN_DIR} holds {searcher.size()} vectors but {directory / IDS_FILE} "
+                f"has {manifest.count} ids; {REBUILD_HINT}"
+            )
+        return cls(searcher, ids, manifest.config, manifest)

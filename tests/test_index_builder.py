@@ -1,0 +1,239 @@
+"""ScannIndexBuilder / ScannIndexConfig: the derivation rule, validation, and recall against exact search.
+
+Real ScaNN on seeded clustered unit vectors (20k × 32, 50 clusters, noise as large as the
+cluster spread so that clusters overlap the way real embedding neighbourhoods do).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from index_builder import (
+    ExactSearcher,
+    ScannIndex,
+    ScannIndexBuilder,
+    ScannIndexConfig,
+    Scoring,
+    Searcher,
+    SearchResult,
+)
+
+N, DIM, CLUSTERS = 20_000, 32, 50
+MAX_K = 1_000
+# Measured over repeated builds (ScaNN 1.4.2 k-means is not seeded, so builds differ slightly):
+# recall@10 = 1.0, recall@1000 = 0.986-0.987. Broken variants of the same index fail: 1 leaf ->
+# recall@10 ≈ 0.55; 5 % of the leaves -> recall@1000 ≈ 0.70; no re-ranking slack -> ≈ 0.85.
+RECALL_AT_10_MIN = 0.98
+RECALL_AT_1000_MIN = 0.97
+
+
+def clustered_unit_vectors(rng: np.random.Generator, centres: np.ndarray, count: int) -> np.ndarray:
+    points = centres[rng.integers(0, len(centres), count)] + rng.normal(size=(count, centres.shape[1]))
+    return (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def corpus() -> tuple[np.ndarray, list[str], np.ndarray]:
+    rng = np.random.default_rng(20240611)
+    centres = rng.normal(size=(CLUSTERS, DIM))
+    embeddings = clustered_unit_vectors(rng, centres, N)
+    queries = clustered_unit_vectors(rng, centres, 200)
+    return embeddings, [f"prod-{i:05d}" for i in range(N)], queries
+
+
+@pytest.fixture(scope="module")
+def index(corpus: tuple[np.ndarray, list[str], np.ndarray]) -> ScannIndex:
+    embeddings, ids, _ = corpus
+    return ScannIndexBuilder.for_corpus(N, DIM, max_k=MAX_K).build(embeddings, ids)
+
+
+@pytest.fixture(scope="module")
+def exact(corpus: tuple[np.ndarray, list[str], np.ndarray]) -> ExactSearcher:
+    embeddings, ids, _ = corpus
+    return ExactSearcher(embeddings, ids)
+
+
+def recall(approximate: SearchResult, truth: SearchResult) -> float:
+    """Mean over queries of |approximate top-k ∩ exact top-k| / k."""
+    pairs = zip(approximate.ids, truth.ids, strict=True)
+    return float(np.mean([len(set(found) & set(true)) / len(true) for found, true in pairs]))
+
+
+# ---- the derivation rule ----
+
+
+@pytest.mark.parametrize(
+    ("n", "max_k", "expected"),
+    [
+        # tiny corpus: brute force
+        (1_000, 10, {"scoring": Scoring.BRUTE_FORCE, "num_leaves": None, "reorder_candidates": None}),
+        (4_999, 10, {"scoring": Scoring.BRUTE_FORCE, "num_leaves": None}),
+        # 10·k >= n: every leaf would be searched, so brute force
+        (20_000, 10_000, {"scoring": Scoring.BRUTE_FORCE, "num_leaves": None}),
+        (100_000, 10_000, {"scoring": Scoring.BRUTE_FORCE}),
+        # sqrt(n) leaves, max(10 %, 10·k/n) searched, reorder max(4k, 1000)
+        (5_000, 10, {"num_leaves": 71, "num_leaves_to_search": 8, "reorder_candidates": 1_000}),
+        (20_000, 1_000, {"num_leaves": 141, "num_leaves_to_search": 71, "reorder_candidates": 4_000}),
+        (200_000, 10_000, {"num_leaves": 447, "num_leaves_to_search": 224, "reorder_candidates": 40_000}),
+        (1_000_000, 10, {"num_leaves": 1_000, "num_leaves_to_search": 100, "training_sample_size": 250_000}),
+        (1_000_000, 10_000, {"num_leaves_to_search": 100, "reorder_candidates": 40_000}),
+        (2_000_000, 10_000, {"num_leaves": 1_414, "num_leaves_to_search": 142}),
+        # leaves capped at 4096
+        (50_000_000, 100, {"num_leaves": 4_096, "num_leaves_to_search": 410}),
+    ],
+)
+def test_for_corpus_follows_documented_rule(n: int, max_k: int, expected: dict[str, object]) -> None:
+    config = ScannIndexBuilder.for_corpus(n, 64, max_k=max_k).create_config()
+    for name, value in expected.items():
+        assert getattr(config, name) == value, (name, config)
+    if config.scoring is Scoring.ASYMMETRIC_HASHING:
+        k = min(max_k, n)
+        assert config.num_leaves is not None and config.num_leaves_to_search is not None
+        assert config.num_leaves == min(4_096, round(math.sqrt(n)))
+        # searched leaves hold at least 10·k vectors (and at least a tenth of the corpus)
+        searched_vectors = n * config.num_leaves_to_search / config.num_leaves
+        assert searched_vectors >= max(10 * k, 0.1 * n) - 1e-6
+        assert config.reorder_candidates == min(n, max(4 * k, 1_000))
+        assert config.training_sample_size == min(n, 250_000)
+        assert (config.dimensions_per_block, config.anisotropic_quantization_threshold) == (2, 0.2)
+
+
+def test_for_corpus_caps_k_and_block_width() -> None:
+    assert ScannIndexBuilder.for_corpus(3, 8, max_k=10_000).create_config().num_vectors == 3
+    one_dim = ScannIndexBuilder.for_corpus(50_000, 1, max_k=10).create_config()
+    assert one_dim.dimensions_per_block == 1
+
+
+def test_builder_records_steps_and_does_no_work_until_build() -> None:
+    builder = ScannIndexBuilder(dimension=DIM, num_vectors=N).tree(100, 10, 5_000).score_ah(2).reorder(500)
+    config = builder.create_config()
+    assert "tree(num_leaves=100" in repr(builder)
+    assert "100 leaves, search 10" in str(config)
+    assert config == ScannIndexConfig.from_json(config.to_json())
+    assert config.to_dict()["scoring"] == "asymmetric_hashing"
+    # AH without a tree still trains its codebooks on a (capped) sample
+    no_tree = ScannIndexBuilder(8, 300_000).score_ah().reorder(100).create_config()
+    assert no_tree.training_sample_size == 250_000
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ScannIndexBuilder(DIM, N).tree(100, 10, 5_000).tree(100, 10, 5_000),
+        lambda: ScannIndexBuilder(DIM, N).score_ah(2).score_brute_force(),
+        lambda: ScannIndexBuilder(DIM, N).tree(100, 10, 5_000).create_config(),  # no scoring
+        lambda: ScannIndexBuilder(DIM, N).score_ah(2).create_config(),  # AH without reorder
+        lambda: ScannIndexBuilder(DIM, N).score_brute_force().reorder(100).create_config(),
+        lambda: ScannIndexBuilder(DIM, N).tree(100, 101, 5_000).score_brute_force().create_config(),
+        lambda: ScannIndexBuilder(DIM, N).tree(100, 0, 5_000).score_brute_force().create_config(),
+        lambda: ScannIndexBuilder(DIM, N).tree(100, 10, 50).score_brute_force().create_config(),
+        lambda: ScannIndexBuilder(DIM, N).tree(N + 1, 10, N).score_brute_force().create_config(),
+        lambda: ScannIndexBuilder(DIM, N).score_ah(DIM + 1).reorder(100).create_config(),
+        lambda: ScannIndexBuilder(DIM, N).score_ah(2, 1.5).reorder(100).create_config(),
+        lambda: ScannIndexBuilder(DIM, N).score_ah(2).reorder(N + 1).create_config(),
+        lambda: ScannIndexBuilder(DIM, N).tree(True, 1, 5_000).score_brute_force().create_config(),
+        lambda: ScannIndexBuilder(0, N),
+        lambda: ScannIndexBuilder.for_corpus(N, DIM, max_k=0),
+        lambda: ScannIndexConfig(dimension=DIM, num_vectors=N, scoring="brute_force", distance="cosine"),
+        lambda: ScannIndexConfig(dimension=DIM, num_vectors=N, scoring="pq"),
+        lambda: ScannIndexConfig.from_json('{"dimension": 4}'),
+        lambda: ScannIndexConfig.from_json("not json"),
+    ],
+)
+def test_invalid_configurations_raise_value_error(make) -> None:
+    with pytest.raises(ValueError):
+        make()
+
+
+@pytest.mark.parametrize(
+    ("embeddings", "ids"),
+    [
+        (np.ones((N, DIM), dtype=np.float32), None),  # not unit norm
+        (np.zeros((N - 1, DIM), dtype=np.float32), None),  # wrong shape
+        (None, ["same"] * N),  # repeated ids
+    ],
+)
+def test_build_rejects_bad_corpus(corpus, embeddings, ids) -> None:
+    good_embeddings, good_ids, _ = corpus
+    builder = ScannIndexBuilder(DIM, N).score_brute_force()
+    with pytest.raises(ValueError):
+        builder.build(good_embeddings if embeddings is None else embeddings, good_ids if ids is None else ids)
+
+
+# ---- recall against the exact ground truth ----
+
+
+def test_both_searchers_satisfy_protocol(index: ScannIndex, exact: ExactSearcher) -> None:
+    assert isinstance(index, Searcher) and isinstance(exact, Searcher)
+    assert (index.size, index.dimension) == (exact.size, exact.dimension) == (N, DIM)
+
+
+def test_recall_at_10_and_1000_against_exact(corpus, index: ScannIndex, exact: ExactSearcher) -> None:
+    _, _, queries = corpus
+    at_10 = recall(index.search(queries, 10), exact.search(queries, 10))
+    at_1000 = recall(index.search(queries, 1000), exact.search(queries, 1000))
+    assert at_10 >= RECALL_AT_10_MIN, at_10
+    assert at_1000 >= RECALL_AT_1000_MIN, at_1000
+
+
+def test_thresholds_catch_a_broken_index(corpus, index: ScannIndex, exact: ExactSearcher) -> None:
+    """The same index searched too narrowly, or without re-ranking slack, must fail the thresholds."""
+    _, _, queries = corpus
+    truth_1000 = exact.search(queries, 1000)
+    one_leaf = recall(index.search(queries, 10, leaves_to_search=1), exact.search(queries, 10))
+    few_leaves = recall(index.search(queries, 1000, leaves_to_search=8), truth_1000)
+    no_slack = recall(index.search(queries, 1000, pre_reorder_num_neighbors=1000), truth_1000)
+    assert one_leaf < RECALL_AT_10_MIN and few_leaves < RECALL_AT_1000_MIN and no_slack < RECALL_AT_1000_MIN
+
+
+def test_results_sorted_with_true_scores(corpus, index: ScannIndex) -> None:
+    embeddings, _, queries = corpus
+    result = index.search(queries[:20], 100)
+    assert result.scores.dtype == np.float32 and result.scores.shape == (20, 100)
+    assert np.all(np.diff(result.scores, axis=1) <= 0)
+    true_scores = np.einsum("qd,qkd->qk", queries[:20], embeddings[result.indices])
+    np.testing.assert_allclose(result.scores, true_scores, atol=1e-5)
+    assert result.ids[3][0] == f"prod-{result.indices[3, 0]:05d}"
+
+
+def test_k_equal_to_n_returns_every_id(corpus, index: ScannIndex) -> None:
+    _, ids, queries = corpus
+    for k in (N, N + 5):
+        result = index.search(queries[:2], k)
+        assert result.k == N
+        for row in result.ids:
+            assert sorted(row) == ids
+        assert np.all(np.diff(result.scores, axis=1) <= 0)
+
+
+def test_rows_one_leaf_cannot_fill_are_searched_again(corpus, index: ScannIndex, exact) -> None:
+    """A leaf holds ~141 vectors; ScaNN pads the other 859 of k=1000 with NaN, we must not."""
+    _, _, queries = corpus
+    result = index.search(queries[:5], 1000, leaves_to_search=1)
+    assert np.isfinite(result.scores).all() and result.scores.shape == (5, 1000)
+    assert recall(result, exact.search(queries[:5], 1000)) >= RECALL_AT_1000_MIN
+
+
+def test_tiny_corpus_brute_force_is_exact(corpus) -> None:
+    embeddings, ids, queries = corpus
+    small = ScannIndexBuilder.for_corpus(500, DIM, max_k=50)
+    assert small.create_config().scoring is Scoring.BRUTE_FORCE
+    tiny = small.build(embeddings[:500], ids[:500])
+    truth = ExactSearcher(embeddings[:500], ids[:500]).search(queries, 50)
+    result = tiny.search(queries, 50)
+    assert recall(result, truth) == 1.0
+    np.testing.assert_allclose(result.scores, truth.scores, atol=1e-5)
+    assert tiny.search(queries[:1], 10_000).k == 500
+
+
+def test_search_validates_arguments(corpus, index: ScannIndex) -> None:
+    _, _, queries = corpus
+    for bad in (lambda: index.search(queries, 0), lambda: index.search(queries[:, :5], 10)):
+        with pytest.raises(ValueError):
+            bad()
+    with pytest.raises(ValueError):
+        index.search(queries, 10, leaves_to_search=index.config.num_leaves + 1)
+    assert index.search(queries[:0], 10).scores.shape == (0, 10)

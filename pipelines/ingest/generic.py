@@ -1,0 +1,219 @@
+"""Any catalog, query set or judgment file → madr records, described by a `ColumnMapping`.
+
+For sources without a dedicated loader (a retailer's own export): the mapping names,
+for each target field, the source column that holds it, and how to split a string
+into a list (``"Home > Decor > Lamps"`` into a category path). A target field that is
+not mapped is read from the column of the same name, so a file already in madr's
+vocabulary needs an empty mapping. Queries without a ``split`` column get "test", as
+`schemas.validate_query` decides for every stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pipelines.ingest.common import FirstWins, IngestResult, Record, StreamTally, build_result
+from pipelines.ingest.readers import RawRow, parquet_columns, read_delimited, read_jsonl, read_parquet
+from schemas import AspectSchema, InvalidRecord, validate_judgment, validate_product, validate_query
+
+Kind = Literal["products", "queries", "judgments"]
+FileFormat = Literal["jsonl", "csv", "parquet"]
+
+TARGET_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "products": (
+        "product_id",
+        "title",
+        "description",
+        "bullet_points",
+        "brand",
+        "color",
+        "category_path",
+        "locale",
+    ),
+    "queries": ("query_id", "text", "split"),
+    "judgments": ("query_id", "product_id", "grade", "label"),
+}
+REQUIRED_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "products": ("product_id", "title"),
+    "queries": ("query_id", "text"),
+    "judgments": ("query_id", "product_id", "grade"),
+}
+LIST_FIELDS: tuple[str, ...] = ("bullet_points", "category_path")
+_VALIDATORS = {"products": validate_product, "queries": validate_query, "judgments": validate_judgment}
+_EXTENSIONS: Mapping[str, FileFormat] = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+
+
+@dataclass(frozen=True)
+class ColumnMapping:
+    """Where each target field lives in the source, and how to split strings into lists.
+
+    ``fields``: target field → source column, e.g. ``{"product_id": "sku", "title": "name",
+    "brand": "manufacturer", "category_path": "breadcrumbs"}``.
+    ``aspects``: aspect name → source column (a column may feed a field and an aspect).
+    ``separators``: list field (bullet_points, category_path) or aspect name → the separator
+    that splits a string value; a string without one becomes a one-item list, and a column that
+    already holds lists (JSON arrays, Parquet lists) is taken as it is.
+    ``label_grades``: for judgments whose grade column holds text labels, label → grade.
+    """
+
+    fields: Mapping[str, str] = field(default_factory=dict)
+    aspects: Mapping[str, str] = field(default_factory=dict)
+    separators: Mapping[str, str] = field(default_factory=dict)
+    label_grades: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        known = {name for names in TARGET_FIELDS.values() for name in names}
+        for target, column in self.fields.items():
+            if target not in known:
+                raise ValueError(f"unknown target field {target!r}; targets are {sorted(known)}")
+            if not isinstance(column, str) or not column:
+                raise ValueError(f"source column of {target!r} must be a non-empty string, got {column!r}")
+        if self.aspects:
+            AspectSchema(tuple(self.aspects))  # names must be snake_case, unique, not reserved
+        for name, column in self.aspects.items():
+            if name in LIST_FIELDS:
+                raise ValueError(f"aspect {name!r} would be ambiguous with the list field of that name")
+            if not isinstance(column, str) or not column:
+                raise ValueError(
+                    f"source column of aspect {name!r} must be a non-empty string, got {column!r}"
+                )
+        for target, separator in self.separators.items():
+            if target not in LIST_FIELDS and target not in self.aspects:
+                raise ValueError(
+                    f"separator for {target!r}: only {LIST_FIELDS} or a mapped aspect can be split"
+                )
+            if not isinstance(separator, str) or not separator:
+                raise ValueError(f"separator for {target!r} must be a non-empty string, got {separator!r}")
+        for label, grade in self.label_grades.items():
+            if isinstance(grade, bool) or not isinstance(grade, int) or grade < 0:
+                raise ValueError(f"grade of label {label!r} must be an int >= 0, got {grade!r}")
+
+    def column(self, target: str) -> str:
+        return self.fields.get(target, target)
+
+    def source_columns(self, kind: Kind) -> list[str]:
+        """Every column this mapping reads for ``kind``, in a stable order."""
+        wanted = [self.column(target) for target in TARGET_FIELDS[kind]] + list(self.aspects.values())
+        return list(dict.fromkeys(wanted))
+
+    def check_kind(self, kind: Kind) -> None:
+        stray = [target for target in self.fields if target not in TARGET_FIELDS[kind]]
+        if stray:
+            raise ValueError(f"{stray} are not fields of {kind}; its fields are {TARGET_FIELDS[kind]}")
+        if self.label_grades and kind != "judgments":
+            raise ValueError("label_grades only applies to judgments")
+
+    def split(self, target: str, value: Any) -> Any:
+        if isinstance(value, str):
+            separator = self.separators.get(target)
+            return value.split(separator) if separator else [value]
+        return value  # None, or a list already; anything else is for validation to name
+
+    def grade(self, value: Any) -> Any:
+        """Text labels through ``label_grades``; integral strings and floats from CSV/Parquet to int."""
+        if self.label_grades and isinstance(value, str):
+            if value.strip() not in self.label_grades:
+                raise ValueError(f"grade label {value!r} is not one of {sorted(self.label_grades)}")
+            return self.label_grades[value.strip()]
+        if isinstance(value, str) and value.strip().isdigit():
+            return int(value.strip())
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
+
+    def convert(self, row: Mapping[str, Any], kind: Kind) -> Record:
+        """One source row as a validated record of ``kind``."""
+        raw: dict[str, Any] = {}
+        for target in TARGET_FIELDS[kind]:
+            value = row.get(self.column(target))
+            raw[target] = self.split(target, value) if target in LIST_FIELDS else value
+        if kind == "judgments":
+            if self.label_grades and raw["label"] is None and isinstance(raw["grade"], str):
+                raw["label"] = raw["grade"]
+            try:
+                raw["grade"] = self.grade(raw["grade"])
+            except ValueError as error:
+                raise InvalidRecord(
+                    "judgment", f"{raw['query_id']}/{raw['product_id']}", str(error)
+                ) from None
+        else:
+            raw["aspects"] = {
+                name: self.split(name, row.get(column)) for name, column in self.aspects.items()
+            }
+        return _VALIDATORS[kind](raw)
+
+
+def infer_format(path: str | Path) -> FileFormat:
+    suffix = Path(path).suffix.lower()
+    if suffix not in _EXTENSIONS:
+        raise ValueError(
+            f"cannot tell the format of {path} from {suffix!r}; pass file_format ('jsonl', 'csv', 'parquet')"
+        )
+    return _EXTENSIONS[suffix]
+
+
+def _rows(
+    path: Path, file_format: FileFormat, delimiter: str, required: list[str], wanted: list[str]
+) -> Iterator[RawRow]:
+    if file_format == "parquet":
+        present = parquet_columns(path)
+        missing = [column for column in required if column not in present]
+        if missing:
+            raise ValueError(
+                f"{path} lacks column(s) {missing} that the mapping needs; its columns are {present}"
+            )
+        return read_parquet(path, wanted)
+    if file_format == "csv":
+        return read_delimited(path, delimiter=delimiter, required=required)
+    return read_jsonl(path)  # no header to check: a row without a required key is dead-lettered
+
+
+def load_generic(
+    path: str | Path,
+    mapping: ColumnMapping,
+    kind: Kind,
+    *,
+    file_format: FileFormat | None = None,
+    delimiter: str | None = None,
+    positive_min_grade: int | None = None,
+) -> IngestResult:
+    """Load one stream from JSONL, CSV/TSV or Parquet; the format comes from the extension unless given.
+
+    ``delimiter`` defaults to a tab for ``.tsv`` and a comma otherwise. ``positive_min_grade``
+    (judgments only) records from which grade the source's labels mean relevant.
+    """
+    if kind not in TARGET_FIELDS:
+        raise ValueError(f"kind must be one of {tuple(TARGET_FIELDS)}, got {kind!r}")
+    mapping.check_kind(kind)
+    if positive_min_grade is not None and kind != "judgments":
+        raise ValueError("positive_min_grade describes judgments; it does not apply to " + kind)
+    source = Path(path)
+    file_format = file_format or infer_format(source)
+    if file_format not in ("jsonl", "csv", "parquet"):
+        raise ValueError(f"file_format must be 'jsonl', 'csv' or 'parquet', got {file_format!r}")
+    delimiter = delimiter or ("\t" if source.suffix.lower() == ".tsv" else ",")
+    required = [mapping.column(target) for target in REQUIRED_FIELDS[kind]]
+    rows = _rows(source, file_format, delimiter, required, mapping.source_columns(kind))
+    unique = FirstWins.of(kind)
+    tally = StreamTally(f"ingest.generic.{kind}")
+    records = list(tally.route(rows, lambda row: unique(mapping.convert(row, kind))))
+    provenance = {"path": str(source), "format": file_format, "kind": kind, "mapping": asdict(mapping)}
+    if file_format == "csv":
+        provenance["delimiter"] = delimiter
+    return build_result(
+        "generic",
+        {kind: tally},
+        {kind: records},
+        positive_min_grade=positive_min_grade,
+        provenance=provenance,
+    )

@@ -1,0 +1,147 @@
+"""Raw rows out of Parquet, delimited text and JSON Lines, each labelled with where it was.
+
+Readers never interpret columns; they only turn a file into `RawRow`s. A row that
+cannot even be parsed (wrong number of fields, a line that is not UTF-8 or not a JSON
+object) comes out with ``problem`` set, so the loader dead-letters it instead of the
+reader crashing half-way through a file. A file that is wrong as a whole (missing a
+required column, no header) raises `ValueError`: that is a wrong path or a wrong
+format, not bad data, and nothing useful could be loaded from it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import pyarrow.parquet as pq
+
+
+@dataclass(frozen=True)
+class RawRow:
+    """One source row as read. ``where`` names it for humans: ``"label.csv line 12"``."""
+
+    where: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    problem: str | None = None
+
+
+def _check_columns(path: Path, present: Sequence[str], required: Collection[str]) -> None:
+    missing = [name for name in required if name not in present]
+    if missing:
+        raise ValueError(f"{path} lacks required column(s) {missing}; its columns are {list(present)}")
+
+
+def parquet_columns(path: str | Path) -> list[str]:
+    """Column names from the footer alone (no data is read)."""
+    return list(pq.ParquetFile(path).schema_arrow.names)
+
+
+def read_parquet(
+    path: str | Path,
+    columns: Sequence[str],
+    *,
+    required: Collection[str] = (),
+    batch_size: int = 65_536,
+) -> Iterator[RawRow]:
+    """Rows of the projected ``columns`` that exist, one record batch at a time.
+
+    ESCI's examples file has millions of rows: reading it whole would hold every column of
+    every row at once, while projected batches keep memory at one batch of the columns we map.
+    """
+    source = Path(path)
+    parquet = pq.ParquetFile(source)
+    present = list(parquet.schema_arrow.names)
+    _check_columns(source, present, required)
+    projected = [name for name in columns if name in present]
+    number = 0
+    for batch in parquet.iter_batches(batch_size=batch_size, columns=projected):
+        for values in batch.to_pylist():
+            number += 1
+            yield RawRow(f"{source.name} row {number}", values)
+
+
+def _decoded_lines(handle: BinaryIO, bad_lines: set[int]) -> Iterator[str]:
+    """Decode line by line so one bad byte costs one row, recorded in ``bad_lines``."""
+    for number, line in enumerate(handle, start=1):
+        try:
+            yield line.decode("utf-8")
+        except UnicodeDecodeError:
+            bad_lines.add(number)
+            yield line.decode("utf-8", "backslashreplace")
+
+
+def read_delimited(
+    path: str | Path,
+    *,
+    delimiter: str = ",",
+    required: Collection[str] = (),
+) -> Iterator[RawRow]:
+    """Rows of a delimited text file with a header line, keyed by the header's names.
+
+    Quoting is the csv module's (and pandas') default: a field holding the delimiter, a quote or
+    a newline is written in double quotes with inner quotes doubled. WANDS relies on it: its
+    query 208 is stored as ``"fawkes 36"" blue vanity"``. Blank lines carry no data and are
+    passed over.
+    """
+    source = Path(path)
+    bad_lines: set[int] = set()
+    with source.open("rb") as handle:
+        reader = csv.reader(_decoded_lines(handle, bad_lines), delimiter=delimiter)
+        header = next(reader, None)
+        if not header:
+            raise ValueError(f"{source} is empty; expected a header line naming the columns")
+        header = [name.strip() for name in header]
+        header[0] = header[0].removeprefix("\ufeff")  # a BOM written by spreadsheet exports
+        if len(set(header)) != len(header):
+            raise ValueError(f"{source} header repeats a column name: {header}")
+        _check_columns(source, header, required)
+        last_line = reader.line_num
+        while True:
+            try:
+                values = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as error:  # e.g. a field over csv's size limit, or a NUL byte
+                last_line = reader.line_num
+                yield RawRow(f"{source.name} line {last_line}", {}, f"cannot be parsed: {error}")
+                continue
+            first_line, last_line = last_line + 1, reader.line_num
+            where = f"{source.name} line {first_line}" + (f"-{last_line}" if last_line > first_line else "")
+            if not values:
+                continue
+            spanned = bad_lines.intersection(range(first_line, last_line + 1))
+            if spanned:
+                raw = {"line": delimiter.join(values)}
+                yield RawRow(where, raw, f"is not valid UTF-8 (line(s) {sorted(spanned)})")
+            elif len(values) != len(header):
+                raw = {"line": delimiter.join(values)}
+                yield RawRow(where, raw, f"has {len(values)} fields but the header has {len(header)}")
+            else:
+                yield RawRow(where, dict(zip(header, values, strict=True)))
+
+
+def read_jsonl(path: str | Path) -> Iterator[RawRow]:
+    """One JSON object per line; a line that is not one becomes a row with a problem."""
+    source = Path(path)
+    bad_lines: set[int] = set()
+    with source.open("rb") as handle:
+        for number, line in enumerate(_decoded_lines(handle, bad_lines), start=1):
+            if not line.strip():
+                continue
+            where = f"{source.name} line {number}"
+            if number in bad_lines:
+                yield RawRow(where, {"line": line.rstrip("\r\n")}, "is not valid UTF-8")
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as error:
+                yield RawRow(where, {"line": line.rstrip("\r\n")}, f"is not valid JSON: {error}")
+                continue
+            if not isinstance(value, dict):
+                yield RawRow(where, {"line": line.rstrip("\r\n")}, "is not a JSON object")
+            else:
+                yield RawRow(where, value)

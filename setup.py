@@ -9,7 +9,10 @@ from setuptools import find_packages, setup
 setup(
     name="madr",
     version="0.1.0",
-    description="Multi-aspect dense retrieval: nightly catalog embedding, ScaNN index artifacts, offline evaluation on Apache Beam",
+    description=(
+        "Multi-aspect dense retrieval: nightly catalog embedding, ScaNN index artifacts "
+        "and offline evaluation on Apache Beam"
+    ),
     python_requires=">=3.10",
     packages=find_packages(include=["schemas*", "model*", "pipelines*", "index_builder*"]),
     install_requires=[

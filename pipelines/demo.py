@@ -30,10 +30,16 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", default="runs/demo", help="Run folder (data/, model/, embeddings/, index/, eval/)"
     )
-    parser.add_argument("--num_products", type=int, default=20_000, help="Synthetic catalog size")
+    parser.add_argument("--num_products", type=int, default=10_000, help="Synthetic catalog size")
     parser.add_argument("--num_queries", type=int, default=600, help="Synthetic queries over all splits")
-    parser.add_argument("--epochs", type=int, default=2, help="Fine-tuning epochs over the training queries")
-    parser.add_argument("--batch_size", type=int, default=32, help="Training queries per step")
+    parser.add_argument("--epochs", type=int, default=1, help="Fine-tuning epochs over the training queries")
+    parser.add_argument("--batch_size", type=int, default=16, help="Training queries per step")
+    parser.add_argument(
+        "--max_document_length",
+        type=int,
+        default=64,
+        help="Product truncation in wordpieces; 64 keeps the demo within minutes on 2 cores (papers: 128)",
+    )
     parser.add_argument("--seed", type=int, default=13, help="Seed for data and training")
     parser.add_argument("--depth", type=int, default=10_000, help="Products retrieved per test query")
 
@@ -59,7 +65,9 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     summary = _timed("generate", timings, lambda: generate_benchmark(synthetic, data.root))
     print(summary.format())
 
-    job = TrainJob(dataset=data.root, output=run.model, variant="bibert")
+    job = TrainJob(
+        dataset=data.root, output=run.model, variant="bibert", max_document_length=args.max_document_length
+    )
     loop = TrainingConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, learning_rate=5e-5)
     report = _timed("train", timings, lambda: run_training(job, loop))
     print(

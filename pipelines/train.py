@@ -29,6 +29,8 @@ class TrainJob:
     shared_towers: bool = True
     aspects: AspectSchema = field(default_factory=AspectSchema)
     max_train_queries: int | None = None
+    max_query_length: int = 32
+    max_document_length: int = 128
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +74,8 @@ def train_from_args(args: argparse.Namespace) -> TrainingReport:
         shared_towers=not args.separate_towers,
         aspects=AspectSchema.parse(args.aspects),
         max_train_queries=args.max_train_queries,
+        max_query_length=args.max_query_length,
+        max_document_length=args.max_document_length,
     )
     loop = TrainingConfig(
         epochs=args.epochs,
@@ -99,6 +103,8 @@ def run_training(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
         projection_dim=job.projection_dim,
         shared_towers=job.shared_towers,
         aspects=job.aspects.names,
+        max_query_length=job.max_query_length,
+        max_document_length=job.max_document_length,
     )
     trainer = Trainer(encoder, tokenizer, loop, job.output)
     report = trainer.fit(examples, valid.examples)

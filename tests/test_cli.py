@@ -1,0 +1,63 @@
+"""The `madr` command line: every subcommand explains itself, bad calls fail clearly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from pipelines.cli import main
+
+SUBCOMMANDS = {
+    "generate": ["--num_products", "--num_queries", "--seed"],
+    "train": ["--variant", "--epochs", "--batch_size", "--checkpoint_every", "--model_version"],
+    "embed": ["--products", "--model", "--output", "--num_shards", "--batch_size", "--device"],
+    "build-index": ["--embeddings", "--max_k"],
+    "evaluate": ["--queries", "--judgments", "--index", "--searcher", "--depth", "--metrics"],
+    "demo": ["--out", "--num_products", "--epochs"],
+}
+
+
+def test_top_level_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    for name in SUBCOMMANDS:
+        assert name in out
+
+
+@pytest.mark.parametrize(("command", "flags"), SUBCOMMANDS.items())
+def test_each_subcommand_help_documents_its_flags(
+    command: str, flags: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    for flag in flags:
+        assert flag in out, f"{command} --help does not mention {flag}"
+
+
+def test_missing_required_beam_flags_are_named(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ValueError, match="missing required flag"):
+        main(["embed", "--model", "/nowhere"])
+
+
+def test_unknown_flags_of_non_beam_commands_are_rejected(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["build-index", "--embeddings", "x", "--out", "y", "--bogus", "1"])
+    assert exited.value.code == 2
+    assert "unrecognised arguments for build-index: --bogus 1" in capsys.readouterr().err
+
+
+def test_console_entry_point_runs() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "generate", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "--num_products" in completed.stdout

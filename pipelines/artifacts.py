@@ -5,14 +5,20 @@ Works through Beam's FileSystems, so an output folder may be local or gs://.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.runner import PipelineResult
@@ -75,6 +81,18 @@ def read_stage_manifest(folder: str, kind: str) -> dict[str, Any]:
     return manifest
 
 
+def previous_embeddings_folder(path: str) -> str:
+    """`--previous` may name an embed output or a run folder holding one in `embeddings/`."""
+    for folder in (path, FileSystems.join(path, "embeddings")):
+        manifest = FileSystems.join(folder, MANIFEST_FILE)
+        if FileSystems.exists(manifest):
+            read_stage_manifest(folder, "madr-embeddings")
+            return folder
+    raise ArtifactError(
+        f"--previous {path}: neither it nor {path}/embeddings is a finished embed output (no {MANIFEST_FILE})"
+    )
+
+
 def read_parquet_table(folder: str, prefix: str, columns: list[str] | None = None) -> pa.Table:
     """All `prefix*.parquet` files of a folder, concatenated in file-name order."""
     paths = list_files(folder, f"{prefix}*.parquet")
@@ -95,3 +113,65 @@ def read_embeddings(folder: str) -> tuple[list[str], np.ndarray, dict[str, Any]]
     flat = table.column("embedding").combine_chunks().flatten().to_numpy(zero_copy_only=False)
     matrix = np.ascontiguousarray(flat.reshape(len(ids), int(manifest["dimension"])), dtype=np.float32)
     return ids, matrix, manifest
+
+
+def is_local(path: str) -> bool:
+    """True for a plain local path; anything with a scheme (gs://, file://, ...) goes through FileSystems."""
+    return FileSystems.get_scheme(path) is None
+
+
+def localize(path: str, local_dir: str) -> str:
+    """A local folder holding the files of `path`: `path` itself when local, else a copy in `local_dir`.
+
+    For libraries that only open local files (ScaNN's `load_searcher`, pathlib code). Every file under
+    `path`, subfolders included, is copied byte for byte (no decompression of .gz names) through Beam's
+    FileSystems, so any filesystem Beam knows works. The caller owns `local_dir` and deletes it.
+    """
+    if is_local(path):
+        return path
+    prefix = path.rstrip("/") + "/"
+    found = FileSystems.match([prefix + "**"])[0].metadata_list
+    if not found:
+        raise FileNotFoundError(f"{path} holds no files")
+    for metadata in found:
+        target = os.path.join(local_dir, *metadata.path[len(prefix) :].split("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with (
+            FileSystems.open(metadata.path, compression_type=CompressionTypes.UNCOMPRESSED) as source,
+            open(target, "wb") as sink,
+        ):
+            shutil.copyfileobj(source, sink, 1 << 20)
+    return local_dir
+
+
+def publish(local_dir: str, target: str) -> list[str]:
+    """Copy every file under the local `local_dir` (subfolders included) into the folder `target`.
+
+    The counterpart of `localize`, for code that can only write local files. Each object becomes visible
+    whole when its upload closes; callers write their manifest after publishing. Returns the paths written.
+    """
+    written = []
+    for root, _dirs, names in os.walk(local_dir):
+        for name in sorted(names):
+            source = os.path.join(root, name)
+            relative = os.path.relpath(source, local_dir).replace(os.sep, "/")
+            destination = FileSystems.join(target, *relative.split("/"))
+            with (
+                open(source, "rb") as reader,
+                FileSystems.create(destination, compression_type=CompressionTypes.UNCOMPRESSED) as writer,
+            ):
+                shutil.copyfileobj(reader, writer, 1 << 20)
+            written.append(destination)
+    return written
+
+
+@contextlib.contextmanager
+def local_output(target: str) -> Iterator[str]:
+    """A local folder to write into that ends up in `target`: `target` itself when local, else a
+    temporary folder published to `target` when the block succeeds (and deleted either way)."""
+    if is_local(target):
+        yield target
+        return
+    with tempfile.TemporaryDirectory(prefix="madr-output-") as staging:
+        yield staging
+        publish(staging, target)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,17 +25,18 @@ from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import PredictionResult, RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from index_builder import ExactSearcher, ScannIndex, Searcher
+from index_builder import ExactSearcher, Searcher, open_index
 from model import Side
 from pipelines.artifacts import (
     counter_value,
+    local_output,
+    localize,
     read_embeddings,
     read_parquet_table,
     read_stage_manifest,
     write_stage_manifest,
 )
 from pipelines.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE, ValidateRecords, WriteDeadLetters
-from pipelines.embed import ModelIdentity
 from pipelines.evaluation import (
     MetricSpec,
     RelevanceRule,
@@ -44,7 +46,7 @@ from pipelines.evaluation import (
     parse_metrics,
     write_metrics,
 )
-from pipelines.inference import EncoderModelHandler, TextToEncode
+from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode
 from pipelines.options import EvaluateOptions, ModelOptions, OutputOptions
 from pipelines.runner import make_pipeline, require_options
 from schemas import RUN_SCHEMA, per_query_metrics_schema, validate_judgment, validate_query
@@ -60,7 +62,10 @@ class SearcherSpec:
     path: str
 
     def corpus_size(self) -> int:
-        """How many products the searcher holds, from its manifest (without loading it)."""
+        """How many products the searcher holds, from its manifest (without loading it).
+
+        Single and partitioned index manifests (`index_builder.open_index`) both call the total "count".
+        """
         if self.kind == "ann":
             with FileSystems.open(FileSystems.join(self.path, "manifest.json")) as handle:
                 return int(json.loads(handle.read())["count"])
@@ -68,7 +73,10 @@ class SearcherSpec:
 
     def open(self) -> Searcher:
         if self.kind == "ann":
-            return ScannIndex.load(self.path)
+            # ScaNN loads only local folders: a gs:// index is copied to a temporary folder first.
+            # The loaded searcher holds everything in memory, so the copy can go right after.
+            with tempfile.TemporaryDirectory(prefix="madr-index-") as local_dir:
+                return open_index(localize(self.path, local_dir))
         ids, matrix, _ = read_embeddings(self.path)
         return ExactSearcher(matrix, ids)
 
@@ -239,7 +247,8 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
     ]:
         FileSystems.delete([path])
     summary = aggregate(per_query)
-    write_metrics(output.output, summary, per_query, rule)
+    with local_output(output.output) as folder:  # write_metrics writes local files only
+        write_metrics(folder, summary, per_query, rule)
     counts = {
         name: counter_value(result, name)
         for name in (

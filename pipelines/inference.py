@@ -10,16 +10,33 @@ Beam's own Hugging Face handler does not import with transformers 5, hence our o
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 import torch
+from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 from transformers import PreTrainedTokenizerBase
 
 from model import DenseEncoder, Side, load_encoder
+from model.config import read_config_dict
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """What every embedding row says about the model that made it; rows are reusable only under the same."""
+
+    model_id: str
+    model_version: str
+    dimension: int
+
+    @classmethod
+    def of(cls, model_dir: str) -> ModelIdentity:
+        config = read_config_dict(model_dir)
+        return cls(config["model_id"], str(config["model_version"]), int(config["projection_dim"]))
 
 
 class TextToEncode(NamedTuple):
@@ -68,6 +85,14 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         self.side = Side(side)
         self.chunk_size = chunk_size
         self.device = device
+        self.batches = Metrics.counter("madr", "inference_batches")
+
+    def one_at_a_time(self) -> EncoderModelHandler:
+        """This handler (subclass and all) with batches of one, to find the records that broke a batch."""
+        clone = copy.copy(self)
+        clone._batching_kwargs = {**self._batching_kwargs, "min_batch_size": 1, "max_batch_size": 1}
+        clone.chunk_size = 1
+        return clone
 
     def load_model(self) -> LoadedEncoder:
         encoder, tokenizer = load_encoder(self.model_dir, device=self.device)
@@ -79,6 +104,7 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         model: LoadedEncoder,
         inference_args: dict[str, Any] | None = None,
     ) -> Iterable[PredictionResult]:
+        self.batches.inc()
         texts = [example.text for example in batch]
         max_length = model.encoder.max_length(self.side)
         lengths = [

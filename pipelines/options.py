@@ -52,6 +52,22 @@ class EmbedOptions(PipelineOptions):
             default=0,
             help="Embedding Parquet shards to write (0: the runner decides)",
         )
+        parser.add_argument(
+            "--row_group_mb", type=int, default=64, help="Parquet row-group buffer per shard writer, MB (64)"
+        )
+        parser.add_argument(
+            "--previous",
+            default=None,
+            help="Previous embed output (or run folder): unchanged products reuse its rows; only new or "
+            "changed products, or all of them under a new model version, are embedded",
+        )
+        parser.add_argument(
+            "--max_dead_letter_fraction",
+            type=float,
+            default=0.01,
+            help="Fail the job when more than this fraction of records are dead letters (0.01). They are "
+            "still written first, so the failure can be inspected",
+        )
 
 
 class EvaluateOptions(PipelineOptions):
@@ -89,3 +105,47 @@ def add_stage_arguments(parser: argparse.ArgumentParser, *option_classes: type[P
     """Show a stage's own flags in its `--help` (Beam's flags are accepted too)."""
     for option_class in option_classes:
         option_class._add_argparse_args(parser)
+
+
+class IndexOptions(PipelineOptions):
+    """Flags of the partitioned index build (`pipelines.index.run_build_index`).
+
+    Its input and output reuse --embeddings (EvaluateOptions) and --output (OutputOptions).
+    """
+
+    @classmethod
+    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--num_index_shards",
+            type=int,
+            default=1,
+            help="Hash partitions, one ScaNN index each, for catalogs beyond one worker's memory (1)",
+        )
+        parser.add_argument(
+            "--max_k",
+            type=int,
+            default=10_000,
+            help="Deepest k the index must serve well; sizes each shard's leaves and reorder (10000)",
+        )
+
+
+class ExportOptions(PipelineOptions):
+    """Flags of the Vertex AI Vector Search export (`pipelines.export.run_export_vertex`).
+
+    Its inputs and output reuse --products (EmbedOptions), --embeddings (EvaluateOptions)
+    and --output (OutputOptions).
+    """
+
+    @classmethod
+    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--vertex_aspects",
+            default="category,brand,color",
+            help="Comma-separated product aspects exported as Vertex restricts (category,brand,color)",
+        )
+        parser.add_argument(
+            "--vertex_num_files",
+            type=int,
+            default=0,
+            help="JSON files to write, at most 5000 (0: the runner decides)",
+        )

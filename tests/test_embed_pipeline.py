@@ -17,8 +17,8 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from model import Side, content_hash, document_text, load_encoder
 from pipelines.artifacts import read_embeddings
-from pipelines.embed import EmbedProducts, ModelIdentity, ReadProducts, run_embed
-from pipelines.inference import EncoderModelHandler, TextToEncode, length_sorted_chunks
+from pipelines.embed import DeadLetterThresholdExceeded, EmbedProducts, ReadProducts, run_embed
+from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode, length_sorted_chunks
 from schemas import PRODUCT_SCHEMA
 
 
@@ -94,10 +94,13 @@ class _FailingHandler(EncoderModelHandler):
         return super().run_inference(batch, model, inference_args)
 
 
-def test_a_failing_batch_becomes_dead_letters_with_the_reason(tiny_model_dir, local_runner) -> None:
+def test_a_failing_batch_keeps_its_good_records_and_dead_letters_the_bad_one(
+    tiny_model_dir, local_runner
+) -> None:
+    # One Beam batch of four holds the bad product: the three good ones must still be embedded.
     products = [*catalog(3), {**catalog(1)[0], "product_id": "boom", "title": "BOOM sock"}]
     identity = ModelIdentity.of(str(tiny_model_dir))
-    handler = _FailingHandler(str(tiny_model_dir), Side.DOCUMENT, batch_size=1)
+    handler = _FailingHandler(str(tiny_model_dir), Side.DOCUMENT, batch_size=4)
     with TestPipeline(runner=local_runner) as pipeline:
         embedded = pipeline | beam.Create(products) | EmbedProducts(handler, identity)
         assert_that(embedded["rows"] | beam.Map(lambda r: r["product_id"]), equal_to(["p0", "p1", "p2"]))
@@ -107,6 +110,9 @@ def test_a_failing_batch_becomes_dead_letters_with_the_reason(tiny_model_dir, lo
             equal_to([("boom", True)]),
             label="dead letters",
         )
+        assert_that(
+            embedded["rows"] | beam.combiners.Count.Globally(), equal_to([3]), label="each good record once"
+        )
 
 
 def test_run_embed_writes_shards_dead_letters_and_a_manifest(tmp_path, tiny_model_dir) -> None:
@@ -115,10 +121,26 @@ def test_run_embed_writes_shards_dead_letters_and_a_manifest(tmp_path, tiny_mode
     out = tmp_path / "embeddings"
     counts = run_embed(
         PipelineOptions(
-            ["--products", path, "--model", str(tiny_model_dir), "--output", str(out), "--num_shards", "3"]
+            [
+                "--products",
+                path,
+                "--model",
+                str(tiny_model_dir),
+                "--output",
+                str(out),
+                "--num_shards",
+                "3",
+                "--max_dead_letter_fraction",
+                "0.05",
+            ]
         )
     )
-    assert counts == {"products_read": 41, "products_embedded": 40, "products_dead_lettered": 1}
+    assert counts["products_read"] == 41
+    assert (counts["products_embedded"], counts["products_reused"], counts["products_dead_lettered"]) == (
+        40,
+        0,
+        1,
+    )
     ids, matrix, manifest = read_embeddings(str(out))
     assert sorted(ids) == sorted(f"p{i}" for i in range(40))
     assert matrix.shape == (40, 16) and matrix.dtype == np.float32
@@ -128,6 +150,17 @@ def test_run_embed_writes_shards_dead_letters_and_a_manifest(tmp_path, tiny_mode
         json.loads(line) for f in out.glob("dead_letters*.jsonl") for line in f.read_text().splitlines()
     ]
     assert [letter["reason"] for letter in letters] == ["product without a usable id: 'product_id' is empty"]
+
+
+def test_too_many_dead_letters_fail_the_job_after_writing_them(tmp_path, tiny_model_dir) -> None:
+    rows = [*catalog(10), *({**catalog(1)[0], "product_id": f"bad{i}", "title": ""} for i in range(2))]
+    path = write_catalog(tmp_path / "products.parquet", rows)
+    out = tmp_path / "embeddings"
+    flags = ["--products", path, "--model", str(tiny_model_dir), "--output", str(out)]
+    with pytest.raises(DeadLetterThresholdExceeded, match="2 of 12 products are dead letters"):
+        run_embed(PipelineOptions([*flags, "--max_dead_letter_fraction", "0.1"]))
+    assert len((next(out.glob("dead_letters*.jsonl"))).read_text().splitlines()) == 2
+    assert not (out / "manifest.json").exists()  # a failed stage never looks finished
 
 
 def test_handler_loads_the_model_once_and_batches(tiny_model_dir, local_runner) -> None:

@@ -1,0 +1,106 @@
+"""Embed throughput: the Beam embed pipeline against a plain torch loop, same model and batch size.
+
+The plain loop is the ceiling: tokenise a batch, run the model, keep the vectors. The Beam pipeline
+adds reading Parquet, validation, RunInference batching, length-sorted chunks and writing shards.
+Both use the bundled MiniLM (untrained projection: speed does not depend on the weights).
+
+    python -m bench.embed_throughput --products 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import torch
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from bench.common import report
+from model import Side, document_text, new_encoder
+from pipelines.embed import run_embed
+from pipelines.layout import DatasetLayout
+from pipelines.synthetic import SyntheticConfig, generate_benchmark
+
+
+def plain_torch_loop(model_dir: str, texts: list[str], batch_size: int) -> float:
+    from model import load_encoder
+
+    encoder, tokenizer = load_encoder(model_dir)
+    started = time.perf_counter()
+    with torch.inference_mode():
+        for start in range(0, len(texts), batch_size):
+            encoder.embed_texts(tokenizer, texts[start : start + batch_size], Side.DOCUMENT)
+    return len(texts) / (time.perf_counter() - started)
+
+
+def beam_pipeline(model_dir: str, products: str, out: str, batch_size: int, *mode: str) -> float:
+    flags = [
+        "--products",
+        products,
+        "--model",
+        model_dir,
+        "--output",
+        out,
+        "--batch_size",
+        str(batch_size),
+        "--chunk_size",
+        str(batch_size),
+        *mode,
+    ]
+    started = time.perf_counter()
+    counts = run_embed(PipelineOptions(flags))
+    return counts["products_embedded"] / (time.perf_counter() - started)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--products", type=int, default=2000, help="Catalog size (default: %(default)s)")
+    parser.add_argument("--batch_size", type=int, default=32, help="Inference batch (default: %(default)s)")
+    parser.add_argument(
+        "--max_document_length", type=int, default=128, help="Truncation (default: %(default)s)"
+    )
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        generate_benchmark(
+            SyntheticConfig(num_products=args.products, num_queries=max(20, args.products // 50)),
+            str(root / "data"),
+        )
+        encoder, tokenizer = new_encoder("bibert", max_document_length=args.max_document_length)
+        encoder.save_pretrained(root / "model", tokenizer)
+        products = DatasetLayout(str(root / "data")).products
+        texts = [document_text(p) for p in pq.read_table(str(root / "data" / "products")).to_pylist()]
+
+        ceiling = plain_torch_loop(str(root / "model"), texts, args.batch_size)
+        in_memory = beam_pipeline(str(root / "model"), products, str(root / "a"), args.batch_size)
+        multi = beam_pipeline(
+            str(root / "model"),
+            products,
+            str(root / "b"),
+            args.batch_size,
+            "--direct_running_mode",
+            "multi_processing",
+            "--direct_num_workers",
+            "2",
+        )
+    report(
+        "embed_throughput",
+        vars(args),
+        {
+            "plain_torch_products_per_s": round(ceiling, 1),
+            "beam_in_memory_products_per_s": round(in_memory, 1),
+            "beam_in_memory_vs_plain": round(in_memory / ceiling, 3),
+            "beam_multi_processing_2_products_per_s": round(multi, 1),
+            "beam_multi_processing_2_vs_plain": round(multi / ceiling, 3),
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""Nightly incremental embedding: reuse unchanged rows, embed new and changed, drop removed."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from model import load_encoder
+from pipelines.artifacts import read_embeddings
+from pipelines.embed import run_embed
+from schemas import ArtifactError
+from tests.test_embed_pipeline import catalog, write_catalog
+
+
+def _embed(products: str, model: str, out: str, *flags: str) -> dict[str, int]:
+    options = ["--products", products, "--model", model, "--output", out, "--max_dead_letter_fraction", "0.2"]
+    return run_embed(PipelineOptions([*options, *flags]))
+
+
+def test_second_night_reuses_unchanged_products(tmp_path, tiny_model_dir) -> None:
+    first_night = catalog(30)
+    monday = _embed(
+        write_catalog(tmp_path / "mon.parquet", first_night), str(tiny_model_dir), str(tmp_path / "mon")
+    )
+    assert (monday["products_embedded"], monday["products_reused"]) == (30, 0)
+
+    second_night = [dict(p) for p in first_night if p["product_id"] != "p3"]  # p3 left the catalog
+    second_night[0]["title"] = "Nike crew sock 0, now in wool"  # p0 changed
+    second_night.append({**first_night[1], "product_id": "p99"})  # new
+    second_night.append({**first_night[5], "title": "another copy of p5"})  # duplicate id
+    tuesday = _embed(
+        write_catalog(tmp_path / "tue.parquet", second_night),
+        str(tiny_model_dir),
+        str(tmp_path / "tue"),
+        "--previous",
+        str(tmp_path / "mon"),
+    )
+    assert tuesday["products_read"] == 31
+    assert tuesday["products_embedded"] == 2  # p0 (changed) and p99 (new)
+    assert tuesday["products_reused"] == 28
+    assert tuesday["products_dead_lettered"] == 1  # the duplicate of p5
+    assert tuesday["products_dropped_since_previous"] == 1  # p3
+
+    mon_ids, mon_vectors, _ = read_embeddings(str(tmp_path / "mon"))
+    tue_ids, tue_vectors, manifest = read_embeddings(str(tmp_path / "tue"))
+    assert manifest["counts"]["products_reused"] == 28
+    assert sorted(tue_ids) == sorted({*mon_ids, "p99"} - {"p3"})
+    monday_rows = dict(zip(mon_ids, mon_vectors, strict=True))
+    tuesday_rows = dict(zip(tue_ids, tue_vectors, strict=True))
+    np.testing.assert_array_equal(tuesday_rows["p7"], monday_rows["p7"])
+    assert not np.allclose(tuesday_rows["p0"], monday_rows["p0"])
+
+
+def test_a_new_model_version_re_embeds_everything(tmp_path, tiny_model_dir) -> None:
+    products = write_catalog(tmp_path / "catalog.parquet", catalog(12))
+    _embed(products, str(tiny_model_dir), str(tmp_path / "v1"))
+    encoder, tokenizer = load_encoder(tiny_model_dir)
+    encoder.config = encoder.config.replace(model_version="test-2")
+    new_model = tmp_path / "model-v2"
+    encoder.save_pretrained(new_model, tokenizer)
+    counts = _embed(products, str(new_model), str(tmp_path / "v2"), "--previous", str(tmp_path / "v1"))
+    assert (counts["products_embedded"], counts["products_reused"]) == (12, 0)
+
+
+def test_previous_may_be_a_run_folder_but_must_be_finished(tmp_path, tiny_model_dir) -> None:
+    products = write_catalog(tmp_path / "catalog.parquet", catalog(6))
+    _embed(products, str(tiny_model_dir), str(tmp_path / "run" / "embeddings"))
+    counts = _embed(
+        products, str(tiny_model_dir), str(tmp_path / "next"), "--previous", str(tmp_path / "run")
+    )
+    assert counts["products_reused"] == 6
+    (tmp_path / "run" / "embeddings" / "manifest.json").unlink()  # as after a crash mid-stage
+    shutil.rmtree(tmp_path / "next")
+    with pytest.raises(ArtifactError, match=r"is a finished embed output \(no manifest\.json\)"):
+        _embed(products, str(tiny_model_dir), str(tmp_path / "next"), "--previous", str(tmp_path / "run"))

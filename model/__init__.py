@@ -4,20 +4,38 @@
 directory; both return the encoder and its tokenizer.
 """
 
+from model.aspects import (
+    AspectLabels,
+    AspectVocabulary,
+    FusionType,
+    Granularity,
+    ImplicitSlot,
+    Representation,
+)
 from model.config import EncoderConfig
 from model.encoder import DenseEncoder, EncoderOutput, Side, TokenizedBatch, pick_device
+from model.madral import MultiAspectConfig, MultiAspectEncoder
 from model.registry import VARIANTS, load_encoder, new_encoder, variant_class
-from model.text import content_hash, document_text
+from model.text import content_hash, document_text, document_text_with_aspects
 
 __all__ = [
     "VARIANTS",
+    "AspectLabels",
+    "AspectVocabulary",
     "DenseEncoder",
     "EncoderConfig",
     "EncoderOutput",
+    "FusionType",
+    "Granularity",
+    "ImplicitSlot",
+    "MultiAspectConfig",
+    "MultiAspectEncoder",
+    "Representation",
     "Side",
     "TokenizedBatch",
     "content_hash",
     "document_text",
+    "document_text_with_aspects",
     "load_encoder",
     "new_encoder",
     "pick_device",

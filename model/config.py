@@ -8,6 +8,7 @@ be told which variant it is loading.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,8 +70,19 @@ class EncoderConfig:
     def hidden_size(self) -> int:
         return int(self.backbone["hidden_size"])
 
+    @property
+    def appends_aspects_to_documents(self) -> bool:
+        """Documents are read as `model.text.document_text_with_aspects` (BiBERT-CONCAT) instead of
+        `document_text`; embedding and training stages must build texts accordingly."""
+        return False
+
+    @property
+    def uses_aspect_labels(self) -> bool:
+        """The variant learns from aspect annotations: `encoder.auxiliary_loss` needs `AspectLabels`."""
+        return False
+
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        data = {name: _json_value(value) for name, value in dataclasses.asdict(self).items()}
         data["aspects"] = list(self.aspects)
         return {"variant": self.variant, **data}
 
@@ -95,6 +107,15 @@ class EncoderConfig:
 
     def replace(self, **changes: Any) -> EncoderConfig:
         return dataclasses.replace(self, **changes)
+
+
+def _json_value(value: Any) -> Any:
+    """Enums by value and tuples as lists, so to_dict() equals the config.json it is saved as."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (tuple, list)):
+        return [_json_value(item) for item in value]
+    return value
 
 
 def read_config_dict(directory: str | Path) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -20,6 +20,10 @@ from transformers import BertModel, PreTrainedTokenizerBase
 
 from model.backbone import load_pretrained_transformer, new_transformer
 from model.config import EncoderConfig
+
+if TYPE_CHECKING:
+    from model.aspects.labels import AspectLabels
+    from model.aspects.vocabulary import AspectVocabulary
 
 WEIGHTS_FILE = "model.safetensors"
 
@@ -44,6 +48,16 @@ class EncoderOutput:
     aspect_logits: dict[str, torch.Tensor] = field(default_factory=dict)
     presence_logits: torch.Tensor | None = None
     fusion_weights: torch.Tensor | None = None
+    # Names of the columns of `fusion_weights` (and `fusion_presence`), e.g.
+    # ("category", "brand", "color", "other"); empty when nothing is fused.
+    fusion_slots: tuple[str, ...] = ()
+    # P_a of each fused slot as presence weighting used it (Eq. 5, madral-kdd22); CLS counts as 1.
+    fusion_presence: torch.Tensor | None = None
+    # (B, len(aspect_slots), hidden) encodings the aspect heads read, named by `aspect_slots`.
+    aspect_slots: tuple[str, ...] = ()
+    aspect_embeddings: torch.Tensor | None = None
+    # (B, len(aspect_slots), L) attention of the Aspect Extraction Network (Table 2, madral-kdd22).
+    aspect_attention: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +67,17 @@ class TokenizedBatch:
 
     def to(self, device: torch.device) -> TokenizedBatch:
         return TokenizedBatch(self.input_ids.to(device), self.attention_mask.to(device))
+
+    def padded_to(self, length: int, pad_token_id: int) -> TokenizedBatch:
+        """At least `length` positions, padding with masked-out pad tokens (for first-k readers)."""
+        missing = length - self.input_ids.shape[1]
+        if missing <= 0:
+            return self
+        pad = self.input_ids.new_full((self.input_ids.shape[0], missing), pad_token_id)
+        return TokenizedBatch(
+            torch.cat([self.input_ids, pad], dim=1),
+            torch.cat([self.attention_mask, torch.zeros_like(pad, dtype=self.attention_mask.dtype)], dim=1),
+        )
 
 
 def pick_device(preferred: str | None = None) -> torch.device:
@@ -72,13 +97,38 @@ class DenseEncoder(nn.Module):
         if not isinstance(config, self.config_class):
             raise TypeError(f"{type(self).__name__} needs a {self.config_class.__name__}")
         self.config = config
-        layers = self.transformer_layers()
         names = ("shared",) if config.shared_towers else (Side.QUERY.value, Side.DOCUMENT.value)
-        self.transformers = nn.ModuleDict({name: new_transformer(config.backbone, layers) for name in names})
+        self.transformers = nn.ModuleDict({name: self.build_tower() for name in names})
 
     def transformer_layers(self) -> int | None:
         """How many backbone layers the towers keep; None keeps them all."""
         return None
+
+    def build_tower(self) -> nn.Module:
+        """One text tower; a BERT by default. DSSM overrides it with a bag of wordpieces."""
+        return new_transformer(self.config.backbone, self.transformer_layers())
+
+    @classmethod
+    def vocabulary_settings(
+        cls, vocabulary: AspectVocabulary, settings: dict[str, Any], tokenizer: PreTrainedTokenizerBase
+    ) -> dict[str, Any]:
+        """Config fields a phrase-level aspect vocabulary implies for this variant (none by default).
+
+        `new_encoder` merges them under the caller's explicit settings, so the
+        registry never needs to know which variant sizes which heads.
+        """
+        return {}
+
+    def attach_vocabulary(self, vocabulary: AspectVocabulary, tokenizer: PreTrainedTokenizerBase) -> None:
+        """Bind the vocabulary the heads were sized from (no heads, nothing to bind, by default)."""
+
+    def auxiliary_loss(self, output: EncoderOutput, labels: AspectLabels) -> torch.Tensor:
+        """Loss added to the retrieval loss for one side's batch; 0 for variants without one.
+
+        Multi-aspect variants return Σ_a (L_AP^a + L_APP^a) (Eq. 7, madral-kdd22) for an
+        `model.aspects.AspectLabels` of the same batch.
+        """
+        return output.embedding.new_zeros(())
 
     def transformer(self, side: Side) -> BertModel:
         key = "shared" if self.config.shared_towers else Side(side).value

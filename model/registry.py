@@ -11,13 +11,19 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from model.aspects.vocabulary import AspectVocabulary
 from model.backbone import backbone_config_dict, bundled_backbone_path, load_tokenizer
+from model.baselines import BASELINE_ENCODERS
 from model.bibert import BiBertEncoder
 from model.config import read_config_dict
 from model.encoder import DenseEncoder, pick_device
+from model.madral import MADRAL_ENCODERS
+from model.mural import MuralEncoder, MurEncoder
+from model.uhd import UhdEncoder
 
 VARIANTS: dict[str, type[DenseEncoder]] = {
-    BiBertEncoder.config_class.variant: BiBertEncoder,
+    cls.config_class.variant: cls
+    for cls in (BiBertEncoder, *MADRAL_ENCODERS, *BASELINE_ENCODERS, MuralEncoder, MurEncoder, UhdEncoder)
 }
 
 
@@ -32,21 +38,30 @@ def new_encoder(
     variant: str,
     backbone_path: str | Path | None = None,
     pretrained: bool = True,
+    vocabulary: AspectVocabulary | None = None,
     **settings: Any,
 ) -> tuple[DenseEncoder, PreTrainedTokenizerBase]:
     """A fresh encoder of `variant` on a backbone folder (the bundled MiniLM by default).
 
     `settings` are the variant config's fields (projection_dim, shared_towers, ...).
     With `pretrained=False` the towers keep their random initialisation, which is
-    what unit tests with tiny `BertConfig`s want.
+    what unit tests with tiny `BertConfig`s want. A `vocabulary` sizes the aspect
+    prediction heads of variants that learn aspects and is saved with the model;
+    variants without aspect heads ignore it.
     """
     cls = variant_class(variant)
     path = backbone_path or bundled_backbone_path()
     settings.setdefault("backbone", backbone_config_dict(path))
+    tokenizer = load_tokenizer(path)
+    if vocabulary is not None:
+        for name, value in cls.vocabulary_settings(vocabulary, settings, tokenizer).items():
+            settings.setdefault(name, value)
     encoder = cls(cls.config_class(**settings))
+    if vocabulary is not None:
+        encoder.attach_vocabulary(vocabulary, tokenizer)
     if pretrained:
         encoder.load_backbone_weights(path)
-    return encoder.eval(), load_tokenizer(path)
+    return encoder.eval(), tokenizer
 
 
 def load_encoder(

@@ -7,7 +7,7 @@ model ignores (say, a price) never triggers a re-embedding.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 FIELD_SEPARATOR = " . "
@@ -20,6 +20,24 @@ def document_text(product: Mapping[str, Any]) -> str:
     fields are left to the aspect-aware variants (they are usually in the title).
     """
     parts = [product["title"]]
+    parts.extend(product.get("bullet_points") or [])
+    if product.get("description"):
+        parts.append(product["description"])
+    return FIELD_SEPARATOR.join(part for part in parts if part)
+
+
+def document_text_with_aspects(product: Mapping[str, Any], aspects: Sequence[str]) -> str:
+    """`document_text` with each aspect's values after an indicator (BiBERT-CONCAT, repro-ecir24 §7).
+
+    The indicator is the aspect's name ("brand: nike"), a word the wordpiece
+    vocabulary already has; BERT's [unusedN] tokens would need a changed tokenizer.
+    The aspects follow the title rather than the description, so truncation at
+    `max_document_length` cuts the description, not the aspects. Aspects without
+    values are left out; several values are joined by commas.
+    """
+    annotations = product.get("aspects") or {}
+    tagged = [f"{name}: {', '.join(annotations[name])}" for name in aspects if annotations.get(name)]
+    parts = [product["title"], *tagged]
     parts.extend(product.get("bullet_points") or [])
     if product.get("description"):
         parts.append(product["description"])

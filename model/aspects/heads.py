@@ -1,0 +1,54 @@
+"""Aspect prediction and aspect presence heads (madral-kdd22 §5 and §6.2)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+from torch import nn
+
+from model.aspects.extraction import ExtractedSlots
+
+
+class AspectPredictionHeads(nn.Module):
+    """P(x) = softmax(E_a U_a^T + b_a) over the values x of V_a (madral-kdd22 §5).
+
+    One `Linear` per aspect holds U_a (its weight, |V_a| x H) and b_a (its bias).
+    The encoder keeps a single instance for both towers, because U_a and b_a are
+    shared between the query and the document encoders (madral-kdd22 §5). The rows
+    of U_a are the aspect value embeddings of Table 9. Used for training and
+    interpretation only: the retrieval embedding never depends on them.
+    """
+
+    def __init__(self, hidden: int, vocabulary_sizes: Mapping[str, int]) -> None:
+        super().__init__()
+        self.tables = nn.ModuleDict(
+            {name: nn.Linear(hidden, size) for name, size in vocabulary_sizes.items()}
+        )
+
+    @property
+    def aspects(self) -> tuple[str, ...]:
+        return tuple(self.tables)
+
+    def forward(self, slots: ExtractedSlots) -> dict[str, torch.Tensor]:
+        """Logits (B, |V_a|) per aspect; softmax gives P(x)."""
+        return {name: table(slots.get(name)) for name, table in self.tables.items()}
+
+
+class PresenceHeads(nn.Module):
+    """P_a = SigmoidLayer(E_a) (madral-kdd22 §6.2, Eq. 5/6); returns the logits.
+
+    Per tower, since it belongs to the presence-weighting fusion network. Which
+    slots get a head is the tower's choice: the explicit aspects for the APP loss,
+    and every fused slot for presence weighting (OTHER included, whose presence
+    only the retrieval loss trains, as in Table 8 of madral-kdd22).
+    """
+
+    def __init__(self, hidden: int, names: Sequence[str]) -> None:
+        super().__init__()
+        self.names = tuple(names)
+        self.layers = nn.ModuleDict({name: nn.Linear(hidden, 1) for name in self.names})
+
+    def forward(self, slots: ExtractedSlots) -> torch.Tensor:
+        """(B, len(names)) presence logits, in `names` order."""
+        return torch.cat([self.layers[name](slots.get(name)) for name in self.names], dim=-1)

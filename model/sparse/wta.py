@@ -1,0 +1,69 @@
+"""Winner-take-all sparsification (uhd-bert §3.3, Eq. 2-4).
+
+A WTA layer is a linear map to n dimensions that keeps only the top-k activations
+of each token (Eq. 2-3); the token vectors are then max-pooled into one bucket
+(Eq. 4). k is an argument, not a weight, so it can change at inference time
+without retraining (§3.3, Appendix A.1 trains with k = 400 and tests smaller k).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional
+
+
+def winner_take_all(scores: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep the k largest entries of the last dimension, zero the others (Eq. 3, uhd-bert).
+
+    Exactly k entries survive per vector (ties broken by `topk`). The winners are
+    scattered into zeros, so the gradient reaches the winning inputs unchanged and
+    every non-winner gets exactly zero: "only the gradients flowing back through the
+    winning dimensions" (§3.3).
+    """
+    if not 1 <= k <= scores.shape[-1]:
+        raise ValueError(f"k must be in [1, {scores.shape[-1]}], got {k}")
+    values, indices = scores.topk(k, dim=-1)
+    return torch.zeros_like(scores).scatter(-1, indices, values)
+
+
+def masked_max_pool(tokens: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Max over the real tokens of [batch, tokens, n] -> [batch, n] (Eq. 4, uhd-bert).
+
+    Padding is set to -inf first, so a padded position can never win a dimension,
+    whatever the transformer computed for it.
+    """
+    padding = ~attention_mask.bool().unsqueeze(-1)
+    return tokens.masked_fill(padding, float("-inf")).amax(dim=1)
+
+
+class WinnerTakeAll(nn.Module):
+    """z = E W + b with W in R^{h x n} (Eq. 2), then top-k per token (Eq. 3).
+
+    `weight_sparsity` zeroes that fraction of the inputs of every output unit, fixed
+    at construction (Ahmad & Scheinkman's sparse weights, 0.7 in uhd-bert A.1). The
+    mask is a buffer saved with the weights, so a reloaded model keeps its wiring.
+    """
+
+    def __init__(self, in_features: int, dimensions: int, weight_sparsity: float = 0.0) -> None:
+        super().__init__()
+        if not 0 <= weight_sparsity < 1:
+            raise ValueError(f"weight_sparsity must be in [0, 1), got {weight_sparsity}")
+        self.linear = nn.Linear(in_features, dimensions)
+        mask = torch.ones(dimensions, in_features, dtype=torch.bool)
+        zeroed = round(weight_sparsity * in_features)
+        if zeroed:
+            order = torch.rand(dimensions, in_features).argsort(dim=1)
+            mask.scatter_(1, order[:, :zeroed], False)
+        self.register_buffer("weight_mask", mask)
+
+    @property
+    def dimensions(self) -> int:
+        return self.linear.out_features
+
+    def scores(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Eq. 2 on the masked weights; masked weights also get zero gradient."""
+        return functional.linear(tokens, self.linear.weight * self.weight_mask, self.linear.bias)
+
+    def forward(self, tokens: torch.Tensor, k: int) -> torch.Tensor:
+        return winner_take_all(self.scores(tokens), k)

@@ -15,8 +15,8 @@ from model.aspects import (
 from model.config import EncoderConfig
 from model.encoder import DenseEncoder, EncoderOutput, Side, TokenizedBatch, pick_device
 from model.madral import MultiAspectConfig, MultiAspectEncoder
-from model.registry import VARIANTS, load_encoder, new_encoder, variant_class
-from model.text import content_hash, document_text, document_text_with_aspects
+from model.registry import VARIANTS, load_config, load_encoder, new_encoder, variant_class
+from model.text import content_hash, document_text, document_text_with_aspects, text_for_model
 
 __all__ = [
     "VARIANTS",
@@ -36,8 +36,10 @@ __all__ = [
     "content_hash",
     "document_text",
     "document_text_with_aspects",
+    "load_config",
     "load_encoder",
     "new_encoder",
     "pick_device",
+    "text_for_model",
     "variant_class",
 ]

@@ -9,6 +9,7 @@ the self-describing directory written by `save_pretrained`.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -121,6 +122,12 @@ class DenseEncoder(nn.Module):
 
     def attach_vocabulary(self, vocabulary: AspectVocabulary, tokenizer: PreTrainedTokenizerBase) -> None:
         """Bind the vocabulary the heads were sized from (no heads, nothing to bind, by default)."""
+
+    def aspect_labels(
+        self, annotations: Sequence[Mapping[str, Sequence[str]] | None], tokenize: Any = None
+    ) -> AspectLabels | None:
+        """Label tensors for a batch's aspect annotations; None for variants that learn no aspects."""
+        return None
 
     def auxiliary_loss(self, output: EncoderOutput, labels: AspectLabels) -> torch.Tensor:
         """Loss added to the retrieval loss for one side's batch; 0 for variants without one.

@@ -15,7 +15,7 @@ from model.aspects.vocabulary import AspectVocabulary
 from model.backbone import backbone_config_dict, bundled_backbone_path, load_tokenizer
 from model.baselines import BASELINE_ENCODERS
 from model.bibert import BiBertEncoder
-from model.config import read_config_dict
+from model.config import EncoderConfig, read_config_dict
 from model.encoder import DenseEncoder, pick_device
 from model.madral import MADRAL_ENCODERS
 from model.mural import MuralEncoder, MurEncoder
@@ -62,6 +62,12 @@ def new_encoder(
     if pretrained:
         encoder.load_backbone_weights(path)
     return encoder.eval(), tokenizer
+
+
+def load_config(directory: str | Path) -> EncoderConfig:
+    """A model directory's full config (its variant's dataclass), without loading any weights."""
+    data = read_config_dict(directory)
+    return variant_class(data.get("variant", "")).config_class.from_dict(data)
 
 
 def load_encoder(

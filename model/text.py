@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from model.config import EncoderConfig
 
 FIELD_SEPARATOR = " . "
 
@@ -46,3 +49,10 @@ def document_text_with_aspects(product: Mapping[str, Any], aspects: Sequence[str
 
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def text_for_model(product: Mapping[str, Any], config: EncoderConfig) -> str:
+    """The exact text `config`'s variant reads of a product (and whose hash nightly runs compare)."""
+    if config.appends_aspects_to_documents:
+        return document_text_with_aspects(product, config.aspects)
+    return document_text(product)

@@ -24,7 +24,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import PredictionResult, RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from model import Side, content_hash, document_text
+from model import Side, content_hash
 from pipelines.artifacts import counter_value, previous_embeddings_folder, write_stage_manifest
 from pipelines.catalog_io import (
     DEAD_LETTERS,
@@ -138,7 +138,8 @@ class EmbedProducts(beam.PTransform):
         self.embed = EmbedTexts(handler, identity, max_failed_fraction)
 
     def expand(self, products: beam.PCollection) -> dict[str, beam.PCollection]:
-        texts = products | "ToText" >> beam.Map(lambda p: TextToEncode(p["product_id"], document_text(p)))
+        identity = self.embed.identity
+        texts = products | "ToText" >> beam.Map(lambda p: TextToEncode(p["product_id"], identity.text_of(p)))
         return texts | self.embed
 
 

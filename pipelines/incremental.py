@@ -25,7 +25,7 @@ import apache_beam as beam
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
-from model import content_hash, document_text
+from model import content_hash
 from pipelines.catalog_io import METRICS_NAMESPACE, dead_letter
 from pipelines.inference import ModelIdentity, TextToEncode
 
@@ -58,10 +58,10 @@ class _PlanFn(beam.DoFn):
             self.duplicates.inc()
             reason = (
                 f"product {product_id!r}: duplicate product_id; kept the copy whose canonical JSON sorts "
-                f"first (content hash {content_hash(document_text(kept))[:12]})"
+                f"first (content hash {content_hash(self.identity.text_of(kept))[:12]})"
             )
             yield pvalue.TaggedOutput(DEAD_LETTERS, dead_letter("dedupe", extra, reason, product_id))
-        text = document_text(kept)
+        text = self.identity.text_of(kept)
         digest = content_hash(text)
         reusable = [
             row

@@ -11,7 +11,7 @@ Beam's own Hugging Face handler does not import with transformers 5, hence our o
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -21,8 +21,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 from transformers import PreTrainedTokenizerBase
 
-from model import DenseEncoder, Side, load_encoder
-from model.config import read_config_dict
+from model import DenseEncoder, EncoderConfig, Side, load_config, load_encoder, text_for_model
 
 
 @dataclass(frozen=True)
@@ -32,11 +31,16 @@ class ModelIdentity:
     model_id: str
     model_version: str
     dimension: int
+    config: EncoderConfig
 
     @classmethod
     def of(cls, model_dir: str) -> ModelIdentity:
-        config = read_config_dict(model_dir)
-        return cls(config["model_id"], str(config["model_version"]), int(config["projection_dim"]))
+        config = load_config(model_dir)
+        return cls(config.model_id, str(config.model_version), int(config.projection_dim), config)
+
+    def text_of(self, product: Mapping[str, Any]) -> str:
+        """What this model reads of a product (BiBERT-CONCAT appends aspects; the rest do not)."""
+        return text_for_model(product, self.config)
 
 
 class TextToEncode(NamedTuple):

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import shutil
+import tempfile
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
 
-from model import new_encoder
+from model import new_encoder, text_for_model
 from model.training import Trainer, TrainingConfig, TrainingReport
+from pipelines.layout import DatasetLayout
 from pipelines.training_data import load_training_set
+from pipelines.vocabulary import run_build_vocabulary
 from schemas import AspectSchema, write_manifest
 
 LOGGER = logging.getLogger(__name__)
@@ -31,6 +37,8 @@ class TrainJob:
     max_train_queries: int | None = None
     max_query_length: int = 32
     max_document_length: int = 128
+    min_aspect_count: int = 2
+    variant_options: tuple[tuple[str, Any], ...] = ()
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +58,26 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--aspects", default="category,brand,color", help="Aspect names (default: %(default)s)"
     )
+    parser.add_argument(
+        "--variant_option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="A field of the variant's config, e.g. fusion=cls_gating or dimensions=4096 (repeatable; "
+        "values are JSON when they parse as JSON); the config validates it",
+    )
+    parser.add_argument(
+        "--min_aspect_count", type=int, default=2, help="Drop aspect values seen in fewer records (§8.1)"
+    )
+    parser.add_argument(
+        "--aspect_loss_weight",
+        type=float,
+        default=0.0,
+        help="λf of Eq. 8 on the aspect losses (repro: 0 is best)",
+    )
+    parser.add_argument(
+        "--pointwise_loss_weight", type=float, default=1.0, help="Weight of L_CE over judged pairs (Eq. 8)"
+    )
     parser.add_argument("--epochs", type=int, default=1, help="Passes over the training queries")
     parser.add_argument("--max_steps", type=int, default=None, help="Stop after this many optimiser steps")
     parser.add_argument(
@@ -61,6 +89,21 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=13, help="Seed of data order, sampling and init")
     parser.add_argument("--max_train_queries", type=int, default=None, help="Use at most this many queries")
     parser.add_argument("--device", default=None, help="Torch device; default: GPU when present, else CPU")
+
+
+def parse_variant_options(items: list[str]) -> tuple[tuple[str, Any], ...]:
+    """["fusion=cls_gating", "dimensions=4096"] -> (("fusion", "cls_gating"), ("dimensions", 4096))."""
+    options = []
+    for item in items:
+        key, separator, text = item.partition("=")
+        if not separator or not key:
+            raise ValueError(f"--variant_option {item!r} must look like KEY=VALUE")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        options.append((key.strip(), value))
+    return tuple(options)
 
 
 def train_from_args(args: argparse.Namespace) -> TrainingReport:
@@ -76,6 +119,8 @@ def train_from_args(args: argparse.Namespace) -> TrainingReport:
         max_train_queries=args.max_train_queries,
         max_query_length=args.max_query_length,
         max_document_length=args.max_document_length,
+        min_aspect_count=args.min_aspect_count,
+        variant_options=parse_variant_options(args.variant_option),
     )
     loop = TrainingConfig(
         epochs=args.epochs,
@@ -86,15 +131,23 @@ def train_from_args(args: argparse.Namespace) -> TrainingReport:
         checkpoint_every=args.checkpoint_every,
         seed=args.seed,
         device=args.device,
+        aspect_loss_weight=args.aspect_loss_weight,
+        pointwise_loss_weight=args.pointwise_loss_weight,
     )
     return run_training(job, loop)
 
 
 def run_training(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
-    train = load_training_set(job.dataset, "train")
-    valid = load_training_set(job.dataset, "valid")
-    examples = train.examples[: job.max_train_queries] if job.max_train_queries else train.examples
-    LOGGER.info("training on %d queries, validating on %d", len(examples), len(valid.examples))
+    layout = DatasetLayout(job.dataset)
+    with tempfile.TemporaryDirectory() as scratch:
+        vocabulary = run_build_vocabulary(
+            layout.products,
+            layout.queries,
+            job.aspects.names,
+            job.min_aspect_count,
+            f"{scratch}/vocabulary.json",
+        )
+    LOGGER.info("aspect vocabulary sizes: %s", vocabulary.sizes())
     encoder, tokenizer = new_encoder(
         job.variant,
         backbone_path=job.backbone,
@@ -105,7 +158,14 @@ def run_training(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
         aspects=job.aspects.names,
         max_query_length=job.max_query_length,
         max_document_length=job.max_document_length,
+        vocabulary=vocabulary,
+        **dict(job.variant_options),
     )
+    text_of = partial(text_for_model, config=encoder.config)
+    train = load_training_set(job.dataset, "train", text_of)
+    valid = load_training_set(job.dataset, "valid", text_of)
+    examples = train.examples[: job.max_train_queries] if job.max_train_queries else train.examples
+    LOGGER.info("training on %d queries, validating on %d", len(examples), len(valid.examples))
     trainer = Trainer(encoder, tokenizer, loop, job.output)
     report = trainer.fit(examples, valid.examples)
     # Checkpoints only serve to resume an interrupted run; the finished artifact is the selected model.
@@ -115,8 +175,11 @@ def run_training(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
         kind="madr-model",
         info={
             "variant": job.variant,
+            "variant_options": dict(job.variant_options),
             "model_version": job.model_version,
             "dataset": job.dataset,
+            "aspect_vocabulary_sizes": vocabulary.sizes(),
+            "loss": {"pointwise": loop.pointwise_loss_weight, "aspect": loop.aspect_loss_weight},
             "train_queries": len(examples),
             "valid_queries": len(valid.examples),
             "steps": report.steps,

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -16,8 +18,9 @@ from apache_beam.io.filesystems import FileSystems
 
 from model import document_text
 from model.training import QueryExamples
+from model.training.config import Annotations
 from pipelines.layout import DatasetLayout
-from schemas import InvalidRecord, validate_product
+from schemas import InvalidRecord, validate_product, validate_query
 
 LOGGER = logging.getLogger(__name__)
 
@@ -34,17 +37,27 @@ def _read_table(path: str) -> pa.Table:
         return pq.read_table(handle)
 
 
-def load_training_set(dataset: str, split: str, positive_min_grade: int = 2) -> TrainingSet:
-    """QueryExamples of one split: grade >= `positive_min_grade` are positives, the rest hard negatives."""
+def load_training_set(
+    dataset: str,
+    split: str,
+    text_of: Callable[[Mapping[str, Any]], str] = document_text,
+    positive_min_grade: int = 2,
+) -> TrainingSet:
+    """QueryExamples of one split: grade >= `positive_min_grade` are positives, the rest hard negatives.
+
+    `text_of` is what the model reads of a product (`model.text_for_model` for a config);
+    aspect annotations travel with every query and document for the aspect losses.
+    """
     layout = DatasetLayout(dataset)
-    queries = _read_table(layout.queries).to_pylist()
+    queries = [validate_query(q) for q in _read_table(layout.queries).to_pylist()]
     texts = {q["query_id"]: q["text"] for q in queries if q["split"] == split}
+    query_aspects = {q["query_id"]: q["aspects"] or None for q in queries}
     judged: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for row in _read_table(layout.judgments).to_pylist():
         if row["query_id"] in texts:
             judged[row["query_id"]].append((row["product_id"], row["grade"]))
     wanted = {pid for rows in judged.values() for pid, _ in rows}
-    documents = _judged_documents(layout, wanted)
+    documents = _judged_documents(layout, wanted, text_of)
     examples, without_positive, missing = [], 0, 0
     for query_id in sorted(judged):
         positives, negatives = [], []
@@ -56,14 +69,25 @@ def load_training_set(dataset: str, split: str, positive_min_grade: int = 2) -> 
         if not positives:
             without_positive += 1
             continue
-        examples.append(QueryExamples(texts[query_id], tuple(positives), tuple(negatives)))
+        examples.append(
+            QueryExamples(
+                query=texts[query_id],
+                positives=tuple(text for text, _ in positives),
+                hard_negatives=tuple(text for text, _ in negatives),
+                query_aspects=query_aspects[query_id],
+                positive_aspects=tuple(aspects for _, aspects in positives),
+                negative_aspects=tuple(aspects for _, aspects in negatives),
+            )
+        )
     if missing:
         LOGGER.warning("%d judgments refer to products missing from the catalog; skipped", missing)
     return TrainingSet(examples, without_positive, missing)
 
 
-def _judged_documents(layout: DatasetLayout, wanted: set[str]) -> dict[str, str]:
-    documents: dict[str, str] = {}
+def _judged_documents(
+    layout: DatasetLayout, wanted: set[str], text_of: Callable[[Mapping[str, Any]], str]
+) -> dict[str, tuple[str, Annotations]]:
+    documents: dict[str, tuple[str, Annotations]] = {}
     paths = [m.path for m in FileSystems.match([layout.products])[0].metadata_list]
     for path in sorted(paths):
         with FileSystems.open(path) as handle:
@@ -72,7 +96,8 @@ def _judged_documents(layout: DatasetLayout, wanted: set[str]) -> dict[str, str]
             if record["product_id"] not in wanted:
                 continue
             try:
-                documents[record["product_id"]] = document_text(validate_product(record))
+                product = validate_product(record)
+                documents[record["product_id"]] = (text_of(product), product["aspects"] or None)
             except InvalidRecord as error:
                 LOGGER.warning("skipping judged product: %s", error)
     return documents

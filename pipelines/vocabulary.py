@@ -14,10 +14,13 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions
 
 from model.aspects.vocabulary import AspectVocabulary, Granularity, Tokenize, record_units
 from model.backbone import load_tokenizer
-from pipelines.catalog_io import METRICS_NAMESPACE
+from pipelines.catalog_io import METRICS_NAMESPACE, ValidateRecords
+from pipelines.runner import make_pipeline
+from schemas import validate_product, validate_query
 
 
 class _AspectUnits(beam.DoFn):
@@ -97,3 +100,38 @@ class BuildAspectVocabulary(beam.PTransform):
             | "Gather" >> beam.combiners.ToList()
             | "Build" >> beam.Map(_vocabulary, self.aspects, self.min_count, self.granularity)
         )
+
+
+def run_build_vocabulary(
+    product_pattern: str,
+    queries_path: str | None,
+    aspects: Sequence[str],
+    min_count: int,
+    output_path: str,
+) -> AspectVocabulary:
+    """Count the aspect values of a catalog (and its queries); save and return the vocabulary.
+
+    A Beam pipeline, so it scales with the catalog; only the kept values reach the driver.
+    """
+    pipeline = make_pipeline(PipelineOptions([]))
+    products = (
+        pipeline
+        | "ReadProducts" >> beam.io.ReadFromParquet(product_pattern)
+        | "ValidateProducts" >> ValidateRecords("product", validate_product)
+    )
+    records = [products.valid]
+    if queries_path:
+        queries = (
+            pipeline
+            | "ReadQueries" >> beam.io.ReadFromParquet(queries_path)
+            | "ValidateQueries" >> ValidateRecords("query", validate_query)
+        )
+        records.append(queries.valid)
+    _ = (
+        records
+        | "AllRecords" >> beam.Flatten()
+        | BuildAspectVocabulary(aspects, min_count)
+        | "Save" >> beam.Map(lambda vocabulary: vocabulary.save(output_path))
+    )
+    pipeline.run().wait_until_finish()
+    return AspectVocabulary.load(output_path)

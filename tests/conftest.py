@@ -40,6 +40,19 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
+@pytest.fixture(scope="session")
+def tiny_backbone_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A backbone folder like the bundled MiniLM's, holding a tiny random BERT and the real vocabulary."""
+    from transformers import BertModel
+
+    from model.backbone import load_tokenizer
+
+    directory = tmp_path_factory.mktemp("tiny-backbone")
+    BertModel(BertConfig.from_dict(tiny_backbone()), add_pooling_layer=False).save_pretrained(directory)
+    load_tokenizer().save_pretrained(str(directory))
+    return directory
+
+
 @pytest.fixture
 def local_runner() -> FnApiRunner:
     """Beam's batch engine, used directly so tests never try to download the Prism runner."""

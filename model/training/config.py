@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -12,6 +13,11 @@ class TrainingConfig:
     The effective batch is `batch_size * gradient_accumulation` queries; each
     brings one positive and one hard negative, and every other document in the
     micro-batch is an in-batch negative.
+
+    The loss is Eq. 8 of madral-kdd22: L_SCE (in-batch softmax, with the hard
+    negatives) + `pointwise_loss_weight` * L_CE (each query against its positive
+    and its hard negative) + `aspect_loss_weight` (λf) * the aspect losses of both
+    sides. The reproducibility study found λf = 0 best, hence the default.
     """
 
     epochs: int = 1
@@ -22,6 +28,8 @@ class TrainingConfig:
     warmup_fraction: float = 0.1
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
+    pointwise_loss_weight: float = 1.0
+    aspect_loss_weight: float = 0.0
     seed: int = 13
     checkpoint_every: int = 0
     validate_every: int = 0
@@ -41,22 +49,43 @@ class TrainingConfig:
             raise ValueError(f"learning_rate must be in (0, 1), got {self.learning_rate}")
         if not 0 <= self.warmup_fraction < 1:
             raise ValueError("warmup_fraction must be in [0, 1)")
+        if self.pointwise_loss_weight < 0 or self.aspect_loss_weight < 0:
+            raise ValueError("loss weights must be >= 0")
         if self.checkpoint_every < 0 or self.validate_every < 0:
             raise ValueError("checkpoint_every and validate_every must be >= 0 (0 = at the end only)")
 
 
+Annotations = Mapping[str, Sequence[str]] | None
+
+
 @dataclass(frozen=True)
 class QueryExamples:
-    """One training query with its judged documents' texts.
+    """One training query with its judged documents' texts and, optionally, aspect annotations.
 
     Each step samples one positive and, when there is one, one hard negative, so a
-    query never meets its own other positives as in-batch negatives.
+    query never meets its own other positives as in-batch negatives. Annotation
+    tuples run parallel to the text tuples; empty means "not annotated".
     """
 
     query: str
     positives: tuple[str, ...]
     hard_negatives: tuple[str, ...] = ()
+    query_aspects: Annotations = None
+    positive_aspects: tuple[Annotations, ...] = ()
+    negative_aspects: tuple[Annotations, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.positives:
             raise ValueError(f"query {self.query!r} has no positive document to train on")
+        for texts, labels in (
+            (self.positives, self.positive_aspects),
+            (self.hard_negatives, self.negative_aspects),
+        ):
+            if labels and len(labels) != len(texts):
+                raise ValueError(f"query {self.query!r}: aspect annotations must run parallel to the texts")
+
+    def positive(self, index: int) -> tuple[str, Annotations]:
+        return self.positives[index], self.positive_aspects[index] if self.positive_aspects else None
+
+    def negative(self, index: int) -> tuple[str, Annotations]:
+        return self.hard_negatives[index], self.negative_aspects[index] if self.negative_aspects else None

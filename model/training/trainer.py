@@ -21,8 +21,9 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
 
-from model.encoder import DenseEncoder, Side, pick_device
-from model.training.config import QueryExamples, TrainingConfig
+from model.aspects.losses import pointwise_relevance_loss
+from model.encoder import DenseEncoder, EncoderOutput, Side, pick_device
+from model.training.config import Annotations, QueryExamples, TrainingConfig
 from model.training.losses import in_batch_softmax_loss
 
 LOGGER = logging.getLogger(__name__)
@@ -34,6 +35,22 @@ class Batch:
     queries: list[str]
     positives: list[str]
     hard_negatives: list[str] | None
+    query_aspects: list[Annotations]
+    positive_aspects: list[Annotations]
+    negative_aspects: list[Annotations]
+
+
+def _batch(chosen: Sequence[QueryExamples], positive: list[int], negative: list[int] | None) -> Batch:
+    positives = [ex.positive(i) for ex, i in zip(chosen, positive, strict=True)]
+    negatives = [ex.negative(i) for ex, i in zip(chosen, negative, strict=True)] if negative else []
+    return Batch(
+        queries=[ex.query for ex in chosen],
+        positives=[text for text, _ in positives],
+        hard_negatives=[text for text, _ in negatives] or None,
+        query_aspects=[ex.query_aspects for ex in chosen],
+        positive_aspects=[aspects for _, aspects in positives],
+        negative_aspects=[aspects for _, aspects in negatives],
+    )
 
 
 @dataclass(frozen=True)
@@ -54,11 +71,11 @@ def epoch_batches(examples: Sequence[QueryExamples], batch_size: int, seed: int,
         chosen = [examples[i] for i in order[start : start + batch_size]]
         if len(chosen) < 2:
             break  # a lone query has no in-batch negatives
-        positives = [ex.positives[rng.integers(len(ex.positives))] for ex in chosen]
-        negatives = None
+        positive = [int(rng.integers(len(ex.positives))) for ex in chosen]
+        negative = None
         if all(ex.hard_negatives for ex in chosen):
-            negatives = [ex.hard_negatives[rng.integers(len(ex.hard_negatives))] for ex in chosen]
-        batches.append(Batch([ex.query for ex in chosen], positives, negatives))
+            negative = [int(rng.integers(len(ex.hard_negatives))) for ex in chosen]
+        batches.append(_batch(chosen, positive, negative))
     return batches
 
 
@@ -69,10 +86,8 @@ def validation_batches(examples: Sequence[QueryExamples], batch_size: int) -> li
         chosen = list(examples[start : start + batch_size])
         if len(chosen) < 2:
             break
-        negatives = (
-            [ex.hard_negatives[0] for ex in chosen] if all(ex.hard_negatives for ex in chosen) else None
-        )
-        batches.append(Batch([ex.query for ex in chosen], [ex.positives[0] for ex in chosen], negatives))
+        negative = [0] * len(chosen) if all(ex.hard_negatives for ex in chosen) else None
+        batches.append(_batch(chosen, [0] * len(chosen), negative))
     return batches
 
 
@@ -93,7 +108,8 @@ class Trainer:
         self.device = pick_device(config.device)
 
     def batch_loss(self, batch: Batch) -> torch.Tensor:
-        encoder, tokenizer = self.encoder, self.tokenizer
+        """L_SCE + w_CE·L_CE + λf·Σ_sides AL (Eq. 8, madral-kdd22)."""
+        encoder, tokenizer, cfg = self.encoder, self.tokenizer, self.config
         queries = encoder(encoder.tokenize(tokenizer, batch.queries, Side.QUERY).to(self.device), Side.QUERY)
         documents = batch.positives + (batch.hard_negatives or [])
         encoded = encoder(
@@ -101,9 +117,30 @@ class Trainer:
         )
         size = len(batch.positives)
         positives, negatives = encoded.embedding[:size], encoded.embedding[size:]
-        return in_batch_softmax_loss(
-            queries.embedding, positives, negatives if len(negatives) else None, encoder.config.temperature
+        temperature = encoder.config.temperature
+        loss = in_batch_softmax_loss(
+            queries.embedding, positives, negatives if len(negatives) else None, temperature
         )
+        if cfg.pointwise_loss_weight and len(negatives):
+            pairs_q = torch.cat([queries.embedding, queries.embedding])
+            relevant = torch.cat([torch.ones(size), torch.zeros(size)]).to(self.device)
+            loss = loss + cfg.pointwise_loss_weight * pointwise_relevance_loss(
+                pairs_q, encoded.embedding, relevant, temperature
+            )
+        if cfg.aspect_loss_weight:
+            loss = loss + cfg.aspect_loss_weight * (
+                self._aspect_loss(queries, batch.query_aspects)
+                + self._aspect_loss(encoded, batch.positive_aspects + batch.negative_aspects)
+            )
+        return loss
+
+    def _aspect_loss(self, output: EncoderOutput, annotations: list[Annotations]) -> torch.Tensor:
+        labels = self.encoder.aspect_labels(annotations, tokenize=self.tokenizer.tokenize)
+        if labels is None:
+            raise ValueError(
+                f"aspect_loss_weight > 0, but variant {self.encoder.config.variant!r} learns no aspects"
+            )
+        return self.encoder.auxiliary_loss(output, labels.to(self.device))
 
     @torch.no_grad()
     def validation_loss(self, batches: Sequence[Batch]) -> float:

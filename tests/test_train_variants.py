@@ -1,0 +1,95 @@
+"""`madr train` for every family of variants, then the same embed path, on a tiny backbone folder."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from model import load_encoder
+from model.training import TrainingConfig
+from pipelines.artifacts import read_embeddings
+from pipelines.embed import run_embed
+from pipelines.layout import DatasetLayout
+from pipelines.synthetic import SyntheticConfig, generate_benchmark
+from pipelines.train import TrainJob, parse_variant_options, run_training
+
+CASES = {
+    "bibert": ((), 0.0),
+    "madral": ((), 0.1),
+    "madral-en-v2": ((), 0.1),
+    "mtbert": ((), 0.1),
+    "bibert-concat": ((), 0.0),
+    "mur": ((), 0.0),
+    "uhd": ((("dimensions", 256), ("winners", 8)), 0.0),
+}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("data")
+    generate_benchmark(SyntheticConfig(num_products=300, num_queries=30, seed=5), str(root))
+    return str(root)
+
+
+@pytest.mark.parametrize("variant", CASES)
+def test_variant_trains_saves_and_embeds(variant: str, dataset: str, tiny_backbone_dir, tmp_path) -> None:
+    options, aspect_weight = CASES[variant]
+    job = TrainJob(
+        dataset=dataset,
+        output=str(tmp_path / "model"),
+        variant=variant,
+        backbone=str(tiny_backbone_dir),
+        projection_dim=16,
+        max_document_length=32,
+        variant_options=options,
+    )
+    loop = TrainingConfig(max_steps=2, batch_size=4, show_progress=False, aspect_loss_weight=aspect_weight)
+    report = run_training(job, loop)
+    assert report.steps == 2 and np.isfinite(report.final_train_loss)
+    manifest = json.loads((tmp_path / "model" / "manifest.json").read_text())
+    assert manifest["variant"] == variant and manifest["loss"]["aspect"] == aspect_weight
+    assert not (tmp_path / "model" / "checkpoints").exists()
+
+    encoder, _ = load_encoder(tmp_path / "model")
+    assert encoder.config.variant == variant
+    out = tmp_path / "embeddings"
+    counts = run_embed(
+        PipelineOptions(
+            [
+                "--products",
+                DatasetLayout(dataset).products,
+                "--model",
+                str(tmp_path / "model"),
+                "--output",
+                str(out),
+            ]
+        )
+    )
+    assert counts["products_embedded"] == 300
+    _, matrix, _ = read_embeddings(str(out))
+    assert matrix.shape[0] == 300 and np.isfinite(matrix).all()
+
+
+def test_aspect_loss_on_a_variant_without_aspects_is_refused(
+    dataset: str, tiny_backbone_dir, tmp_path
+) -> None:
+    job = TrainJob(
+        dataset=dataset, output=str(tmp_path / "m"), backbone=str(tiny_backbone_dir), projection_dim=8
+    )
+    with pytest.raises(ValueError, match="learns no aspects"):
+        run_training(
+            job, TrainingConfig(max_steps=1, batch_size=4, show_progress=False, aspect_loss_weight=0.5)
+        )
+
+
+def test_variant_options_parse_json_values() -> None:
+    assert parse_variant_options(["fusion=cls_gating", "dimensions=4096", "bucket_layers=[5, 6]"]) == (
+        ("fusion", "cls_gating"),
+        ("dimensions", 4096),
+        ("bucket_layers", [5, 6]),
+    )
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        parse_variant_options(["fusion"])

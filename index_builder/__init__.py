@@ -4,7 +4,9 @@
 with `for_corpus`) and trains a `ScannIndex`; `ExactSearcher` answers the same
 `search(queries, k)` exactly, so evaluation can measure what the index costs. Both
 satisfy the `Searcher` protocol. A saved index directory carries a manifest and is
-verified on `ScannIndex.load`; defects raise `IndexArtifactError`.
+verified on `ScannIndex.load`; defects raise `IndexArtifactError`. A catalog beyond one
+worker's memory is built as hash-partitioned shards (`pipelines.index`) and searched
+as one corpus by `PartitionedIndex`; `open_index` loads either layout from its manifest.
 
 Only `schemas`, numpy, scann and pyarrow are imported here: the index must not depend
 on how embeddings were produced.
@@ -14,6 +16,7 @@ from index_builder.artifact import IndexArtifactError, IndexManifest
 from index_builder.builder import ScannIndexBuilder
 from index_builder.config import ScannIndexConfig, Scoring
 from index_builder.exact import ExactSearcher
+from index_builder.partitioned import PartitionedIndex, PartitionedManifest, open_index, shard_of
 from index_builder.scann_index import ScannIndex
 from index_builder.searcher import Searcher, SearchResult
 
@@ -21,10 +24,14 @@ __all__ = [
     "ExactSearcher",
     "IndexArtifactError",
     "IndexManifest",
+    "PartitionedIndex",
+    "PartitionedManifest",
     "ScannIndex",
     "ScannIndexBuilder",
     "ScannIndexConfig",
     "Scoring",
     "SearchResult",
     "Searcher",
+    "open_index",
+    "shard_of",
 ]

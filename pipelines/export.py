@@ -1,0 +1,262 @@
+"""Export embeddings for Vertex AI Vector Search: JSON records with aspect restricts.
+
+    products --KeyProducts--> (product_id, aspects)         \\
+                                                              CoGroupByKey --> ToVertexRecord --> JSON lines
+    embedding rows --KeyEmbeddings--> (product_id, vector)  /
+
+The record format is Vertex AI Vector Search's batch input format, as documented on
+"Input data format and structure" (cloud.google.com/vertex-ai/docs/vector-search/setup/
+format-structure): one JSON object per line, ``{"id": "1", "embedding": [1,1,1]}``,
+with the optional ``restricts`` field, an array of ``{"namespace": ..., "allow": [...]}``
+token restricts ("Filter vector matches", cloud.google.com/vertex-ai/docs/vector-search/
+filtering#specify-namespaces-tokens; its sample data line is
+``{"id": "42", "embedding": [0.5, 1.0], "restricts": [{"namespace": "class", "allow":
+["cat", "pet"]}, ...]}``, also used verbatim by the Terraform google provider's
+``google_vertex_ai_index`` example). The same page says that an object without a value
+for a namespace omits that namespace, so a product without aspects gets no
+``restricts`` at all. The format page also fixes the folder rules this module obeys:
+data files sit directly under the batch root and are named ``*.json`` (not ``.jsonl``),
+at most 5,000 files, and no other subdirectories. Beam's temporary files therefore
+never go inside the target folder: the files are written to a sibling staging folder
+and moved into the target once the pipeline has succeeded. For the same reason the
+folder carries no manifest.json (Vertex would read it as a data file).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines.artifacts import counter_value, list_files, read_stage_manifest
+from pipelines.catalog_io import METRICS_NAMESPACE
+from pipelines.options import EmbedOptions, EvaluateOptions, ExportOptions, OutputOptions
+from pipelines.runner import make_pipeline, require_options
+from schemas import ECOMMERCE_ASPECTS, AspectSchema, InvalidRecord
+from schemas.validation import normalise_aspects
+
+LOGGER = logging.getLogger(__name__)
+
+VERTEX_FILE_PREFIX = "vectors"
+# Vertex picks the parser by suffix: .json (JSON lines), .csv or .avro.
+VERTEX_FILE_SUFFIX = ".json"
+# "There is a limit of 5000 objects (files) in the batch root directory."
+MAX_VERTEX_FILES = 5_000
+COUNTERS = (
+    "vertex_records_written",
+    "vertex_records_with_restricts",
+    "vertex_embeddings_without_product",
+    "vertex_products_without_embedding",
+    "vertex_products_rejected",
+)
+
+
+def vertex_restricts(aspects: Mapping[str, Sequence[str]], names: Sequence[str]) -> list[dict[str, Any]]:
+    """Token restricts for the named aspects a product has: ``[{"namespace", "allow"}]``, in ``names`` order.
+
+    Values keep their catalog order with repeats removed; an aspect without values is left
+    out (Vertex: omit a namespace the object has no token for).
+    """
+    restricts = []
+    for name in names:
+        values = list(dict.fromkeys(value for value in aspects.get(name) or () if value))
+        if values:
+            restricts.append({"namespace": name, "allow": values})
+    return restricts
+
+
+def vertex_record(product_id: str, embedding: Sequence[float], restricts: list[dict[str, Any]]) -> str:
+    """One JSON line. Each float32 is written in its shortest exact form ("0.1", not "0.10000000149")."""
+    vector = np.asarray(embedding, dtype=np.float32)
+    if vector.ndim != 1 or vector.size == 0 or not np.isfinite(vector).all():
+        raise ValueError(f"product {product_id!r}: the embedding must be a non-empty finite vector")
+    fields = [f'"id": {json.dumps(product_id)}', f'"embedding": [{", ".join(map(str, vector))}]']
+    if restricts:
+        fields.append(f'"restricts": {json.dumps(restricts)}')
+    return "{" + ", ".join(fields) + "}"
+
+
+class _KeyProducts(beam.DoFn):
+    """Product row -> (product_id, normalised aspects); rows whose aspects do not parse are counted."""
+
+    def __init__(self) -> None:
+        self.rejected = Metrics.counter(METRICS_NAMESPACE, "vertex_products_rejected")
+
+    def process(self, product: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, list[str]]]]:
+        product_id = product.get("product_id")
+        try:
+            if not isinstance(product_id, str) or not product_id.strip():
+                raise InvalidRecord(
+                    "product", None, f"'product_id' must be a non-empty string, got {product_id!r}"
+                )
+            yield product_id.strip(), normalise_aspects(product.get("aspects"), "product", product_id)
+        except InvalidRecord as error:
+            # The embed stage dead-lettered such a product already, so it has no vector to export.
+            self.rejected.inc()
+            LOGGER.warning("not exported: %s", error)
+
+
+class _ToVertexRecord(beam.DoFn):
+    def __init__(self, names: Sequence[str], dimension: int | None) -> None:
+        self.names = tuple(names)
+        self.dimension = dimension
+        self.counters = {name: Metrics.counter(METRICS_NAMESPACE, name) for name in COUNTERS}
+
+    def process(self, joined: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[str]:
+        product_id, groups = joined
+        vectors, aspect_rows = list(groups["embeddings"]), list(groups["products"])
+        if not vectors:
+            self.counters["vertex_products_without_embedding"].inc()
+            return
+        if len(vectors) > 1:
+            # "A single ID should only appear once in a batch": Vertex would keep an arbitrary one.
+            raise ValueError(f"product {product_id!r} has {len(vectors)} embedding rows; ids must be unique")
+        vector = vectors[0]
+        if self.dimension is not None and len(vector) != self.dimension:
+            raise ValueError(
+                f"product {product_id!r}: embedding of {len(vector)} values, expected {self.dimension}"
+            )
+        if not aspect_rows:
+            self.counters["vertex_embeddings_without_product"].inc()
+        aspects: dict[str, list[str]] = {}
+        # Several catalog rows for one id: the union of their values, sorted so reruns agree.
+        for row in aspect_rows:
+            for name, values in row.items():
+                aspects.setdefault(name, []).extend(values)
+        if len(aspect_rows) > 1:
+            aspects = {name: sorted(set(values)) for name, values in aspects.items()}
+        restricts = vertex_restricts(aspects, self.names)
+        self.counters["vertex_records_written"].inc()
+        if restricts:
+            self.counters["vertex_records_with_restricts"].inc()
+        yield vertex_record(product_id, vector, restricts)
+
+
+class ExportVertexJsonl(beam.PTransform):
+    """{"products": product rows, "embeddings": embedding rows} -> Vertex AI JSON lines (str).
+
+    One line per embedded product; its ``restricts`` come from the product's ``aspects``
+    map, one namespace per name in ``aspects`` (an `AspectSchema`'s names). Products
+    without an embedding are not exported; embeddings without a catalog row are, without
+    restricts. Both are counted.
+    """
+
+    def __init__(self, aspects: Sequence[str] = ECOMMERCE_ASPECTS, dimension: int | None = None) -> None:
+        super().__init__()
+        self.aspects = AspectSchema(tuple(aspects)).names
+        self.dimension = dimension
+
+    def expand(self, inputs: Mapping[str, beam.PCollection]) -> beam.PCollection:
+        products = inputs["products"] | "KeyProducts" >> beam.ParDo(_KeyProducts())
+        embeddings = inputs["embeddings"] | "KeyEmbeddings" >> beam.Map(
+            lambda row: (row["product_id"], row["embedding"])
+        )
+        return (
+            {"embeddings": embeddings, "products": products}
+            | "JoinByProduct" >> beam.CoGroupByKey()
+            | "ToVertexRecord" >> beam.ParDo(_ToVertexRecord(self.aspects, self.dimension))
+        )
+
+
+def _staging_folder(output: str) -> str:
+    """A fresh sibling of ``output`` (same bucket, so the final move is a cheap rename)."""
+    parent, name = FileSystems.split(output.rstrip("/"))
+    if not name:
+        raise ValueError(f"--output {output!r} must be a folder below a bucket or directory root")
+    return FileSystems.join(parent, f".{name}.staging-{uuid.uuid4().hex[:12]}")
+
+
+def _delete_folder(folder: str) -> None:
+    """Remove a folder and everything under it, locally or on an object store (where it is a prefix)."""
+    if FileSystems.get_scheme(folder) is None:
+        if FileSystems.exists(folder):
+            FileSystems.delete([folder])
+        return
+    found = FileSystems.match([FileSystems.join(folder, "**")])[0].metadata_list
+    if found:
+        FileSystems.delete([metadata.path for metadata in found])
+
+
+def export_vertex(
+    products: str,
+    embeddings: str,
+    output: str,
+    aspects: Sequence[str] = ECOMMERCE_ASPECTS,
+    num_files: int = 0,
+    options: PipelineOptions | None = None,
+) -> dict[str, int]:
+    """Write ``output/vectors-SSSSS-of-NNNNN.json`` for Vertex AI Vector Search; return the counts.
+
+    ``products`` is a catalog Parquet file or glob, ``embeddings`` an embed stage folder,
+    ``output`` a new or empty folder that will hold only the export files.
+    """
+    if not isinstance(num_files, int) or not 0 <= num_files <= MAX_VERTEX_FILES:
+        raise ValueError(f"num_files must be in [0, {MAX_VERTEX_FILES}] (Vertex's limit), got {num_files!r}")
+    embed_manifest = read_stage_manifest(embeddings, "madr-embeddings")
+    if FileSystems.match([FileSystems.join(output, "**")])[0].metadata_list:
+        raise FileExistsError(
+            f"{output} is not empty; Vertex would import every file in it. Choose a new folder"
+        )
+    staging = _staging_folder(output)
+    pipeline = make_pipeline(options or PipelineOptions([]))
+    inputs = {
+        "products": pipeline
+        | "ReadProducts" >> beam.io.ReadFromParquet(products, columns=["product_id", "aspects"]),
+        "embeddings": pipeline
+        | "ReadEmbeddings"
+        >> beam.io.ReadFromParquet(
+            FileSystems.join(embeddings, "embeddings*.parquet"), columns=["product_id", "embedding"]
+        ),
+    }
+    _ = (
+        inputs
+        | ExportVertexJsonl(aspects, int(embed_manifest["dimension"]))
+        | "WriteJson"
+        >> beam.io.WriteToText(
+            FileSystems.join(staging, VERTEX_FILE_PREFIX),
+            file_name_suffix=VERTEX_FILE_SUFFIX,
+            shard_name_template="-SSSSS-of-NNNNN",
+            num_shards=num_files,
+        )
+    )
+    try:
+        result = pipeline.run()
+        result.wait_until_finish()
+        written = list_files(staging, f"{VERTEX_FILE_PREFIX}-*{VERTEX_FILE_SUFFIX}")
+        if not FileSystems.exists(output):
+            FileSystems.mkdirs(output)
+        FileSystems.rename(
+            written, [FileSystems.join(output, FileSystems.split(path)[1]) for path in written]
+        )
+    finally:
+        _delete_folder(staging)
+    counts = {name: counter_value(result, name) for name in COUNTERS}
+    counts["vertex_files"] = len(written)
+    LOGGER.info("exported to %s: %s", output, counts)
+    return counts
+
+
+def run_export_vertex(options: PipelineOptions) -> dict[str, int]:
+    """`export_vertex` from pipeline flags: --products, --embeddings, --output, --vertex_aspects, ..."""
+    export, products, inputs, output = (
+        options.view_as(c) for c in (ExportOptions, EmbedOptions, EvaluateOptions, OutputOptions)
+    )
+    require_options(products, "products")
+    require_options(inputs, "embeddings")
+    require_options(output, "output")
+    return export_vertex(
+        products.products,
+        inputs.embeddings,
+        output.output,
+        AspectSchema.parse(export.vertex_aspects).names,
+        export.vertex_num_files,
+        options,
+    )

@@ -1,0 +1,181 @@
+"""Vertex AI Vector Search export: JSON records with aspect restricts, on a real Beam runner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipelines.artifacts import write_stage_manifest
+from pipelines.export import ExportVertexJsonl, run_export_vertex, vertex_record, vertex_restricts
+from schemas import PRODUCT_SCHEMA, embedding_schema
+
+DIM = 4
+
+
+def product(pid: str, aspects: dict[str, list[str]] | None) -> dict:
+    return {
+        "product_id": pid,
+        "title": f"title {pid}",
+        "description": None,
+        "bullet_points": [],
+        "brand": None,
+        "color": None,
+        "category_path": [],
+        "aspects": aspects,
+        "locale": "us",
+    }
+
+
+PRODUCTS = [
+    product("p-full", {"category": ["Socks", "Clothing"], "brand": ["Nike"], "color": ["navy"]}),
+    product("p-brand", {"brand": ["Adidas", "Adidas"], "color": []}),  # repeats and empty values dropped
+    product("p-none", None),
+    product("p-empty", {}),
+    product("p-other", {"size": ["XL"]}),  # not an exported aspect
+    product("p-unicode", {"brand": ['Café "Noir"']}),
+    product("p-not-embedded", {"brand": ["Puma"]}),
+]
+EXPECTED_RESTRICTS = {
+    "p-full": [
+        {"namespace": "category", "allow": ["Socks", "Clothing"]},
+        {"namespace": "brand", "allow": ["Nike"]},
+        {"namespace": "color", "allow": ["navy"]},
+    ],
+    "p-brand": [{"namespace": "brand", "allow": ["Adidas"]}],
+    "p-unicode": [{"namespace": "brand", "allow": ['Café "Noir"']}],
+    "p-orphan": None,  # embedded, but not in the catalog: exported without restricts
+}
+EMBEDDED = ["p-full", "p-brand", "p-none", "p-empty", "p-other", "p-unicode", "p-orphan"]
+
+
+@pytest.fixture(scope="module")
+def vectors() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(11)
+    matrix = rng.normal(size=(len(EMBEDDED), DIM)).astype(np.float32)
+    return dict(zip(EMBEDDED, matrix / np.linalg.norm(matrix, axis=1, keepdims=True), strict=True))
+
+
+@pytest.fixture(scope="module")
+def inputs(vectors: dict[str, np.ndarray], tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    root = tmp_path_factory.mktemp("vertex-inputs")
+    pq.write_table(pa.Table.from_pylist(PRODUCTS, schema=PRODUCT_SCHEMA), root / "products.parquet")
+    embeddings = root / "embeddings"
+    embeddings.mkdir()
+    rows = [
+        {
+            "product_id": pid,
+            "embedding": vectors[pid].tolist(),
+            "model_id": "m",
+            "model_version": "1",
+            "content_hash": "0" * 64,
+        }
+        for pid in EMBEDDED
+    ]
+    pq.write_table(
+        pa.Table.from_pylist(rows, schema=embedding_schema(DIM)),
+        embeddings / "embeddings-00000-of-00001.parquet",
+    )
+    info = {
+        "model_id": "m",
+        "model_version": "1",
+        "dimension": DIM,
+        "counts": {"products_embedded": len(rows)},
+    }
+    write_stage_manifest(str(embeddings), kind="madr-embeddings", info=info)
+    return str(root / "products.parquet"), str(embeddings)
+
+
+def export(inputs: tuple[str, str], output: Path, *extra: str) -> dict[str, int]:
+    products, embeddings = inputs
+    flags = ["--products", products, "--embeddings", embeddings, "--output", str(output), *extra]
+    return run_export_vertex(PipelineOptions(flags))
+
+
+def test_one_line_per_embedded_product_with_its_restricts(inputs, vectors, tmp_path: Path) -> None:
+    output = tmp_path / "vertex"
+    counts = export(inputs, output, "--vertex_num_files", "2")
+    files = sorted(output.iterdir())
+    # Only the data files, directly under the batch root: no Beam temp folder, no manifest, no staging.
+    assert [f.name for f in files] == ["vectors-00000-of-00002.json", "vectors-00001-of-00002.json"]
+    assert all(f.is_file() for f in files)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vertex"]
+    records = [json.loads(line) for f in files for line in f.read_text(encoding="utf-8").splitlines()]
+    assert sorted(r["id"] for r in records) == sorted(EMBEDDED)
+    for record in records:
+        assert set(record) <= {"id", "embedding", "restricts"}
+        assert np.array_equal(np.asarray(record["embedding"], np.float32), vectors[record["id"]])
+        assert record.get("restricts") == EXPECTED_RESTRICTS.get(record["id"]), record["id"]
+    assert counts == {
+        "vertex_records_written": 7,
+        "vertex_records_with_restricts": 3,
+        "vertex_embeddings_without_product": 1,
+        "vertex_products_without_embedding": 1,
+        "vertex_products_rejected": 0,
+        "vertex_files": 2,
+    }
+
+
+def test_refuses_a_non_empty_target_and_bad_flags(inputs, tmp_path: Path) -> None:
+    output = tmp_path / "vertex"
+    output.mkdir()
+    (output / "old.json").write_text("{}\n")
+    with pytest.raises(FileExistsError, match="not empty"):
+        export(inputs, output)
+    with pytest.raises(ValueError, match="5000"):
+        export(inputs, tmp_path / "new", "--vertex_num_files", "5001")
+    with pytest.raises(ValueError, match="snake_case"):
+        export(inputs, tmp_path / "new", "--vertex_aspects", "Brand")
+    with pytest.raises(ValueError, match="missing required flag"):
+        run_export_vertex(PipelineOptions(["--output", str(tmp_path / "new")]))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vertex"]  # nothing staged was left behind
+
+
+def test_restricts_and_record_helpers() -> None:
+    aspects = {"brand": ["Nike", "", "Nike"], "color": [], "category": ["Socks"]}
+    assert vertex_restricts(aspects, ["color", "brand", "category"]) == [
+        {"namespace": "brand", "allow": ["Nike"]},
+        {"namespace": "category", "allow": ["Socks"]},
+    ]
+    assert vertex_restricts({}, ["brand"]) == []
+    line = vertex_record('a"b', np.array([0.1, -2.5e-8], np.float32), [])
+    assert line == '{"id": "a\\"b", "embedding": [0.1, -2.5e-08]}' and json.loads(line)["id"] == 'a"b'
+    with pytest.raises(ValueError, match="finite"):
+        vertex_record("x", [float("nan")], [])
+
+
+def test_transform_joins_by_product_id(local_runner) -> None:
+    products = [{"product_id": "a", "aspects": [("brand", ["Nike"])]}, {"product_id": "b", "aspects": None}]
+    embeddings = [{"product_id": "a", "embedding": [1.0, 0.0]}, {"product_id": "b", "embedding": [0.0, 1.0]}]
+    with TestPipeline(runner=local_runner) as pipeline:
+        lines = {
+            "products": pipeline | "P" >> beam.Create(products),
+            "embeddings": pipeline | "E" >> beam.Create(embeddings),
+        } | ExportVertexJsonl(["brand"], dimension=2)
+        assert_that(
+            lines,
+            equal_to(
+                [
+                    '{"id": "a", "embedding": [1.0, 0.0], '
+                    '"restricts": [{"namespace": "brand", "allow": ["Nike"]}]}',
+                    '{"id": "b", "embedding": [0.0, 1.0]}',
+                ]
+            ),
+        )
+
+
+def test_duplicate_embedding_ids_fail_the_export(local_runner) -> None:
+    rows = [{"product_id": "a", "embedding": [1.0, 0.0]}, {"product_id": "a", "embedding": [0.0, 1.0]}]
+    with pytest.raises(Exception, match="ids must be unique"), TestPipeline(runner=local_runner) as pipeline:
+        _ = {
+            "products": pipeline | "P" >> beam.Create([]),
+            "embeddings": pipeline | "E" >> beam.Create(rows),
+        } | ExportVertexJsonl(["brand"])

@@ -6,6 +6,7 @@ pipelines and the artifact loader never branch on variant names.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,12 @@ def new_encoder(
     if pretrained:
         encoder.load_backbone_weights(path)
     return encoder.eval(), tokenizer
+
+
+def learns_aspects_by_default(variant: str) -> bool:
+    """Whether a variant's default config trains aspect heads from annotations (so λf applies to it)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(variant_class(variant).config_class)}
+    return bool(defaults.get("aspect_learning") or defaults.get("presence_learning"))
 
 
 def load_config(directory: str | Path) -> EncoderConfig:

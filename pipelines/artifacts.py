@@ -130,7 +130,8 @@ def localize(path: str, local_dir: str) -> str:
     if is_local(path):
         return path
     prefix = path.rstrip("/") + "/"
-    found = FileSystems.match([prefix + "**"])[0].metadata_list
+    # Objects named ".../" are folder placeholders some GCS tools create, not files.
+    found = [m for m in FileSystems.match([prefix + "**"])[0].metadata_list if not m.path.endswith("/")]
     if not found:
         raise FileNotFoundError(f"{path} holds no files")
     for metadata in found:

@@ -26,6 +26,13 @@ def add_build_index_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embeddings", required=True, help="Embedding shards folder written by `madr embed`")
     parser.add_argument("--out", required=True, help="Index artifact directory to write")
     parser.add_argument(
+        "--num_index_shards",
+        type=int,
+        default=1,
+        help="1: one ScaNN index built here; more: a Beam job builds that many hash partitions in parallel "
+        "(for catalogs beyond one worker's memory; accepts Beam flags such as --runner)",
+    )
+    parser.add_argument(
         "--max_k",
         type=int,
         default=10_000,

@@ -5,10 +5,13 @@
     madr embed        Beam: embed a catalog into Parquet shards
     madr build-index  train and save a ScaNN index artifact over the shards
     madr evaluate     Beam: embed queries, search, join judgments, report metrics
+    madr export-vertex  Beam: embeddings + aspects as Vertex AI Vector Search input files
+    madr experiment   train and evaluate several variants under one budget, compare them
     madr demo         all of the above, end to end, on the embedded default data
 
-`embed` and `evaluate` accept every Beam pipeline option as well (--runner,
---project, --region, --temp_location, --setup_file, --direct_running_mode, ...).
+`embed`, `evaluate`, `export-vertex` and a partitioned `build-index` accept every Beam
+pipeline option as well (--runner, --project, --region, --temp_location, --setup_file,
+--direct_running_mode, ...).
 """
 
 from __future__ import annotations
@@ -24,10 +27,21 @@ from pipelines.build_index import add_build_index_arguments, build_index
 from pipelines.demo import add_demo_arguments, run_demo
 from pipelines.embed import run_embed
 from pipelines.evaluate import run_evaluate
-from pipelines.options import EmbedOptions, EvaluateOptions, ModelOptions, OutputOptions, add_stage_arguments
+from pipelines.experiment import add_experiment_arguments, config_from_args, run_experiment
+from pipelines.export import run_export_vertex
+from pipelines.index import run_build_index
+from pipelines.options import (
+    EmbedOptions,
+    EvaluateOptions,
+    ExportOptions,
+    ModelOptions,
+    OutputOptions,
+    add_stage_arguments,
+)
 from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from pipelines.train import add_train_arguments, train_from_args
 
+BEAM_COMMANDS = ("embed", "evaluate", "export-vertex", "build-index")
 BEAM_NOTE = "Any other flag is passed to Beam as a pipeline option (e.g. --runner DataflowRunner)."
 
 
@@ -89,6 +103,27 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_stage_arguments(evaluate, ModelOptions, OutputOptions, EvaluateOptions)
 
+    export = commands.add_parser(
+        "export-vertex",
+        help="Beam: export for Vertex AI Vector Search",
+        epilog=BEAM_NOTE,
+        description="Join embeddings with product aspects; write Vertex AI Vector Search JSON input files.",
+    )
+    export.add_argument(
+        "--products", help="(required) Product Parquet file or glob, for the aspect restricts"
+    )
+    export.add_argument("--embeddings", help="(required) Embedding folder written by `madr embed`")
+    export.add_argument("--output", help="(required) Folder for the export files (nothing else is put there)")
+    add_stage_arguments(export, ExportOptions)
+
+    experiment = commands.add_parser(
+        "experiment",
+        help="compare variants under one budget",
+        formatter_class=defaults,
+        description="Train, embed, index, evaluate each variant on the synthetic benchmark; write a table.",
+    )
+    add_experiment_arguments(experiment)
+
     demo = commands.add_parser(
         "demo",
         help="the whole job end to end on the embedded default data",
@@ -115,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     _quiet_libraries()
-    if beam_args and args.command not in ("embed", "evaluate"):
+    if beam_args and args.command not in BEAM_COMMANDS:
         _parser().error(f"unrecognised arguments for {args.command}: {' '.join(beam_args)}")
     stage_argv = argv[argv.index(args.command) + 1 :]
 
@@ -131,9 +166,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.command == "embed":
         counts = run_embed(PipelineOptions(stage_argv))
         print("  ".join(f"{name}={value}" for name, value in counts.items()))
+    elif args.command == "build-index" and args.num_index_shards > 1:
+        flags = [
+            "--embeddings",
+            args.embeddings,
+            "--output",
+            args.out,
+            "--max_k",
+            str(args.max_k),
+            "--num_index_shards",
+            str(args.num_index_shards),
+            *beam_args,
+        ]
+        print(run_build_index(PipelineOptions(flags)))
     elif args.command == "build-index":
         report = build_index(args.embeddings, args.out, args.max_k)
         print(f"indexed {report.count} x {report.dimension} in {report.seconds:.1f}s -> {report.directory}")
+    elif args.command == "export-vertex":
+        print(run_export_vertex(PipelineOptions(stage_argv)))
+    elif args.command == "experiment":
+        run_experiment(config_from_args(args), args.out)
     elif args.command == "evaluate":
         print(run_evaluate(PipelineOptions(stage_argv))["table"])
     elif args.command == "demo":

@@ -1,0 +1,258 @@
+"""`madr experiment`: train and evaluate a list of variants under one budget, then compare them.
+
+Every variant gets the same data, steps, batch size and truncation; each runs
+through the production path (train -> Beam embed -> index -> Beam evaluate), and
+the ranking task and aspect Accuracy@1 are computed on the driver. A finished
+stage (its manifest exists) is not run again, so an interrupted experiment resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from model import Side, load_encoder
+from model.registry import learns_aspects_by_default
+from model.training import TrainingConfig
+from pipelines.artifacts import read_embeddings
+from pipelines.build_index import build_index
+from pipelines.embed import run_embed
+from pipelines.evaluate import run_evaluate
+from pipelines.evaluation import RelevanceRule, aggregate, paired_t_test
+from pipelines.experiment_report import write_report
+from pipelines.judged_ranking import aspect_accuracy, encode, rerank_judged
+from pipelines.layout import DatasetLayout
+from pipelines.synthetic import SyntheticConfig, generate_benchmark
+from pipelines.train import TrainJob, run_training
+
+DEFAULT_VARIANTS = (
+    "bibert",
+    "dssm",
+    "mpbert",
+    "mtbert",
+    "bibert-concat",
+    "madr",
+    "madral",
+    "madral-en-v1",
+    "madral-en-v2",
+)
+RETRIEVAL_METRICS = ("recall@100", "recall@500", "recall@10000")
+ASPECT_SAMPLE = 2000
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    variants: tuple[str, ...] = DEFAULT_VARIANTS
+    baseline: str = "bibert"
+    num_products: int = 20_000
+    num_queries: int = 600
+    epochs: int = 1
+    batch_size: int = 16
+    max_document_length: int = 32
+    aspect_loss_weight: float = 0.1
+    seed: int = 13
+
+    def __post_init__(self) -> None:
+        if self.baseline not in self.variants:
+            raise ValueError(f"the baseline {self.baseline!r} must be one of the variants {self.variants}")
+        if len(set(self.variants)) != len(self.variants):
+            raise ValueError(f"variants repeat: {self.variants}")
+
+
+def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = ExperimentConfig()
+    parser.add_argument("--out", default="runs/experiment", help="Experiment folder (resumable)")
+    parser.add_argument("--variants", default=",".join(defaults.variants), help="Comma-separated variants")
+    parser.add_argument("--baseline", default=defaults.baseline, help="Variant the t-tests compare against")
+    parser.add_argument("--num_products", type=int, default=defaults.num_products, help="Catalog size")
+    parser.add_argument(
+        "--num_queries", type=int, default=defaults.num_queries, help="Queries over all splits"
+    )
+    parser.add_argument("--epochs", type=int, default=defaults.epochs, help="Fine-tuning epochs per variant")
+    parser.add_argument(
+        "--batch_size", type=int, default=defaults.batch_size, help="Training queries per step"
+    )
+    parser.add_argument(
+        "--max_document_length", type=int, default=defaults.max_document_length, help="Product truncation"
+    )
+    parser.add_argument(
+        "--aspect_loss_weight",
+        type=float,
+        default=defaults.aspect_loss_weight,
+        help="λf for the variants that learn aspects (there is no aspect pre-training step)",
+    )
+    parser.add_argument("--seed", type=int, default=defaults.seed, help="Seed of data and training")
+
+
+def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
+    return ExperimentConfig(
+        variants=tuple(v.strip() for v in args.variants.split(",") if v.strip()),
+        baseline=args.baseline,
+        num_products=args.num_products,
+        num_queries=args.num_queries,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        max_document_length=args.max_document_length,
+        aspect_loss_weight=args.aspect_loss_weight,
+        seed=args.seed,
+    )
+
+
+def _dataset(config: ExperimentConfig, root: Path) -> DatasetLayout:
+    data = DatasetLayout(str(root / "data"))
+    if not (root / "data" / "manifest.json").is_file():
+        synthetic = SyntheticConfig(
+            num_products=config.num_products, num_queries=config.num_queries, seed=config.seed
+        )
+        generate_benchmark(synthetic, data.root)
+    return data
+
+
+def _run_variant(
+    config: ExperimentConfig, variant: str, data: DatasetLayout, folder: Path
+) -> dict[str, float]:
+    """Train, embed, index, evaluate one variant; return stage timings. Finished stages are skipped."""
+    timings: dict[str, float] = {}
+
+    def stage(name: str, done: Path, work: Any) -> None:
+        if done.is_file():
+            return
+        started = time.perf_counter()
+        work()
+        timings[name] = round(time.perf_counter() - started, 1)
+        print(f"   {variant}: {name} {timings[name]}s", flush=True)
+
+    job = TrainJob(
+        dataset=data.root,
+        output=str(folder / "model"),
+        variant=variant,
+        max_document_length=config.max_document_length,
+    )
+    learns_aspects = learns_aspects_by_default(variant)
+    loop = TrainingConfig(
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        seed=config.seed,
+        aspect_loss_weight=config.aspect_loss_weight if learns_aspects else 0.0,
+    )
+    stage("train", folder / "model" / "manifest.json", lambda: run_training(job, loop))
+    embed = ["--products", data.products, "--model", job.output, "--output", str(folder / "embeddings")]
+    stage("embed", folder / "embeddings" / "manifest.json", lambda: run_embed(PipelineOptions(embed)))
+    stage(
+        "index",
+        folder / "index" / "manifest.json",
+        lambda: build_index(str(folder / "embeddings"), str(folder / "index")),
+    )
+    evaluate = [
+        "--queries",
+        data.queries,
+        "--judgments",
+        data.judgments,
+        "--model",
+        job.output,
+        "--index",
+        str(folder / "index"),
+        "--output",
+        str(folder / "eval"),
+        "--metrics",
+        ",".join(RETRIEVAL_METRICS),
+    ]
+    stage("evaluate", folder / "eval" / "manifest.json", lambda: run_evaluate(PipelineOptions(evaluate)))
+    return timings
+
+
+def _driver_metrics(data: DatasetLayout, folder: Path, rule: RelevanceRule) -> dict[str, Any]:
+    """Ranking-task rows per query, and aspect Accuracy@1 for queries and products."""
+    encoder, tokenizer = load_encoder(folder / "model")
+    queries = [q for q in pq.read_table(data.queries).to_pylist() if q["split"] == "test"]
+    outputs = encode(encoder, tokenizer, [q["text"] for q in queries], Side.QUERY)
+    vectors = np.concatenate([o.embedding.numpy() for o in outputs]) if outputs else np.zeros((0, 1))
+    query_vectors = {q["query_id"]: vectors[i] for i, q in enumerate(queries)}
+    judgments: dict[str, dict[str, int]] = {}
+    for row in pq.read_table(data.judgments).to_pylist():
+        judgments.setdefault(row["query_id"], {})[row["product_id"]] = row["grade"]
+    ids, matrix, _ = read_embeddings(str(folder / "embeddings"))
+    product_vectors = dict(zip(ids, matrix, strict=True))
+    ranking_rows = rerank_judged(query_vectors, product_vectors, judgments, rule)
+
+    def aspects_of(records: list[dict]) -> list[Any]:
+        return [dict(r["aspects"]) if r["aspects"] else None for r in records]
+
+    products_table = pq.read_table(
+        str(Path(data.root) / "products"), columns=["product_id", "title", "aspects"]
+    )
+    sample = [p for p in products_table.slice(0, ASPECT_SAMPLE).to_pylist() if p["aspects"]]
+    query_accuracy = aspect_accuracy(
+        encoder, tokenizer, [q["text"] for q in queries], aspects_of(queries), Side.QUERY
+    )
+    product_accuracy = aspect_accuracy(
+        encoder, tokenizer, [p["title"] for p in sample], aspects_of(sample), Side.DOCUMENT
+    )
+    return {
+        "ranking_rows": ranking_rows,
+        "query_accuracy": asdict(query_accuracy) if query_accuracy else None,
+        "product_accuracy": asdict(product_accuracy) if product_accuracy else None,
+    }
+
+
+def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    data = _dataset(config, root)
+    rule = RelevanceRule()
+    results: dict[str, Any] = {}
+    for variant in config.variants:
+        print(f"\n== {variant}", flush=True)
+        folder = root / variant
+        timings = _run_variant(config, variant, data, folder)
+        per_query = {
+            row["query_id"]: row for row in pq.read_table(folder / "eval" / "per_query.parquet").to_pylist()
+        }
+        driver = _driver_metrics(data, folder, rule)
+        for row in driver["ranking_rows"]:
+            per_query.setdefault(row["query_id"], {"query_id": row["query_id"]}).update(row)
+        results[variant] = {"per_query": per_query, "timings": timings, **driver}
+    summary = summarise(results, config.baseline)
+    wall = time.perf_counter() - started
+    report = {"config": asdict(config), "wall_seconds": round(wall, 1), "summary": summary}
+    (root / "results.json").write_text(json.dumps(report, indent=2, default=float) + "\n")
+    markdown = write_report(report, root / "results.md")
+    print("\n" + markdown)
+    return report
+
+
+def summarise(results: dict[str, Any], baseline: str) -> dict[str, Any]:
+    """Means per variant and metric, with the paired t-test p-value against the baseline's queries."""
+    summary: dict[str, Any] = {}
+    base = results[baseline]["per_query"]
+    for variant, result in results.items():
+        rows = list(result["per_query"].values())
+        means = {name: mean.mean for name, mean in aggregate(rows).items()}
+        pvalues = {}
+        if variant != baseline:
+            for name in means:
+                pairs = [
+                    (row[name], base[qid][name])
+                    for qid, row in result["per_query"].items()
+                    if qid in base and name in row and name in base[qid]
+                ]
+                pairs = [(a, b) for a, b in pairs if not (np.isnan(a) or np.isnan(b))]
+                if len(pairs) >= 2:
+                    pvalues[name] = paired_t_test([a for a, _ in pairs], [b for _, b in pairs]).pvalue
+        summary[variant] = {
+            "means": means,
+            "pvalues": pvalues,
+            "query_accuracy": result["query_accuracy"],
+            "product_accuracy": result["product_accuracy"],
+            "timings": result["timings"],
+        }
+    return summary

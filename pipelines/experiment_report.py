@@ -1,0 +1,64 @@
+"""The results table of `madr experiment`, as Markdown."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+COLUMNS = (
+    ("recall@100", "R@100"),
+    ("recall@500", "R@500"),
+    ("recall@10000", "R@10k"),
+    ("ndcg@5", "NDCG@5"),
+    ("ndcg@10", "NDCG@10"),
+    ("ndcg@50", "NDCG@50"),
+    ("auc", "AUC"),
+)
+SIGNIFICANCE = 0.01  # p < 0.01, madral-kdd22 §8.3
+
+
+def _cell(means: dict[str, float], pvalues: dict[str, float], key: str) -> str:
+    value = means.get(key)
+    if value is None or math.isnan(value):
+        return "–"
+    mark = "†" if pvalues.get(key, 1.0) < SIGNIFICANCE else ""
+    return f"{value:.4f}{mark}"
+
+
+def _accuracy(accuracy: dict[str, Any] | None, aspects: tuple[str, ...]) -> str:
+    if not accuracy:
+        return "–"
+    return " / ".join(f"{accuracy['accuracy'][a]:.3f}" if a in accuracy["accuracy"] else "–" for a in aspects)
+
+
+def write_report(report: dict[str, Any], path: Path) -> str:
+    """Write the table (means; † = paired t-test p < 0.01 against the baseline) and return it."""
+    config, summary = report["config"], report["summary"]
+    aspects = ("category", "brand", "color")
+    header = [
+        "variant",
+        *(label for _, label in COLUMNS),
+        "Acc@1 queries (cat/brand/color)",
+        "Acc@1 products",
+    ]
+    lines = [
+        f"Retrieval (R@k through the ScaNN index, {config['num_products']:,} products) and the ranking task "
+        f"(NDCG, AUC: each test query re-ranks its judged products) on {config['num_queries']} synthetic "
+        "queries (test split). "
+        f"† marks p < {SIGNIFICANCE} in a paired t-test against {config['baseline']}.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for variant, result in summary.items():
+        cells = [_cell(result["means"], result["pvalues"], key) for key, _ in COLUMNS]
+        accuracy = [
+            _accuracy(result["query_accuracy"], aspects),
+            _accuracy(result["product_accuracy"], aspects),
+        ]
+        lines.append("| " + " | ".join([variant, *cells, *accuracy]) + " |")
+    lines += ["", f"Wall time: {report['wall_seconds'] / 60:.1f} minutes."]
+    markdown = "\n".join(lines) + "\n"
+    path.write_text(markdown)
+    return markdown

@@ -13,7 +13,9 @@ SUBCOMMANDS = {
     "generate": ["--num_products", "--num_queries", "--seed"],
     "train": ["--variant", "--epochs", "--batch_size", "--checkpoint_every", "--model_version"],
     "embed": ["--products", "--model", "--output", "--num_shards", "--batch_size", "--device"],
-    "build-index": ["--embeddings", "--max_k"],
+    "build-index": ["--embeddings", "--max_k", "--num_index_shards"],
+    "export-vertex": ["--products", "--embeddings", "--output", "--vertex_aspects"],
+    "experiment": ["--variants", "--baseline", "--aspect_loss_weight", "--num_products"],
     "evaluate": ["--queries", "--judgments", "--index", "--searcher", "--depth", "--metrics"],
     "demo": ["--out", "--num_products", "--epochs"],
 }
@@ -47,9 +49,9 @@ def test_missing_required_beam_flags_are_named(capsys: pytest.CaptureFixture[str
 
 def test_unknown_flags_of_non_beam_commands_are_rejected(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
-        main(["build-index", "--embeddings", "x", "--out", "y", "--bogus", "1"])
+        main(["generate", "--out", "y", "--bogus", "1"])
     assert exited.value.code == 2
-    assert "unrecognised arguments for build-index: --bogus 1" in capsys.readouterr().err
+    assert "unrecognised arguments for generate: --bogus 1" in capsys.readouterr().err
 
 
 def test_console_entry_point_runs() -> None:

@@ -9,26 +9,33 @@ import math
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.demo import run_demo
+from pipelines.demo import add_demo_arguments, run_demo
 
 
 @pytest.mark.e2e
 def test_demo_runs_every_stage_and_reports_sane_metrics(tmp_path) -> None:
-    args = argparse.Namespace(
-        out=str(tmp_path / "demo"),
-        num_products=1500,
-        num_queries=120,
-        epochs=1,
-        batch_size=16,
-        seed=3,
-        depth=10_000,
+    parser = argparse.ArgumentParser()
+    add_demo_arguments(parser)
+    args = parser.parse_args(
+        [
+            "--out",
+            str(tmp_path / "demo"),
+            "--num_products",
+            "800",
+            "--num_queries",
+            "80",
+            "--seed",
+            "3",
+            "--max_document_length",
+            "32",
+        ]
     )
     result = run_demo(args)
     ann, exact = result["ann"]["summary"], result["exact"]["summary"]
 
     # Depth is capped at the corpus, so every product is retrieved: recall at the corpus size is 1.
     assert "recall@800" in ann and ann["recall@800"].mean == pytest.approx(1.0)
-    recalls = [ann[name].mean for name in ("recall@10", "recall@100", "recall@1000", "recall@800")]
+    recalls = [ann[name].mean for name in ("recall@10", "recall@100", "recall@800")]
     assert recalls == sorted(recalls)
     # A fine-tuned MiniLM finds relevant products far above chance (chance recall@100 is 100/800).
     assert ann["recall@100"].mean > 0.4

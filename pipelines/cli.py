@@ -7,6 +7,7 @@
     madr evaluate     Beam: embed queries, search, join judgments, report metrics
     madr export-vertex  Beam: embeddings + aspects as Vertex AI Vector Search input files
     madr experiment   train and evaluate several variants under one budget, compare them
+    madr nightly      embed (reusing unchanged rows), index, evaluate into OUT/<run id>/, move LATEST
     madr demo         all of the above, end to end, on the embedded default data
 
 `embed`, `evaluate`, `export-vertex` and a partitioned `build-index` accept every Beam
@@ -30,6 +31,7 @@ from pipelines.evaluate import run_evaluate
 from pipelines.experiment import add_experiment_arguments, config_from_args, run_experiment
 from pipelines.export import run_export_vertex
 from pipelines.index import run_build_index
+from pipelines.nightly import add_nightly_arguments, job_from_args, run_nightly
 from pipelines.options import (
     EmbedOptions,
     EvaluateOptions,
@@ -41,7 +43,7 @@ from pipelines.options import (
 from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from pipelines.train import add_train_arguments, train_from_args
 
-BEAM_COMMANDS = ("embed", "evaluate", "export-vertex", "build-index")
+BEAM_COMMANDS = ("embed", "evaluate", "export-vertex", "build-index", "nightly")
 BEAM_NOTE = "Any other flag is passed to Beam as a pipeline option (e.g. --runner DataflowRunner)."
 
 
@@ -124,6 +126,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_experiment_arguments(experiment)
 
+    nightly = commands.add_parser(
+        "nightly",
+        help="the nightly job: embed, index, evaluate, publish",
+        epilog=BEAM_NOTE,
+        description="Embed tonight's catalog (reusing unchanged products of the LATEST run), build the "
+        "index, evaluate it, and move OUT/LATEST only when every stage has succeeded.",
+    )
+    add_nightly_arguments(nightly)
+
     demo = commands.add_parser(
         "demo",
         help="the whole job end to end on the embedded default data",
@@ -188,6 +199,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_experiment(config_from_args(args), args.out)
     elif args.command == "evaluate":
         print(run_evaluate(PipelineOptions(stage_argv))["table"])
+    elif args.command == "nightly":
+        report = run_nightly(job_from_args(args, beam_args))
+        print(f"run {report.run_id} published (previous {report.previous_run_id}); stages {report.stages}")
     elif args.command == "demo":
         run_demo(args)
     return 0

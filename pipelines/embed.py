@@ -25,6 +25,7 @@ from apache_beam.ml.inference.base import PredictionResult, RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from model import Side, content_hash
+from model.annotations import ANNOTATION_COLUMNS
 from pipelines.artifacts import counter_value, previous_embeddings_folder, write_stage_manifest
 from pipelines.catalog_io import (
     DEAD_LETTERS,
@@ -34,7 +35,7 @@ from pipelines.catalog_io import (
     dead_letter,
 )
 from pipelines.incremental import REUSED, TO_EMBED, PlanEmbedding
-from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode
+from pipelines.inference import AnnotatedEmbedding, EncoderModelHandler, ModelIdentity, TextToEncode
 from pipelines.options import EmbedOptions, ModelOptions, OutputOptions
 from pipelines.runner import make_pipeline, require_options
 from schemas import embedding_schema, validate_product
@@ -68,12 +69,17 @@ class _ToEmbeddingRow(beam.DoFn):
     def process(self, result: PredictionResult) -> Iterator[dict[str, Any]]:
         self.embedded.inc()
         example: TextToEncode = result.example
+        if isinstance(result.inference, AnnotatedEmbedding):
+            vector, annotations = result.inference.embedding, result.inference.annotations.as_row()
+        else:  # a handler built without annotate=True
+            vector, annotations = result.inference, dict.fromkeys(ANNOTATION_COLUMNS)
         yield {
             "product_id": example.key,
-            "embedding": result.inference.tolist(),
+            "embedding": vector.tolist(),
             "model_id": self.identity.model_id,
             "model_version": self.identity.model_version,
             "content_hash": content_hash(example.text),
+            **annotations,
         }
 
 
@@ -197,7 +203,7 @@ def run_embed(options: PipelineOptions) -> dict[str, int]:
         raise ValueError("--max_dead_letter_fraction must be in [0, 1]")
     identity = ModelIdentity.of(model.model)
     handler = EncoderModelHandler(
-        model.model, Side.DOCUMENT, model.batch_size, model.chunk_size, model.device
+        model.model, Side.DOCUMENT, model.batch_size, model.chunk_size, model.device, annotate=True
     )
 
     pipeline = make_pipeline(options)

@@ -26,6 +26,7 @@ from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
 from model import content_hash
+from model.annotations import ANNOTATION_COLUMNS
 from pipelines.catalog_io import METRICS_NAMESPACE, dead_letter
 from pipelines.inference import ModelIdentity, TextToEncode
 
@@ -73,7 +74,9 @@ class _PlanFn(beam.DoFn):
         ]
         if reusable:
             self.reused.inc()
-            yield pvalue.TaggedOutput(REUSED, reusable[0])
+            # Rows written before the annotation columns existed read back without them.
+            row = {**dict.fromkeys(ANNOTATION_COLUMNS), **reusable[0]}
+            yield pvalue.TaggedOutput(REUSED, row)
         else:
             self.changed.inc()
             yield TextToEncode(product_id, text)

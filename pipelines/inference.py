@@ -22,6 +22,7 @@ from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 from transformers import PreTrainedTokenizerBase
 
 from model import DenseEncoder, EncoderConfig, Side, load_config, load_encoder, text_for_model
+from model.annotations import RecordAnnotations, annotate
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,13 @@ class ModelIdentity:
     def text_of(self, product: Mapping[str, Any]) -> str:
         """What this model reads of a product (BiBERT-CONCAT appends aspects; the rest do not)."""
         return text_for_model(product, self.config)
+
+
+class AnnotatedEmbedding(NamedTuple):
+    """What the handler returns with `annotate=True`: the vector and its Table 8 annotations."""
+
+    embedding: np.ndarray
+    annotations: RecordAnnotations
 
 
 class TextToEncode(NamedTuple):
@@ -81,8 +89,10 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         batch_size: int = 256,
         chunk_size: int = 32,
         device: str | None = None,
+        annotate: bool = False,
     ) -> None:
         super().__init__(min_batch_size=1, max_batch_size=batch_size)
+        self.annotate = annotate
         if chunk_size < 1 or batch_size < 1:
             raise ValueError("batch_size and chunk_size must be >= 1")
         self.model_dir = model_dir
@@ -114,12 +124,13 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         lengths = [
             len(ids) for ids in model.tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
         ]
-        embeddings: list[np.ndarray | None] = [None] * len(batch)
+        embeddings: list[np.ndarray | AnnotatedEmbedding | None] = [None] * len(batch)
         for chunk in length_sorted_chunks(lengths, self.chunk_size):
             output = model.encoder.embed_texts(model.tokenizer, [texts[i] for i in chunk], self.side)
             vectors = output.embedding.to(torch.float32).cpu().numpy()
+            notes = annotate(model.encoder, output) if self.annotate else None
             for row, index in enumerate(chunk):
-                embeddings[index] = vectors[row]
+                embeddings[index] = AnnotatedEmbedding(vectors[row], notes[row]) if notes else vectors[row]
         return [PredictionResult(example, vector) for example, vector in zip(batch, embeddings, strict=True)]
 
     def get_num_bytes(self, batch: Sequence[TextToEncode]) -> int:

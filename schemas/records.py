@@ -79,6 +79,11 @@ def embedding_schema(dimension: int) -> pa.Schema:
             pa.field("model_version", pa.string(), nullable=False),
             # sha256 of exactly the text the model reads; nightly runs reuse rows whose hash is unchanged.
             pa.field("content_hash", pa.string(), nullable=False),
+            # Per-aspect annotations of the multi-aspect variants (madral-kdd22 Table 8); null otherwise.
+            pa.field("aspect_values", pa.map_(pa.string(), pa.string())),
+            pa.field("aspect_confidences", pa.map_(pa.string(), pa.float32())),
+            pa.field("aspect_presence", pa.map_(pa.string(), pa.float32())),
+            pa.field("fusion_weights", pa.map_(pa.string(), pa.float32())),
         ]
     )
 

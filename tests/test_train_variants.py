@@ -9,8 +9,9 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from model import load_encoder
+from model.registry import learns_aspects_by_default
 from model.training import TrainingConfig
-from pipelines.artifacts import read_embeddings
+from pipelines.artifacts import read_embeddings, read_parquet_table
 from pipelines.embed import run_embed
 from pipelines.layout import DatasetLayout
 from pipelines.synthetic import SyntheticConfig, generate_benchmark
@@ -71,6 +72,16 @@ def test_variant_trains_saves_and_embeds(variant: str, dataset: str, tiny_backbo
     assert counts["products_embedded"] == 300
     _, matrix, _ = read_embeddings(str(out))
     assert matrix.shape[0] == 300 and np.isfinite(matrix).all()
+    columns = ["aspect_values", "aspect_confidences", "fusion_weights"]
+    rows = read_parquet_table(str(out), "embeddings", columns).to_pylist()
+    if learns_aspects_by_default(variant):
+        values = dict(rows[0]["aspect_values"])
+        assert set(values) == set(encoder.config.aspects)
+        assert all(0 < confidence <= 1 for _, confidence in rows[0]["aspect_confidences"])
+        vocabulary = encoder.vocabulary
+        assert all(value in vocabulary.values(aspect).values for aspect, value in values.items())
+    else:
+        assert rows[0]["aspect_values"] is None
 
 
 def test_aspect_loss_on_a_variant_without_aspects_is_refused(

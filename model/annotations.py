@@ -1,0 +1,65 @@
+"""Per-record annotations from a forward pass: what madral-kdd22 Table 8 shows.
+
+For each aspect: the predicted value and its confidence P(x) (§5), the presence
+probability P_a (Eq. 5-6), and each fusion slot's weight w_a (Eq. 4-5). Variants
+without aspect heads simply give fewer fields; nothing here depends on a variant
+name, only on what the `EncoderOutput` holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from model.encoder import DenseEncoder, EncoderOutput
+
+
+@dataclass(frozen=True)
+class RecordAnnotations:
+    """One record's annotations, keyed by aspect or fusion-slot name."""
+
+    aspect_values: dict[str, str] = field(default_factory=dict)
+    aspect_confidences: dict[str, float] = field(default_factory=dict)
+    aspect_presence: dict[str, float] = field(default_factory=dict)
+    fusion_weights: dict[str, float] = field(default_factory=dict)
+
+    def as_row(self) -> dict[str, dict[str, float] | dict[str, str] | None]:
+        """Columns of the embedding schema; an empty map is stored as null."""
+        return {name: (getattr(self, name) or None) for name in ANNOTATION_COLUMNS}
+
+
+ANNOTATION_COLUMNS = ("aspect_values", "aspect_confidences", "aspect_presence", "fusion_weights")
+
+
+@torch.no_grad()
+def annotate(encoder: DenseEncoder, output: EncoderOutput) -> list[RecordAnnotations]:
+    """Annotations of every row of a batch's output."""
+    rows = output.embedding.shape[0]
+    vocabulary = getattr(encoder, "vocabulary", None)
+    values: list[dict[str, str]] = [{} for _ in range(rows)]
+    confidences: list[dict[str, float]] = [{} for _ in range(rows)]
+    for aspect, logits in output.aspect_logits.items():
+        probabilities = torch.softmax(logits.float(), dim=-1)  # P(x) = softmax(E_a U_a^T + b_a), §5
+        best, index = probabilities.max(dim=-1)
+        for row in range(rows):
+            value_id = int(index[row])
+            name = vocabulary.decode(aspect, [value_id])[0] if vocabulary is not None else str(value_id)
+            values[row][aspect] = name
+            confidences[row][aspect] = round(float(best[row]), 6)
+    presence: list[dict[str, float]] = [{} for _ in range(rows)]
+    if output.presence_logits is not None:
+        probabilities = torch.sigmoid(output.presence_logits.float())
+        for row in range(rows):
+            named = zip(encoder.config.aspects, probabilities[row], strict=True)
+            presence[row] = {aspect: round(float(p), 6) for aspect, p in named}
+    weights: list[dict[str, float]] = [{} for _ in range(rows)]
+    slots = output.fusion_slots
+    if output.fusion_weights is not None and slots:
+        for row in range(rows):
+            weights[row] = {
+                s: round(float(w), 6) for s, w in zip(slots, output.fusion_weights[row], strict=True)
+            }
+    return [
+        RecordAnnotations(values[row], confidences[row], presence[row], weights[row]) for row in range(rows)
+    ]

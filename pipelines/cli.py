@@ -7,7 +7,10 @@
     madr evaluate     Beam: embed queries, search, join judgments, report metrics
     madr export-vertex  Beam: embeddings + aspects as Vertex AI Vector Search input files
     madr experiment   train and evaluate several variants under one budget, compare them
+    madr explain      per-aspect predictions, presence and fusion weights of a query and a product
+    madr neighbours   nearest values in a learned aspect value table
     madr nightly      embed (reusing unchanged rows), index, evaluate into OUT/<run id>/, move LATEST
+    madr compare      two evaluations query by query: means, deltas, paired t-test p-values
     madr demo         all of the above, end to end, on the embedded default data
 
 `embed`, `evaluate`, `export-vertex` and a partitioned `build-index` accept every Beam
@@ -25,10 +28,12 @@ from collections.abc import Sequence
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.build_index import add_build_index_arguments, build_index
+from pipelines.compare import compare_runs
 from pipelines.demo import add_demo_arguments, run_demo
 from pipelines.embed import run_embed
 from pipelines.evaluate import run_evaluate
 from pipelines.experiment import add_experiment_arguments, config_from_args, run_experiment
+from pipelines.explain import add_explain_arguments, add_neighbours_arguments, explain, neighbours
 from pipelines.export import run_export_vertex
 from pipelines.index import run_build_index
 from pipelines.nightly import add_nightly_arguments, job_from_args, run_nightly
@@ -126,6 +131,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_experiment_arguments(experiment)
 
+    explain_parser = commands.add_parser(
+        "explain",
+        help="Table 8: per-aspect predictions, presence and weights for a query and a product",
+        description="Per aspect: predicted value, confidence, presence and fusion weight; then the score.",
+    )
+    add_explain_arguments(explain_parser)
+    neighbours_parser = commands.add_parser(
+        "neighbours",
+        help="Table 9: nearest values in a learned aspect value table",
+        description="Print the aspect values nearest to one value in the model's learned value table U_a.",
+    )
+    add_neighbours_arguments(neighbours_parser)
+
     nightly = commands.add_parser(
         "nightly",
         help="the nightly job: embed, index, evaluate, publish",
@@ -134,6 +152,15 @@ def _parser() -> argparse.ArgumentParser:
         "index, evaluate it, and move OUT/LATEST only when every stage has succeeded.",
     )
     add_nightly_arguments(nightly)
+
+    compare = commands.add_parser(
+        "compare",
+        help="compare two evaluations query by query",
+        description="Align two evaluation outputs (or run folders with eval/ inside) by query id; print per "
+        "metric mean A, mean B, delta (B − A), the paired t-test p-value and the queries compared.",
+    )
+    compare.add_argument("run_a", metavar="RUN_A", help="Evaluation output or run folder (the baseline)")
+    compare.add_argument("run_b", metavar="RUN_B", help="Evaluation output or run folder (the candidate)")
 
     demo = commands.add_parser(
         "demo",
@@ -199,9 +226,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_experiment(config_from_args(args), args.out)
     elif args.command == "evaluate":
         print(run_evaluate(PipelineOptions(stage_argv))["table"])
+    elif args.command == "explain":
+        print(explain(args.model, args.query, args.product).format())
+    elif args.command == "neighbours":
+        for value, similarity in neighbours(args.model, args.aspect, args.value, args.top):
+            print(f"({similarity:.3f}) {value}")
     elif args.command == "nightly":
         report = run_nightly(job_from_args(args, beam_args))
         print(f"run {report.run_id} published (previous {report.previous_run_id}); stages {report.stages}")
+    elif args.command == "compare":
+        print(compare_runs(args.run_a, args.run_b).format())
     elif args.command == "demo":
         run_demo(args)
     return 0

@@ -99,6 +99,22 @@ class EvaluateOptions(PipelineOptions):
             default="ann",
             help="ann: the ScaNN index; exact: brute force",
         )
+        parser.add_argument(
+            "--compare_exact",
+            nargs="?",
+            const="true",
+            default=None,
+            choices=("true", "false"),
+            help="Also search exactly over --embeddings in the same pipeline and report, per recall@k, the "
+            "recall the index loses (exact − ann); default: true when --searcher ann has --embeddings too",
+        )
+        parser.add_argument(
+            "--positive_min_grade",
+            type=int,
+            default=None,
+            help="Lowest relevant grade; default: the positive_min_grade of the dataset's manifest.json "
+            "next to --judgments (3 for ESCI, 2 for WANDS), else 2",
+        )
 
 
 def add_stage_arguments(parser: argparse.ArgumentParser, *option_classes: type[PipelineOptions]) -> None:

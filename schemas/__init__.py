@@ -5,6 +5,7 @@ from schemas.manifest import ArtifactError, read_manifest, verify_manifest, writ
 from schemas.records import (
     ASPECTS_TYPE,
     DEAD_LETTER_SCHEMA,
+    EMBEDDING_ANNOTATION_COLUMNS,
     JUDGMENT_SCHEMA,
     PRODUCT_SCHEMA,
     QUERY_SCHEMA,
@@ -19,6 +20,7 @@ __all__ = [
     "ASPECTS_TYPE",
     "DEAD_LETTER_SCHEMA",
     "ECOMMERCE_ASPECTS",
+    "EMBEDDING_ANNOTATION_COLUMNS",
     "JUDGMENT_SCHEMA",
     "PEOPLE_SEARCH_ASPECTS",
     "PRODUCT_SCHEMA",

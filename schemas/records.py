@@ -67,6 +67,15 @@ DEAD_LETTER_SCHEMA = pa.schema(
 )
 
 
+# Per-aspect annotation columns of embedding rows (madral-kdd22 Table 8); null for single-vector variants.
+EMBEDDING_ANNOTATION_COLUMNS: tuple[str, ...] = (
+    "aspect_values",
+    "aspect_confidences",
+    "aspect_presence",
+    "fusion_weights",
+)
+
+
 def embedding_schema(dimension: int) -> pa.Schema:
     """Rows the embed stage writes: one fixed-size float32 vector per product."""
     if dimension <= 0:

@@ -16,7 +16,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.artifacts import write_stage_manifest
 from pipelines.export import ExportVertexJsonl, run_export_vertex, vertex_record, vertex_restricts
-from schemas import PRODUCT_SCHEMA, embedding_schema
+from schemas import EMBEDDING_ANNOTATION_COLUMNS, PRODUCT_SCHEMA, embedding_schema
 
 DIM = 4
 
@@ -77,6 +77,7 @@ def inputs(vectors: dict[str, np.ndarray], tmp_path_factory: pytest.TempPathFact
             "model_id": "m",
             "model_version": "1",
             "content_hash": "0" * 64,
+            **dict.fromkeys(EMBEDDING_ANNOTATION_COLUMNS),
         }
         for pid in EMBEDDED
     ]

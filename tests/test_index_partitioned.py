@@ -38,7 +38,7 @@ from index_builder.partitioned import PartitionedManifest, shard_dir_name
 from pipelines.artifacts import write_stage_manifest
 from pipelines.evaluate import SearcherSpec
 from pipelines.index import BuildPartitionedIndex, run_build_index
-from schemas import embedding_schema, verify_manifest
+from schemas import EMBEDDING_ANNOTATION_COLUMNS, embedding_schema, verify_manifest
 
 N, DIM, CLUSTERS, SHARDS, MAX_K = 18_000, 32, 50, 3, 100
 # Measured over 5 builds (ScaNN's k-means is unseeded): partitioned recall@10 0.995-0.996,
@@ -66,6 +66,7 @@ def write_embeddings(folder: Path, ids: list[str], matrix: np.ndarray, files: in
                 "model_id": [MODEL[0]] * len(rows),
                 "model_version": [MODEL[1]] * len(rows),
                 "content_hash": ["0" * 64] * len(rows),
+                **{column: [None] * len(rows) for column in EMBEDDING_ANNOTATION_COLUMNS},
             },
             schema=embedding_schema(matrix.shape[1]),
         )

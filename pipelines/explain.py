@@ -1,0 +1,118 @@
+"""`madr explain` and `madr neighbours`: the interpretability views of madral-kdd22 §9.4.
+
+explain (Table 8): for a query and a product, per aspect the predicted value, its
+confidence P(x), the presence probability and the fusion weight, then the score.
+neighbours (Table 9): the values nearest to one value in the learned aspect value
+table U_a, by cosine of their rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.nn import functional
+
+from model import Side, load_encoder
+from model.annotations import RecordAnnotations, annotate
+from model.aspects.vocabulary import normalise_value
+from model.text import text_for_model
+
+
+def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="Trained model directory")
+    parser.add_argument("--query", required=True, help="Query text, e.g. 'breville juicer'")
+    parser.add_argument("--product", required=True, help="Product title, or a product record as JSON")
+
+
+def add_neighbours_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model", required=True, help="Trained model directory of a variant with aspect heads"
+    )
+    parser.add_argument("--aspect", required=True, help="Aspect name, e.g. category")
+    parser.add_argument("--value", required=True, help="Aspect value, e.g. Bedding")
+    parser.add_argument("--top", type=int, default=5, help="How many neighbours to list (5)")
+
+
+@dataclass(frozen=True)
+class Explanation:
+    query: RecordAnnotations
+    product: RecordAnnotations
+    score: float
+
+    def format(self) -> str:
+        aspects = sorted(
+            {*self.query.fusion_weights, *self.query.aspect_values} | {*self.product.aspect_values},
+            key=lambda name: (name in ("other", "cls"), name),
+        )
+        if not aspects:
+            return f"this variant has no aspect views; cosine score {self.score:.4f}"
+        lines = []
+        for side, notes in (("Query", self.query), ("Product", self.product)):
+            lines.append(f"{side}:")
+            lines.append(f"  {'':<12}" + "".join(f"{a:>14}" for a in aspects))
+            for label, values in (
+                ("prediction", notes.aspect_values),
+                ("confidence", notes.aspect_confidences),
+                ("presence", notes.aspect_presence),
+                ("weight", notes.fusion_weights),
+            ):
+                cells = "".join(f"{_cell(values.get(a)):>14}" for a in aspects)
+                lines.append(f"  {label:<12}{cells}")
+        lines.append(f"Score (cosine): {self.score:.4f}")
+        return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)[:13]
+
+
+def _product(text: str) -> dict[str, Any]:
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError:
+        return {"title": text}
+    if not isinstance(record, dict) or not record.get("title"):
+        raise ValueError("--product as JSON must be an object with at least a 'title'")
+    return record
+
+
+@torch.inference_mode()
+def explain(model_dir: str, query: str, product: str) -> Explanation:
+    encoder, tokenizer = load_encoder(model_dir)
+    record = _product(product)
+    query_output = encoder.embed_texts(tokenizer, [query], Side.QUERY)
+    product_output = encoder.embed_texts(tokenizer, [text_for_model(record, encoder.config)], Side.DOCUMENT)
+    score = float((query_output.embedding @ product_output.embedding.T)[0, 0])
+    return Explanation(annotate(encoder, query_output)[0], annotate(encoder, product_output)[0], score)
+
+
+@torch.inference_mode()
+def neighbours(model_dir: str, aspect: str, value: str, top: int = 5) -> list[tuple[str, float]]:
+    """The `top` values nearest to `value` in U_a (itself first, at 1.0)."""
+    encoder, _ = load_encoder(model_dir)
+    heads = getattr(encoder, "aspect_prediction", None)
+    vocabulary = getattr(encoder, "vocabulary", None)
+    if heads is None or vocabulary is None:
+        raise ValueError(
+            f"variant {encoder.config.variant!r} has no aspect value tables (train madral or mtbert)"
+        )
+    if aspect not in heads.tables:
+        raise ValueError(f"no value table for aspect {aspect!r}; the model has {list(heads.tables)}")
+    values = vocabulary.values(aspect)
+    wanted = normalise_value(value)
+    if wanted not in values.values:
+        raise ValueError(f"{value!r} is not in the {aspect} vocabulary ({len(values)} values)")
+    table = functional.normalize(heads.tables[aspect].weight, dim=-1)
+    similarities = table @ table[values.id_of(wanted)]
+    best = torch.topk(similarities, min(top, len(values)))
+    return [
+        (values.values[i], float(s)) for s, i in zip(best.values.tolist(), best.indices.tolist(), strict=True)
+    ]

@@ -1,0 +1,65 @@
+"""`madr explain` and `madr neighbours` on a tiny MADRAL with a real vocabulary."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from model import new_encoder
+from model.aspects.vocabulary import AspectVocabulary
+from pipelines.cli import main
+from pipelines.explain import explain, neighbours
+from tests.conftest import tiny_backbone
+
+RECORDS = [
+    {"category": ["Juicers"], "brand": ["Breville"], "color": ["Silver"]},
+    {"category": ["Bedding"], "brand": ["Casper"], "color": ["Pink"]},
+    {"category": ["Comforters"], "brand": ["Casper"], "color": ["Light Pink"]},
+    {"category": ["Books"], "brand": ["Simple Steps"], "color": ["White"]},
+]
+
+
+@pytest.fixture(scope="module")
+def madral_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    directory = tmp_path_factory.mktemp("madral")
+    vocabulary = AspectVocabulary.from_records(RECORDS, ("category", "brand", "color"))
+    torch.manual_seed(0)
+    encoder, tokenizer = new_encoder(
+        "madral", pretrained=False, backbone=tiny_backbone(), projection_dim=8, vocabulary=vocabulary
+    )
+    table = encoder.aspect_prediction.tables["category"].weight
+    with torch.no_grad():  # make Comforters the nearest neighbour of Bedding, as in Table 9
+        table[vocabulary.values("category").id_of("comforters")] = (
+            table[vocabulary.values("category").id_of("bedding")] * 2
+        )
+    encoder.save_pretrained(directory, tokenizer)
+    return str(directory)
+
+
+def test_explain_gives_table_8_for_both_sides(madral_dir: str) -> None:
+    result = explain(madral_dir, "breville juicer", "Juicing with the Breville Juice Fountain: 101 recipes")
+    for notes in (result.query, result.product):
+        assert set(notes.aspect_values) == {"category", "brand", "color"}
+        assert all(0 < p <= 1 for p in notes.aspect_confidences.values())
+        assert set(notes.fusion_weights) == {"category", "brand", "color", "other"}
+        assert sum(notes.fusion_weights.values()) == pytest.approx(1.0, abs=1e-4)
+    assert -1.0 <= result.score <= 1.0
+    table = result.format()
+    assert "prediction" in table and "presence" in table and "Score (cosine)" in table
+
+
+def test_neighbours_lists_the_nearest_values_first(
+    madral_dir: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    found = neighbours(madral_dir, "category", "Bedding", top=3)
+    assert found[0] == ("bedding", pytest.approx(1.0))
+    assert found[1][0] == "comforters" and found[1][1] == pytest.approx(1.0, abs=1e-5)
+    main(["neighbours", "--model", madral_dir, "--aspect", "category", "--value", "Bedding", "--top", "2"])
+    assert capsys.readouterr().out.splitlines()[1].endswith("comforters")
+    with pytest.raises(ValueError, match="not in the category vocabulary"):
+        neighbours(madral_dir, "category", "Spaceships")
+
+
+def test_neighbours_needs_a_variant_with_value_tables(tiny_model_dir) -> None:
+    with pytest.raises(ValueError, match="has no aspect value tables"):
+        neighbours(str(tiny_model_dir), "category", "Bedding")

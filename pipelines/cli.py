@@ -1,6 +1,7 @@
 """The `madr` command: one entry point, a subcommand per stage.
 
     madr generate     write the embedded synthetic benchmark (catalog, queries, judgments)
+    madr ingest       ESCI, WANDS or your own JSONL/CSV/Parquet files -> a dataset folder
     madr train        fine-tune an encoder variant on a dataset folder
     madr embed        Beam: embed a catalog into Parquet shards
     madr build-index  train and save a ScaNN index artifact over the shards
@@ -21,6 +22,7 @@ pipeline option as well (--runner, --project, --region, --temp_location, --setup
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -36,6 +38,7 @@ from pipelines.experiment import add_experiment_arguments, config_from_args, run
 from pipelines.explain import add_explain_arguments, add_neighbours_arguments, explain, neighbours
 from pipelines.export import run_export_vertex
 from pipelines.index import run_build_index
+from pipelines.ingest_cli import add_ingest_arguments, run_ingest
 from pipelines.nightly import add_nightly_arguments, job_from_args, run_nightly
 from pipelines.options import (
     EmbedOptions,
@@ -77,6 +80,13 @@ def _parser() -> argparse.ArgumentParser:
         "--num_queries", type=int, default=SyntheticConfig.num_queries, help="Queries, all splits"
     )
     generate.add_argument("--seed", type=int, default=SyntheticConfig.seed, help="Random seed")
+
+    ingest = commands.add_parser(
+        "ingest",
+        help="ESCI, WANDS or your own files -> a dataset folder",
+        description="Map a source's files onto madr's schemas; bad rows go to dead_letters.jsonl.",
+    )
+    add_ingest_arguments(ingest)
 
     train = commands.add_parser(
         "train",
@@ -195,6 +205,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "generate":
         config = SyntheticConfig(num_products=args.num_products, num_queries=args.num_queries, seed=args.seed)
         print(generate_benchmark(config, args.out, progress=print).format())
+    elif args.command == "ingest":
+        result, manifest = run_ingest(args)
+        counts = {stream: counts.to_json() for stream, counts in result.counts.items()}
+        print(json.dumps(counts, indent=2))
+        print(f"dataset written; manifest {manifest}")
     elif args.command == "train":
         report = train_from_args(args)
         print(

@@ -59,6 +59,28 @@ def _scann_version() -> str:
         return "unknown"
 
 
+def scann_builder(config: ScannIndexConfig, embeddings: np.ndarray) -> Any:
+    """ScaNN's own builder, configured from `config`: the one place our config becomes ScaNN calls.
+
+    `ScannIndex.train` builds from it; the TF export asks it for ScaNN's text config.
+    """
+    # num_neighbors is only ScaNN's default for calls that omit it; search() never omits it.
+    builder = scann.scann_ops_pybind.builder(embeddings, min(10, config.num_vectors), config.distance)
+    if config.uses_tree:
+        builder = builder.tree(
+            num_leaves=config.num_leaves,
+            num_leaves_to_search=config.num_leaves_to_search,
+            training_sample_size=config.training_sample_size,
+        )
+    if config.scoring is Scoring.ASYMMETRIC_HASHING:
+        return builder.score_ah(
+            config.dimensions_per_block,
+            anisotropic_quantization_threshold=config.anisotropic_quantization_threshold,
+            training_sample_size=config.training_sample_size,
+        ).reorder(config.reorder_candidates)
+    return builder.score_brute_force()
+
+
 class ScannIndex:
     """Approximate top-k by dot product over a corpus of unit vectors.
 
@@ -98,23 +120,7 @@ class ScannIndex:
                 f"embeddings must be L2-normalised (dot product = cosine); a norm is off by {worst:.3g}"
             )
         started = time.perf_counter()
-        # num_neighbors is only ScaNN's default for calls that omit it; search() never omits it.
-        builder = scann.scann_ops_pybind.builder(matrix, min(10, config.num_vectors), config.distance)
-        if config.uses_tree:
-            builder = builder.tree(
-                num_leaves=config.num_leaves,
-                num_leaves_to_search=config.num_leaves_to_search,
-                training_sample_size=config.training_sample_size,
-            )
-        if config.scoring is Scoring.ASYMMETRIC_HASHING:
-            builder = builder.score_ah(
-                config.dimensions_per_block,
-                anisotropic_quantization_threshold=config.anisotropic_quantization_threshold,
-                training_sample_size=config.training_sample_size,
-            ).reorder(config.reorder_candidates)
-        else:
-            builder = builder.score_brute_force()
-        searcher = builder.build()
+        searcher = scann_builder(config, matrix).build()
         logger.info("trained ScaNN index %s in %.1f s", config, time.perf_counter() - started)
         return cls(searcher, id_array.tolist(), config)
 

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scann
 
-from index_builder.config import ScannIndexConfig, Scoring
+from index_builder.config import ScannIndexConfig
+from index_builder.scann_index import scann_builder
 from index_builder.searcher import as_corpus
 
 INSTALL_HINT = "pip install madr[serving]"
@@ -50,22 +50,7 @@ def _tensorflow() -> tuple[Any, Any]:
 
 def scann_text_config(config: ScannIndexConfig, embeddings: np.ndarray) -> str:
     """ScaNN's text config for ``config``, from the same builder calls `ScannIndex.train` makes."""
-    builder = scann.scann_ops_pybind.builder(embeddings, min(10, config.num_vectors), config.distance)
-    if config.uses_tree:
-        builder = builder.tree(
-            num_leaves=config.num_leaves,
-            num_leaves_to_search=config.num_leaves_to_search,
-            training_sample_size=config.training_sample_size,
-        )
-    if config.scoring is Scoring.ASYMMETRIC_HASHING:
-        builder = builder.score_ah(
-            config.dimensions_per_block,
-            anisotropic_quantization_threshold=config.anisotropic_quantization_threshold,
-            training_sample_size=config.training_sample_size,
-        ).reorder(config.reorder_candidates)
-    else:
-        builder = builder.score_brute_force()
-    return builder.create_config()
+    return scann_builder(config, embeddings).create_config()
 
 
 def export_saved_model(

@@ -16,14 +16,18 @@ from index_builder.artifact import IndexArtifactError, IndexManifest
 from index_builder.builder import ScannIndexBuilder
 from index_builder.config import ScannIndexConfig, Scoring
 from index_builder.exact import ExactSearcher
+from index_builder.inverted import ExactSparseSearcher, InvertedIndex, InvertedManifest
 from index_builder.partitioned import PartitionedIndex, PartitionedManifest, open_index, shard_of
 from index_builder.scann_index import ScannIndex
 from index_builder.searcher import Searcher, SearchResult
 
 __all__ = [
     "ExactSearcher",
+    "ExactSparseSearcher",
     "IndexArtifactError",
     "IndexManifest",
+    "InvertedIndex",
+    "InvertedManifest",
     "PartitionedIndex",
     "PartitionedManifest",
     "ScannIndex",

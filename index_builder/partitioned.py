@@ -33,6 +33,7 @@ import numpy as np
 
 from index_builder.artifact import FORMAT_NAME as SINGLE_FORMAT
 from index_builder.artifact import REBUILD_HINT, FileEntry, IndexArtifactError, file_entry
+from index_builder.inverted import INVERTED_FORMAT, InvertedIndex
 from index_builder.scann_index import ScannIndex
 from index_builder.searcher import (
     Searcher,
@@ -301,7 +302,7 @@ class PartitionedIndex:
 
 
 def open_index(directory: str | Path) -> Searcher:
-    """Load whichever index artifact ``directory`` holds, single or partitioned, from its manifest."""
+    """Load whichever index artifact ``directory`` holds (single, partitioned, inverted) from its manifest."""
     directory = Path(directory)
     path = directory / MANIFEST_FILE
     if not path.is_file():
@@ -317,6 +318,9 @@ def open_index(directory: str | Path) -> Searcher:
         return ScannIndex.load(directory)
     if kind == PARTITIONED_FORMAT:
         return PartitionedIndex.load(directory)
+    if kind == INVERTED_FORMAT:
+        return InvertedIndex.load(directory)
     raise IndexArtifactError(
-        f"{path} has format {kind!r}; expected {SINGLE_FORMAT!r} or {PARTITIONED_FORMAT!r}; {REBUILD_HINT}"
+        f"{path} has format {kind!r}; expected {SINGLE_FORMAT!r}, {PARTITIONED_FORMAT!r} or "
+        f"{INVERTED_FORMAT!r}; {REBUILD_HINT}"
     )

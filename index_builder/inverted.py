@@ -1,0 +1,399 @@
+"""An inverted index over binarized UHD sparse vectors (uhd-bert §3.4, §3.7), as a verified artifact.
+
+A text is B buckets of n dimensions with few winners each (WTA, Eq. 2-4); binarized (§3.7), a
+document is just its set of active (bucket, dim) pairs. Relevance is the sum of bucket-wise dot
+products (Eq. 7), Rel(q, d) = Σ_j B_q^j · B_d^j: for a binary document, the sum of the query's
+weights over the pairs it shares. So a query reads only the posting lists of its own active
+dimensions and adds their weights into per-document accumulators with one bincount (§3.1: weak
+signals cost nothing); accumulators and top-k are a dense O(num_docs) array per query, which in
+numpy beats any per-candidate structure. Term t = bucket·n + dim is the column of the concatenated
+vector (`UhdOutput.embedding`'s layout; its 1/sqrt(B) scale does not change the ranking).
+
+Layout, under `artifact`'s rules (manifest written LAST with every file's sha256 and size, verified
+on load; arrays read with allow_pickle=False, so an altered file can never run code)::
+
+    <dir>/manifest.json   format "madr-inverted-index" v1
+    <dir>/ids.parquet     product_id; row i is document i
+    <dir>/indptr.npy      int64 [B·n + 1]: term t's postings are docs[indptr[t]:indptr[t + 1]]
+    <dir>/docs.npy        int32 (int64 past 2^31 documents) [nnz]: ascending rows within each term
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+from typing import Any, TypeAlias
+
+import numpy as np
+
+from index_builder import artifact
+from index_builder.artifact import IDS_FILE, FileEntry, IndexArtifactError
+from index_builder.exact import ExactSearcher
+from index_builder.searcher import SearchResult, effective_k, make_result, sort_rows
+from schemas.manifest import MANIFEST_FILE
+
+INVERTED_FORMAT = "madr-inverted-index"
+INVERTED_FORMAT_VERSION = 1
+INDPTR_FILE, DOCS_FILE = "indptr.npy", "docs.npy"
+REBUILD_HINT = "rebuild it with `pipelines.sparse_index.build_inverted_index`"
+# Per (query, document) cell of a block: 8-byte accumulator, float32 score and its negation, argpartition's
+# int64 index, and ~8 bytes of gathered postings (a query touches ~q_terms·k/n ≈ 0.5 postings per document).
+_BLOCK_BYTES = 256 * 1024 * 1024
+_BYTES_PER_CELL = 32
+
+# Per item (document or query), B buckets, each an int array of active dims (weight 1) or a `.indices`/
+# `.values` object such as `model.sparse.SparseVector`; or a dense [items, B·n] matrix (non-zeros active).
+SparseRows: TypeAlias = "np.ndarray | Sequence[Sequence[Any]]"
+
+
+def _rows(data: SparseRows, buckets: int, dimensions: int, what: str) -> tuple[np.ndarray, ...]:
+    """Items as CSR over terms: (indptr [items + 1], terms int64 [nnz], weights float64 [nnz])."""
+    width = buckets * dimensions
+    if isinstance(data, np.ndarray):
+        if data.ndim != 2 or data.shape[1] != width:
+            raise ValueError(f"a dense {what} matrix must have shape (num, {width}), got {data.shape}")
+        if data.dtype.kind not in "biuf" or not np.isfinite(data).all():
+            raise ValueError(f"a dense {what} matrix must hold finite numbers, got {data.dtype}")
+        rows, terms = np.nonzero(data)
+        weights = data[rows, terms].astype(np.float64)
+        return _indptr(np.bincount(rows, minlength=data.shape[0])), terms.astype(np.int64), weights
+    if isinstance(data, str | bytes):
+        raise ValueError(f"{what}s must be a sequence of per-bucket dims or a matrix, not a string")
+    dims, weights = [], []  # per bucket: int64 active dims, float64 weights
+    for i, item in enumerate(data):
+        if len(item) != buckets:
+            raise ValueError(f"{what} {i} has {len(item)} buckets, expected {buckets}")
+        for bucket in item:
+            found = np.asarray(getattr(bucket, "indices", bucket))
+            if found.ndim != 1 or (found.size and not np.issubdtype(found.dtype, np.integer)):
+                raise ValueError(f"{what} {i}: a bucket must be a 1-D integer array, got {found.dtype}")
+            dims.append(found.astype(np.int64))
+            values = getattr(bucket, "values", None)
+            weights.append(np.ones(found.size) if values is None else np.asarray(values, np.float64))
+            if weights[-1].shape != found.shape:
+                raise ValueError(f"{what} {i}: a bucket's values do not match its indices")
+    lengths_array = np.asarray([d.size for d in dims], dtype=np.int64).reshape(-1, buckets)
+    flat = np.concatenate(dims) if dims else np.empty(0, np.int64)
+    bad = np.flatnonzero((flat < 0) | (flat >= dimensions))
+    indptr = _indptr(lengths_array.sum(axis=1))
+    if bad.size:
+        item = int(np.searchsorted(indptr, bad[0], side="right")) - 1
+        raise ValueError(f"{what} {item}: dimension {flat[bad[0]]} is outside [0, {dimensions})")
+    bucket_of = np.repeat(np.tile(np.arange(buckets), len(lengths_array)), lengths_array.ravel())
+    values = np.concatenate(weights) if weights else np.empty(0)
+    if not np.isfinite(values).all():
+        raise ValueError(f"{what} weights contain NaN or infinite values")
+    terms = bucket_of * dimensions + flat
+    # A binary vector cannot hold a dimension twice; a repeat would be counted twice in Eq. 7.
+    keys = np.sort(np.repeat(np.arange(len(indptr) - 1), np.diff(indptr)) * width + terms)
+    repeated = np.flatnonzero(keys[1:] == keys[:-1])
+    if repeated.size:
+        raise ValueError(f"{what} {keys[repeated[0]] // width} repeats a dimension in a bucket")
+    return indptr, terms, values
+
+
+def _indptr(counts: np.ndarray) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+
+def _check_ids(ids: Sequence[str]) -> np.ndarray:
+    id_array = np.asarray([ids] if isinstance(ids, str) else list(ids), dtype=object)
+    if not all(isinstance(i, str) and i for i in id_array) or len(set(id_array.tolist())) != len(id_array):
+        raise ValueError("ids must be unique, non-empty strings: every product appears once in an index")
+    return id_array
+
+
+def _postings_problem(indptr: np.ndarray, docs: np.ndarray, terms: int, count: int) -> tuple[str, str] | None:
+    """(file, defect) if the CSR arrays are not a valid index of ``count`` documents, else None."""
+    if indptr.dtype != np.int64 or indptr.shape != (terms + 1,):
+        return INDPTR_FILE, f"must be int64 of shape ({terms + 1},), got {indptr.dtype} {indptr.shape}"
+    if indptr[0] != 0 or indptr[-1] != docs.size or (np.diff(indptr) < 0).any():
+        return INDPTR_FILE, f"must rise from 0 to {docs.size} (the postings count)"
+    if docs.ndim != 1 or docs.dtype not in (np.int32, np.int64):
+        return DOCS_FILE, f"must be a 1-D int32/int64 array, got {docs.dtype} {docs.shape}"
+    if docs.size and (docs.min() < 0 or docs.max() >= count):
+        return DOCS_FILE, f"holds document rows outside [0, {count})"
+    starts = np.zeros(docs.size, dtype=bool)
+    starts[indptr[:-1][indptr[:-1] < docs.size]] = True
+    if ((np.diff(docs) <= 0) & ~starts[1:]).any():
+        return DOCS_FILE, "has a posting list that is not strictly ascending"
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class InvertedManifest:
+    """What an inverted index holds; its JSON adds ``dimension`` = buckets × dimensions (embedding width)."""
+
+    model_id: str
+    model_version: str
+    buckets: int
+    dimensions: int
+    count: int
+    nnz: int
+    files: dict[str, FileEntry]
+    created_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        data = {
+            "kind": INVERTED_FORMAT,  # what `schemas.manifest` calls the format, so its checks work too
+            "format": INVERTED_FORMAT,
+            "format_version": INVERTED_FORMAT_VERSION,
+            "model_id": self.model_id,
+            "model_version": self.model_version,
+            "buckets": self.buckets,
+            "dimensions": self.dimensions,
+            "dimension": self.buckets * self.dimensions,
+            "count": self.count,
+            "nnz": self.nnz,
+            "files": {path: {"sha256": e.sha256, "size": e.size} for path, e in sorted(self.files.items())},
+            "created_at": self.created_at,
+            "extra": self.extra,
+        }
+        return json.dumps(data, indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str, source: Path) -> InvertedManifest:
+        """Parse and check; every defect is an IndexArtifactError naming ``source``."""
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                raise ValueError("the manifest is not a JSON object")
+            found = (data.get("format"), data.get("format_version"))
+            if found != (INVERTED_FORMAT, INVERTED_FORMAT_VERSION):
+                raise ValueError(f"format is {found}, expected {(INVERTED_FORMAT, INVERTED_FORMAT_VERSION)}")
+            manifest = cls(
+                **{key: str(data[key]) for key in ("model_id", "model_version", "created_at")},
+                **{key: int(data[key]) for key in ("buckets", "dimensions", "count", "nnz")},
+                files={p: FileEntry(str(e["sha256"]), int(e["size"])) for p, e in data["files"].items()},
+                extra=dict(data.get("extra") or {}),
+            )
+            if min(manifest.buckets, manifest.dimensions, manifest.count) < 1 or manifest.nnz < 0:
+                raise ValueError("buckets, dimensions and count must be positive")
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            message = f"{source} is not a valid inverted index manifest ({err}); {REBUILD_HINT}"
+            raise IndexArtifactError(message) from err
+        return manifest
+
+
+def _verified_manifest(directory: Path) -> InvertedManifest:
+    """The manifest, after checking every file it lists (and that it lists the three we read)."""
+    path = directory / MANIFEST_FILE
+    if not directory.is_dir() or not path.is_file():
+        raise IndexArtifactError(
+            f"{path} is missing: not a finished index (the manifest is written last); {REBUILD_HINT}"
+        )
+    manifest = InvertedManifest.from_json(path.read_text(encoding="utf-8"), path)
+    for required in (IDS_FILE, INDPTR_FILE, DOCS_FILE):
+        if required not in manifest.files:
+            raise IndexArtifactError(f"{path} does not list {required}; {REBUILD_HINT}")
+    for relative, expected in manifest.files.items():
+        if PurePosixPath(relative).is_absolute() or ".." in PurePosixPath(relative).parts:
+            raise IndexArtifactError(f"{path} lists an invalid path {relative!r}; {REBUILD_HINT}")
+        file = directory / relative
+        if not file.is_file():
+            raise IndexArtifactError(f"{file} is missing from the index artifact; {REBUILD_HINT}")
+        if artifact.file_entry(file) != expected:
+            raise IndexArtifactError(
+                f"{file} does not match the sha256/size in the manifest: the file was altered or truncated; "
+                f"{REBUILD_HINT}"
+            )
+    return manifest
+
+
+def _load_array(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise IndexArtifactError(f"{path} is not a plain .npy array ({err}); {REBUILD_HINT}") from err
+
+
+def top_k_rows(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact per-row top-k of a float32 [q, n] score block: score desc, ties by lower row (`sort_rows`)."""
+    size = scores.shape[1]
+    if k == size:
+        return sort_rows(np.broadcast_to(np.arange(size), scores.shape), scores)
+    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    top, top_scores = sort_rows(top, np.take_along_axis(scores, top, axis=1))
+    # argpartition chooses arbitrarily among documents tied with the k-th score (common: binary scores
+    # are small integers). In such rows, keep everything above it plus the lowest tied rows: O(n), no sort.
+    kth = top_scores[:, -1:]
+    redo = np.count_nonzero(scores == kth, axis=1) > np.count_nonzero(top_scores == kth, axis=1)
+    for row in np.flatnonzero(redo):
+        above = np.flatnonzero(scores[row] > kth[row])
+        chosen = np.concatenate([above, np.flatnonzero(scores[row] == kth[row])[: k - above.size]])
+        order = np.lexsort((chosen, -scores[row, chosen]))
+        top[row], top_scores[row] = chosen[order], scores[row, chosen[order]]
+    return top, top_scores
+
+
+class InvertedIndex:
+    """Binarized UHD documents as postings per (bucket, dim); `search` scores Eq. 7 from the postings.
+
+    Satisfies the `Searcher` protocol: ``dimension`` is the concatenated width B·n (``dimensions`` is
+    n, as in `UhdConfig`), a dense query row is read like `UhdOutput.embedding`. Build with `build`.
+    """
+
+    def __init__(
+        self, indptr: np.ndarray, docs: np.ndarray, ids: Sequence[str], *, buckets: int, dimensions: int
+    ) -> None:
+        if buckets < 1 or dimensions < 1:
+            raise ValueError(f"buckets and dimensions must be positive, got {buckets}, {dimensions}")
+        self._ids = _check_ids(ids)
+        if not len(self._ids):
+            raise ValueError("an index needs at least one document")
+        problem = _postings_problem(indptr, docs, buckets * dimensions, len(self._ids))
+        if problem:
+            raise ValueError(f"{problem[0].removesuffix('.npy')} {problem[1]}")
+        self._indptr, self._docs = indptr, docs
+        self.buckets, self.dimensions = buckets, dimensions
+        self._manifest: InvertedManifest | None = None
+
+    @classmethod
+    def build(
+        cls, documents: SparseRows, ids: Sequence[str], *, buckets: int, dimensions: int
+    ) -> InvertedIndex:
+        """Index documents given per bucket as active dims (or a dense [num_docs, B·n] matrix).
+
+        Documents are binarized (§3.7): any non-zero entry is active, values are ignored.
+        """
+        rows, terms, _ = _rows(documents, buckets, dimensions, "document")
+        count = len(rows) - 1
+        dtype = np.int32 if count < 2**31 else np.int64
+        doc_of = np.repeat(np.arange(count, dtype=dtype), np.diff(rows))
+        order = np.argsort(terms, kind="stable")  # stable: rows stay ascending within each term
+        counts = np.bincount(terms, minlength=buckets * dimensions)
+        return cls(_indptr(counts), doc_of[order], ids, buckets=buckets, dimensions=dimensions)
+
+    @property
+    def dimension(self) -> int:
+        return self.buckets * self.dimensions
+
+    @property
+    def size(self) -> int:
+        return len(self._ids)
+
+    @property
+    def nnz(self) -> int:
+        return int(self._docs.size)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(self._ids.tolist())
+
+    @property
+    def manifest(self) -> InvertedManifest | None:
+        return self._manifest
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"InvertedIndex({self.size} docs, {self.buckets} × {self.dimensions} dims, nnz {self.nnz})"
+
+    def search(self, queries: SparseRows, k: int) -> SearchResult:
+        """Top-min(k, size) documents per query by Eq. 7 with binarized documents; float32 scores.
+
+        Query buckets of plain dims weigh 1 each (binary matching, §3.4: the score counts shared
+        winners); `.values` or dense entries are the query's weights.
+        """
+        rows, terms, weights = _rows(queries, self.buckets, self.dimensions, "query")
+        k_eff = effective_k(k, self.size)
+        count = len(rows) - 1
+        indices = np.empty((count, k_eff), dtype=np.int64)
+        scores = np.empty((count, k_eff), dtype=np.float32)
+        block = max(1, _BLOCK_BYTES // (self.size * _BYTES_PER_CELL))
+        for start in range(0, count, block):
+            stop = min(start + block, count)
+            accumulated = self._accumulate(rows[start : stop + 1], terms, weights)
+            indices[start:stop], scores[start:stop] = top_k_rows(accumulated, k_eff)
+        return make_result(indices, scores, self._ids)
+
+    def _accumulate(self, rows: np.ndarray, terms: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """Σ of each query's weights over the posting lists of its terms: float32 [queries, size]."""
+        lo, hi = rows[0], rows[-1]
+        terms, weights = terms[lo:hi], weights[lo:hi]
+        query_of = np.repeat(np.arange(len(rows) - 1), np.diff(rows))
+        begin = self._indptr[terms]
+        lengths = self._indptr[terms + 1] - begin
+        # Every posting of every query term, gathered without a Python loop over terms.
+        positions = np.repeat(begin - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum())
+        cells = np.repeat(query_of * self.size, lengths) + self._docs[positions]
+        # Binary queries (the common case) count shared winners with an integer bincount, no weights.
+        repeated = None if (weights == 1).all() else np.repeat(weights, lengths)
+        totals = np.bincount(cells, repeated, (len(rows) - 1) * self.size)
+        return totals.astype(np.float32).reshape(len(rows) - 1, self.size)
+
+    def save(
+        self, directory: str | Path, model_id: str, model_version: str, extra: dict[str, Any] | None = None
+    ) -> InvertedManifest:
+        """Write the index into a new or empty directory; the manifest goes last (atomically)."""
+        if not model_id or not model_version:
+            raise ValueError("model_id and model_version are required: an index is valid for one encoder")
+        extra = dict(extra or {})
+        json.dumps(extra)  # TypeError now rather than a half-written artifact
+        directory = Path(directory)
+        if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+            raise FileExistsError(f"{directory} exists and is not an empty directory; choose a new path")
+        directory.mkdir(parents=True, exist_ok=True)
+        np.save(directory / INDPTR_FILE, self._indptr, allow_pickle=False)
+        np.save(directory / DOCS_FILE, self._docs, allow_pickle=False)
+        artifact.write_ids(directory, self._ids.tolist())
+        manifest = InvertedManifest(
+            model_id=model_id,
+            model_version=model_version,
+            buckets=self.buckets,
+            dimensions=self.dimensions,
+            count=self.size,
+            nnz=self.nnz,
+            files=artifact.list_files(directory),
+            extra=extra,
+        )
+        temporary = directory / f".{MANIFEST_FILE}.tmp"
+        temporary.write_text(manifest.to_json() + "\n", encoding="utf-8")
+        os.replace(temporary, directory / MANIFEST_FILE)
+        self._manifest = manifest
+        return manifest
+
+    @classmethod
+    def load(cls, directory: str | Path) -> InvertedIndex:
+        """Verify every file against the manifest, then load; any defect is an IndexArtifactError."""
+        directory = Path(directory)
+        manifest = _verified_manifest(directory)
+        indptr, docs = _load_array(directory / INDPTR_FILE), _load_array(directory / DOCS_FILE)
+        problem = _postings_problem(indptr, docs, manifest.buckets * manifest.dimensions, manifest.count)
+        if problem is None and docs.size != manifest.nnz:
+            problem = (DOCS_FILE, f"holds {docs.size} postings, the manifest says {manifest.nnz}")
+        if problem:
+            raise IndexArtifactError(f"{directory / problem[0]} {problem[1]}; {REBUILD_HINT}")
+        ids = artifact.read_ids(directory, manifest.count)
+        index = cls(indptr, docs, ids, buckets=manifest.buckets, dimensions=manifest.dimensions)
+        index._manifest = manifest
+        return index
+
+
+def _densify(rows: np.ndarray, terms: np.ndarray, values: np.ndarray, width: int) -> np.ndarray:
+    matrix = np.zeros((len(rows) - 1, width), dtype=np.float32)
+    matrix[np.repeat(np.arange(len(rows) - 1), np.diff(rows)), terms] = values
+    return matrix
+
+
+class ExactSparseSearcher(ExactSearcher):
+    """Ground truth for `InvertedIndex`: Eq. 7 as a dense matrix product, by `ExactSearcher`'s rules.
+
+    It never sees postings (documents are scattered into a dense binary [num_docs, B·n] float32
+    matrix), so agreement tests the index. Memory is num_docs × B·n × 4 bytes: for tests and samples.
+    """
+
+    def __init__(self, documents: SparseRows, ids: Sequence[str], *, buckets: int, dimensions: int) -> None:
+        rows, terms, _ = _rows(documents, buckets, dimensions, "document")
+        super().__init__(_densify(rows, terms, np.ones(terms.size), buckets * dimensions), ids)
+        self.buckets, self.dimensions = buckets, dimensions
+
+    def search(self, queries: SparseRows, k: int) -> SearchResult:
+        rows, terms, weights = _rows(queries, self.buckets, self.dimensions, "query")
+        return super().search(_densify(rows, terms, weights, self.dimension), k)

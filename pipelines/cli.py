@@ -5,6 +5,7 @@
     madr train        fine-tune an encoder variant on a dataset folder
     madr embed        Beam: embed a catalog into Parquet shards
     madr build-index  train and save a ScaNN index artifact over the shards
+    madr build-sparse-index  inverted index over a UHD model's binarized sparse vectors
     madr evaluate     Beam: embed queries, search, join judgments, report metrics
     madr export-vertex  Beam: embeddings + aspects as Vertex AI Vector Search input files
     madr experiment   train and evaluate several variants under one budget, compare them
@@ -48,6 +49,7 @@ from pipelines.options import (
     OutputOptions,
     add_stage_arguments,
 )
+from pipelines.sparse_index import build_inverted_index
 from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from pipelines.train import add_train_arguments, train_from_args
 
@@ -111,6 +113,17 @@ def _parser() -> argparse.ArgumentParser:
         description="Train a ScaNN tree + asymmetric hashing + reorder index and save it as an artifact.",
     )
     add_build_index_arguments(index)
+
+    sparse = commands.add_parser(
+        "build-sparse-index",
+        help="inverted index over a UHD model's binarized sparse vectors",
+        formatter_class=defaults,
+        description="Encode the catalog with a UHD-BERT model and index its binarized buckets (Eq. 7).",
+    )
+    sparse.add_argument("--model", required=True, help="Trained UHD model directory")
+    sparse.add_argument("--products", required=True, help="Product Parquet file or glob")
+    sparse.add_argument("--out", required=True, help="Inverted index artifact directory")
+    sparse.add_argument("--batch_size", type=int, default=64, help="Products per encoding batch")
 
     evaluate = commands.add_parser(
         "evaluate",
@@ -239,6 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(run_export_vertex(PipelineOptions(stage_argv)))
     elif args.command == "experiment":
         run_experiment(config_from_args(args), args.out)
+    elif args.command == "build-sparse-index":
+        index = build_inverted_index(args.model, args.products, args.out, args.batch_size)
+        print(f"inverted index over {index.size} products, {index.nnz} postings -> {args.out}")
     elif args.command == "evaluate":
         print(run_evaluate(PipelineOptions(stage_argv))["table"])
     elif args.command == "explain":

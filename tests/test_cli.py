@@ -18,6 +18,12 @@ SUBCOMMANDS = {
     "experiment": ["--variants", "--baseline", "--aspect_loss_weight", "--num_products"],
     "evaluate": ["--queries", "--judgments", "--index", "--searcher", "--depth", "--metrics"],
     "demo": ["--out", "--num_products", "--epochs"],
+    "build-sparse-index": ["--model", "--products", "--out"],
+    "explain": ["--model", "--query", "--product"],
+    "neighbours": ["--aspect", "--value", "--top"],
+    "nightly": ["--catalog", "--model", "--out", "--run_id", "--num_index_shards"],
+    "ingest": ["esci", "wands", "generic"],
+    "compare": ["RUN_A", "RUN_B"],
 }
 
 

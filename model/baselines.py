@@ -155,6 +155,13 @@ class DssmEncoder(DenseEncoder):
             for tower in self.transformers.values():
                 tower.word_embeddings.weight.copy_(table)
 
+    def prepare_pretraining(self) -> None:
+        """Refused, and with it `pretraining_loss`: DSSM has no transformer to pre-train."""
+        raise NotImplementedError(
+            "DSSM is not pre-trained; the paper initialises its table from a pre-trained BiBERT "
+            "(madral-kdd22 §8.2)"
+        )
+
     def forward(self, batch: TokenizedBatch, side: Side) -> EncoderOutput:
         tower = self.transformers["shared" if self.config.shared_towers else Side(side).value]
         return EncoderOutput(functional.normalize(tower(batch.input_ids, batch.attention_mask), dim=-1))

@@ -21,12 +21,14 @@ from transformers import BertModel, PreTrainedTokenizerBase
 
 from model.backbone import load_pretrained_transformer, new_transformer
 from model.config import EncoderConfig
+from model.mlm import MlmHead, mask_for_mlm, masked_lm_loss
 
 if TYPE_CHECKING:
     from model.aspects.labels import AspectLabels
     from model.aspects.vocabulary import AspectVocabulary
 
 WEIGHTS_FILE = "model.safetensors"
+MLM_HEADS = "mlm_heads"  # attribute (and state-dict prefix) of the per-tower MLM heads
 
 
 class Side(str, enum.Enum):
@@ -79,6 +81,25 @@ class TokenizedBatch:
             torch.cat([self.input_ids, pad], dim=1),
             torch.cat([self.attention_mask, torch.zeros_like(pad, dtype=self.attention_mask.dtype)], dim=1),
         )
+
+
+@dataclass(frozen=True)
+class PretrainingLoss:
+    """One side's pre-training loss: `total` = `mlm` + λp · `aspect`.
+
+    Eq. 7 of madral-kdd22 (λp = 1) and Eq. 9 of mural-wsdm24 (λ = the config's aspect_loss_weight).
+
+    `aspect` is exactly 0 for variants that learn no aspects (and when λp = 0).
+    """
+
+    total: torch.Tensor
+    mlm: torch.Tensor
+    aspect: torch.Tensor
+
+    def __post_init__(self) -> None:
+        for name in ("total", "mlm", "aspect"):
+            if getattr(self, name).dim() != 0:
+                raise ValueError(f"PretrainingLoss.{name} must be a scalar tensor")
 
 
 def pick_device(preferred: str | None = None) -> torch.device:
@@ -191,3 +212,106 @@ class DenseEncoder(nn.Module):
                 f"{path} does not match the {self.config.variant} config: "
                 f"missing {missing[:5]}, unexpected {unexpected[:5]}"
             )
+
+    # --- pre-training: L_MLM + λp Σ_{a ≠ OTHER} (L_AP^a + L_APP^a) (Eq. 7, madral-kdd22) ----------------
+
+    def prepare_pretraining(self) -> None:
+        """Add one MLM head per tower, unless there are heads already (idempotent).
+
+        A head (`model.mlm.MlmHead`) owns a BERT transform and an output bias; its decoder
+        is the tower's word-embedding matrix, passed in on every call, so nothing is tied
+        and safetensors saving keeps working. Heads are created on demand: models never
+        pre-trained keep their state dict, and `load_state_dict` recreates the heads of
+        a saved pre-trained model. Call this before building an optimiser over `parameters()`.
+        """
+        if MLM_HEADS in self._modules:
+            return
+        device = next(self.parameters()).device
+        heads = nn.ModuleDict(
+            {
+                name: MlmHead(tower.config, tower.get_input_embeddings().num_embeddings)
+                for name, tower in self.transformers.items()
+            }
+        )
+        self.add_module(MLM_HEADS, heads.to(device))
+
+    def mlm_head(self, side: Side) -> MlmHead:
+        self.prepare_pretraining()
+        return self._modules[MLM_HEADS]["shared" if self.config.shared_towers else Side(side).value]
+
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+    ) -> Any:
+        """nn.Module's, after recreating the MLM heads when `state_dict` holds some (a pre-trained model)."""
+        if any(name.startswith(f"{MLM_HEADS}.") for name in state_dict):
+            self.prepare_pretraining()
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def pretraining_loss(
+        self,
+        batch: TokenizedBatch,
+        tokenizer: PreTrainedTokenizerBase,
+        side: Side,
+        annotations: Sequence[Mapping[str, Sequence[str]] | None],
+        generator: torch.Generator,
+        aspect_weight: float = 1.0,
+        mask_probability: float = 0.15,
+    ) -> PretrainingLoss:
+        """Eq. 7 (madral-kdd22) on one side's batch, with λp = `aspect_weight` (Eq. 7 has none: 1).
+
+        Content tokens are masked with BERT's 80/10/10 scheme ([CLS], [SEP], [PAD] and the
+        other special tokens never are); the masked batch goes through the model once, the
+        MLM head scores the chosen positions from the transformer's last layer, and, when
+        the variant learns aspects, `auxiliary_loss` (Σ_{a ≠ OTHER} L_AP^a + L_APP^a) is
+        computed on the same pass's output. `annotations` run parallel to the batch.
+        """
+        side = Side(side)
+        self.prepare_pretraining()
+        size = batch.input_ids.shape[0]
+        if len(annotations) != size:
+            raise ValueError(f"{len(annotations)} annotations for a batch of {size} texts")
+        if tokenizer.mask_token_id is None:
+            raise ValueError("the tokenizer has no [MASK] token; MLM pre-training needs one")
+        masked_ids, mlm_labels = mask_for_mlm(
+            batch.input_ids,
+            tokenizer.all_special_ids,
+            mask_probability,
+            generator,
+            mask_token_id=tokenizer.mask_token_id,
+            vocab_size=int(self.config.backbone["vocab_size"]),
+        )
+        masked = TokenizedBatch(masked_ids, batch.attention_mask)
+        learns = aspect_weight > 0 and self.config.uses_aspect_labels
+        labels = self.aspect_labels(annotations, tokenizer.tokenize) if learns else None
+        hidden, output = self._pretraining_pass(masked, side, with_output=labels is not None)
+        words = self.transformer(side).get_input_embeddings().weight
+        mlm = masked_lm_loss(self.mlm_head(side), hidden, words, mlm_labels)
+        if output is None or labels is None:
+            return PretrainingLoss(total=mlm, mlm=mlm, aspect=mlm.new_zeros(()))
+        aspect = self.auxiliary_loss(output, labels.to(hidden.device))
+        return PretrainingLoss(total=mlm + aspect_weight * aspect, mlm=mlm, aspect=aspect)
+
+    def _pretraining_pass(
+        self, masked: TokenizedBatch, side: Side, with_output: bool
+    ) -> tuple[torch.Tensor, EncoderOutput | None]:
+        """Last-layer states of the masked batch, and the model's output when the aspect loss needs it.
+
+        With the output, the states are read off the tower during `forward` (one pass);
+        positions a variant pads on beyond the batch's length are dropped.
+        """
+        transformer = self.transformer(side)
+        if not with_output:
+            states = transformer(input_ids=masked.input_ids, attention_mask=masked.attention_mask)
+            return states.last_hidden_state, None
+        captured: list[torch.Tensor] = []
+        handle = transformer.register_forward_hook(lambda _module, _inputs, out: captured.append(out[0]))
+        try:
+            output = self(masked, side)
+        finally:
+            handle.remove()
+        if len(captured) != 1:
+            raise RuntimeError(
+                f"{type(self).__name__}.forward ran its transformer {len(captured)} times; "
+                "override pretraining_loss for this variant"
+            )
+        return captured[0][:, : masked.input_ids.shape[1]], output

@@ -10,7 +10,8 @@ Eq. 6-7), then projects to `projection_dim` and L2-normalises.
 MUR is the same model with λ = 0 in Eq. 9: no aspect learning, MLM only (§5.2).
 
 Fine-tuning needs nothing beyond `forward` (in-batch softmax over `embedding`,
-Eq. 10). Pre-training calls `mask_tokens` and then `pretraining_losses`.
+Eq. 10). Pre-training calls `mask_tokens` and then `pretraining_losses`; the generic
+`pretraining_loss` hook of every encoder does both.
 """
 
 from __future__ import annotations
@@ -30,16 +31,17 @@ from transformers import BertConfig, PreTrainedTokenizerBase
 from model.aspects.fusion import ClsGating
 from model.aspects.vocabulary import AspectVocabulary, Granularity
 from model.backbone import load_pretrained_transformer
-from model.encoder import DenseEncoder, EncoderOutput, Side, TokenizedBatch
-from model.mural_aspects import GranularityLabels, aspect_learning_loss, value_wordpieces, vocabulary_sizes
-from model.mural_config import MuralConfig, MurConfig, ValueTables
-from model.mural_tokens import (
-    IGNORE_INDEX,
-    MlmHead,
-    grow_word_embeddings,
-    insert_guiding_tokens,
-    mask_for_mlm,
+from model.encoder import DenseEncoder, EncoderOutput, PretrainingLoss, Side, TokenizedBatch
+from model.mlm import IGNORE_INDEX, MlmHead, mask_for_mlm
+from model.mural_aspects import (
+    GranularityLabels,
+    aspect_learning_loss,
+    build_labels,
+    value_wordpieces,
+    vocabulary_sizes,
 )
+from model.mural_config import MuralConfig, MurConfig, ValueTables
+from model.mural_tokens import grow_word_embeddings, insert_guiding_tokens
 
 WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
 
@@ -87,6 +89,8 @@ class MuralEncoder(DenseEncoder):
                 )
         # Shared option: the wordpieces of every value, as (flat ids, offsets) for embedding_bag.
         self._value_pieces: dict[tuple[str, str], tuple[torch.Tensor, torch.Tensor]] = {}
+        # V_a^g by granularity, as attached: what `pretraining_loss` builds its labels from.
+        self._label_vocabularies: dict[str, AspectVocabulary] = {}
 
     def _new_table(self, size: int, hidden: int) -> nn.Embedding:
         table = nn.Embedding(size, hidden)
@@ -255,6 +259,7 @@ class MuralEncoder(DenseEncoder):
         or phrase scores. Sizes must match the config.
         """
         unshared = ValueTables(self.config.value_tables) is ValueTables.UNSHARED
+        self._label_vocabularies = dict(vocabularies)
         for aspect, granularity in self.config.objectives:
             if granularity not in vocabularies or aspect not in vocabularies[granularity]:
                 continue
@@ -321,6 +326,37 @@ class MuralEncoder(DenseEncoder):
             return MuralPretrainingLosses(total=mlm, mlm=mlm, aspect=aspect)
         aspect = self.aspect_loss(self._output(hidden, side), aspect_labels, side)
         return MuralPretrainingLosses(total=mlm + weight * aspect, mlm=mlm, aspect=aspect)
+
+    def pretraining_loss(
+        self,
+        batch: TokenizedBatch,
+        tokenizer: PreTrainedTokenizerBase,
+        side: Side,
+        annotations: Sequence[Mapping[str, Sequence[str]] | None],
+        generator: torch.Generator,
+        aspect_weight: float = 1.0,
+        mask_probability: float = 0.15,
+    ) -> PretrainingLoss:
+        """Eq. 9 through `mask_tokens` and `pretraining_losses`.
+
+        MURAL's own settings rule: λ is the config's `aspect_loss_weight` and the masking
+        ratios its per-side `*_mask_probability` (§5.3.1), so `aspect_weight` and
+        `mask_probability` are not used. Labels come from the attached vocabularies.
+        """
+        size = batch.input_ids.shape[0]
+        if len(annotations) != size:
+            raise ValueError(f"{len(annotations)} annotations for a batch of {size} texts")
+        masked, mlm_labels = self.mask_tokens(batch, tokenizer, side, generator)
+        labels: GranularityLabels = {}
+        if self.config.aspect_loss_weight > 0:
+            if not self._label_vocabularies:
+                raise ValueError(
+                    "MURAL's aspect learning needs its value vocabularies: build the encoder with "
+                    "new_encoder(..., vocabulary=...) or call attach_vocabularies"
+                )
+            labels = build_labels(annotations, self._label_vocabularies, self.config.aspects, tokenizer)
+        losses = self.pretraining_losses(masked, mlm_labels, labels, side)
+        return PretrainingLoss(total=losses.total, mlm=losses.mlm, aspect=losses.aspect)
 
 
 class MurEncoder(MuralEncoder):

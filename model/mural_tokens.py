@@ -6,8 +6,8 @@ entries (added to the tokenizer, rows appended to the embedding table), so the
 masked-language-model objective trains them as context: they are never masked
 themselves, but every masked content token is predicted with them in view.
 
-Here: inserting the tokens into tokenised batches, BERT's 80/10/10 masking, the MLM
-head, and growing a tower's embedding table by the guiding rows.
+Here: inserting the tokens into tokenised batches and growing a tower's embedding
+table by the guiding rows; BERT's 80/10/10 masking and the MLM head are in `model.mlm`.
 """
 
 from __future__ import annotations
@@ -16,12 +16,14 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
-from transformers import BertConfig, BertModel
-from transformers.models.bert.modeling_bert import BertPredictionHeadTransform
+from transformers import BertModel
 
 from model.encoder import TokenizedBatch
 
-IGNORE_INDEX = -100  # what torch's cross-entropy skips: positions that are not MLM targets
+# The MLM itself is model-agnostic and lives in model.mlm; re-exported for existing callers.
+from model.mlm import IGNORE_INDEX as IGNORE_INDEX
+from model.mlm import MlmHead as MlmHead
+from model.mlm import mask_for_mlm as mask_for_mlm
 
 
 def guiding_token_text(group_name: str) -> str:
@@ -64,63 +66,6 @@ def insert_guiding_tokens(
         ids[rows, new_length - 1] = input_ids[rows, real_lengths[rows] - 1]
     ids[mask == 0] = pad_token_id
     return TokenizedBatch(ids, mask)
-
-
-def mask_for_mlm(
-    input_ids: torch.Tensor,
-    special_token_ids: Sequence[int],
-    probability: float,
-    generator: torch.Generator,
-    *,
-    mask_token_id: int,
-    vocab_size: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """BERT's masking for Eq. 8 (mural-wsdm24): returns (masked input ids, labels).
-
-    Each token outside `special_token_ids` (pass [CLS], [SEP], [PAD] and the guiding
-    tokens) is chosen with `probability`; a chosen token becomes [MASK] 80% of the
-    time, a random token from [0, vocab_size) 10% of the time and stays itself 10%
-    of the time. Labels hold the original id at chosen positions and -100 elsewhere.
-    `vocab_size` should exclude the guiding tokens so they never appear as noise.
-    """
-    if not 0 <= probability <= 1:
-        raise ValueError(f"MLM probability must be in [0, 1], got {probability}")
-
-    def uniform() -> torch.Tensor:
-        # Drawn on the generator's device so a CPU generator also works for GPU batches.
-        draw = torch.rand(input_ids.shape, generator=generator, device=generator.device)
-        return draw.to(input_ids.device)
-
-    special = torch.as_tensor(list(special_token_ids), dtype=input_ids.dtype, device=input_ids.device)
-    maskable = ~torch.isin(input_ids, special)
-    chosen = (uniform() < probability) & maskable
-    labels = torch.where(chosen, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
-    roll = uniform()
-    replace_with_mask = chosen & (roll < 0.8)
-    replace_with_random = chosen & (roll >= 0.8) & (roll < 0.9)
-    random_ids = torch.randint(
-        vocab_size, input_ids.shape, generator=generator, device=generator.device, dtype=input_ids.dtype
-    ).to(input_ids.device)
-    masked = input_ids.clone()
-    masked[replace_with_mask] = mask_token_id
-    masked[replace_with_random] = random_ids[replace_with_random]
-    return masked, labels
-
-
-class MlmHead(nn.Module):
-    """BERT's MLM head with the decoder tied to the word embeddings (passed in, not owned).
-
-    Not owning the decoder keeps one copy of the tied matrix in the state dict, which
-    safetensors requires.
-    """
-
-    def __init__(self, backbone: BertConfig, vocab_size: int) -> None:
-        super().__init__()
-        self.transform = BertPredictionHeadTransform(backbone)
-        self.bias = nn.Parameter(torch.zeros(vocab_size))
-
-    def forward(self, hidden: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
-        return self.transform(hidden) @ word_embeddings.T + self.bias
 
 
 def grow_word_embeddings(transformer: BertModel, extra: int) -> None:

@@ -2,6 +2,7 @@
 
     madr generate     write the embedded synthetic benchmark (catalog, queries, judgments)
     madr ingest       ESCI, WANDS or your own JSONL/CSV/Parquet files -> a dataset folder
+    madr pretrain     pre-train an encoder variant (MLM + aspect losses) on a dataset folder
     madr train        fine-tune an encoder variant on a dataset folder
     madr embed        Beam: embed a catalog into Parquet shards
     madr build-index  train and save a ScaNN index artifact over the shards
@@ -49,6 +50,7 @@ from pipelines.options import (
     OutputOptions,
     add_stage_arguments,
 )
+from pipelines.pretrain import add_pretrain_arguments, pretrain_from_args
 from pipelines.sparse_index import build_inverted_index
 from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from pipelines.train import add_train_arguments, train_from_args
@@ -89,6 +91,15 @@ def _parser() -> argparse.ArgumentParser:
         description="Map a source's files onto madr's schemas; bad rows go to dead_letters.jsonl.",
     )
     add_ingest_arguments(ingest)
+
+    pretrain = commands.add_parser(
+        "pretrain",
+        help="pre-train an encoder on a catalog and its queries",
+        formatter_class=defaults,
+        description="Domain pre-training (madral-kdd22 Eq. 7): MLM plus the aspect losses of variants that "
+        "learn aspects, on products (document side) and queries; `madr train --init_from` fine-tunes it.",
+    )
+    add_pretrain_arguments(pretrain)
 
     train = commands.add_parser(
         "train",
@@ -223,6 +234,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         counts = {stream: counts.to_json() for stream, counts in result.counts.items()}
         print(json.dumps(counts, indent=2))
         print(f"dataset written; manifest {manifest}")
+    elif args.command == "pretrain":
+        pretrained = pretrain_from_args(args)
+        print(
+            f"pre-trained {pretrained.steps} steps; MLM loss {pretrained.initial.mlm:.4f} -> "
+            f"{pretrained.final.mlm:.4f}, aspect loss {pretrained.initial.aspect:.4f} -> "
+            f"{pretrained.final.aspect:.4f}; model in {pretrained.model_dir}"
+        )
     elif args.command == "train":
         report = train_from_args(args)
         print(

@@ -12,12 +12,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from model import new_encoder, text_for_model
+from transformers import PreTrainedTokenizerBase
+
+from model import DenseEncoder, load_config, load_encoder, new_encoder, text_for_model
 from model.training import Trainer, TrainingConfig, TrainingReport
 from pipelines.layout import DatasetLayout
 from pipelines.training_data import load_training_set
 from pipelines.vocabulary import run_build_vocabulary
 from schemas import AspectSchema, write_manifest
+from schemas.manifest import MANIFEST_FILE
 
 LOGGER = logging.getLogger(__name__)
 
@@ -39,6 +42,8 @@ class TrainJob:
     max_document_length: int = 128
     min_aspect_count: int = 2
     variant_options: tuple[tuple[str, Any], ...] = ()
+    # A model directory (`madr pretrain`) to fine-tune instead of a fresh model on `backbone`.
+    init_from: str | None = None
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +54,13 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", default="bibert", help="Encoder variant (default: %(default)s)")
     parser.add_argument(
         "--backbone", default=None, help="BERT folder to start from (default: the bundled MiniLM)"
+    )
+    parser.add_argument(
+        "--init_from",
+        default=None,
+        metavar="MODEL_DIR",
+        help="Fine-tune this model directory (written by `madr pretrain`) instead of a fresh model on "
+        "--backbone; it keeps its architecture, settings and aspect vocabulary",
     )
     parser.add_argument("--model_version", default="1", help="Version stamped on every embedding row")
     parser.add_argument(
@@ -68,6 +80,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--min_aspect_count", type=int, default=2, help="Drop aspect values seen in fewer records (§8.1)"
+    )
+    parser.add_argument("--max_query_length", type=int, default=32, help="Query truncation, in wordpieces")
+    parser.add_argument(
+        "--max_document_length", type=int, default=128, help="Product truncation, in wordpieces"
     )
     parser.add_argument(
         "--aspect_loss_weight",
@@ -121,6 +137,7 @@ def train_from_args(args: argparse.Namespace) -> TrainingReport:
         max_document_length=args.max_document_length,
         min_aspect_count=args.min_aspect_count,
         variant_options=parse_variant_options(args.variant_option),
+        init_from=args.init_from,
     )
     loop = TrainingConfig(
         epochs=args.epochs,
@@ -137,30 +154,55 @@ def train_from_args(args: argparse.Namespace) -> TrainingReport:
     return run_training(job, loop)
 
 
-def run_training(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
-    layout = DatasetLayout(job.dataset)
-    with tempfile.TemporaryDirectory() as scratch:
-        vocabulary = run_build_vocabulary(
-            layout.products,
-            layout.queries,
-            job.aspects.names,
-            job.min_aspect_count,
-            f"{scratch}/vocabulary.json",
+def load_pretrained_encoder(
+    job: TrainJob, device: str | None = None
+) -> tuple[DenseEncoder, PreTrainedTokenizerBase, dict[str, int] | None]:
+    """The encoder of `job.init_from`, its tokenizer and, from its manifest, its aspect vocabulary sizes.
+
+    The directory fixes the architecture and settings; only `model_version` is the job's.
+    A model of another variant is refused; other settings that differ are logged and ignored.
+    """
+    directory = Path(str(job.init_from))
+    config = load_config(directory)  # names the problem when DIR is no model directory
+    if config.variant != job.variant:
+        raise ValueError(
+            f"--init_from {directory} holds a {config.variant!r} model, not {job.variant!r}: "
+            f"fine-tune it with --variant {config.variant}, or pre-train a {job.variant} model"
         )
-    LOGGER.info("aspect vocabulary sizes: %s", vocabulary.sizes())
-    encoder, tokenizer = new_encoder(
-        job.variant,
-        backbone_path=job.backbone,
-        model_id=job.variant,
-        model_version=job.model_version,
-        projection_dim=job.projection_dim,
-        shared_towers=job.shared_towers,
-        aspects=job.aspects.names,
-        max_query_length=job.max_query_length,
-        max_document_length=job.max_document_length,
-        vocabulary=vocabulary,
+    wanted = {
+        "projection_dim": job.projection_dim,
+        "shared_towers": job.shared_towers,
+        "aspects": list(job.aspects.names),
+        "max_query_length": job.max_query_length,
+        "max_document_length": job.max_document_length,
         **dict(job.variant_options),
+    }
+    saved = config.to_dict()
+    ignored = {
+        name: saved.get(name)
+        for name, value in wanted.items()
+        if json.loads(json.dumps(value)) != saved.get(name)
+    }
+    if ignored:
+        LOGGER.warning(
+            "--init_from %s keeps its own settings %s; the job's differ and are ignored", directory, ignored
+        )
+    encoder, tokenizer = load_encoder(directory, device=device)
+    encoder.config = encoder.config.replace(model_version=job.model_version)
+    manifest_path = directory / MANIFEST_FILE
+    sizes = (
+        json.loads(manifest_path.read_text()).get("aspect_vocabulary_sizes")
+        if manifest_path.is_file()
+        else None
     )
+    return encoder, tokenizer, sizes
+
+
+def run_training(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
+    if job.init_from:
+        encoder, tokenizer, vocabulary_sizes = load_pretrained_encoder(job, loop.device)
+    else:
+        encoder, tokenizer, vocabulary_sizes = _new_job_encoder(job)
     text_of = partial(text_for_model, config=encoder.config)
     train = load_training_set(job.dataset, "train", text_of)
     valid = load_training_set(job.dataset, "valid", text_of)
@@ -178,7 +220,8 @@ def run_training(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
             "variant_options": dict(job.variant_options),
             "model_version": job.model_version,
             "dataset": job.dataset,
-            "aspect_vocabulary_sizes": vocabulary.sizes(),
+            "init_from": job.init_from,
+            "aspect_vocabulary_sizes": vocabulary_sizes,
             "loss": {"pointwise": loop.pointwise_loss_weight, "aspect": loop.aspect_loss_weight},
             "train_queries": len(examples),
             "valid_queries": len(valid.examples),
@@ -189,3 +232,32 @@ def run_training(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
         },
     )
     return report
+
+
+def _new_job_encoder(job: TrainJob) -> tuple[DenseEncoder, PreTrainedTokenizerBase, dict[str, int]]:
+    """A fresh encoder on the job's backbone, its heads sized by the dataset's aspect vocabulary."""
+    layout = DatasetLayout(job.dataset)
+    with tempfile.TemporaryDirectory() as scratch:
+        vocabulary = run_build_vocabulary(
+            layout.products,
+            layout.queries,
+            job.aspects.names,
+            job.min_aspect_count,
+            f"{scratch}/vocabulary.json",
+        )
+    LOGGER.info("aspect vocabulary sizes: %s", vocabulary.sizes())
+    settings = {
+        "model_id": job.variant,
+        "model_version": job.model_version,
+        "projection_dim": job.projection_dim,
+        "shared_towers": job.shared_towers,
+        "aspects": job.aspects.names,
+        "max_query_length": job.max_query_length,
+        "max_document_length": job.max_document_length,
+    }
+    # --variant_option is the most specific setting, so it wins over the general flags.
+    settings.update(job.variant_options)
+    encoder, tokenizer = new_encoder(
+        job.variant, backbone_path=job.backbone, vocabulary=vocabulary, **settings
+    )
+    return encoder, tokenizer, vocabulary.sizes()

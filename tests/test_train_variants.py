@@ -104,3 +104,32 @@ def test_variant_options_parse_json_values() -> None:
     )
     with pytest.raises(ValueError, match="KEY=VALUE"):
         parse_variant_options(["fusion"])
+
+
+def test_madr_train_from_the_command_line(dataset: str, tiny_backbone_dir, tmp_path) -> None:
+    from pipelines.cli import main
+
+    out = tmp_path / "cli-model"
+    main(
+        [
+            "train",
+            "--data",
+            dataset,
+            "--out",
+            str(out),
+            "--backbone",
+            str(tiny_backbone_dir),
+            "--projection_dim",
+            "8",
+            "--max_steps",
+            "1",
+            "--batch_size",
+            "4",
+            "--max_document_length",
+            "24",
+            "--variant_option",
+            "shared_towers=false",
+        ]
+    )
+    encoder, _ = load_encoder(out)
+    assert encoder.config.max_document_length == 24 and not encoder.config.shared_towers

@@ -1,7 +1,25 @@
-"""Fine-tuning: losses, settings and the training loop shared by every variant."""
+"""Pre-training and fine-tuning: losses, settings and the training loops shared by every variant."""
 
 from model.training.config import QueryExamples, TrainingConfig
 from model.training.losses import in_batch_softmax_loss
+from model.training.pretrain import (
+    Pretrainer,
+    PretrainingConfig,
+    PretrainingRecord,
+    PretrainingReport,
+    StepLosses,
+)
 from model.training.trainer import Trainer, TrainingReport
 
-__all__ = ["QueryExamples", "Trainer", "TrainingConfig", "TrainingReport", "in_batch_softmax_loss"]
+__all__ = [
+    "Pretrainer",
+    "PretrainingConfig",
+    "PretrainingRecord",
+    "PretrainingReport",
+    "QueryExamples",
+    "StepLosses",
+    "Trainer",
+    "TrainingConfig",
+    "TrainingReport",
+    "in_batch_softmax_loss",
+]

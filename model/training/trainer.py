@@ -8,10 +8,8 @@ resumed from its last checkpoint sees the same batches it would have seen.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,11 +21,17 @@ from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmu
 
 from model.aspects.losses import pointwise_relevance_loss
 from model.encoder import DenseEncoder, EncoderOutput, Side, pick_device
+from model.training.checkpoints import (
+    checkpoint_dir,
+    read_checkpoint_state,
+    resume_from_checkpoint,
+    run_fingerprint,
+    save_checkpoint,
+)
 from model.training.config import Annotations, QueryExamples, TrainingConfig
 from model.training.losses import in_batch_softmax_loss
 
 LOGGER = logging.getLogger(__name__)
-STATE_FILE = "trainer_state.pt"
 
 
 @dataclass(frozen=True)
@@ -216,7 +220,7 @@ class Trainer:
 
     @property
     def checkpoint_dir(self) -> Path:
-        return self.output_dir / "checkpoints" / "last"
+        return checkpoint_dir(self.output_dir)
 
     def _maybe_select(self, step: int, valid_loss: float, best: tuple[float, int]) -> tuple[float, int]:
         LOGGER.info("step %d: validation loss %.4f (best %.4f)", step, valid_loss, best[0])
@@ -227,10 +231,7 @@ class Trainer:
 
     def _run_fingerprint(self, train: Sequence[QueryExamples]) -> dict[str, object]:
         """What must match for a checkpoint to belong to this run."""
-        settings = dataclasses.asdict(self.config)
-        for irrelevant in ("device", "show_progress"):
-            settings.pop(irrelevant)
-        return {"training": settings, "examples": len(train), "model": self.encoder.config.to_dict()}
+        return run_fingerprint(self.config, self.encoder, examples=len(train))
 
     def _checkpoint(
         self,
@@ -240,22 +241,16 @@ class Trainer:
         best: tuple[float, int],
         fingerprint: dict[str, object],
     ) -> None:
-        staging = self.checkpoint_dir.with_name("last.tmp")
-        shutil.rmtree(staging, ignore_errors=True)
-        self.encoder.save_pretrained(staging, self.tokenizer)
-        torch.save(
-            {
-                "step": step,
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "torch_rng": torch.get_rng_state(),
-                "best": best,
-                "fingerprint": fingerprint,
-            },
-            staging / STATE_FILE,
+        save_checkpoint(
+            self.checkpoint_dir,
+            self.encoder,
+            self.tokenizer,
+            step=step,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            fingerprint=fingerprint,
+            best=best,
         )
-        shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
-        staging.rename(self.checkpoint_dir)  # a crash leaves either the old or the new checkpoint
 
     def _resume(
         self,
@@ -263,24 +258,9 @@ class Trainer:
         scheduler: torch.optim.lr_scheduler.LRScheduler,
         fingerprint: dict[str, object],
     ) -> int:
-        state_path = self.checkpoint_dir / STATE_FILE
-        if not state_path.is_file():
-            return 0
-        state = torch.load(state_path, weights_only=False)
-        if state.get("fingerprint") != fingerprint:
-            raise ValueError(
-                f"{self.checkpoint_dir} holds a checkpoint of a different run (other settings, data or "
-                "model); write to a new output directory, or delete that checkpoint to start over"
-            )
-        self.encoder.load_weights(self.checkpoint_dir)
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["torch_rng"])
-        LOGGER.info("resuming from %s at step %d", self.checkpoint_dir, state["step"])
-        return int(state["step"])
+        state = resume_from_checkpoint(self.checkpoint_dir, self.encoder, optimizer, scheduler, fingerprint)
+        return 0 if state is None else int(state["step"])
 
     def _read_best(self) -> tuple[float, int]:
-        state_path = self.checkpoint_dir / STATE_FILE
-        if state_path.is_file():
-            return tuple(torch.load(state_path, weights_only=False)["best"])
-        return (float("nan"), 0)
+        state = read_checkpoint_state(self.checkpoint_dir)
+        return (float("nan"), 0) if state is None else tuple(state["best"])

@@ -1,0 +1,255 @@
+"""Domain pre-training before fine-tuning (madral-kdd22 §7.1, Eq. 7; mural-wsdm24 Eq. 9).
+
+The loop is generic: every variant's `pretraining_loss` says what its loss is
+(L_MLM, plus the aspect losses when it learns aspects), and the loop only feeds it
+batches of one side at a time, products on the document side and queries on the
+query side. Like the fine-tuning `Trainer`, batches and masks derive from (seed,
+epoch, step), and an interrupted run resumed from its last checkpoint ends exactly
+where an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
+
+from model.encoder import DenseEncoder, PretrainingLoss, Side, pick_device
+from model.training.checkpoints import (
+    checkpoint_dir,
+    resume_from_checkpoint,
+    run_fingerprint,
+    save_checkpoint,
+)
+from model.training.config import Annotations
+
+
+@dataclass(frozen=True)
+class PretrainingConfig:
+    """How long and how to pre-train.
+
+    Attributes:
+        epochs / max_steps: passes over the records, capped at `max_steps` optimiser steps.
+        batch_size: texts per step; a step sees one side only (queries or products).
+        aspect_weight: λp on the aspect losses. Eq. 7 (madral-kdd22) adds them unweighted,
+            hence 1; MURAL uses its config's λ instead (Eq. 9).
+        mask_probability: share of content tokens chosen for L_MLM (BERT's 0.15); MURAL
+            uses its config's per-side ratios.
+        checkpoint_every: steps between resumable checkpoints (0: only at the end).
+    """
+
+    epochs: int = 1
+    max_steps: int | None = None
+    batch_size: int = 32
+    learning_rate: float = 5e-5
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    aspect_weight: float = 1.0
+    mask_probability: float = 0.15
+    seed: int = 13
+    checkpoint_every: int = 0
+    device: str | None = None
+    show_progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1:
+            raise ValueError(f"epochs must be >= 1, got {self.epochs}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1 when set, got {self.max_steps}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if not 0 < self.learning_rate < 1:
+            raise ValueError(f"learning_rate must be in (0, 1), got {self.learning_rate}")
+        if not 0 <= self.warmup_fraction < 1:
+            raise ValueError("warmup_fraction must be in [0, 1)")
+        if self.aspect_weight < 0:
+            raise ValueError(f"aspect_weight must be >= 0, got {self.aspect_weight}")
+        if not 0 < self.mask_probability < 1:
+            raise ValueError(f"mask_probability must be in (0, 1), got {self.mask_probability}")
+        if self.checkpoint_every < 0:
+            raise ValueError("checkpoint_every must be >= 0 (0 = at the end only)")
+
+
+@dataclass(frozen=True)
+class PretrainingRecord:
+    """One pre-training text: a product (document side) or a query (query side), with its annotations."""
+
+    text: str
+    side: Side
+    aspects: Annotations = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "side", Side(self.side))
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise ValueError(f"a pre-training record needs a non-empty text, got {self.text!r}")
+
+
+@dataclass(frozen=True)
+class PretrainingBatch:
+    side: Side
+    texts: tuple[str, ...]
+    aspects: tuple[Annotations, ...]
+
+
+@dataclass(frozen=True)
+class StepLosses:
+    """The losses of one optimiser step, as floats."""
+
+    total: float
+    mlm: float
+    aspect: float
+
+    @classmethod
+    def of(cls, loss: PretrainingLoss) -> StepLosses:
+        return cls(loss.total.item(), loss.mlm.item(), loss.aspect.item())
+
+    @classmethod
+    def mean(cls, steps: Sequence[StepLosses]) -> StepLosses:
+        if not steps:
+            return cls(math.nan, math.nan, math.nan)
+        means = (float(np.mean([getattr(s, name) for s in steps])) for name in ("total", "mlm", "aspect"))
+        return cls(*means)
+
+
+@dataclass(frozen=True)
+class PretrainingReport:
+    """Steps run, per-step losses, and means over the first and last steps (a window of up to 10)."""
+
+    steps: int
+    history: tuple[StepLosses, ...]
+    model_dir: Path
+
+    @property
+    def window(self) -> int:
+        return max(1, min(10, len(self.history) // 4))
+
+    @property
+    def initial(self) -> StepLosses:
+        return StepLosses.mean(self.history[: self.window])
+
+    @property
+    def final(self) -> StepLosses:
+        return StepLosses.mean(self.history[-self.window :])
+
+
+def pretraining_batches(
+    records: Sequence[PretrainingRecord], batch_size: int, seed: int, epoch: int
+) -> list[PretrainingBatch]:
+    """The batches of one epoch, each of one side, in an order that is a pure function of (seed, epoch)."""
+    rng = np.random.default_rng([seed, epoch])
+    batches = []
+    for side in Side:
+        chosen = [record for record in records if record.side is side]
+        order = rng.permutation(len(chosen))
+        for start in range(0, len(order), batch_size):
+            group = [chosen[i] for i in order[start : start + batch_size]]
+            batches.append(
+                PretrainingBatch(side, tuple(r.text for r in group), tuple(r.aspects for r in group))
+            )
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def mask_generator(seed: int, step: int) -> torch.Generator:
+    """The CPU generator that draws step `step`'s MLM masks: the same after a resume."""
+    return torch.Generator().manual_seed(int(np.random.SeedSequence([seed, step]).generate_state(1)[0]))
+
+
+class Pretrainer:
+    """Pre-trains an encoder with its `pretraining_loss` and writes it with `save_pretrained`.
+
+    OUT receives the pre-trained model (MLM heads included, so pre-training can go on
+    from it); OUT/checkpoints/last the resumable checkpoint (`model.training.checkpoints`).
+    """
+
+    def __init__(
+        self,
+        encoder: DenseEncoder,
+        tokenizer: PreTrainedTokenizerBase,
+        config: PretrainingConfig,
+        output_dir: str | Path,
+    ) -> None:
+        self.encoder = encoder
+        self.tokenizer = tokenizer
+        self.config = config
+        self.output_dir = Path(output_dir)
+        self.device = pick_device(config.device)
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return checkpoint_dir(self.output_dir)
+
+    def batch_loss(self, batch: PretrainingBatch, step: int) -> PretrainingLoss:
+        """Eq. 7 (madral-kdd22) of one side's batch, with the masks of `step`."""
+        encoder, cfg = self.encoder, self.config
+        tokenized = encoder.tokenize(self.tokenizer, list(batch.texts), batch.side).to(self.device)
+        return encoder.pretraining_loss(
+            tokenized,
+            self.tokenizer,
+            batch.side,
+            list(batch.aspects),
+            mask_generator(cfg.seed, step),
+            aspect_weight=cfg.aspect_weight,
+            mask_probability=cfg.mask_probability,
+        )
+
+    def fit(self, records: Sequence[PretrainingRecord]) -> PretrainingReport:
+        cfg = self.config
+        if not records:
+            raise ValueError("pre-training needs at least one record")
+        torch.manual_seed(cfg.seed)
+        self.encoder.prepare_pretraining()  # the MLM heads exist before the optimiser is built
+        self.encoder.to(self.device).train()
+        steps_per_epoch = len(pretraining_batches(records, cfg.batch_size, cfg.seed, 0))
+        total_steps = cfg.epochs * steps_per_epoch
+        if cfg.max_steps is not None:
+            total_steps = min(total_steps, cfg.max_steps)
+        optimizer = torch.optim.AdamW(
+            self.encoder.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay
+        )
+        scheduler = get_linear_schedule_with_warmup(
+            optimizer, math.ceil(cfg.warmup_fraction * total_steps), total_steps
+        )
+        sides = {side.value: sum(r.side is side for r in records) for side in Side}
+        fingerprint = run_fingerprint(cfg, self.encoder, records=sides)
+        state = resume_from_checkpoint(self.checkpoint_dir, self.encoder, optimizer, scheduler, fingerprint)
+        step = 0 if state is None else int(state["step"])
+        history = [] if state is None else [StepLosses(*losses) for losses in state["history"]]
+        progress = tqdm(
+            total=total_steps, initial=step, desc="pretrain", disable=not cfg.show_progress, mininterval=2
+        )
+        while step < total_steps:
+            epoch, offset = divmod(step, steps_per_epoch)
+            batches = pretraining_batches(records, cfg.batch_size, cfg.seed, epoch)
+            for batch in batches[offset : offset + total_steps - step]:
+                loss = self.batch_loss(batch, step)
+                loss.total.backward()
+                torch.nn.utils.clip_grad_norm_(self.encoder.parameters(), cfg.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                history.append(StepLosses.of(loss))
+                progress.update(1)
+                progress.set_postfix(mlm=f"{history[-1].mlm:.3f}", aspect=f"{history[-1].aspect:.3f}")
+                if step == total_steps or (cfg.checkpoint_every and step % cfg.checkpoint_every == 0):
+                    save_checkpoint(
+                        self.checkpoint_dir,
+                        self.encoder,
+                        self.tokenizer,
+                        step=step,
+                        optimizer=optimizer,
+                        scheduler=scheduler,
+                        fingerprint=fingerprint,
+                        history=[(s.total, s.mlm, s.aspect) for s in history],
+                    )
+        progress.close()
+        self.encoder.save_pretrained(self.output_dir, self.tokenizer)
+        self.encoder.eval()
+        return PretrainingReport(steps=step, history=tuple(history), model_dir=self.output_dir)

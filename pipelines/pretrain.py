@@ -1,0 +1,222 @@
+"""`madr pretrain`: domain pre-training of a variant on a dataset folder (madral-kdd22 §7.1).
+
+Products are pre-trained on the document side and the queries of the chosen splits
+on the query side, with L_MLM plus, for variants that learn aspects, the aspect
+losses of Eq. 7 (madral-kdd22) or Eq. 9 (mural-wsdm24). The result is a model
+directory like `madr train` writes (manifest kind "madr-model", "pretrained": true);
+`madr train --init_from DIR` fine-tunes from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+
+from model import DenseEncoder, Side, new_encoder, text_for_model
+from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, PretrainingReport
+from pipelines.layout import DatasetLayout
+from pipelines.train import parse_variant_options
+from pipelines.vocabulary import run_build_vocabulary
+from schemas import AspectSchema, InvalidRecord, validate_product, validate_query, write_manifest
+
+LOGGER = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PretrainJob:
+    """What to pre-train on and where to write it; the model settings mirror `TrainJob`'s."""
+
+    dataset: str
+    output: str
+    variant: str = "bibert"
+    backbone: str | None = None
+    model_version: str = "1"
+    projection_dim: int = 128
+    shared_towers: bool = True
+    aspects: AspectSchema = field(default_factory=AspectSchema)
+    max_query_length: int = 32
+    max_document_length: int = 128
+    min_aspect_count: int = 2
+    query_splits: tuple[str, ...] = ("train",)
+    max_products: int | None = None
+    variant_options: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.max_products is not None and self.max_products < 1:
+            raise ValueError(f"max_products must be >= 1 when set, got {self.max_products}")
+
+
+def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
+    loop = PretrainingConfig()
+    parser.add_argument("--data", required=True, help="Dataset folder (products/, queries.parquet)")
+    parser.add_argument("--out", required=True, help="Model directory to write")
+    parser.add_argument("--variant", default="bibert", help="Encoder variant (not dssm)")
+    parser.add_argument(
+        "--backbone", default=None, help="BERT folder to start from (default: bundled MiniLM)"
+    )
+    parser.add_argument("--model_version", default="1", help="Version stamped in the model config")
+    parser.add_argument("--projection_dim", type=int, default=128, help="Embedding size")
+    parser.add_argument("--separate_towers", action="store_true", help="Separate query and document encoders")
+    parser.add_argument("--aspects", default="category,brand,color", help="Aspect names")
+    parser.add_argument(
+        "--variant_option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="A field of the variant's config (repeatable; JSON values parse as JSON)",
+    )
+    parser.add_argument("--min_aspect_count", type=int, default=2, help="Drop rarer aspect values (§8.1)")
+    parser.add_argument("--max_query_length", type=int, default=32, help="Query truncation, in wordpieces")
+    parser.add_argument("--max_document_length", type=int, default=128, help="Product truncation")
+    parser.add_argument(
+        "--query_splits", default="train", help="Comma-separated query splits pre-trained on (query side)"
+    )
+    parser.add_argument("--max_products", type=int, default=None, help="Pre-train on at most this many")
+    parser.add_argument("--epochs", type=int, default=loop.epochs, help="Passes over the records")
+    parser.add_argument("--max_steps", type=int, default=None, help="Stop after this many optimiser steps")
+    parser.add_argument("--batch_size", type=int, default=loop.batch_size, help="Texts per step (one side)")
+    parser.add_argument("--learning_rate", type=float, default=loop.learning_rate, help="AdamW learning rate")
+    parser.add_argument("--warmup_fraction", type=float, default=loop.warmup_fraction, help="Linear warmup")
+    parser.add_argument(
+        "--aspect_weight", type=float, default=loop.aspect_weight, help="λp on the aspect losses (Eq. 7: 1)"
+    )
+    parser.add_argument(
+        "--mask_probability", type=float, default=loop.mask_probability, help="MLM masking ratio"
+    )
+    parser.add_argument("--checkpoint_every", type=int, default=0, help="Steps between resumable checkpoints")
+    parser.add_argument("--seed", type=int, default=loop.seed, help="Seed of data order, masks and init")
+    parser.add_argument("--device", default=None, help="Torch device; default: GPU when present, else CPU")
+
+
+def pretrain_from_args(args: argparse.Namespace) -> PretrainingReport:
+    job = PretrainJob(
+        dataset=args.data,
+        output=args.out,
+        variant=args.variant,
+        backbone=args.backbone,
+        model_version=args.model_version,
+        projection_dim=args.projection_dim,
+        shared_towers=not args.separate_towers,
+        aspects=AspectSchema.parse(args.aspects),
+        max_query_length=args.max_query_length,
+        max_document_length=args.max_document_length,
+        min_aspect_count=args.min_aspect_count,
+        query_splits=tuple(s.strip() for s in args.query_splits.split(",") if s.strip()),
+        max_products=args.max_products,
+        variant_options=parse_variant_options(args.variant_option),
+    )
+    loop = PretrainingConfig(
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        warmup_fraction=args.warmup_fraction,
+        aspect_weight=args.aspect_weight,
+        mask_probability=args.mask_probability,
+        checkpoint_every=args.checkpoint_every,
+        seed=args.seed,
+        device=args.device,
+    )
+    return run_pretraining(job, loop)
+
+
+def _rows(pattern: str) -> Iterator[dict[str, Any]]:
+    paths = sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
+    for path in paths:
+        with FileSystems.open(path) as handle:
+            for batch in pq.ParquetFile(handle).iter_batches(batch_size=8192):
+                yield from batch.to_pylist()
+
+
+def load_pretraining_records(job: PretrainJob, encoder: DenseEncoder) -> list[PretrainingRecord]:
+    """Products (as the model reads them) on the document side, then the chosen splits' queries."""
+    layout = DatasetLayout(job.dataset)
+    records, skipped = [], 0
+    for row in _rows(layout.products):
+        if job.max_products is not None and len(records) >= job.max_products:
+            break
+        try:
+            product = validate_product(row)
+        except InvalidRecord as error:
+            skipped += 1
+            LOGGER.debug("skipping product: %s", error)
+            continue
+        text = text_for_model(product, encoder.config)
+        records.append(PretrainingRecord(text, Side.DOCUMENT, product["aspects"] or None))
+    for row in _rows(layout.queries):
+        try:
+            query = validate_query(row)
+        except InvalidRecord as error:
+            skipped += 1
+            LOGGER.debug("skipping query: %s", error)
+            continue
+        if query["split"] in job.query_splits:
+            records.append(PretrainingRecord(query["text"], Side.QUERY, query["aspects"] or None))
+    if skipped:
+        LOGGER.warning("%d invalid products or queries skipped", skipped)
+    return records
+
+
+def run_pretraining(job: PretrainJob, loop: PretrainingConfig) -> PretrainingReport:
+    layout = DatasetLayout(job.dataset)
+    with tempfile.TemporaryDirectory() as scratch:
+        vocabulary = run_build_vocabulary(
+            layout.products,
+            layout.queries,
+            job.aspects.names,
+            job.min_aspect_count,
+            f"{scratch}/vocabulary.json",
+        )
+    LOGGER.info("aspect vocabulary sizes: %s", vocabulary.sizes())
+    encoder, tokenizer = new_encoder(
+        job.variant,
+        backbone_path=job.backbone,
+        model_id=job.variant,
+        model_version=job.model_version,
+        projection_dim=job.projection_dim,
+        shared_towers=job.shared_towers,
+        aspects=job.aspects.names,
+        max_query_length=job.max_query_length,
+        max_document_length=job.max_document_length,
+        vocabulary=vocabulary,
+        **dict(job.variant_options),
+    )
+    records = load_pretraining_records(job, encoder)
+    sides = {side.value: sum(r.side is side for r in records) for side in Side}
+    LOGGER.info("pre-training on %d products and %d queries", sides["document"], sides["query"])
+    pretrainer = Pretrainer(encoder, tokenizer, loop, job.output)
+    report = pretrainer.fit(records)
+    # Checkpoints only serve to resume an interrupted run; the finished artifact is the model.
+    shutil.rmtree(pretrainer.checkpoint_dir.parent, ignore_errors=True)
+    write_manifest(
+        Path(job.output),
+        kind="madr-model",
+        info={
+            "variant": job.variant,
+            "variant_options": dict(job.variant_options),
+            "model_version": job.model_version,
+            "dataset": job.dataset,
+            "pretrained": True,
+            "aspect_vocabulary_sizes": vocabulary.sizes(),
+            "loss": {"aspect_weight": loop.aspect_weight, "mask_probability": loop.mask_probability},
+            "records": sides,
+            "query_splits": list(job.query_splits),
+            "steps": report.steps,
+            "losses": {
+                "window": report.window,
+                "initial": dataclasses.asdict(report.initial),
+                "final": dataclasses.asdict(report.final),
+            },
+        },
+    )
+    return report

@@ -1,0 +1,322 @@
+"""Pre-training (madral-kdd22 Eq. 7, mural-wsdm24 Eq. 9): masking, MLM loss, the loop, `madr pretrain`."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from torch.nn import functional
+from transformers import BertConfig
+
+from model import AspectVocabulary, DenseEncoder, Side, load_encoder, new_encoder
+from model.mlm import IGNORE_INDEX, MlmHead, mask_for_mlm, masked_lm_loss
+from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, TrainingConfig
+from model.training.pretrain import pretraining_batches
+from pipelines.cli import main
+from pipelines.synthetic import SyntheticConfig, generate_benchmark
+from pipelines.train import TrainJob, run_training
+from tests.conftest import tiny_backbone
+
+ASPECTS = ("category", "brand", "color")
+ITEMS = {"socks": "Socks", "juicer": "Juicers", "lamp": "Lamps"}
+BRANDS = ("nike", "breville", "ikea")
+COLORS = ("red", "white", "black", "silver")
+RECORDS = [
+    PretrainingRecord(
+        f"{color} {brand} {item} . a {color} {item} made by {brand}",
+        Side.DOCUMENT,
+        {"category": [category], "brand": [brand.title()], "color": [color.title()]},
+    )
+    for item, category in ITEMS.items()
+    for brand in BRANDS
+    for color in COLORS
+] + [
+    PretrainingRecord(f"{color} {item}", Side.QUERY, {"category": [category], "color": [color.title()]})
+    for item, category in ITEMS.items()
+    for color in COLORS
+]
+VOCABULARY = AspectVocabulary.from_records([r.aspects for r in RECORDS], ASPECTS)
+TEXTS = ["white nike socks", "a silver breville juicer made by breville for the kitchen", "lamp"]
+ANNOTATIONS = [r.aspects for r in RECORDS[:3]]
+
+
+def build(variant: str, seed: int = 0, **settings: object) -> tuple[DenseEncoder, object]:
+    torch.manual_seed(seed)
+    settings = {"backbone": tiny_backbone(), "projection_dim": 8, "max_document_length": 24, **settings}
+    return new_encoder(variant, pretrained=False, vocabulary=VOCABULARY, **settings)
+
+
+def masked_inputs(encoder: DenseEncoder, run) -> torch.Tensor:
+    """The input ids the tower of `encoder` sees while `run()` executes."""
+    seen: list[torch.Tensor] = []
+    towers = list(encoder.transformers.values())
+    handles = [
+        tower.register_forward_pre_hook(
+            lambda _m, _a, kwargs: seen.append(kwargs["input_ids"]), with_kwargs=True
+        )
+        for tower in towers
+    ]
+    try:
+        run()
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert len(seen) == 1
+    return seen[0]
+
+
+# Masking and the MLM loss
+
+
+@pytest.mark.parametrize("variant", ["bibert", "madral", "mural"])
+def test_mlm_never_masks_cls_sep_pad_or_guiding_tokens(variant: str) -> None:
+    encoder, tokenizer = build(variant)
+    batch = encoder.tokenize(tokenizer, TEXTS, Side.DOCUMENT)
+    guiding = list(getattr(encoder, "guiding_token_ids", ()))
+    protected = torch.isin(batch.input_ids, torch.tensor([*tokenizer.all_special_ids, *guiding]))
+    assert (batch.input_ids == tokenizer.pad_token_id).any() and (~protected).any()
+    changed = torch.zeros_like(protected)
+    for seed in range(12):
+        generator = torch.Generator().manual_seed(seed)
+        seen = masked_inputs(
+            encoder,
+            lambda g=generator: encoder.pretraining_loss(
+                batch, tokenizer, Side.DOCUMENT, ANNOTATIONS, g, mask_probability=0.5
+            ),
+        )
+        assert torch.equal(seen[protected], batch.input_ids[protected])
+        changed |= seen != batch.input_ids
+    assert changed[~protected].float().mean() > 0.5  # content tokens do get masked
+
+
+def test_masked_lm_loss_by_hand_on_one_token() -> None:
+    head = MlmHead(BertConfig(hidden_size=2, hidden_act="gelu", layer_norm_eps=1e-12), vocab_size=3)
+    with torch.no_grad():
+        head.transform.dense.weight.copy_(torch.eye(2))
+        head.transform.dense.bias.zero_()
+        head.bias.copy_(torch.tensor([0.0, 0.5, -0.5]))
+    words = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    hidden = torch.tensor([[[0.0, 0.0], [2.0, 1.0]]])  # position 0 is not a target
+    labels = torch.tensor([[IGNORE_INDEX, 1]])
+    # dense = identity; GELU(x) = x Φ(x); LayerNorm over 2 values maps (a, b), a > b, to (1, -1).
+    gelu = [x * 0.5 * (1 + math.erf(x / math.sqrt(2))) for x in (2.0, 1.0)]
+    assert gelu[0] > gelu[1]
+    normed = (1.0, -1.0)
+    logits = [
+        normed[0] * w[0] + normed[1] * w[1] + b for w, b in zip(words.tolist(), [0.0, 0.5, -0.5], strict=True)
+    ]
+    expected = -logits[1] + math.log(sum(math.exp(v) for v in logits))
+    assert masked_lm_loss(head, hidden, words, labels).item() == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["bibert", "madral"])
+def test_the_mlm_loss_is_cross_entropy_over_the_masked_positions(variant: str) -> None:
+    encoder, tokenizer = build(variant)
+    encoder.eval()
+    batch = encoder.tokenize(tokenizer, TEXTS, Side.QUERY)
+    with torch.no_grad():
+        loss = encoder.pretraining_loss(
+            batch, tokenizer, Side.QUERY, ANNOTATIONS, torch.Generator().manual_seed(7), mask_probability=0.4
+        )
+        ids, labels = mask_for_mlm(
+            batch.input_ids,
+            tokenizer.all_special_ids,
+            0.4,
+            torch.Generator().manual_seed(7),
+            mask_token_id=tokenizer.mask_token_id,
+            vocab_size=tokenizer.vocab_size,
+        )
+        tower = encoder.transformer(Side.QUERY)
+        hidden = tower(input_ids=ids, attention_mask=batch.attention_mask).last_hidden_state
+        head = encoder.mlm_head(Side.QUERY)
+        targets = labels != IGNORE_INDEX
+        logits = head.transform(hidden[targets]) @ tower.get_input_embeddings().weight.T + head.bias
+        expected = functional.cross_entropy(logits, labels[targets])
+    assert targets.sum() >= 3
+    torch.testing.assert_close(loss.mlm, expected)
+
+
+def test_aspect_part_is_zero_without_aspect_learning_and_positive_with_it() -> None:
+    losses = {}
+    for variant in ("madr", "madral", "mural"):
+        encoder, tokenizer = build(variant)
+        batch = encoder.tokenize(tokenizer, TEXTS, Side.DOCUMENT)
+        losses[variant] = encoder.pretraining_loss(
+            batch,
+            tokenizer,
+            Side.DOCUMENT,
+            ANNOTATIONS,
+            torch.Generator().manual_seed(1),
+            mask_probability=0.5,
+        )
+        losses[variant].total.backward()
+    madr, madral, mural = losses["madr"], losses["madral"], losses["mural"]
+    assert madr.aspect.item() == 0 and madr.total is madr.mlm
+    assert madral.aspect.item() > 0 and madral.mlm.item() > 0
+    torch.testing.assert_close(madral.total, madral.mlm + madral.aspect)  # Eq. 7: no λ
+    assert mural.aspect.item() > 0
+    torch.testing.assert_close(mural.total, mural.mlm + 0.1 * mural.aspect)  # Eq. 9, the config's λ
+
+
+def test_dssm_refuses_pretraining() -> None:
+    encoder, tokenizer = build("dssm")
+    batch = encoder.tokenize(tokenizer, TEXTS, Side.QUERY)
+    with pytest.raises(NotImplementedError, match="DSSM is not pre-trained"):
+        encoder.pretraining_loss(batch, tokenizer, Side.QUERY, ANNOTATIONS, torch.Generator())
+
+
+# The loop
+
+
+def _config(**changes: object) -> PretrainingConfig:
+    settings = {
+        "epochs": 3,
+        "max_steps": 20,
+        "batch_size": 8,
+        "learning_rate": 1e-2,
+        "show_progress": False,
+        "seed": 3,
+        "warmup_fraction": 0.0,
+    }
+    settings.update(changes)
+    return PretrainingConfig(**settings)
+
+
+def _held_out_mlm(encoder: DenseEncoder, tokenizer) -> float:
+    """The MLM loss of fixed product texts under fixed masks, dropout off."""
+    encoder.eval()
+    texts = [r.text for r in RECORDS if r.side is Side.DOCUMENT][::3]
+    batch = encoder.tokenize(tokenizer, texts, Side.DOCUMENT)
+    with torch.no_grad():
+        losses = [
+            encoder.pretraining_loss(
+                batch, tokenizer, Side.DOCUMENT, [None] * len(texts), torch.Generator().manual_seed(seed)
+            ).mlm.item()
+            for seed in range(4)
+        ]
+    return sum(losses) / len(losses)
+
+
+def test_batches_hold_one_side_and_are_seeded() -> None:
+    batches = pretraining_batches(RECORDS, 8, seed=1, epoch=0)
+    assert batches == pretraining_batches(RECORDS, 8, seed=1, epoch=0)
+    assert batches != pretraining_batches(RECORDS, 8, seed=1, epoch=1)
+    assert sorted(t for b in batches for t in b.texts) == sorted(r.text for r in RECORDS)
+    for batch in batches:
+        assert {r.side for r in RECORDS if r.text in batch.texts} == {batch.side}
+
+
+def test_twenty_steps_lower_the_mlm_loss_and_save_a_loadable_model(tmp_path) -> None:
+    encoder, tokenizer = build("madral")
+    before = _held_out_mlm(encoder, tokenizer)
+    report = Pretrainer(encoder, tokenizer, _config(), tmp_path).fit(RECORDS)
+    after = _held_out_mlm(encoder, tokenizer)
+    assert report.steps == 20 and len(report.history) == 20
+    # Measured: held-out MLM 10.25 -> 5.60; mean of steps 1-5: MLM 9.74, aspect 4.63; of steps 16-20:
+    # MLM 6.04, aspect 3.41.
+    assert after < before - 2.0
+    assert report.final.mlm < report.initial.mlm - 2.0
+    assert 0 < report.final.aspect < report.initial.aspect
+
+    loaded, loaded_tokenizer = load_encoder(tmp_path)
+    assert loaded.vocabulary == VOCABULARY
+    for side in Side:
+        torch.testing.assert_close(
+            loaded.embed_texts(loaded_tokenizer, TEXTS, side).embedding,
+            encoder.embed_texts(tokenizer, TEXTS, side).embedding,
+        )
+    assert _held_out_mlm(loaded, loaded_tokenizer) == pytest.approx(after, rel=1e-6)  # MLM heads saved too
+
+
+class _InterruptedPretrainer(Pretrainer):
+    """Raises after `fail_after` batches, like a pre-empted worker."""
+
+    def __init__(self, *args: object, fail_after: int, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls_left = fail_after
+
+    def batch_loss(self, batch, step):
+        self.calls_left -= 1
+        if self.calls_left < 0:
+            raise KeyboardInterrupt
+        return super().batch_loss(batch, step)
+
+
+def test_resume_after_interruption_matches_an_uninterrupted_run(tmp_path) -> None:
+    config = _config(max_steps=None, epochs=2, batch_size=16, checkpoint_every=3)  # 4 batches an epoch
+    straight, tokenizer = build("madral")
+    expected = Pretrainer(straight, tokenizer, config, tmp_path / "straight").fit(RECORDS)
+
+    interrupted, tokenizer = build("madral")
+    with pytest.raises(KeyboardInterrupt):
+        _InterruptedPretrainer(interrupted, tokenizer, config, tmp_path / "resumed", fail_after=5).fit(
+            RECORDS
+        )
+    resumed, tokenizer = build("madral", seed=99)  # another init: the checkpoint must override it
+    report = Pretrainer(resumed, tokenizer, config, tmp_path / "resumed").fit(RECORDS)
+    assert report.steps == expected.steps == 8
+    for ours, theirs in zip(report.history, expected.history, strict=True):
+        assert (ours.total, ours.mlm, ours.aspect) == pytest.approx((theirs.total, theirs.mlm, theirs.aspect))
+    for (name, value), (_, other) in zip(
+        resumed.state_dict().items(), straight.state_dict().items(), strict=True
+    ):
+        torch.testing.assert_close(value, other, msg=name)
+
+
+def test_a_checkpoint_of_another_run_is_refused(tmp_path) -> None:
+    encoder, tokenizer = build("bibert")
+    with pytest.raises(KeyboardInterrupt):
+        _InterruptedPretrainer(encoder, tokenizer, _config(checkpoint_every=1), tmp_path, fail_after=2).fit(
+            RECORDS
+        )
+    with pytest.raises(ValueError, match="checkpoint of a different run"):
+        Pretrainer(encoder, tokenizer, _config(checkpoint_every=1, aspect_weight=0.5), tmp_path).fit(RECORDS)
+
+
+# The commands
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("data")
+    generate_benchmark(SyntheticConfig(num_products=300, num_queries=30, seed=5), str(root))
+    return str(root)
+
+
+def test_madr_pretrain_then_madr_train_init_from(dataset: str, tiny_backbone_dir, tmp_path, capsys) -> None:
+    shape = ["--projection_dim", "16", "--max_document_length", "32"]
+    pretrained = tmp_path / "pretrained"
+    common = ["--data", dataset, "--variant", "madral", "--backbone", str(tiny_backbone_dir), *shape]
+    assert (
+        main(["pretrain", *common, "--out", str(pretrained), "--max_steps", "4", "--batch_size", "16"]) == 0
+    )
+    assert "pre-trained 4 steps" in capsys.readouterr().out
+    manifest = json.loads((pretrained / "manifest.json").read_text())
+    assert manifest["kind"] == "madr-model" and manifest["pretrained"] is True
+    assert manifest["records"] == {"query": manifest["records"]["query"], "document": 300}
+    assert manifest["records"]["query"] > 0 and manifest["losses"]["window"] == 1
+    assert manifest["losses"]["initial"]["mlm"] > 0 and manifest["losses"]["initial"]["aspect"] > 0
+    assert not (pretrained / "checkpoints").exists()
+
+    tuned = tmp_path / "tuned"
+    flags = ["--init_from", str(pretrained), "--max_steps", "2", "--batch_size", "4", "--seed", "1"]
+    assert main(["train", *common, "--out", str(tuned), *flags]) == 0
+    manifest = json.loads((tuned / "manifest.json").read_text())
+    assert manifest["init_from"] == str(pretrained) and manifest["steps"] == 2
+    start, _ = load_encoder(pretrained)
+    model, _ = load_encoder(tuned)
+    # Fine-tuning started from the pre-trained weights: the MLM head it never trains came along unchanged.
+    assert model.vocabulary == start.vocabulary
+    start_state, state = start.state_dict(), model.state_dict()
+    heads = [name for name in start_state if name.startswith("mlm_heads.")]
+    assert heads and all(torch.equal(state[name], start_state[name]) for name in heads)
+
+    with pytest.raises(ValueError, match="holds a 'madral' model, not 'bibert'"):
+        run_training(
+            TrainJob(
+                dataset=dataset, output=str(tmp_path / "x"), variant="bibert", init_from=str(pretrained)
+            ),
+            TrainingConfig(max_steps=1, show_progress=False),
+        )

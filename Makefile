@@ -29,10 +29,16 @@ test: install
 lint: install
 	$(BIN)/ruff check .
 
-bench: install
+# The benchmarks' peers and tools (faiss-cpu, matplotlib, onnxruntime, py-spy): the "bench" extra.
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.run_all
 
-bench-quick: install
+bench-quick: $(BENCH_STAMP)
 	$(BIN)/python -m bench.run_all --quick
 
 clean:

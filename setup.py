@@ -34,6 +34,7 @@ setup(
     extras_require={
         "test": ["pytest>=8", "ir-measures>=0.3", "ruff>=0.6", "gcp-storage-emulator>=2024.1"],
         "serving": ["tensorflow>=2.16"],
+        "bench": ["faiss-cpu>=1.8", "matplotlib>=3.8", "onnxruntime>=1.18", "onnx>=1.16", "py-spy>=0.3"],
     },
     entry_points={"console_scripts": ["madr=pipelines.cli:main"]},
 )

@@ -10,6 +10,7 @@ Both use the bundled MiniLM (untrained projection: speed does not depend on the 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ import torch
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from bench.common import report
+from bench.support import command_line
 from model import Side, document_text, new_encoder
 from pipelines.embed import run_embed
 from pipelines.layout import DatasetLayout
@@ -64,7 +66,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--max_document_length", type=int, default=128, help="Truncation (default: %(default)s)"
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch intra-op threads of this process (default 0: torch's default, the core count); the "
+        "multi-processing workers keep torch's default",
+    )
+    parser.add_argument("--quick", action="store_true", help="300 products; saved as embed_throughput_quick")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.products = min(args.products, 300)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    load_at_start = round(os.getloadavg()[0], 2)
 
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
@@ -90,8 +105,13 @@ def main(argv: list[str] | None = None) -> None:
             "2",
         )
     report(
-        "embed_throughput",
-        vars(args),
+        "embed_throughput_quick" if args.quick else "embed_throughput",
+        {
+            "command": command_line("bench.embed_throughput", argv),
+            **vars(args),
+            "torch_threads": torch.get_num_threads(),
+            "load_average_1min_at_start": load_at_start,
+        },
         {
             "plain_torch_products_per_s": round(ceiling, 1),
             "beam_in_memory_products_per_s": round(in_memory, 1),

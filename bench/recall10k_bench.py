@@ -1,0 +1,127 @@
+"""Recall@10k cost: top-10,000 retrieval through the index (our `for_corpus` settings) against exact search.
+
+The evaluation stage retrieves 10,000 products per query (madral-kdd22's Recall@10k). For that depth
+`ScannIndexBuilder.for_corpus(n, d, max_k=10_000)` sizes the tree so that the searched leaves hold
+~10·k vectors and re-ranks 4·k AH candidates exactly; below n = 10·k it picks brute force outright.
+This measures what that costs and keeps: the index's time and its overlap with the exact top-k at
+several depths, against `ExactSearcher` on the same queries, plus the colleague-reported check that
+doubling the leaves searched (not the reorder depth) is what lifts recall at large k.
+
+    python -m bench.recall10k_bench --n 200000 --queries 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+from typing import Any
+
+import numpy as np
+
+from bench.common import report
+from bench.support import (
+    clustered_unit_vectors,
+    command_line,
+    describe_generator,
+    measure_memory,
+    recall_at_k,
+    shared_machine_note,
+)
+from index_builder import ExactSearcher, ScannIndexBuilder
+
+K = 10_000
+DEPTHS = (10, 100, 1_000, 10_000)
+
+
+def _recalls(found: np.ndarray, truth: np.ndarray) -> dict[str, float]:
+    k_eff = truth.shape[1]
+    return {f"recall@{d}": round(recall_at_k(found, truth, d), 4) for d in DEPTHS if d <= k_eff}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--n", type=int, default=1_000_000, help="Corpus vectors (default: %(default)s)")
+    parser.add_argument("--queries", type=int, default=10_000, help="Queries (default: %(default)s)")
+    parser.add_argument("--dim", type=int, default=128, help="Dimension (default: %(default)s)")
+    parser.add_argument(
+        "--noise", type=float, default=1.7, help="Noise norm vs unit centres (default: %(default)s)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="Generator seed (default: %(default)s)")
+    parser.add_argument(
+        "--no_overrides", action="store_true", help="Skip the 2x leaves / 2x reorder searches"
+    )
+    parser.add_argument("--quick", action="store_true", help="1,000 queries over 100,000 vectors")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.n, args.queries, args.no_overrides = min(args.n, 100_000), min(args.queries, 1_000), True
+
+    everything = clustered_unit_vectors(args.n + args.queries, args.dim, noise=args.noise, seed=args.seed)
+    data, queries = everything[: args.n], everything[args.n :]
+    ids = [f"v{i}" for i in range(args.n)]
+    builder = ScannIndexBuilder.for_corpus(args.n, args.dim, max_k=K)
+    index_config = builder.create_config()
+    config = {
+        "command": command_line("bench.recall10k_bench", argv),
+        **vars(args),
+        "k": K,
+        "data": describe_generator(args.dim, noise=args.noise),
+        "index_config": index_config.to_dict(),
+        "search_leaves_at_k": index_config.search_leaves(min(K, args.n)),
+        "search_reorder_at_k": index_config.search_reorder(min(K, args.n)),
+        **shared_machine_note(),
+    }
+    print(f"recall10k_bench: {config}\n{index_config}", flush=True)
+
+    exact = ExactSearcher(data, ids)
+    truth_result, exact_s, exact_peak, _ = measure_memory(lambda: exact.search(queries, K))
+    truth = truth_result.indices
+    del truth_result
+    gc.collect()
+    print(f"  exact: {exact_s:.1f} s, peak +{exact_peak:.0f} MB", flush=True)
+
+    index, build_s, build_peak, _ = measure_memory(lambda: builder.build(data, ids))
+    found_result, ann_s, ann_peak, _ = measure_memory(lambda: index.search(queries, K))
+    recalls = _recalls(found_result.indices, truth)
+    del found_result
+    print(f"  index: build {build_s:.1f} s, search {ann_s:.1f} s, {recalls}", flush=True)
+    figures: dict[str, Any] = {
+        "exact_search_s": round(exact_s, 2),
+        "exact_queries_per_s": round(args.queries / exact_s, 1),
+        "exact_search_peak_rss_delta_mb": round(exact_peak, 1),
+        "index_build_s": round(build_s, 2),
+        "index_build_peak_rss_delta_mb": round(build_peak, 1),
+        "index_search_s": round(ann_s, 2),
+        "index_queries_per_s": round(args.queries / ann_s, 1),
+        "index_search_peak_rss_delta_mb": round(ann_peak, 1),
+        "index_vs_exact_speed": round(exact_s / ann_s, 3),
+        "index_recall_vs_exact": recalls,
+        "index_is_brute_force": not index_config.uses_tree,
+        "faster": "index" if ann_s < exact_s else "exact",
+        "recall@10k_within_1pct": recalls[f"recall@{K}"] >= 0.99 if f"recall@{K}" in recalls else None,
+    }
+    if not args.no_overrides and index_config.uses_tree:
+        leaves = config["search_leaves_at_k"]
+        reorder = config["search_reorder_at_k"]
+        variants = {
+            "2x_leaves": {"leaves_to_search": min(index_config.num_leaves, 2 * leaves)},
+            "2x_reorder": {"leaves_to_search": leaves, "pre_reorder_num_neighbors": min(args.n, 2 * reorder)},
+        }
+        for name, overrides in variants.items():
+            result, seconds, _, _ = measure_memory(lambda o=overrides: index.search(queries, K, **o))
+            figures[name] = {
+                **overrides,
+                "search_s": round(seconds, 2),
+                "vs_exact_speed": round(exact_s / seconds, 3),
+                **_recalls(result.indices, truth),
+            }
+            print(f"  {name}: {figures[name]}", flush=True)
+            del result
+    figures["load_average_1min_at_end"] = shared_machine_note()["load_average_1min_at_start"]
+    report("recall10k_quick" if args.quick else "recall10k", config, figures)
+    return figures
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""Scaling: generate, then embed → build-index → evaluate at growing catalog sizes; time and peak RSS.
+
+Each stage runs in a subprocess of its own (``python -m bench.scaling_bench --stage NAME ...``) calling
+the real stage function (`pipelines.embed.run_embed`, `pipelines.build_index.build_index`,
+`pipelines.evaluate.run_evaluate`), so its peak RSS is its own: the parent reads it from the child's
+rusage with ``os.wait4`` (``getrusage(RUSAGE_CHILDREN)`` would give the largest child *so far*, which
+hides a smaller later stage). The encoder is a tiny random BiBERT (2 layers, hidden 32, the real
+MiniLM wordpiece vocabulary, projection 128) at every size, so the figures are about the pipeline,
+not the transformer; the number of queries is fixed, so evaluate grows with the corpus only.
+
+    python -m bench.scaling_bench --sizes 10000,100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import report
+from bench.support import command_line, shared_machine_note
+
+TINY_BACKBONE = {
+    "vocab_size": 30522,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "max_position_embeddings": 512,
+}
+
+
+def _stage(stage: str, arguments: list[str]) -> None:
+    """Child process: run one real stage with the given flags."""
+    if stage == "embed":
+        from apache_beam.options.pipeline_options import PipelineOptions
+
+        from pipelines.embed import run_embed
+
+        print(json.dumps(run_embed(PipelineOptions(arguments))))
+    elif stage == "index":
+        from pipelines.build_index import build_index
+
+        embeddings, out = arguments
+        print(build_index(embeddings, out).config)
+    elif stage == "evaluate":
+        from apache_beam.options.pipeline_options import PipelineOptions
+
+        from pipelines.evaluate import run_evaluate
+
+        print(run_evaluate(PipelineOptions(arguments))["table"])
+    else:
+        raise ValueError(f"unknown stage {stage!r}")
+
+
+def run_stage(stage: str, arguments: list[str], log: Path) -> dict[str, float]:
+    """Wall seconds and the child's own peak RSS (MB) of one stage run in a fresh interpreter."""
+    command = [sys.executable, "-m", "bench.scaling_bench", "--stage", stage, "--", *arguments]
+    started = time.perf_counter()
+    with log.open("w") as handle:
+        child = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - started
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise RuntimeError(
+            f"stage {stage} failed ({child.returncode}); see {log}:\n{log.read_text()[-3000:]}"
+        )
+    return {"seconds": round(seconds, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+
+
+def tiny_model(folder: Path) -> str:
+    from transformers import BertConfig
+
+    from model import new_encoder
+
+    backbone = BertConfig(**TINY_BACKBONE).to_dict()
+    encoder, tokenizer = new_encoder(
+        "bibert", pretrained=False, backbone=backbone, projection_dim=128, model_version="bench"
+    )
+    encoder.save_pretrained(folder, tokenizer)
+    return str(folder)
+
+
+def one_size(products: int, queries: int, root: Path, model_dir: str, extra: list[str]) -> dict[str, Any]:
+    from pipelines.synthetic import SyntheticConfig, generate_benchmark
+
+    data, runs = root / f"data-{products}", root / f"run-{products}"
+    runs.mkdir(parents=True)
+    started = time.perf_counter()
+    generate_benchmark(SyntheticConfig(num_products=products, num_queries=queries), str(data))
+    row: dict[str, Any] = {"generate_s": round(time.perf_counter() - started, 2)}
+    print(f"  {products}: generated in {row['generate_s']} s", flush=True)
+    row["embed"] = run_stage(
+        "embed",
+        [
+            "--products",
+            str(data / "products" / "*.parquet"),
+            "--model",
+            model_dir,
+            "--output",
+            str(runs / "embeddings"),
+            *extra,
+        ],
+        runs / "embed.log",
+    )
+    print(f"  {products}: embed {row['embed']}", flush=True)
+    row["index"] = run_stage("index", [str(runs / "embeddings"), str(runs / "index")], runs / "index.log")
+    print(f"  {products}: index {row['index']}", flush=True)
+    row["evaluate"] = run_stage(
+        "evaluate",
+        [
+            "--queries",
+            str(data / "queries.parquet"),
+            "--judgments",
+            str(data / "judgments.parquet"),
+            "--model",
+            model_dir,
+            "--index",
+            str(runs / "index"),
+            "--output",
+            str(runs / "eval"),
+            *extra,
+        ],
+        runs / "evaluate.log",
+    )
+    print(f"  {products}: evaluate {row['evaluate']}", flush=True)
+    row["products_per_s_embed"] = round(products / row["embed"]["seconds"], 1)
+    return row
+
+
+def growth(rows: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """How each stage's time and peak RSS grow from the smallest size to each larger one."""
+    sizes = sorted(rows)
+    first = rows[sizes[0]]
+    out: dict[str, Any] = {}
+    for size in sizes[1:]:
+        row = rows[size]
+        out[f"{sizes[0]}->{size} ({size // sizes[0]}x products)"] = {
+            stage: {
+                "time_x": round(row[stage]["seconds"] / first[stage]["seconds"], 2),
+                "peak_rss_x": round(row[stage]["peak_rss_mb"] / first[stage]["peak_rss_mb"], 2),
+            }
+            for stage in ("embed", "index", "evaluate")
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="10000,100000,1000000", help="Catalog sizes (%(default)s)")
+    parser.add_argument(
+        "--queries", type=int, default=200, help="Queries per catalog, all splits (%(default)s)"
+    )
+    parser.add_argument("--keep", default=None, help="Keep the work folders here (default: a temp dir)")
+    parser.add_argument("--quick", action="store_true", help="Sizes 1,000 and 5,000, 100 queries")
+    parser.add_argument("--stage", help=argparse.SUPPRESS)
+    args, rest = parser.parse_known_args(argv)
+    if args.stage:
+        _stage(args.stage, [a for a in rest if a != "--"])
+        return {}
+    if args.quick:
+        args.sizes, args.queries = "1000,5000", 100
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    extra = ["--batch_size", "256", "--chunk_size", "32"]
+    config = {
+        "command": command_line("bench.scaling_bench", argv),
+        **vars(args),
+        "model": "tiny random BiBERT: " + json.dumps(TINY_BACKBONE) + ", projection 128",
+        "runner": "FnApiRunner in_memory (madr's local default)",
+        "stage_flags": extra,
+        "index": "build_index (ScannIndexBuilder.for_corpus, max_k 10,000)",
+        "evaluate": "searcher ann, depth 10,000 (capped at the corpus), test split",
+        **shared_machine_note(),
+    }
+    del config["stage"]
+    print(f"scaling_bench: {config}", flush=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(args.keep) if args.keep else Path(scratch)
+        root.mkdir(parents=True, exist_ok=True)
+        model_dir = tiny_model(root / "model")
+        rows = {size: one_size(size, args.queries, root, model_dir, extra) for size in sizes}
+    figures = {
+        "per_size": {str(size): row for size, row in rows.items()},
+        "growth": growth(rows),
+        "load_average_1min_at_end": shared_machine_note()["load_average_1min_at_start"],
+    }
+    report("scaling_quick" if args.quick else "scaling", config, figures)
+    return figures
+
+
+if __name__ == "__main__":
+    main()

@@ -18,11 +18,14 @@ COLUMNS = (
 SIGNIFICANCE = 0.01  # p < 0.01, madral-kdd22 §8.3
 
 
-def _cell(means: dict[str, float], pvalues: dict[str, float], key: str) -> str:
+def _cell(means: dict[str, float], pvalues: dict[str, float], baseline: dict[str, float], key: str) -> str:
+    """The mean, marked ↑ or ↓ when it differs from the baseline's with p < 0.01."""
     value = means.get(key)
     if value is None or math.isnan(value):
         return "–"
-    mark = "†" if pvalues.get(key, 1.0) < SIGNIFICANCE else ""
+    mark = ""
+    if pvalues.get(key, 1.0) < SIGNIFICANCE:
+        mark = " ↑" if value > baseline.get(key, value) else " ↓"
     return f"{value:.4f}{mark}"
 
 
@@ -44,15 +47,16 @@ def write_report(report: dict[str, Any], path: Path) -> str:
     ]
     lines = [
         f"Retrieval (R@k through the ScaNN index, {config['num_products']:,} products) and the ranking task "
-        f"(NDCG, AUC: each test query re-ranks its judged products) on {config['num_queries']} synthetic "
-        "queries (test split). "
-        f"† marks p < {SIGNIFICANCE} in a paired t-test against {config['baseline']}.",
+        f"(NDCG, AUC: each test query re-ranks its judged products), on the test split of "
+        f"{config['num_queries']} synthetic queries. ↑ / ↓: better / worse than {config['baseline']} "
+        f"with p < {SIGNIFICANCE} in a paired t-test over the test queries.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
     for variant, result in summary.items():
-        cells = [_cell(result["means"], result["pvalues"], key) for key, _ in COLUMNS]
+        baseline = summary[config["baseline"]]["means"]
+        cells = [_cell(result["means"], result["pvalues"], baseline, key) for key, _ in COLUMNS]
         accuracy = [
             _accuracy(result["query_accuracy"], aspects),
             _accuracy(result["product_accuracy"], aspects),

@@ -15,41 +15,29 @@ import logging
 import shutil
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from model import DenseEncoder, Side, new_encoder, text_for_model
+from model import DenseEncoder, Side, text_for_model
 from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, PretrainingReport
+from pipelines.encoder_job import EncoderJob, add_encoder_arguments, encoder_job_fields
 from pipelines.layout import DatasetLayout
-from pipelines.train import parse_variant_options
 from pipelines.vocabulary import run_build_vocabulary
-from schemas import AspectSchema, InvalidRecord, validate_product, validate_query, write_manifest
+from schemas import InvalidRecord, validate_product, validate_query, write_manifest
 
 LOGGER = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class PretrainJob:
-    """What to pre-train on and where to write it; the model settings mirror `TrainJob`'s."""
+class PretrainJob(EncoderJob):
+    """What to pre-train on and where to write it; the model settings are `EncoderJob`'s."""
 
-    dataset: str
-    output: str
-    variant: str = "bibert"
-    backbone: str | None = None
-    model_version: str = "1"
-    projection_dim: int = 128
-    shared_towers: bool = True
-    aspects: AspectSchema = field(default_factory=AspectSchema)
-    max_query_length: int = 32
-    max_document_length: int = 128
-    min_aspect_count: int = 2
     query_splits: tuple[str, ...] = ("train",)
     max_products: int | None = None
-    variant_options: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if self.max_products is not None and self.max_products < 1:
@@ -58,26 +46,7 @@ class PretrainJob:
 
 def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     loop = PretrainingConfig()
-    parser.add_argument("--data", required=True, help="Dataset folder (products/, queries.parquet)")
-    parser.add_argument("--out", required=True, help="Model directory to write")
-    parser.add_argument("--variant", default="bibert", help="Encoder variant (not dssm)")
-    parser.add_argument(
-        "--backbone", default=None, help="BERT folder to start from (default: bundled MiniLM)"
-    )
-    parser.add_argument("--model_version", default="1", help="Version stamped in the model config")
-    parser.add_argument("--projection_dim", type=int, default=128, help="Embedding size")
-    parser.add_argument("--separate_towers", action="store_true", help="Separate query and document encoders")
-    parser.add_argument("--aspects", default="category,brand,color", help="Aspect names")
-    parser.add_argument(
-        "--variant_option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="A field of the variant's config (repeatable; JSON values parse as JSON)",
-    )
-    parser.add_argument("--min_aspect_count", type=int, default=2, help="Drop rarer aspect values (§8.1)")
-    parser.add_argument("--max_query_length", type=int, default=32, help="Query truncation, in wordpieces")
-    parser.add_argument("--max_document_length", type=int, default=128, help="Product truncation")
+    add_encoder_arguments(parser)
     parser.add_argument(
         "--query_splits", default="train", help="Comma-separated query splits pre-trained on (query side)"
     )
@@ -100,20 +69,9 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
 
 def pretrain_from_args(args: argparse.Namespace) -> PretrainingReport:
     job = PretrainJob(
-        dataset=args.data,
-        output=args.out,
-        variant=args.variant,
-        backbone=args.backbone,
-        model_version=args.model_version,
-        projection_dim=args.projection_dim,
-        shared_towers=not args.separate_towers,
-        aspects=AspectSchema.parse(args.aspects),
-        max_query_length=args.max_query_length,
-        max_document_length=args.max_document_length,
-        min_aspect_count=args.min_aspect_count,
+        **encoder_job_fields(args),
         query_splits=tuple(s.strip() for s in args.query_splits.split(",") if s.strip()),
         max_products=args.max_products,
-        variant_options=parse_variant_options(args.variant_option),
     )
     loop = PretrainingConfig(
         epochs=args.epochs,
@@ -178,19 +136,7 @@ def run_pretraining(job: PretrainJob, loop: PretrainingConfig) -> PretrainingRep
             f"{scratch}/vocabulary.json",
         )
     LOGGER.info("aspect vocabulary sizes: %s", vocabulary.sizes())
-    encoder, tokenizer = new_encoder(
-        job.variant,
-        backbone_path=job.backbone,
-        model_id=job.variant,
-        model_version=job.model_version,
-        projection_dim=job.projection_dim,
-        shared_towers=job.shared_towers,
-        aspects=job.aspects.names,
-        max_query_length=job.max_query_length,
-        max_document_length=job.max_document_length,
-        vocabulary=vocabulary,
-        **dict(job.variant_options),
-    )
+    encoder, tokenizer = job.new_encoder(vocabulary)
     records = load_pretraining_records(job, encoder)
     sides = {side.value: sum(r.side is side for r in records) for side in Side}
     LOGGER.info("pre-training on %d products and %d queries", sides["document"], sides["query"])

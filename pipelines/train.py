@@ -7,83 +7,41 @@ import json
 import logging
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from model import DenseEncoder, load_config, load_encoder, new_encoder, text_for_model
+from model import DenseEncoder, load_config, load_encoder, text_for_model
 from model.training import Trainer, TrainingConfig, TrainingReport
+from pipelines.encoder_job import EncoderJob, add_encoder_arguments, encoder_job_fields
 from pipelines.layout import DatasetLayout
 from pipelines.training_data import load_training_set
 from pipelines.vocabulary import run_build_vocabulary
-from schemas import AspectSchema, write_manifest
+from schemas import write_manifest
 from schemas.manifest import MANIFEST_FILE
 
 LOGGER = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class TrainJob:
-    """What to train on and where to write it; the model and loop settings are separate dataclasses."""
+class TrainJob(EncoderJob):
+    """What to fine-tune on and where to write it; the loop's settings are a separate dataclass."""
 
-    dataset: str
-    output: str
-    variant: str = "bibert"
-    backbone: str | None = None
-    model_version: str = "1"
-    projection_dim: int = 128
-    shared_towers: bool = True
-    aspects: AspectSchema = field(default_factory=AspectSchema)
     max_train_queries: int | None = None
-    max_query_length: int = 32
-    max_document_length: int = 128
-    min_aspect_count: int = 2
-    variant_options: tuple[tuple[str, Any], ...] = ()
     # A model directory (`madr pretrain`) to fine-tune instead of a fresh model on `backbone`.
     init_from: str | None = None
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--data", required=True, help="Dataset folder (products/, queries.parquet, judgments.parquet)"
-    )
-    parser.add_argument("--out", required=True, help="Model directory to write")
-    parser.add_argument("--variant", default="bibert", help="Encoder variant (default: %(default)s)")
-    parser.add_argument(
-        "--backbone", default=None, help="BERT folder to start from (default: the bundled MiniLM)"
-    )
+    add_encoder_arguments(parser)
     parser.add_argument(
         "--init_from",
         default=None,
         metavar="MODEL_DIR",
         help="Fine-tune this model directory (written by `madr pretrain`) instead of a fresh model on "
         "--backbone; it keeps its architecture, settings and aspect vocabulary",
-    )
-    parser.add_argument("--model_version", default="1", help="Version stamped on every embedding row")
-    parser.add_argument(
-        "--projection_dim", type=int, default=128, help="Embedding size (default: %(default)s)"
-    )
-    parser.add_argument("--separate_towers", action="store_true", help="Separate query and document encoders")
-    parser.add_argument(
-        "--aspects", default="category,brand,color", help="Aspect names (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--variant_option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="A field of the variant's config, e.g. fusion=cls_gating or dimensions=4096 (repeatable; "
-        "values are JSON when they parse as JSON); the config validates it",
-    )
-    parser.add_argument(
-        "--min_aspect_count", type=int, default=2, help="Drop aspect values seen in fewer records (§8.1)"
-    )
-    parser.add_argument("--max_query_length", type=int, default=32, help="Query truncation, in wordpieces")
-    parser.add_argument(
-        "--max_document_length", type=int, default=128, help="Product truncation, in wordpieces"
     )
     parser.add_argument(
         "--aspect_loss_weight",
@@ -107,37 +65,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default=None, help="Torch device; default: GPU when present, else CPU")
 
 
-def parse_variant_options(items: list[str]) -> tuple[tuple[str, Any], ...]:
-    """["fusion=cls_gating", "dimensions=4096"] -> (("fusion", "cls_gating"), ("dimensions", 4096))."""
-    options = []
-    for item in items:
-        key, separator, text = item.partition("=")
-        if not separator or not key:
-            raise ValueError(f"--variant_option {item!r} must look like KEY=VALUE")
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            value = text
-        options.append((key.strip(), value))
-    return tuple(options)
-
-
 def train_from_args(args: argparse.Namespace) -> TrainingReport:
     job = TrainJob(
-        dataset=args.data,
-        output=args.out,
-        variant=args.variant,
-        backbone=args.backbone,
-        model_version=args.model_version,
-        projection_dim=args.projection_dim,
-        shared_towers=not args.separate_towers,
-        aspects=AspectSchema.parse(args.aspects),
-        max_train_queries=args.max_train_queries,
-        max_query_length=args.max_query_length,
-        max_document_length=args.max_document_length,
-        min_aspect_count=args.min_aspect_count,
-        variant_options=parse_variant_options(args.variant_option),
-        init_from=args.init_from,
+        **encoder_job_fields(args), max_train_queries=args.max_train_queries, init_from=args.init_from
     )
     loop = TrainingConfig(
         epochs=args.epochs,
@@ -246,18 +176,5 @@ def _new_job_encoder(job: TrainJob) -> tuple[DenseEncoder, PreTrainedTokenizerBa
             f"{scratch}/vocabulary.json",
         )
     LOGGER.info("aspect vocabulary sizes: %s", vocabulary.sizes())
-    settings = {
-        "model_id": job.variant,
-        "model_version": job.model_version,
-        "projection_dim": job.projection_dim,
-        "shared_towers": job.shared_towers,
-        "aspects": job.aspects.names,
-        "max_query_length": job.max_query_length,
-        "max_document_length": job.max_document_length,
-    }
-    # --variant_option is the most specific setting, so it wins over the general flags.
-    settings.update(job.variant_options)
-    encoder, tokenizer = new_encoder(
-        job.variant, backbone_path=job.backbone, vocabulary=vocabulary, **settings
-    )
+    encoder, tokenizer = job.new_encoder(vocabulary)
     return encoder, tokenizer, vocabulary.sizes()

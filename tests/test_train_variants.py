@@ -13,9 +13,10 @@ from model.registry import learns_aspects_by_default
 from model.training import TrainingConfig
 from pipelines.artifacts import read_embeddings, read_parquet_table
 from pipelines.embed import run_embed
+from pipelines.encoder_job import parse_variant_options
 from pipelines.layout import DatasetLayout
 from pipelines.synthetic import SyntheticConfig, generate_benchmark
-from pipelines.train import TrainJob, parse_variant_options, run_training
+from pipelines.train import TrainJob, run_training
 
 CASES = {
     "bibert": ((), 0.0),

@@ -1,0 +1,122 @@
+"""What `madr train` and `madr pretrain` share: which model to build, on what data, and its flags.
+
+`EncoderJob` holds the dataset, the output directory and the model's settings; the
+train and pretrain jobs extend it with their own fields. One argument group and one
+function turn it into a fresh encoder, so the two commands cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformers import PreTrainedTokenizerBase
+
+from model import DenseEncoder, new_encoder
+from model.aspects.vocabulary import AspectVocabulary
+from schemas import AspectSchema
+
+
+@dataclass(frozen=True)
+class EncoderJob:
+    """The data, the output directory and the settings of the encoder a job builds."""
+
+    dataset: str
+    output: str
+    variant: str = "bibert"
+    backbone: str | None = None
+    model_version: str = "1"
+    projection_dim: int = 128
+    shared_towers: bool = True
+    aspects: AspectSchema = field(default_factory=AspectSchema)
+    max_query_length: int = 32
+    max_document_length: int = 128
+    min_aspect_count: int = 2
+    variant_options: tuple[tuple[str, Any], ...] = ()
+
+    def encoder_settings(self) -> dict[str, Any]:
+        """The variant config's fields; --variant_option is the most specific, so it wins."""
+        settings: dict[str, Any] = {
+            "model_id": self.variant,
+            "model_version": self.model_version,
+            "projection_dim": self.projection_dim,
+            "shared_towers": self.shared_towers,
+            "aspects": self.aspects.names,
+            "max_query_length": self.max_query_length,
+            "max_document_length": self.max_document_length,
+        }
+        settings.update(self.variant_options)
+        return settings
+
+    def new_encoder(self, vocabulary: AspectVocabulary) -> tuple[DenseEncoder, PreTrainedTokenizerBase]:
+        return new_encoder(
+            self.variant, backbone_path=self.backbone, vocabulary=vocabulary, **self.encoder_settings()
+        )
+
+
+def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `EncoderJob`, for every command that builds an encoder."""
+    parser.add_argument("--data", required=True, help="Dataset folder (products/, queries.parquet, ...)")
+    parser.add_argument("--out", required=True, help="Model directory to write")
+    parser.add_argument("--variant", default="bibert", help="Encoder variant (default: %(default)s)")
+    parser.add_argument(
+        "--backbone", default=None, help="BERT folder to start from (default: the bundled MiniLM)"
+    )
+    parser.add_argument("--model_version", default="1", help="Version stamped on every embedding row")
+    parser.add_argument(
+        "--projection_dim", type=int, default=128, help="Embedding size (default: %(default)s)"
+    )
+    parser.add_argument("--separate_towers", action="store_true", help="Separate query and document encoders")
+    parser.add_argument(
+        "--aspects", default="category,brand,color", help="Aspect names (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--variant_option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="A field of the variant's config, e.g. fusion=cls_gating or dimensions=4096 (repeatable; "
+        "values are JSON when they parse as JSON); the config validates it",
+    )
+    parser.add_argument(
+        "--min_aspect_count", type=int, default=2, help="Drop aspect values seen in fewer records (§8.1)"
+    )
+    parser.add_argument("--max_query_length", type=int, default=32, help="Query truncation, in wordpieces")
+    parser.add_argument(
+        "--max_document_length", type=int, default=128, help="Product truncation, in wordpieces"
+    )
+
+
+def encoder_job_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """`EncoderJob`'s fields from the flags `add_encoder_arguments` declared."""
+    return {
+        "dataset": args.data,
+        "output": args.out,
+        "variant": args.variant,
+        "backbone": args.backbone,
+        "model_version": args.model_version,
+        "projection_dim": args.projection_dim,
+        "shared_towers": not args.separate_towers,
+        "aspects": AspectSchema.parse(args.aspects),
+        "max_query_length": args.max_query_length,
+        "max_document_length": args.max_document_length,
+        "min_aspect_count": args.min_aspect_count,
+        "variant_options": parse_variant_options(args.variant_option),
+    }
+
+
+def parse_variant_options(items: list[str]) -> tuple[tuple[str, Any], ...]:
+    """["fusion=cls_gating", "dimensions=4096"] -> (("fusion", "cls_gating"), ("dimensions", 4096))."""
+    options = []
+    for item in items:
+        key, separator, text = item.partition("=")
+        if not separator or not key:
+            raise ValueError(f"--variant_option {item!r} must look like KEY=VALUE")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        options.append((key.strip(), value))
+    return tuple(options)

@@ -14,7 +14,7 @@ on how embeddings were produced.
 
 from index_builder.artifact import IndexArtifactError, IndexManifest
 from index_builder.builder import ScannIndexBuilder
-from index_builder.config import ScannIndexConfig, Scoring
+from index_builder.config import ReorderPrecision, ScannIndexConfig, Scoring
 from index_builder.exact import ExactSearcher
 from index_builder.inverted import ExactSparseSearcher, InvertedIndex, InvertedManifest
 from index_builder.partitioned import PartitionedIndex, PartitionedManifest, open_index, shard_of
@@ -30,6 +30,7 @@ __all__ = [
     "InvertedManifest",
     "PartitionedIndex",
     "PartitionedManifest",
+    "ReorderPrecision",
     "ScannIndex",
     "ScannIndexBuilder",
     "ScannIndexConfig",

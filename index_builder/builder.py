@@ -24,11 +24,12 @@ from index_builder.config import (
     BRUTE_FORCE_BELOW,
     DEFAULT_ANISOTROPIC_THRESHOLD,
     DEFAULT_DIMENSIONS_PER_BLOCK,
-    LEAF_OVERSAMPLE,
+    EXACT_FROM_K_FRACTION,
     MAX_LEAVES,
     MAX_TRAINING_SAMPLE,
     MIN_REORDER,
-    MIN_SEARCHED_FRACTION,
+    SERVING_K,
+    ReorderPrecision,
     ScannIndexConfig,
     Scoring,
     leaves_for_k,
@@ -63,14 +64,22 @@ class ScannIndexBuilder:
         return self
 
     def tree(
-        self, num_leaves: int, num_leaves_to_search: int, training_sample_size: int
+        self,
+        num_leaves: int,
+        num_leaves_to_search: int,
+        training_sample_size: int,
+        soar_lambda: float | None = None,
     ) -> ScannIndexBuilder:
-        """Partition into ``num_leaves`` k-means leaves; open ``num_leaves_to_search`` per query."""
+        """Partition into ``num_leaves`` k-means leaves; open ``num_leaves_to_search`` per query.
+
+        ``soar_lambda`` (e.g. 1.5) also spills every vector into a second leaf (SOAR).
+        """
         return self._record(
             "tree",
             num_leaves=num_leaves,
             num_leaves_to_search=num_leaves_to_search,
             training_sample_size=training_sample_size,
+            soar_lambda=soar_lambda,
         )
 
     def score_ah(
@@ -89,9 +98,16 @@ class ScannIndexBuilder:
         """Score candidates with exact float32 dot products (no codebooks, no reorder)."""
         return self._record("score_brute_force")
 
-    def reorder(self, reorder_candidates: int) -> ScannIndexBuilder:
-        """Re-score the best ``reorder_candidates`` AH candidates exactly before taking the top k."""
-        return self._record("reorder", reorder_candidates=reorder_candidates)
+    def reorder(
+        self, reorder_candidates: int, precision: ReorderPrecision | str = ReorderPrecision.FLOAT32
+    ) -> ScannIndexBuilder:
+        """Re-score the best ``reorder_candidates`` AH candidates before taking the top k.
+
+        ``precision`` "float32" gives exact scores; "int8" reads quantised copies (less memory traffic).
+        """
+        return self._record(
+            "reorder", reorder_candidates=reorder_candidates, reorder_precision=precision
+        )
 
     def create_config(self) -> ScannIndexConfig:
         """The validated configuration; raises ValueError if the steps do not make a valid index."""
@@ -111,7 +127,8 @@ class ScannIndexBuilder:
             num_leaves=tree.get("num_leaves"),
             num_leaves_to_search=tree.get("num_leaves_to_search"),
             training_sample_size=training,
-            reorder_candidates=self._steps.get("reorder", {}).get("reorder_candidates"),
+            soar_lambda=tree.get("soar_lambda"),
+            **self._steps.get("reorder", {}),
             **(ah or {}),
         )
 
@@ -130,18 +147,24 @@ class ScannIndexBuilder:
     def for_corpus(cls, num_vectors: int, dimension: int, max_k: int = 10_000) -> ScannIndexBuilder:
         """A builder whose settings are derived from the corpus size, for searches of up to ``max_k``.
 
-        The rule (k = min(max_k, n); constants in `index_builder.config`):
+        The rule (k = min(max_k, n); constants and their measurements in `index_builder.config`):
 
-        * brute force (exact float32, no tree) if n < 5,000, or if 10·k >= n: a tree is
-          not worth training on a tiny corpus, and when the top-k is a tenth of the corpus
-          or more every leaf would have to be searched anyway;
-        * otherwise a tree with num_leaves = round(sqrt(n)) (at most 4,096) and
-          num_leaves_to_search = ceil(num_leaves · max(0.10, 10·k/n)): at least a tenth of
-          the leaves for Recall@10, and enough leaves to hold ~10·k vectors for Recall@k
-          (the top-k of a query spreads over many leaves);
+        * brute force (exact float32, no tree) if n < 5,000, or if k >= n/20: a tree is not
+          worth training on a tiny corpus, and from a twentieth of the corpus on exact search
+          was faster than the index;
+        * otherwise a tree with num_leaves = round(sqrt(n)) (at most 4,096);
+        * the stored search settings are for a serving search of k = 10 (what ScaNN uses
+          when a caller passes no overrides): num_leaves_to_search = ceil(num_leaves ·
+          max(0.10, 0.06·10^0.3)) and min(n, 1,000) AH candidates re-ranked exactly;
+          `ScannIndex.search` widens both for deeper k (`ScannIndexConfig.search_leaves`,
+          `search_reorder`): max(0.06·k^0.3, 10·k/n) of the leaves (48 % at k = 1,000,
+          every leaf from k ≈ 11,000 or k = n/10 on) and 8·k candidates, which kept
+          Recall@k ≥ 0.99 on the benchmark's overlapping clusters;
         * training_sample_size = min(n, 250,000);
         * AH with 2 dimensions per block and anisotropic threshold 0.2 (ScaNN's defaults
-          for unit vectors), then exact re-ranking of min(n, max(4·k, 1,000)) candidates.
+          for unit vectors), re-ranking in float32;
+        * no SOAR spilling: it bought queries/s at a fixed recall but doubled the build time
+          at 1M (bench/index_bench.py); ask for it with `tree(..., soar_lambda=1.5)`.
 
         Search widens the leaves and re-ranking for k > max_k with the same k terms, and
         caps k at n, so Recall@k=n returns the whole corpus.
@@ -150,17 +173,15 @@ class ScannIndexBuilder:
         if not isinstance(max_k, int) or isinstance(max_k, bool) or max_k < 1:
             raise ValueError(f"max_k must be a positive int, got {max_k!r}")
         k = min(max_k, num_vectors)
-        # Rule 1: tiny corpus, or k a tenth of the corpus or more -> exact brute force.
-        if num_vectors < BRUTE_FORCE_BELOW or LEAF_OVERSAMPLE * k >= num_vectors:
+        # Rule 1: tiny corpus, or k a twentieth of the corpus or more -> exact brute force.
+        if num_vectors < BRUTE_FORCE_BELOW or k >= EXACT_FROM_K_FRACTION * num_vectors:
             return builder.score_brute_force()
-        # Rule 2: ~sqrt(n) leaves; search max(10 % of them, enough to hold 10·k vectors).
+        # Rule 2: ~sqrt(n) leaves; the stored search settings are those of a serving k.
         num_leaves = min(MAX_LEAVES, round(math.sqrt(num_vectors)))
-        searched = max(
-            math.ceil(num_leaves * MIN_SEARCHED_FRACTION), leaves_for_k(num_leaves, num_vectors, k)
-        )
+        searched = leaves_for_k(num_leaves, num_vectors, SERVING_K)
         training = min(num_vectors, MAX_TRAINING_SAMPLE)
-        # Rule 3: AH (2 dims/block, threshold 0.2), exact re-ranking of max(4·k, 1000) capped at n.
-        reorder = max(reorder_for_k(num_vectors, k), min(num_vectors, MIN_REORDER))
+        # Rule 3: AH (2 dims/block, threshold 0.2), exact re-ranking of max(8·k, 1000) capped at n.
+        reorder = max(reorder_for_k(num_vectors, SERVING_K), min(num_vectors, MIN_REORDER))
         return (
             builder.tree(num_leaves, searched, training)
             .score_ah(min(DEFAULT_DIMENSIONS_PER_BLOCK, dimension), DEFAULT_ANISOTROPIC_THRESHOLD)

@@ -23,22 +23,39 @@ from typing import Any
 
 # ---- The sizing rule ----
 # Measured with ScaNN 1.4.2 on seeded clustered unit vectors whose clusters overlap (noise as large
-# as the cluster spread), 20k × 32 and 200k × 128, against exact search.
+# as the cluster spread: the hard case, near-uniform), 20k × 32, 200k × 128 and 1M × 128, against
+# exact search (bench/recall10k_bench.py, runs/scratch experiments summarised in docs/PERFORMANCE.md).
 # Below this many vectors a tree saves nothing worth its training time: score every vector exactly.
 BRUTE_FORCE_BELOW = 5_000
+# From k = n/20 on, exact scoring beats the index: at 200k × 128 and k = 10,000, exact search took
+# 5.9 s per 1,000 queries and the index 7.0 s, at lower recall. At k = n/100 (1M, k = 10,000) the
+# index searching every leaf was 1.55x faster than exact at Recall@10k 0.9996.
+EXACT_FROM_K_FRACTION = 0.05
 # num_leaves = round(sqrt(n)), at most this: leaves of ~sqrt(n) vectors balance centroid scoring
 # against leaf scanning (ScaNN's own guidance).
 MAX_LEAVES = 4_096
 # Search at least this fraction of the leaves, whatever k: Recall@10 was 0.93-0.95 at 2 %,
 # 0.99 at 5 % and 0.995-0.998 at 10 %.
 MIN_SEARCHED_FRACTION = 0.10
-# Search enough leaves to hold LEAF_OVERSAMPLE × k vectors: a query's top-k spreads over many
-# leaves. With k = n/20, 6 × k lost 5-7 % of Recall@k, 10 × k kept it at 0.98-0.99.
-# When LEAF_OVERSAMPLE × k ≥ n every leaf would be searched: exact scoring is then as cheap and exact.
+# The k an index's stored search settings are sized for (ScaNN's own default num_neighbors): what a
+# server gets when it calls ScaNN without overrides. Deeper searches widen per k at search time.
+SERVING_K = 10
+# For deeper k, search the fraction DEEP_SEARCH_SCALE × k^DEEP_SEARCH_EXPONENT of the leaves (with
+# ~sqrt(n) leaves): a query's top-k spreads over far more leaves than k/n suggests. Recall@k within
+# 1 % of exact at 1M × 128 needed 10 % of the leaves for k = 10 (0.997), 20 % for k = 100 (0.992),
+# 50 % for k = 1,000 (0.992) and 90-100 % for k = 10,000 (0.9985-0.9996); 200k × 128 needed the same
+# 10 % at k = 10. 0.06 × k^0.3 gives 12 %, 24 %, 48 % and 95 %. The linear rule it replaces (leaves
+# holding 10·k vectors) kept only 0.76 of Recall@10k at 1M.
+DEEP_SEARCH_SCALE = 0.06
+DEEP_SEARCH_EXPONENT = 0.3
+# ...and never fewer leaves than hold LEAF_OVERSAMPLE × k vectors, which binds when k is a large share
+# of the corpus (a search deeper than the index was sized for, or a shard of a partitioned index):
+# with k = n/6, 48 % of the leaves kept Recall@k at 0.973, leaves holding 10·k (all of them) 1.0.
 LEAF_OVERSAMPLE = 10
-# Re-rank REORDER_MULTIPLE × k AH candidates exactly (never fewer than MIN_REORDER): 2.5 × k left
-# Recall@100 at 0.92 (200k × 128), 4 × k gave 0.98, 1000 candidates gave 1.0.
-REORDER_MULTIPLE = 4
+# Re-rank REORDER_MULTIPLE × k AH candidates exactly (never fewer than MIN_REORDER): at 1M, k = 1,000
+# and 50 % of the leaves, 4·k gave Recall@1000 0.982 and 8·k 0.992; at k = 10,000 over every leaf
+# 4·k gave 0.990, 6·k 0.998 and 8·k 0.9996.
+REORDER_MULTIPLE = 8
 MIN_REORDER = 1_000
 # k-means and the AH codebooks train on at most this many vectors; more buys nothing measurable.
 MAX_TRAINING_SAMPLE = 250_000
@@ -46,6 +63,22 @@ MAX_TRAINING_SAMPLE = 250_000
 DEFAULT_DIMENSIONS_PER_BLOCK = 2
 # ScaNN's recommended anisotropic threshold for unit-norm vectors scored by dot product.
 DEFAULT_ANISOTROPIC_THRESHOLD = 0.2
+# SOAR (spilling with orthogonality-amplified residuals) assigns each vector to a second leaf; ScaNN's
+# recommended lambda. It buys queries/s at a fixed recall (bench/index_bench.py) for a longer build.
+DEFAULT_SOAR_LAMBDA = 1.5
+
+
+class ReorderPrecision(str, Enum):
+    """The copy of the vectors the exact re-ranking reads."""
+
+    # The float32 vectors themselves: re-ranked scores are the true dot products.
+    FLOAT32 = "float32"
+    # int8 copies (4x less memory traffic); scores carry a small quantisation error.
+    INT8 = "int8"
+
+
+# Config fields newer than the first index artifacts: absent from an old manifest means their default.
+_ADDED_LATER = ("soar_lambda", "reorder_precision")
 
 
 class Scoring(str, Enum):
@@ -57,14 +90,19 @@ class Scoring(str, Enum):
     BRUTE_FORCE = "brute_force"
 
 
-def leaves_for_k(num_leaves: int, num_vectors: int, k: int) -> int:
-    """Leaves a search for ``k`` neighbours must open so that they hold ~LEAF_OVERSAMPLE × k vectors.
+def searched_fraction(num_vectors: int, k: int) -> float:
+    """Fraction of the leaves a search for ``k`` of ``num_vectors`` opens to keep Recall@k ≥ 0.99.
 
-    Leaves hold ~num_vectors / num_leaves vectors each, so the searched fraction is
-    LEAF_OVERSAMPLE × k / n, rounded up and capped at every leaf (k close to n).
+    max(MIN_SEARCHED_FRACTION, DEEP_SEARCH_SCALE × k^DEEP_SEARCH_EXPONENT, LEAF_OVERSAMPLE × k/n),
+    capped at every leaf.
     """
-    fraction = min(1.0, LEAF_OVERSAMPLE * k / num_vectors)
-    return max(1, min(num_leaves, math.ceil(num_leaves * fraction)))
+    deep = DEEP_SEARCH_SCALE * k**DEEP_SEARCH_EXPONENT
+    return min(1.0, max(MIN_SEARCHED_FRACTION, deep, LEAF_OVERSAMPLE * k / num_vectors))
+
+
+def leaves_for_k(num_leaves: int, num_vectors: int, k: int) -> int:
+    """Leaves a search for ``k`` neighbours opens: `searched_fraction` of them, rounded up."""
+    return max(1, min(num_leaves, math.ceil(num_leaves * searched_fraction(num_vectors, k) - 1e-9)))
 
 
 def reorder_for_k(num_vectors: int, k: int) -> int:
@@ -99,6 +137,9 @@ class ScannIndexConfig:
             near neighbours (0.2 for unit vectors). Used only with asymmetric hashing.
         reorder_candidates: AH candidates re-scored with exact float32 dot products
             ("pre-reorder k"); required with AH because results promise true scores.
+        soar_lambda: SOAR spilling (each vector also lands in a second leaf, chosen so its
+            residual is nearly orthogonal to the first); None means no spilling. Needs a tree.
+        reorder_precision: float32 (exact scores) or int8 (faster, approximate scores).
         distance: only "dot_product"; embeddings are L2-normalised, so dot = cosine.
     """
 
@@ -111,6 +152,8 @@ class ScannIndexConfig:
     dimensions_per_block: int | None = None
     anisotropic_quantization_threshold: float = DEFAULT_ANISOTROPIC_THRESHOLD
     reorder_candidates: int | None = None
+    soar_lambda: float | None = None
+    reorder_precision: ReorderPrecision = ReorderPrecision.FLOAT32
     distance: str = "dot_product"
 
     def __post_init__(self) -> None:
@@ -120,6 +163,14 @@ class ScannIndexConfig:
             except ValueError:
                 allowed = [s.value for s in Scoring]
                 raise ValueError(f"scoring must be one of {allowed}, got {self.scoring!r}") from None
+        if not isinstance(self.reorder_precision, ReorderPrecision):
+            try:
+                object.__setattr__(self, "reorder_precision", ReorderPrecision(self.reorder_precision))
+            except ValueError:
+                allowed = [p.value for p in ReorderPrecision]
+                raise ValueError(
+                    f"reorder_precision must be one of {allowed}, got {self.reorder_precision!r}"
+                ) from None
         _check_int("dimension", self.dimension, 1)
         _check_int("num_vectors", self.num_vectors, 1)
         if self.distance != "dot_product":
@@ -147,6 +198,12 @@ class ScannIndexConfig:
         if self.num_leaves is not None:
             _check_int("num_leaves", self.num_leaves, 2, self.num_vectors)
             _check_int("num_leaves_to_search", self.num_leaves_to_search, 1, self.num_leaves)
+        if self.soar_lambda is not None:
+            if self.num_leaves is None:
+                raise ValueError("soar_lambda spills vectors into a second leaf: it needs a tree")
+            lam = self.soar_lambda
+            if isinstance(lam, bool) or not isinstance(lam, int | float) or not 0 < lam <= 10:
+                raise ValueError(f"soar_lambda must be in (0, 10], got {lam!r}")
 
     def _validate_scoring(self) -> None:
         threshold = self.anisotropic_quantization_threshold
@@ -155,6 +212,8 @@ class ScannIndexConfig:
                 raise ValueError("dimensions_per_block applies to asymmetric hashing, not brute force")
             if self.reorder_candidates is not None:
                 raise ValueError("reorder_candidates is pointless after exact brute-force scoring")
+            if self.reorder_precision is not ReorderPrecision.FLOAT32:
+                raise ValueError("reorder_precision applies to re-ranking after AH, not brute force")
             return
         if self.dimensions_per_block is None:
             raise ValueError("asymmetric hashing needs dimensions_per_block")
@@ -187,16 +246,21 @@ class ScannIndexConfig:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["scoring"] = self.scoring.value
+        data["reorder_precision"] = self.reorder_precision.value
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ScannIndexConfig:
-        """Rebuild (and re-validate) a config; unknown or missing keys are errors, not defaults."""
+        """Rebuild (and re-validate) a config; unknown keys are errors.
+
+        Required keys must be present; the optional ones (soar_lambda, reorder_precision) were added
+        after the first artifacts were written and take their defaults, which is what those indexes used.
+        """
         if not isinstance(data, dict):
             raise ValueError(f"a ScannIndexConfig is a JSON object, got {type(data).__name__}")
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - names)
-        missing = sorted(names - set(data))
+        missing = sorted(names - set(data) - set(_ADDED_LATER))
         if unknown or missing:
             raise ValueError(f"ScannIndexConfig keys: unknown {unknown}, missing {missing}")
         return cls(**data)
@@ -216,13 +280,15 @@ class ScannIndexConfig:
         if self.uses_tree:
             tree = f"tree: {self.num_leaves} leaves, search {self.num_leaves_to_search}"
             tree += f", train on {self.training_sample_size}"
+            if self.soar_lambda is not None:
+                tree += f", SOAR spilling λ={self.soar_lambda}"
         else:
             tree = "tree: none (every vector scored)"
         if self.scoring is Scoring.ASYMMETRIC_HASHING:
             score = (
                 f"score: AH, {self.dimensions_per_block} dims/block, "
                 f"anisotropic threshold {self.anisotropic_quantization_threshold}; "
-                f"reorder {self.reorder_candidates} exactly"
+                f"reorder {self.reorder_candidates} ({self.reorder_precision.value})"
             )
         else:
             score = "score: brute force float32 (exact)"

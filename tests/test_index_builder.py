@@ -13,6 +13,7 @@ import pytest
 
 from index_builder import (
     ExactSearcher,
+    ReorderPrecision,
     ScannIndex,
     ScannIndexBuilder,
     ScannIndexConfig,
@@ -22,7 +23,8 @@ from index_builder import (
 )
 
 N, DIM, CLUSTERS = 20_000, 32, 50
-MAX_K = 1_000
+# Below n/20, so for_corpus builds a tree (141 leaves) rather than brute force.
+MAX_K = 500
 # Measured over repeated builds (ScaNN 1.4.2 k-means is not seeded, so builds differ slightly):
 # recall@10 = 1.0, recall@1000 = 0.986-0.987. Broken variants of the same index fail: 1 leaf ->
 # recall@10 ≈ 0.55; 5 % of the leaves -> recall@1000 ≈ 0.70; no re-ranking slack -> ≈ 0.85.
@@ -71,18 +73,20 @@ def recall(approximate: SearchResult, truth: SearchResult) -> float:
         # tiny corpus: brute force
         (1_000, 10, {"scoring": Scoring.BRUTE_FORCE, "num_leaves": None, "reorder_candidates": None}),
         (4_999, 10, {"scoring": Scoring.BRUTE_FORCE, "num_leaves": None}),
-        # 10·k >= n: every leaf would be searched, so brute force
+        # k >= n/20: exact search is faster than any index, so brute force
         (20_000, 10_000, {"scoring": Scoring.BRUTE_FORCE, "num_leaves": None}),
+        (20_000, 1_000, {"scoring": Scoring.BRUTE_FORCE}),
         (100_000, 10_000, {"scoring": Scoring.BRUTE_FORCE}),
-        # sqrt(n) leaves, max(10 %, 10·k/n) searched, reorder max(4k, 1000)
-        (5_000, 10, {"num_leaves": 71, "num_leaves_to_search": 8, "reorder_candidates": 1_000}),
-        (20_000, 1_000, {"num_leaves": 141, "num_leaves_to_search": 71, "reorder_candidates": 4_000}),
-        (200_000, 10_000, {"num_leaves": 447, "num_leaves_to_search": 224, "reorder_candidates": 40_000}),
-        (1_000_000, 10, {"num_leaves": 1_000, "num_leaves_to_search": 100, "training_sample_size": 250_000}),
-        (1_000_000, 10_000, {"num_leaves_to_search": 100, "reorder_candidates": 40_000}),
-        (2_000_000, 10_000, {"num_leaves": 1_414, "num_leaves_to_search": 142}),
+        (200_000, 10_000, {"scoring": Scoring.BRUTE_FORCE}),
+        # sqrt(n) leaves; stored settings for k = 10: ceil(leaves · 0.06·10^0.3) searched, reorder 1000
+        (5_000, 10, {"num_leaves": 71, "num_leaves_to_search": 9, "reorder_candidates": 1_000}),
+        (20_000, 500, {"num_leaves": 141, "num_leaves_to_search": 17, "reorder_candidates": 1_000}),
+        (200_000, 1_000, {"num_leaves": 447, "num_leaves_to_search": 54, "reorder_candidates": 1_000}),
+        (1_000_000, 10, {"num_leaves": 1_000, "num_leaves_to_search": 120, "training_sample_size": 250_000}),
+        (1_000_000, 10_000, {"num_leaves_to_search": 120, "reorder_candidates": 1_000}),
+        (2_000_000, 10_000, {"num_leaves": 1_414, "num_leaves_to_search": 170}),
         # leaves capped at 4096
-        (50_000_000, 100, {"num_leaves": 4_096, "num_leaves_to_search": 410}),
+        (50_000_000, 100, {"num_leaves": 4_096, "num_leaves_to_search": 491}),
     ],
 )
 def test_for_corpus_follows_documented_rule(n: int, max_k: int, expected: dict[str, object]) -> None:
@@ -93,10 +97,17 @@ def test_for_corpus_follows_documented_rule(n: int, max_k: int, expected: dict[s
         k = min(max_k, n)
         assert config.num_leaves is not None and config.num_leaves_to_search is not None
         assert config.num_leaves == min(4_096, round(math.sqrt(n)))
-        # searched leaves hold at least 10·k vectors (and at least a tenth of the corpus)
-        searched_vectors = n * config.num_leaves_to_search / config.num_leaves
-        assert searched_vectors >= max(10 * k, 0.1 * n) - 1e-6
-        assert config.reorder_candidates == min(n, max(4 * k, 1_000))
+        assert k < n / 20
+        # stored settings serve k = 10: at least a tenth of the leaves, 1,000 candidates
+        assert config.num_leaves_to_search >= config.num_leaves / 10
+        assert config.reorder_candidates == min(n, 1_000)
+        # a search for k widens to max(0.06·k^0.3, 10·k/n) of the leaves (at least the stored ones)
+        # and 8·k candidates
+        expected_fraction = min(1.0, max(0.10, 0.06 * k**0.3, 10 * k / n))
+        assert config.search_leaves(k) == max(
+            config.num_leaves_to_search, math.ceil(config.num_leaves * expected_fraction - 1e-9)
+        )
+        assert config.search_reorder(k) == max(min(n, 1_000), min(n, 8 * k))
         assert config.training_sample_size == min(n, 250_000)
         assert (config.dimensions_per_block, config.anisotropic_quantization_threshold) == (2, 0.2)
 
@@ -237,3 +248,66 @@ def test_search_validates_arguments(corpus, index: ScannIndex) -> None:
     with pytest.raises(ValueError):
         index.search(queries, 10, leaves_to_search=index.config.num_leaves + 1)
     assert index.search(queries[:0], 10).scores.shape == (0, 10)
+
+
+# ---- SOAR spilling, int8 re-ranking, search threads ----
+
+
+def test_soar_and_int8_reorder_reach_scann_and_keep_recall(corpus, exact: ExactSearcher) -> None:
+    embeddings, ids, queries = corpus
+    builder = ScannIndexBuilder(DIM, N).tree(141, 17, N, soar_lambda=1.5).score_ah(2).reorder(1_000, "int8")
+    config = builder.create_config()
+    assert config.soar_lambda == 1.5 and config.reorder_precision is ReorderPrecision.INT8
+    assert "SOAR spilling λ=1.5" in str(config) and "(int8)" in str(config)
+    index = builder.build(embeddings, ids)
+    scann_text = index._searcher.config()  # ScaNN's own text config: what it was really told
+    assert "lambda: 1.5" in scann_text and "fixed_point" in scann_text
+    # int8 re-ranking orders by approximate scores: measured 0.977 here (float32 re-ranking: 1.0).
+    found = index.search(queries, 10)
+    assert recall(found, exact.search(queries, 10)) >= 0.95
+    true_scores = np.einsum("qd,qkd->qk", queries, embeddings[found.indices])
+    assert np.abs(found.scores - true_scores).max() < 0.02
+    assert ScannIndexConfig.from_json(config.to_json()) == config
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        # SOAR without a tree
+        lambda: ScannIndexConfig(dimension=DIM, num_vectors=N, scoring="brute_force", soar_lambda=1.5),
+        lambda: ScannIndexBuilder(DIM, N).tree(100, 10, 5_000, soar_lambda=0).score_ah(2).reorder(100),
+        lambda: ScannIndexBuilder(DIM, N).tree(100, 10, 5_000, soar_lambda=True).score_ah(2).reorder(100),
+        lambda: ScannIndexBuilder(DIM, N).score_ah(2).reorder(100, "int4"),
+        lambda: ScannIndexConfig(
+            dimension=DIM, num_vectors=N, scoring="brute_force", reorder_precision="int8"
+        ),
+    ],
+)
+def test_spilling_and_precision_are_validated(make) -> None:
+    with pytest.raises(ValueError):
+        result = make()
+        if isinstance(result, ScannIndexBuilder):
+            result.create_config()
+
+
+def test_configs_written_before_soar_and_precision_existed_still_load() -> None:
+    config = ScannIndexBuilder.for_corpus(N, DIM, max_k=MAX_K).create_config()
+    old = config.to_dict()
+    del old["soar_lambda"], old["reorder_precision"]
+    assert ScannIndexConfig.from_dict(old) == config
+    with pytest.raises(ValueError, match="unknown"):
+        ScannIndexConfig.from_dict({**config.to_dict(), "spill": 2})
+
+
+def test_search_threads_change_speed_not_results(corpus, index: ScannIndex) -> None:
+    _, _, queries = corpus
+    assert index.search_threads >= 1
+    index.set_search_threads(1)
+    one = index.search(queries, 100)
+    index.set_search_threads(2)
+    two = index.search(queries, 100)
+    np.testing.assert_array_equal(one.indices, two.indices)
+    assert index.search_threads == 2
+    for bad in (0, True, 1.5):
+        with pytest.raises(ValueError):
+            index.set_search_threads(bad)

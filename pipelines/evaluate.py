@@ -1,44 +1,35 @@
-"""The evaluation stage: embed queries, search, join judgments, score, combine.
+"""The evaluation stage: embed queries, join their judgments, search and score, combine.
 
-    queries --ReadQueries--> valid --EncodeQueries--> embeddings --SearchCorpus--> ranked lists
-    judgments --ReadJudgments--> (query_id, {product_id: grade})
-    ranked lists + judgments --CoGroupByKey--> ScoreQueries --> per-query metrics, run rows, relevant ranks
+    queries --ReadQueries--> valid --EncodeQueries--> (query_id, embedding) --+
+    judgments --ReadJudgments--> valid -----------------------------------JoinJudgments--> JudgedQuery
+    JudgedQuery --SearchAndScore (one per searcher)--> per-query metrics, relevant ranks, run tables
 
-With --compare_exact (the default when --searcher ann also has --embeddings) the query embeddings are
-searched a second time, exactly, and scored the same way, so one job reports how much recall the index
-loses. Per-query rows are combined on the driver (pipelines/evaluation_report.py) into metrics.json,
+Judgments meet the small query embeddings before search, and each searcher's DoFn scores its own
+batches (pipelines/evaluation/transforms.py), so 10,000-deep rankings never cross a shuffle. With
+--compare_exact (the default when --searcher ann also has --embeddings) the joined queries are searched a
+second time, exactly, and scored the same way, so one job reports how much recall the index loses.
+Per-query rows are combined on the driver (pipelines/evaluation_report.py) into metrics.json,
 per_query.parquet, recall_at_k.png and a printed table.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import tempfile
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import apache_beam as beam
-import numpy as np
 import pyarrow as pa
-from apache_beam import pvalue
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics import Metrics
-from apache_beam.ml.inference.base import PredictionResult, RunInference
+from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from index_builder import ExactSearcher, Searcher, open_index
 from model import Side
-from pipelines.artifacts import (
-    counter_value,
-    localize,
-    read_embeddings,
-    read_stage_manifest,
-    write_stage_manifest,
-)
-from pipelines.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE, ValidateRecords, WriteDeadLetters
-from pipelines.evaluation import MetricSpec, RelevanceRule, evaluate_query, parse_metrics
+from pipelines.artifacts import counter_value, write_stage_manifest
+from pipelines.catalog_io import DEAD_LETTERS, ValidateRecords, WriteDeadLetters
+from pipelines.evaluation import MetricSpec, RelevanceRule, parse_metrics
+from pipelines.evaluation.searchers import SearcherSpec
+from pipelines.evaluation.transforms import JoinJudgments, SearchAndScore, WriteRun
 from pipelines.evaluation_report import (
     RELEVANT_RANKS_SCHEMA,
     SearcherRows,
@@ -49,151 +40,9 @@ from pipelines.evaluation_report import (
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode
 from pipelines.options import EvaluateOptions, ModelOptions, OutputOptions
 from pipelines.runner import make_pipeline, require_options
-from schemas import RUN_SCHEMA, per_query_metrics_schema, validate_judgment, validate_query
+from schemas import per_query_metrics_schema, validate_judgment, validate_query
 
 LOGGER = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class SearcherSpec:
-    """How a worker opens its searcher: picklable, and the searcher itself is built in `setup`."""
-
-    kind: str
-    path: str
-
-    def corpus_size(self) -> int:
-        """How many products the searcher holds, from its manifest (without loading it).
-
-        Single and partitioned index manifests (`index_builder.open_index`) both call the total "count".
-        """
-        if self.kind == "ann":
-            with FileSystems.open(FileSystems.join(self.path, "manifest.json")) as handle:
-                return int(json.loads(handle.read())["count"])
-        # An incremental embed output also holds the rows it reused from the previous run.
-        counts = read_stage_manifest(self.path, "madr-embeddings")["counts"]
-        return int(counts["products_embedded"]) + int(counts.get("products_reused", 0))
-
-    def open(self) -> Searcher:
-        if self.kind == "ann":
-            # ScaNN loads only local folders: a gs:// index is copied to a temporary folder first.
-            # The loaded searcher holds everything in memory, so the copy can go right after.
-            with tempfile.TemporaryDirectory(prefix="madr-index-") as local_dir:
-                return open_index(localize(self.path, local_dir))
-        ids, matrix, _ = read_embeddings(self.path)
-        return ExactSearcher(matrix, ids)
-
-
-class _SearchFn(beam.DoFn):
-    """Batches of query embeddings -> (query_id, [(product_id, score), ...]), searcher loaded once."""
-
-    def __init__(self, spec: SearcherSpec, depth: int, counter_suffix: str = "") -> None:
-        self.spec = spec
-        self.depth = depth
-        self.searcher: Searcher | None = None
-        self.searched = Metrics.counter(METRICS_NAMESPACE, "queries_searched" + counter_suffix)
-
-    def setup(self) -> None:
-        self.searcher = self.spec.open()
-
-    def process(self, batch: Sequence[PredictionResult]) -> Iterator[tuple[str, list[tuple[str, float]]]]:
-        queries = np.stack([result.inference for result in batch]).astype(np.float32)
-        found = self.searcher.search(queries, min(self.depth, self.searcher.size))
-        for row, result in enumerate(batch):
-            self.searched.inc()
-            yield result.example.key, list(zip(found.ids[row], found.scores[row].tolist(), strict=True))
-
-
-class SearchCorpus(beam.PTransform):
-    """Query embeddings (PredictionResult) -> (query_id, ranked [(product_id, score)])."""
-
-    def __init__(self, spec: SearcherSpec, depth: int, batch_size: int, counter_suffix: str = "") -> None:
-        super().__init__()
-        self.spec = spec
-        self.depth = depth
-        self.batch_size = batch_size
-        self.counter_suffix = counter_suffix  # a second searcher in the same job counts separately
-
-    def expand(self, embedded: beam.PCollection) -> beam.PCollection:
-        return (
-            embedded
-            | beam.BatchElements(min_batch_size=1, max_batch_size=self.batch_size)
-            | beam.ParDo(_SearchFn(self.spec, self.depth, self.counter_suffix))
-        )
-
-
-class _ScoreQueryFn(beam.DoFn):
-    RUN = "run"
-    RANKS = "relevant_ranks"
-
-    def __init__(
-        self, metrics: Sequence[MetricSpec], rule: RelevanceRule, emit_run: bool, counter_suffix: str
-    ) -> None:
-        self.metrics = tuple(metrics)
-        self.rule = rule
-        self.emit_run = emit_run
-        self.unjudged = Metrics.counter(METRICS_NAMESPACE, "queries_without_judgments" + counter_suffix)
-        self.scored = Metrics.counter(METRICS_NAMESPACE, "queries_scored" + counter_suffix)
-
-    def process(self, joined: tuple[str, dict[str, list[Any]]]) -> Iterator[Any]:
-        query_id, groups = joined
-        # A judged query outside the evaluated split has no ranking: nothing to score.
-        ranked = groups["ranked"][0] if groups["ranked"] else []
-        if self.emit_run:
-            for rank, (product_id, score) in enumerate(ranked, start=1):
-                yield pvalue.TaggedOutput(
-                    self.RUN, {"query_id": query_id, "product_id": product_id, "rank": rank, "score": score}
-                )
-        judgments = {pid: grade for pairs in groups["judgments"] for pid, grade in pairs}
-        if ranked and not judgments:
-            self.unjudged.inc()
-        elif ranked:
-            self.scored.inc()
-            ranked_ids = [pid for pid, _ in ranked]
-            values = evaluate_query(ranked_ids, judgments, self.metrics, self.rule)
-            yield {"query_id": query_id, **values}
-            # Ranks of the relevant judged products found: enough for recall at any k (the recall@k plot).
-            relevant = {pid for pid, grade in judgments.items() if self.rule.is_positive(grade)}
-            ranks = [rank for rank, pid in enumerate(ranked_ids, start=1) if pid in relevant]
-            yield pvalue.TaggedOutput(
-                self.RANKS, {"query_id": query_id, "num_relevant": len(relevant), "ranks": ranks}
-            )
-
-
-class ScoreQueries(beam.PTransform):
-    """Join rankings with judgments by query_id -> {"per_query", "run", "relevant_ranks"} rows.
-
-    ``emit_run=False`` skips the run rows (depth rows per query) for a searcher whose run is not kept.
-    """
-
-    def __init__(
-        self,
-        metrics: Sequence[MetricSpec],
-        rule: RelevanceRule,
-        emit_run: bool = True,
-        counter_suffix: str = "",
-    ) -> None:
-        super().__init__()
-        self.metrics = metrics
-        self.rule = rule
-        self.emit_run = emit_run
-        self.counter_suffix = counter_suffix
-
-    def expand(self, inputs: dict[str, beam.PCollection]) -> dict[str, beam.PCollection]:
-        judgments = inputs["judgments"] | "ByQuery" >> beam.Map(
-            lambda j: (j["query_id"], [(j["product_id"], j["grade"])])
-        )
-        scored = (
-            {"ranked": inputs["ranked"], "judgments": judgments}
-            | beam.CoGroupByKey()
-            | beam.ParDo(
-                _ScoreQueryFn(self.metrics, self.rule, self.emit_run, self.counter_suffix)
-            ).with_outputs(_ScoreQueryFn.RUN, _ScoreQueryFn.RANKS, main="per_query")
-        )
-        return {
-            "per_query": scored.per_query,
-            "run": scored[_ScoreQueryFn.RUN],
-            "relevant_ranks": scored[_ScoreQueryFn.RANKS],
-        }
 
 
 def cap_cutoffs(metrics: Sequence[MetricSpec], corpus_size: int) -> tuple[MetricSpec, ...]:
@@ -282,26 +131,23 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
         | "ReadJudgments" >> beam.io.ReadFromParquet(opts.judgments)
         | "ValidateJudgments" >> ValidateRecords("judgment", validate_judgment)
     )
+    joined = {
+        "embedded": embedded | "ByQueryId" >> beam.Map(lambda result: (result.example.key, result.inference)),
+        "judgments": judgments.valid,
+    } | "JoinJudgments" >> JoinJudgments()
     names = [spec.key for spec in metrics]
     for name, spec in specs.items():
         primary = name == opts.searcher
         suffix, label = ("", "") if primary else (f"_{name}", name.title())
-        ranked = embedded | f"SearchCorpus{label}" >> SearchCorpus(spec, depth, model.batch_size, suffix)
-        scored = {"ranked": ranked, "judgments": judgments.valid} | f"ScoreQueries{label}" >> ScoreQueries(
-            metrics, rule, emit_run=primary, counter_suffix=suffix
+        scored = joined | f"SearchAndScore{label}" >> SearchAndScore(
+            spec, depth, metrics, rule, model.batch_size, emit_run=primary, counter_suffix=suffix
         )
         _write_rows(
             scored["per_query"], output.output, f"tmp-{name}-per_query", per_query_metrics_schema(names)
         )
         _write_rows(scored["relevant_ranks"], output.output, f"tmp-{name}-ranks", RELEVANT_RANKS_SCHEMA)
         if primary:
-            _ = scored["run"] | "WriteRun" >> beam.io.WriteToParquet(
-                FileSystems.join(output.output, "run"),
-                schema=RUN_SCHEMA,
-                shard_name_template="-SSSSS-of-NNNNN",
-                file_name_suffix=".parquet",
-                codec="snappy",
-            )
+            _ = scored["run"] | "WriteRun" >> WriteRun(FileSystems.join(output.output, "run"))
     _ = (
         (queries[DEAD_LETTERS], judgments[DEAD_LETTERS])
         | beam.Flatten()

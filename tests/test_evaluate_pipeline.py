@@ -49,6 +49,8 @@ def collection(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -
         for j in range(16)
     ]
     queries.append({"query_id": "bad", "text": "", "aspects": None, "split": "test"})
+    # A test query nobody judged: searched and in the run, but not scored.
+    queries.append({"query_id": "unjudged", "text": "Acme lamp", "aspects": None, "split": "test"})
     judgments = []
     for j in range(16):
         for i in range(j, 120, 8)[:6]:
@@ -92,8 +94,11 @@ def _evaluate(collection: dict[str, str], out: Path, *flags: str) -> dict:
 
 def test_exact_evaluation_matches_ir_measures_on_its_own_run(collection, tmp_path) -> None:
     result = _evaluate(collection, tmp_path, "--searcher", "exact", "--embeddings", collection["embeddings"])
-    # 12 test queries, one invalid query dead-lettered; recall@10000 capped to the 120-product corpus.
+    # 12 judged test queries, one unjudged, one invalid query dead-lettered; judged train queries are not
+    # searched. recall@10000 is capped to the 120-product corpus.
+    assert result["counts"]["queries_searched"] == 13
     assert result["counts"]["queries_scored"] == 12
+    assert result["counts"]["queries_without_judgments"] == 1
     assert result["counts"]["queries_dead_lettered"] == 1
     assert result["counts"]["judgments_dead_lettered"] == 1
     assert set(result["summary"]) == {"recall@10", "recall@100", "recall@120", "ndcg@5", "mrr@10"}
@@ -102,6 +107,8 @@ def test_exact_evaluation_matches_ir_measures_on_its_own_run(collection, tmp_pat
 
     run = pq.read_table(list(tmp_path.glob("run-*.parquet"))).to_pylist()
     assert {r["rank"] for r in run if r["query_id"] == "q0"} == set(range(1, 121))
+    assert {r["query_id"] for r in run} == {f"q{j}" for j in range(12)} | {"unjudged"}
+    assert len(run) == 13 * 120
     qrels = [
         ir_measures.Qrel(r["query_id"], r["product_id"], r["grade"])
         for r in pq.read_table(collection["judgments"]).to_pylist()
@@ -147,7 +154,7 @@ def test_ann_evaluation_through_the_index_returns_the_exact_scores(collection, t
     _evaluate(collection, tmp_path / "exact", "--searcher", "exact", "--embeddings", collection["embeddings"])
     assert ann["counts"]["queries_scored"] == 12
     ann_scores, exact_scores = _run_scores(tmp_path / "ann"), _run_scores(tmp_path / "exact")
-    assert ann_scores.keys() == exact_scores.keys() and len(ann_scores) == 12
+    assert ann_scores.keys() == exact_scores.keys() and len(ann_scores) == 13
     for query_id, scores in exact_scores.items():
         assert len(ann_scores[query_id]) == len(scores) == 120
         assert ann_scores[query_id] == pytest.approx(scores, abs=1e-4), query_id

@@ -8,6 +8,7 @@ from pipelines.evaluation.metrics import (
     aggregate,
     check_depth,
     evaluate_query,
+    evaluate_ranks,
     parse_metric,
     parse_metrics,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "aggregate",
     "check_depth",
     "evaluate_query",
+    "evaluate_ranks",
     "format_table",
     "paired_t_test",
     "parse_metric",

@@ -193,16 +193,34 @@ def evaluate_query(
     position = {product_id: rank for rank, product_id in enumerate(ranked_product_ids, start=1)}
     if len(position) != len(ranked_product_ids):
         raise ValueError("ranked_product_ids repeats a product")
+    ranks = [position.get(product_id, math.inf) for product_id in judgments]
+    return evaluate_ranks(judgments, ranks, metrics, rule)
+
+
+def evaluate_ranks(
+    judgments: Mapping[str, int],
+    ranks: Sequence[float] | np.ndarray,
+    metrics: Sequence[MetricSpec],
+    rule: RelevanceRule,
+) -> dict[str, float]:
+    """Every metric of one query from the 1-based rank of each judged product (inf: not retrieved).
+
+    ``ranks`` follows the iteration order of ``judgments``. This is `evaluate_query` for callers that
+    already know where the judged products are (the evaluation stage finds them by corpus row), so a
+    10,000-deep ranking never has to become a list of product ids.
+    """
     grades = []
     for product_id, grade in judgments.items():
         if isinstance(grade, bool) or not isinstance(grade, Integral):
             raise ValueError(f"grade of {product_id!r} must be an integer, got {grade!r}")
         grades.append(int(grade))
     judged = _JudgedRanking(
-        ranks=np.array([position.get(product_id, math.inf) for product_id in judgments], dtype=np.float64),
+        ranks=np.asarray(ranks, dtype=np.float64),
         gains=np.array([rule.gain(grade) for grade in grades], dtype=np.float64),
         positive=np.array([rule.is_positive(grade) for grade in grades], dtype=bool),
     )
+    if judged.ranks.shape != judged.gains.shape:
+        raise ValueError(f"{judged.ranks.size} ranks for {judged.gains.size} judged products")
     return {spec.key: _METRIC_FUNCTIONS[spec.name](judged, spec.k) for spec in metrics}
 
 
@@ -260,6 +278,7 @@ __all__ = [
     "aggregate",
     "check_depth",
     "evaluate_query",
+    "evaluate_ranks",
     "paired_t_test",
     "parse_metric",
     "parse_metrics",

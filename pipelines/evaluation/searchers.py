@@ -1,0 +1,70 @@
+"""Which searcher a worker opens for the evaluation stage, described as picklable data.
+
+A Beam DoFn is pickled to its workers, so it carries a *source* of its searcher (`SearcherSource`:
+anything with ``open()``), not the loaded index; the worker opens it once in ``setup``. `SearcherSpec`
+is the source of the real searchers (a ScaNN index artifact or exact search over an embed output);
+a benchmark or a test can pass any other object that has ``open()``.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from apache_beam.io.filesystems import FileSystems
+
+from index_builder import ExactSearcher, Searcher, open_index
+from pipelines.artifacts import localize, read_embeddings, read_stage_manifest
+
+
+@runtime_checkable
+class CorpusSearcher(Searcher, Protocol):
+    """A `Searcher` that also names its corpus rows: ``ids[i]`` is the product at corpus row i.
+
+    Every searcher of index_builder has it. The evaluation stage reads it once per worker, so that
+    rankings can stay (queries × k) row matrices and become product ids only in the run file.
+    """
+
+    @property
+    def ids(self) -> Sequence[str]: ...
+
+
+class SearcherSource(Protocol):
+    """How a worker gets its searcher: picklable, opened once per DoFn instance."""
+
+    def open(self) -> CorpusSearcher: ...
+
+
+@dataclass(frozen=True)
+class SearcherSpec:
+    """A real searcher: ``kind`` "ann" (index artifact at ``path``) or "exact" (embed output at ``path``)."""
+
+    kind: str
+    path: str
+
+    def corpus_size(self) -> int:
+        """How many products the searcher holds, from its manifest (without loading it).
+
+        Single and partitioned index manifests (`index_builder.open_index`) both call the total "count".
+        """
+        if self.kind == "ann":
+            with FileSystems.open(FileSystems.join(self.path, "manifest.json")) as handle:
+                return int(json.loads(handle.read())["count"])
+        # An incremental embed output also holds the rows it reused from the previous run.
+        counts = read_stage_manifest(self.path, "madr-embeddings")["counts"]
+        return int(counts["products_embedded"]) + int(counts.get("products_reused", 0))
+
+    def open(self) -> CorpusSearcher:
+        if self.kind == "ann":
+            # ScaNN loads only local folders: a gs:// index is copied to a temporary folder first.
+            # The loaded searcher holds everything in memory, so the copy can go right after.
+            with tempfile.TemporaryDirectory(prefix="madr-index-") as local_dir:
+                return open_index(localize(self.path, local_dir))  # type: ignore[return-value]
+        ids, matrix, _ = read_embeddings(self.path)
+        return ExactSearcher(matrix, ids)
+
+
+__all__ = ["CorpusSearcher", "SearcherSource", "SearcherSpec"]

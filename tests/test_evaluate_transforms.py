@@ -1,0 +1,117 @@
+"""JoinJudgments + SearchAndScore + WriteRun on Beam's FnApiRunner with a real exact searcher.
+
+Expected values are computed without Beam: a brute-force ranking by numpy argsort, scored by
+`evaluate_query` (checked against trec_eval in tests/test_metrics.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import apache_beam as beam
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from index_builder import ExactSearcher
+from pipelines.artifacts import counter_value
+from pipelines.evaluation import RelevanceRule, evaluate_query, parse_metrics
+from pipelines.evaluation.transforms import JoinJudgments, SearchAndScore, WriteRun
+
+METRICS = parse_metrics(["recall@3", "recall@20", "ndcg@5", "mrr@10", "auc"])
+DEPTH = 20
+RNG = np.random.default_rng(5)
+CORPUS = RNG.standard_normal((50, 8)).astype(np.float32)
+IDS = [f"p{row}" for row in range(50)]
+VECTORS = {f"q{n}": RNG.standard_normal(8).astype(np.float32) for n in range(7)}
+# q0–q5 are judged (q3 also on a product the corpus lacks); q6 has no judgments; "qx" is judged but
+# was not embedded (a query outside the evaluated split).
+JUDGMENTS = {
+    **{f"q{n}": {f"p{(7 * n + 3 * m) % 50}": (n + m) % 5 for m in range(6)} for n in range(6)},
+    "qx": {"p1": 3},
+}
+JUDGMENTS["q3"]["gone"] = 4
+
+
+@dataclass(frozen=True)
+class ExactSource:
+    """A `SearcherSource` holding its corpus: what `SearcherSpec` reads from an embed output."""
+
+    def open(self) -> ExactSearcher:
+        return ExactSearcher(CORPUS, IDS)
+
+
+def _ranking(query_id: str) -> list[str]:
+    return [IDS[row] for row in np.argsort(-(CORPUS @ VECTORS[query_id]), kind="stable")[:DEPTH]]
+
+
+def _run(tmp_path: Path, emit_run: bool) -> tuple[beam.runners.runner.PipelineResult, list[dict]]:
+    judgment_rows = [
+        {"query_id": query_id, "product_id": pid, "grade": grade}
+        for query_id, grades in JUDGMENTS.items()
+        for pid, grade in grades.items()
+    ]
+    expected = [
+        {
+            "query_id": query_id,
+            **evaluate_query(_ranking(query_id), JUDGMENTS[query_id], METRICS, RelevanceRule()),
+        }
+        for query_id in sorted(VECTORS)
+        if query_id in JUDGMENTS
+    ]
+    pipeline = TestPipeline(runner=beam.runners.portability.fn_api_runner.FnApiRunner())
+    joined = {
+        "embedded": pipeline | "Embedded" >> beam.Create(list(VECTORS.items())),
+        "judgments": pipeline | "Judgments" >> beam.Create(judgment_rows),
+    } | JoinJudgments()
+    scored = joined | SearchAndScore(
+        ExactSource(), DEPTH, METRICS, RelevanceRule(), batch_size=3, emit_run=emit_run
+    )
+    # nan never equals nan: compare the metric rows with nan replaced by a marker.
+    marked = scored["per_query"] | beam.Map(lambda row: {k: "nan" if v != v else v for k, v in row.items()})
+    assert_that(
+        marked,
+        equal_to([{k: "nan" if v != v else v for k, v in row.items()} for row in expected]),
+        label="PerQuery",
+    )
+    ranks = scored["relevant_ranks"] | beam.Map(
+        lambda row: (row["query_id"], row["num_relevant"], tuple(row["ranks"]))
+    )
+    expected_ranks = []
+    for query_id in sorted(JUDGMENTS.keys() & VECTORS.keys()):
+        relevant = {pid for pid, grade in JUDGMENTS[query_id].items() if grade >= 2}
+        found = tuple(rank for rank, pid in enumerate(_ranking(query_id), start=1) if pid in relevant)
+        expected_ranks.append((query_id, len(relevant), found))
+    assert_that(ranks, equal_to(expected_ranks), label="RelevantRanks")
+    _ = scored["run"] | WriteRun(str(tmp_path / "run"))
+    result = pipeline.run()
+    result.wait_until_finish()
+    files = sorted(tmp_path.glob("run-*.parquet"))
+    return result, pq.read_table(files).to_pylist() if files else []
+
+
+def test_search_and_score_matches_brute_force_and_counts(tmp_path) -> None:
+    result, run = _run(tmp_path, emit_run=True)
+    assert counter_value(result, "queries_searched") == 7
+    assert counter_value(result, "queries_scored") == 6
+    assert counter_value(result, "queries_without_judgments") == 1
+    # Every searched query is in the run, the unjudged q6 too; the unembedded "qx" is not.
+    by_query: dict[str, list[dict]] = {}
+    for row in run:
+        by_query.setdefault(row["query_id"], []).append(row)
+    assert sorted(by_query) == sorted(VECTORS)
+    for query_id, rows in by_query.items():
+        rows.sort(key=lambda row: row["rank"])
+        assert [row["rank"] for row in rows] == list(range(1, DEPTH + 1))
+        assert [row["product_id"] for row in rows] == _ranking(query_id)
+        exact = np.sort(CORPUS @ VECTORS[query_id])[::-1][:DEPTH]
+        assert [row["score"] for row in rows] == pytest.approx(exact.tolist(), abs=1e-5)
+
+
+def test_search_and_score_without_run_keeps_the_metrics(tmp_path) -> None:
+    result, run = _run(tmp_path, emit_run=False)
+    assert run == []
+    assert counter_value(result, "queries_scored") == 6

@@ -28,6 +28,13 @@ from model import Side
 from pipelines.artifacts import counter_value, write_stage_manifest
 from pipelines.catalog_io import DEAD_LETTERS, ValidateRecords, WriteDeadLetters
 from pipelines.evaluation import MetricSpec, RelevanceRule, parse_metrics
+from pipelines.evaluation.calibration import (
+    CALIBRATION_QUERIES,
+    Calibration,
+    calibrate,
+    encode_queries,
+    first_queries,
+)
 from pipelines.evaluation.searchers import SearcherSpec
 from pipelines.evaluation.transforms import JoinJudgments, SearchAndScore, WriteRun
 from pipelines.evaluation_report import (
@@ -58,8 +65,15 @@ def _searcher_specs(opts: EvaluateOptions) -> dict[str, SearcherSpec]:
     """The searchers to run: --searcher first, then "exact" when comparing the index against exact search.
 
     The comparison is on by default whenever it is possible (--searcher ann with --embeddings too), so every
-    report of an index says what the index costs in recall.
+    report of an index says what the index costs in recall. --searcher auto gives both, to measure first
+    (`_choose_searcher`).
     """
+    if opts.searcher == "auto":
+        if not (opts.index and opts.embeddings):
+            raise ValueError(
+                "--searcher auto needs both --index and --embeddings: it measures one against the other"
+            )
+        return {"ann": SearcherSpec("ann", opts.index), "exact": SearcherSpec("exact", opts.embeddings)}
     path = opts.index if opts.searcher == "ann" else opts.embeddings
     if not path:
         flag = "--index" if opts.searcher == "ann" else "--embeddings"
@@ -82,6 +96,23 @@ def _corpus_size(specs: dict[str, SearcherSpec]) -> int:
             "compare an index with the embeddings it was built from (or pass --compare_exact false)"
         )
     return next(iter(sizes.values()))
+
+
+def _choose_searcher(
+    opts: EvaluateOptions, model: ModelOptions, specs: dict[str, SearcherSpec], depth: int
+) -> tuple[str, dict[str, SearcherSpec], Calibration | None]:
+    """The primary searcher, the searchers to run (primary first) and --searcher auto's measurements."""
+    if opts.searcher != "auto":
+        return opts.searcher, specs, None
+    sample = first_queries(opts.queries, opts.split, CALIBRATION_QUERIES)
+    vectors = encode_queries(sample, model.model, model.batch_size, model.chunk_size, model.device)
+    calibration = calibrate(specs["ann"], specs["exact"], vectors, depth)
+    primary = calibration.choice
+    other = "exact" if primary == "ann" else "ann"
+    chosen = {primary: specs[primary]}
+    if opts.compare_exact != "false":  # both are reported unless asked not to
+        chosen[other] = specs[other]
+    return primary, chosen, calibration
 
 
 def _write_rows(rows: beam.PCollection, output: str, prefix: str, schema: pa.Schema) -> None:
@@ -110,6 +141,7 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
     corpus_size = _corpus_size(specs)
     metrics = cap_cutoffs(metrics, corpus_size)
     depth = min(opts.depth, corpus_size)
+    primary, specs, calibration = _choose_searcher(opts, model, specs, depth)
     identity = ModelIdentity.of(model.model)
     handler = EncoderModelHandler(model.model, Side.QUERY, model.batch_size, model.chunk_size, model.device)
     split = opts.split
@@ -137,16 +169,16 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
     } | "JoinJudgments" >> JoinJudgments()
     names = [spec.key for spec in metrics]
     for name, spec in specs.items():
-        primary = name == opts.searcher
-        suffix, label = ("", "") if primary else (f"_{name}", name.title())
+        is_primary = name == primary
+        suffix, label = ("", "") if is_primary else (f"_{name}", name.title())
         scored = joined | f"SearchAndScore{label}" >> SearchAndScore(
-            spec, depth, metrics, rule, model.batch_size, emit_run=primary, counter_suffix=suffix
+            spec, depth, metrics, rule, model.batch_size, emit_run=is_primary, counter_suffix=suffix
         )
         _write_rows(
             scored["per_query"], output.output, f"tmp-{name}-per_query", per_query_metrics_schema(names)
         )
         _write_rows(scored["relevant_ranks"], output.output, f"tmp-{name}-ranks", RELEVANT_RANKS_SCHEMA)
-        if primary:
+        if is_primary:
             _ = scored["run"] | "WriteRun" >> WriteRun(FileSystems.join(output.output, "run"))
     _ = (
         (queries[DEAD_LETTERS], judgments[DEAD_LETTERS])
@@ -163,7 +195,7 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
         )
         for name in specs
     }
-    report = write_report(output.output, branches, opts.searcher, depth, rule, rule_source)
+    report = write_report(output.output, branches, primary, depth, rule, rule_source, calibration)
     counted = [
         "queries_read",
         "queries_dead_lettered",
@@ -173,8 +205,8 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
         "judgments_read",
         "judgments_dead_lettered",
     ]
-    if "exact" in specs and opts.searcher != "exact":
-        counted += ["queries_searched_exact", "queries_scored_exact", "queries_without_judgments_exact"]
+    for name in specs.keys() - {primary}:
+        counted += [f"queries_searched_{name}", f"queries_scored_{name}", f"queries_without_judgments_{name}"]
     counts = {name: counter_value(result, name) for name in counted}
     write_stage_manifest(
         output.output,
@@ -182,8 +214,9 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
         info={
             "model_id": identity.model_id,
             "model_version": identity.model_version,
-            "searcher": opts.searcher,
+            "searcher": primary,
             "compare_exact": len(specs) > 1,
+            **({"searcher_choice": calibration.to_dict()} if calibration else {}),
             "depth": depth,
             "split": split,
             "relevance_rule": rule.to_dict(),
@@ -196,4 +229,6 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
         "table": report.table,
         "ann_vs_exact": report.ann_vs_exact,
         "recall_at_k": report.recall_at_k,
+        "searcher": primary,
+        "searcher_choice": calibration.to_dict() if calibration else None,
     }

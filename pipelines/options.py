@@ -95,9 +95,11 @@ class EvaluateOptions(PipelineOptions):
         )
         parser.add_argument(
             "--searcher",
-            choices=("ann", "exact"),
+            choices=("ann", "exact", "auto"),
             default="ann",
-            help="ann: the ScaNN index; exact: brute force",
+            help="ann: the ScaNN index; exact: brute force; auto (needs --index and --embeddings): whichever "
+            "is faster on a sample of the queries at --depth, the index only if its recall there is within "
+            "1%% of exact; both are still reported unless --compare_exact false",
         )
         parser.add_argument(
             "--compare_exact",

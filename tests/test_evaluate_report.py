@@ -18,10 +18,11 @@ import pyarrow.parquet as pq
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from index_builder import ScannIndexBuilder
+from index_builder import ExactSearcher, ScannIndexBuilder
 from pipelines.artifacts import read_embeddings
 from pipelines.embed import run_embed
-from pipelines.evaluate import _searcher_specs, run_evaluate
+from pipelines.evaluate import SearcherSpec, _searcher_specs, run_evaluate
+from pipelines.evaluation.calibration import calibrate, choose
 from pipelines.evaluation.plot import k_grid, recall_curve
 from pipelines.evaluation_report import resolve_rule
 from pipelines.options import EvaluateOptions
@@ -303,3 +304,68 @@ def test_k_grid_and_recall_curve_by_hand() -> None:
     assert all(math.isnan(v) for v in recall_curve(rows[2:], [1, 5])[0])
     with pytest.raises(ValueError, match="3 ranks for 2 relevant"):
         recall_curve([{"query_id": "d", "num_relevant": 2, "ranks": [1, 2, 3]}], [1])
+
+
+def test_auto_picks_exact_when_the_index_loses_recall(collection, exact_run, tmp_path) -> None:
+    # At depth 10 the upside-down index returns each query's 10 worst products: recall 0 against exact.
+    flags = ("--searcher", "auto", "--index", collection["index"], "--embeddings", collection["embeddings"],
+             "--depth", "10", "--metrics", "recall@5,recall@10")  # fmt: skip
+    result = _evaluate(collection, tmp_path, collection["judgments"], *flags)
+    document = _metrics_json(tmp_path)
+    choice = document["searcher_choice"]
+    assert choice["queries"] == 8 and choice["depth"] == 10 and choice["min_recall"] == 0.99
+    assert choice["ann_recall"] == 0.0 and choice["ann_seconds"] > 0 and choice["exact_seconds"] > 0
+    assert choice["choice"] == "exact" and "below 0.99" in choice["reason"]
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["searcher"] == "exact" and manifest["searcher_choice"] == choice
+    assert result["searcher_choice"] == choice and result["table"].startswith(
+        "Searcher: exact, measured on 8"
+    )
+    # The chosen searcher is primary (its run and its means); the index is still searched and reported.
+    exact, exact_folder = exact_run
+    exact_ranked = _run(exact_folder)
+    # The kept run is exact search's top 10, not the index's (exact's bottom 10). Separate jobs batch the
+    # query encoding differently, so near-tied products of this untrained model may swap: hence >= 8.
+    kept = _run(tmp_path)
+    assert kept.keys() == exact_ranked.keys()
+    for query_id, ranked in exact_ranked.items():
+        assert len(set(kept[query_id]) & set(ranked[:10])) >= 8 and not set(kept[query_id]) & set(
+            ranked[-10:]
+        )
+    assert document["metrics"]["recall@5"]["mean"] == pytest.approx(exact["summary"]["recall@5"].mean)
+    assert result["counts"]["queries_scored"] == result["counts"]["queries_scored_ann"] == 8
+    assert document["ann_vs_exact"]["recall@5"]["loss"] > 0
+
+
+def test_auto_choice_follows_the_measurements(collection, tmp_path) -> None:
+    ids, matrix, manifest = read_embeddings(collection["embeddings"])
+    index = ScannIndexBuilder.for_corpus(len(ids), matrix.shape[1], max_k=NUM_PRODUCTS).build(matrix, ids)
+    index.save(tmp_path / "index", model_id=manifest["model_id"], model_version=manifest["model_version"])
+    ann, exact = SearcherSpec("ann", str(tmp_path / "index")), SearcherSpec("exact", collection["embeddings"])
+    sample = matrix[::4]  # 15 real embeddings
+    free = calibrate(ann, exact, sample, depth=10, min_recall=0.0)
+    assert free.choice == ("ann" if free.ann_seconds < free.exact_seconds else "exact")
+    # recall by hand: the index's top 10 against exact search's (near-ties of this untrained model make
+    # even a numpy argsort disagree with ExactSearcher's float32 blocks, so the truth is ExactSearcher's).
+    found = index.search(sample, 10).ids
+    truth = ExactSearcher(matrix, ids).search(sample, 10).ids
+    hand = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, truth, strict=True)])
+    assert free.ann_recall == pytest.approx(hand) and hand > 0.5
+    strict = calibrate(ann, exact, sample, depth=10, min_recall=1.01)
+    assert strict.choice == "exact" and "below 1.01" in strict.reason
+    assert calibrate(SearcherSpec("ann", collection["index"]), exact, sample, depth=10).ann_recall == 0.0
+
+
+def test_choose_needs_recall_and_speed() -> None:
+    assert choose(1.0, 2.0, 0.99)[0] == "ann"  # exactly within 1% of exact counts
+    assert choose(1.0, 2.0, 0.989)[0] == "exact"
+    assert choose(2.0, 1.0, 1.0) == ("exact", "recall 1.0000 >= 0.99, but exact search is as fast or faster")
+    assert choose(1.0, 1.0, 1.0)[0] == "exact"
+
+
+def test_auto_needs_both_searchers() -> None:
+    options = PipelineOptions(["--searcher", "auto", "--index", "i"]).view_as(EvaluateOptions)
+    with pytest.raises(ValueError, match="--searcher auto needs both --index and --embeddings"):
+        _searcher_specs(options)
+    options = PipelineOptions(["--searcher", "auto", "--index", "i", "--embeddings", "e"])
+    assert list(_searcher_specs(options.view_as(EvaluateOptions))) == ["ann", "exact"]

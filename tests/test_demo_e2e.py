@@ -48,6 +48,10 @@ def test_demo_runs_every_stage_and_reports_sane_metrics(tmp_path) -> None:
 
     demo = tmp_path / "demo"
     metrics = json.loads((demo / "eval" / "metrics.json").read_text())
+    # The demo evaluates with --searcher auto: both searchers timed on a sample, the choice recorded.
+    choice = metrics["searcher_choice"]
+    assert choice["choice"] in ("ann", "exact") and choice["ann_recall"] == pytest.approx(1.0)
+    assert choice["ann_seconds"] > 0 and choice["exact_seconds"] > 0
     assert metrics["num_queries"] == evaluation["counts"]["queries_scored"] > 0
     manifest = json.loads((demo / "embeddings" / "manifest.json").read_text())
     counts = manifest["counts"]

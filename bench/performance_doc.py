@@ -154,13 +154,20 @@ def recall10k_section(r: dict[str, Any]) -> str:
             ", ".join(f"{k}={v}" for k, v in recalls.items()),
         ],
     ]
-    for name in ("2x_leaves", "2x_reorder"):
+    labels = {
+        "previous_rule": "index, the rule before issue 5",
+        "2x_leaves": "index, twice the leaves",
+        "2x_reorder": "index, twice the re-ranking",
+    }
+    for name, label in labels.items():
         if name in f:
             v = f[name]
             recall = ", ".join(f"{k}={x}" for k, x in v.items() if k.startswith("recall"))
+            depth = v.get("pre_reorder_num_neighbors")
             rows.append(
                 [
-                    f"index, {name} ({v.get('leaves_to_search')} leaves)",
+                    f"{label} ({v.get('leaves_to_search')} leaves"
+                    + (f", {depth:,} re-ranked)" if depth else ")"),
                     v["search_s"],
                     None,
                     v["vs_exact_speed"],
@@ -205,14 +212,18 @@ def scaling_section(r: dict[str, Any]) -> str:
 def eval_join_section(r: dict[str, Any]) -> str:
     f, c = r["figures"], r["config"]
     rows = [
-        ["Beam ScoreQueries (CoGroupByKey + score + run rows)", f["beam_s"], f["beam_peak_rss_delta_mb"]],
+        [
+            f"Beam: {c.get('stage', 'ScoreQueries (CoGroupByKey + score + run rows)')}",
+            f["beam_s"],
+            f["beam_peak_rss_delta_mb"],
+        ],
         ["plain Python loop, same work", f["plain_loop_s"], f["plain_loop_peak_rss_delta_mb"]],
     ]
     if "beam_without_run_rows_s" in f:
         rows.insert(
             1,
             [
-                "Beam ScoreQueries(emit_run=False): join + score, no run rows",
+                "Beam, the same without writing run rows",
                 f["beam_without_run_rows_s"],
                 f["beam_without_run_rows_peak_mb"],
             ],

@@ -2,13 +2,22 @@
 
 Composite transforms, each testable alone on a TestPipeline:
 
-    ReadProducts -> PlanEmbedding (dedupe, reuse unchanged rows of --previous)
-                 -> EmbedTexts (RunInference; a failed batch is retried one by one)
-                 -> WriteEmbeddings (+ WriteDeadLetters)
+    ListRowGroups -> PlanEmbedding (read, validate, dedupe, reuse unchanged rows of --previous)
+                  -> EmbedTexts (RunInference; a failed batch is retried record by record)
+                  -> WriteEmbeddings (+ the reused rows, + WriteDeadLetters)
 
 `run_embed` wires them, checks that the counts reconcile
 (read = embedded + reused + dead-lettered), writes the manifest last, and fails
 the job when the dead-letter fraction exceeds --max_dead_letter_fraction.
+
+Memory stays flat with the catalog size on Beam's local runner, which holds in memory
+every PCollection that crosses a GroupByKey or a multi-input Flatten: the products go
+from reading to writing in one fused step with neither (embedded and reused rows are
+written as two file sets rather than flattened; inference failures leave on a side
+output rather than through a second RunInference), and what the plan must know about
+the whole catalog comes as small or compact side inputs (`pipelines.incremental`).
+Two exceptions stay: --num_shards > 0 makes Beam's writer group all rows by shard, and
+dead letters are flattened (they are few, or the job fails anyway).
 """
 
 from __future__ import annotations
@@ -30,45 +39,48 @@ from pipelines.artifacts import counter_value, previous_embeddings_folder, write
 from pipelines.catalog_io import (
     DEAD_LETTERS,
     METRICS_NAMESPACE,
-    ValidateRecords,
+    ListRowGroups,
     WriteDeadLetters,
     dead_letter,
 )
-from pipelines.incremental import REUSED, TO_EMBED, PlanEmbedding
-from pipelines.inference import AnnotatedEmbedding, EncoderModelHandler, ModelIdentity, TextToEncode
+from pipelines.incremental import REUSED, TO_EMBED, PlanEmbedding, previous_pattern
+from pipelines.inference import (
+    AnnotatedEmbedding,
+    EncoderModelHandler,
+    EncodingFailed,
+    ModelIdentity,
+    TextToEncode,
+)
 from pipelines.options import EmbedOptions, ModelOptions, OutputOptions
 from pipelines.runner import make_pipeline, require_options
-from schemas import embedding_schema, validate_product
+from schemas import embedding_schema
 
 LOGGER = logging.getLogger(__name__)
 EMBEDDINGS_KIND = "madr-embeddings"
+ROWS = "rows"
 
 
 class DeadLetterThresholdExceeded(RuntimeError):
     """More records were rejected than --max_dead_letter_fraction allows."""
 
 
-class ReadProducts(beam.PTransform):
-    """Parquet files (local or gs://) -> (`valid` products, `dead_letters`)."""
-
-    def __init__(self, file_pattern: str) -> None:
-        super().__init__()
-        self.file_pattern = file_pattern
-
-    def expand(self, root: beam.pvalue.PBegin) -> pvalue.DoOutputsTuple:
-        return (
-            root | beam.io.ReadFromParquet(self.file_pattern) | ValidateRecords("product", validate_product)
-        )
-
-
 class _ToEmbeddingRow(beam.DoFn):
+    """Inference results -> embedding rows; a record that failed alone -> `dead_letters`."""
+
     def __init__(self, identity: ModelIdentity) -> None:
         self.identity = identity
         self.embedded = Metrics.counter(METRICS_NAMESPACE, "products_embedded")
+        self.rejected = Metrics.counter(METRICS_NAMESPACE, "products_dead_lettered")
 
-    def process(self, result: PredictionResult) -> Iterator[dict[str, Any]]:
-        self.embedded.inc()
+    def process(self, result: PredictionResult) -> Iterator[Any]:
         example: TextToEncode = result.example
+        if isinstance(result.inference, EncodingFailed):
+            self.rejected.inc()
+            record = {"product_id": example.key, "text": example.text}
+            reason = f"inference failed: {result.inference.error}"
+            yield pvalue.TaggedOutput(DEAD_LETTERS, dead_letter("embed", record, reason, example.key))
+            return
+        self.embedded.inc()
         if isinstance(result.inference, AnnotatedEmbedding):
             vector, annotations = result.inference.embedding, result.inference.annotations.as_row()
         else:  # a handler built without annotate=True
@@ -83,65 +95,33 @@ class _ToEmbeddingRow(beam.DoFn):
         }
 
 
-class _FailedAloneToDeadLetter(beam.DoFn):
-    """A product whose inference failed even in a batch of its own."""
-
-    def __init__(self) -> None:
-        self.rejected = Metrics.counter(METRICS_NAMESPACE, "products_dead_lettered")
-
-    def process(self, failure: tuple[list[TextToEncode], Exception]) -> Iterator[dict[str, Any]]:
-        batch, error = failure
-        for example in batch:
-            self.rejected.inc()
-            record = {"product_id": example.key, "text": example.text}
-            yield dead_letter("embed", record, f"inference failed: {error!r}", example.key)
-
-
 class EmbedTexts(beam.PTransform):
     """TextToEncode -> {"rows": embedding rows, "dead_letters": products that cannot be embedded}.
 
-    A batch that raises must not take its good records down with it: its examples
-    go through a second RunInference one at a time, and only those that fail alone
-    become dead letters. The first stage's threshold is therefore 1.0 on purpose;
-    the second stage's is the job's real limit.
+    A batch that raises must not take its good records down with it: the handler retries
+    its records one at a time (`with_failures_isolated`), and only those that fail alone
+    become dead letters. Both leave one ParDo, so rows flow on to the writer unmerged.
     """
 
-    def __init__(
-        self, handler: EncoderModelHandler, identity: ModelIdentity, max_failed_fraction: float
-    ) -> None:
+    def __init__(self, handler: EncoderModelHandler, identity: ModelIdentity) -> None:
         super().__init__()
-        self.handler = handler
+        self.handler = handler.with_failures_isolated()
         self.identity = identity
-        self.max_failed_fraction = max_failed_fraction
 
     def expand(self, texts: beam.PCollection) -> dict[str, beam.PCollection]:
-        results, failures = texts | "Encode" >> RunInference(self.handler).with_exception_handling(
-            threshold=1.0
+        results = texts | "Encode" >> RunInference(self.handler)
+        rows = results | "ToRows" >> beam.ParDo(_ToEmbeddingRow(self.identity)).with_outputs(
+            DEAD_LETTERS, main=ROWS
         )
-        retried, failed_alone = (
-            failures.failed_inferences
-            | "RetryOneByOne" >> beam.FlatMap(lambda failure: failure[0])
-            | "EncodeAlone"
-            >> RunInference(self.handler.one_at_a_time()).with_exception_handling(
-                threshold=self.max_failed_fraction
-            )
-        )
-        return {
-            "rows": (results, retried)
-            | "AllResults" >> beam.Flatten()
-            | "ToRows" >> beam.ParDo(_ToEmbeddingRow(self.identity)),
-            "dead_letters": failed_alone.failed_inferences | beam.ParDo(_FailedAloneToDeadLetter()),
-        }
+        return {ROWS: rows[ROWS], DEAD_LETTERS: rows[DEAD_LETTERS]}
 
 
 class EmbedProducts(beam.PTransform):
     """Validated products -> {"rows", "dead_letters"}: every product embedded, no reuse."""
 
-    def __init__(
-        self, handler: EncoderModelHandler, identity: ModelIdentity, max_failed_fraction: float = 1.0
-    ):
+    def __init__(self, handler: EncoderModelHandler, identity: ModelIdentity):
         super().__init__()
-        self.embed = EmbedTexts(handler, identity, max_failed_fraction)
+        self.embed = EmbedTexts(handler, identity)
 
     def expand(self, products: beam.PCollection) -> dict[str, beam.PCollection]:
         identity = self.embed.identity
@@ -150,16 +130,26 @@ class EmbedProducts(beam.PTransform):
 
 
 class WriteEmbeddings(beam.PTransform):
-    def __init__(self, output: str, dimension: int, num_shards: int = 0, row_group_mb: int = 64) -> None:
+    """Embedding rows -> `<prefix>-SSSSS-of-NNNNN.parquet` shards; readers take every `embeddings*` file."""
+
+    def __init__(
+        self,
+        output: str,
+        dimension: int,
+        num_shards: int = 0,
+        row_group_mb: int = 16,
+        prefix: str = "embeddings",
+    ) -> None:
         super().__init__()
         self.output = output
+        self.prefix = prefix
         self.dimension = dimension
         self.num_shards = num_shards
         self.row_group_bytes = row_group_mb * 1024 * 1024
 
     def expand(self, rows: beam.PCollection) -> pvalue.PDone:
         return rows | beam.io.WriteToParquet(
-            FileSystems.join(self.output, "embeddings"),
+            FileSystems.join(self.output, self.prefix),
             schema=embedding_schema(self.dimension),
             num_shards=self.num_shards,
             row_group_buffer_size=self.row_group_bytes,
@@ -193,8 +183,8 @@ def check_counts(counts: dict[str, int], max_dead_letter_fraction: float) -> Non
         )
 
 
-def run_embed(options: PipelineOptions) -> dict[str, int]:
-    """Run the embed pipeline; return its counts after writing the output manifest."""
+def build_embed(options: PipelineOptions) -> tuple[beam.Pipeline, ModelIdentity]:
+    """The embed pipeline, built but not run (tests inspect how a runner fuses it)."""
     opts, model, output = (options.view_as(c) for c in (EmbedOptions, ModelOptions, OutputOptions))
     require_options(opts, "products")
     require_options(model, "model")
@@ -203,29 +193,38 @@ def run_embed(options: PipelineOptions) -> dict[str, int]:
         raise ValueError("--max_dead_letter_fraction must be in [0, 1]")
     identity = ModelIdentity.of(model.model)
     handler = EncoderModelHandler(
-        model.model, Side.DOCUMENT, model.batch_size, model.chunk_size, model.device, annotate=True
+        model.model,
+        Side.DOCUMENT,
+        model.batch_size,
+        model.chunk_size,
+        model.device,
+        annotate=True,
+        num_threads=opts.torch_threads or None,
     )
 
     pipeline = make_pipeline(options)
-    products = pipeline | "ReadProducts" >> ReadProducts(opts.products)
+    inputs = {"groups": pipeline | "ListProducts" >> ListRowGroups(opts.products)}
     if opts.previous:
-        previous = pipeline | "ReadPrevious" >> beam.io.ReadFromParquet(
-            FileSystems.join(previous_embeddings_folder(opts.previous), "embeddings-*.parquet")
-        )
-    else:
-        previous = pipeline | "NoPrevious" >> beam.Create([])
-    plan = {"products": products.valid, "previous": previous} | PlanEmbedding(identity)
-    embedded = plan[TO_EMBED] | EmbedTexts(handler, identity, opts.max_dead_letter_fraction)
+        previous = previous_pattern(previous_embeddings_folder(opts.previous))
+        inputs["previous"] = pipeline | "ListPrevious" >> ListRowGroups(previous)
+    plan = inputs | PlanEmbedding(identity)
+    embedded = plan[TO_EMBED] | EmbedTexts(handler, identity)
+    write = (output.output, identity.dimension, opts.num_shards, opts.row_group_mb)
+    _ = embedded[ROWS] | WriteEmbeddings(*write)
+    if opts.previous:
+        _ = plan[REUSED] | "WriteReused" >> WriteEmbeddings(*write, prefix="embeddings-reused")
     _ = (
-        (embedded["rows"], plan[REUSED])
-        | "AllRows" >> beam.Flatten()
-        | WriteEmbeddings(output.output, identity.dimension, opts.num_shards, opts.row_group_mb)
-    )
-    _ = (
-        (products[DEAD_LETTERS], plan[DEAD_LETTERS], embedded["dead_letters"])
+        (plan[DEAD_LETTERS], embedded[DEAD_LETTERS])
         | "AllDeadLetters" >> beam.Flatten()
         | WriteDeadLetters(FileSystems.join(output.output, "dead_letters"))
     )
+    return pipeline, identity
+
+
+def run_embed(options: PipelineOptions) -> dict[str, int]:
+    """Run the embed pipeline; return its counts after writing the output manifest."""
+    pipeline, identity = build_embed(options)
+    opts, output = options.view_as(EmbedOptions), options.view_as(OutputOptions)
     result = pipeline.run()
     result.wait_until_finish()
     counts = {name: counter_value(result, name) for name in COUNTERS}

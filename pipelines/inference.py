@@ -21,7 +21,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 from transformers import PreTrainedTokenizerBase
 
-from model import DenseEncoder, EncoderConfig, Side, load_config, load_encoder, text_for_model
+from model import DenseEncoder, EncoderConfig, Side, TokenizedBatch, load_config, load_encoder, text_for_model
 from model.annotations import RecordAnnotations, annotate
 
 
@@ -49,6 +49,12 @@ class AnnotatedEmbedding(NamedTuple):
 
     embedding: np.ndarray
     annotations: RecordAnnotations
+
+
+class EncodingFailed(NamedTuple):
+    """The inference of a record that failed even in a batch of its own (`with_failures_isolated`)."""
+
+    error: str
 
 
 class TextToEncode(NamedTuple):
@@ -80,6 +86,10 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         batch_size: examples per Beam batch; inside it, texts are sorted by token length
             and encoded in chunks of `chunk_size`, which is where padding is saved.
         device: 'cuda', 'cpu', ...; by default the GPU when there is one.
+        annotate: return `AnnotatedEmbedding`s (vector and Table 8 annotations), not bare vectors.
+        num_threads: torch intra-op threads of the worker process (None: torch's default, one per
+            core). Small models on shared cores run several times faster with 1: each op is too
+            short to split, and a thread waiting for a busy core stalls the whole op.
     """
 
     def __init__(
@@ -90,9 +100,12 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         chunk_size: int = 32,
         device: str | None = None,
         annotate: bool = False,
+        num_threads: int | None = None,
     ) -> None:
         super().__init__(min_batch_size=1, max_batch_size=batch_size)
         self.annotate = annotate
+        self.num_threads = num_threads
+        self.isolate_failures = False
         if chunk_size < 1 or batch_size < 1:
             raise ValueError("batch_size and chunk_size must be >= 1")
         self.model_dir = model_dir
@@ -101,14 +114,17 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         self.device = device
         self.batches = Metrics.counter("madr", "inference_batches")
 
-    def one_at_a_time(self) -> EncoderModelHandler:
-        """This handler (subclass and all) with batches of one, to find the records that broke a batch."""
+    def with_failures_isolated(self) -> EncoderModelHandler:
+        """This handler (subclass and all) answering a failed batch record by record: a record that
+        fails alone comes back as an `EncodingFailed` result instead of failing the bundle."""
         clone = copy.copy(self)
-        clone._batching_kwargs = {**self._batching_kwargs, "min_batch_size": 1, "max_batch_size": 1}
-        clone.chunk_size = 1
+        clone.isolate_failures = True
         return clone
 
     def load_model(self) -> LoadedEncoder:
+        if self.num_threads:
+            # Process-wide, hence only on request: in a worker process it is the worker's to set.
+            torch.set_num_threads(self.num_threads)
         encoder, tokenizer = load_encoder(self.model_dir, device=self.device)
         return LoadedEncoder(encoder, tokenizer)
 
@@ -118,19 +134,37 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         model: LoadedEncoder,
         inference_args: dict[str, Any] | None = None,
     ) -> Iterable[PredictionResult]:
+        if not self.isolate_failures:
+            return self.encode_batch(batch, model)
+        try:
+            return self.encode_batch(batch, model)
+        except Exception as error:  # whatever broke the batch, find the records it was
+            if len(batch) == 1:
+                return [PredictionResult(batch[0], EncodingFailed(repr(error)))]
+            return [result for example in batch for result in self.run_inference([example], model)]
+
+    def encode_batch(self, batch: Sequence[TextToEncode], model: LoadedEncoder) -> list[PredictionResult]:
+        """Tokenise the whole batch once, then run the model on length-sorted chunks of it."""
         self.batches.inc()
         texts = [example.text for example in batch]
-        max_length = model.encoder.max_length(self.side)
-        lengths = [
-            len(ids) for ids in model.tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
-        ]
+        # The model's own tokenize (MURAL adds guiding tokens), padded to the batch's longest text;
+        # each chunk keeps only the columns its own texts use, exactly as if tokenised alone.
+        tokens = model.encoder.tokenize(model.tokenizer, texts, self.side)
+        lengths = tokens.attention_mask.sum(dim=1).tolist()
+        device = next(model.encoder.parameters()).device
         embeddings: list[np.ndarray | AnnotatedEmbedding | None] = [None] * len(batch)
-        for chunk in length_sorted_chunks(lengths, self.chunk_size):
-            output = model.encoder.embed_texts(model.tokenizer, [texts[i] for i in chunk], self.side)
-            vectors = output.embedding.to(torch.float32).cpu().numpy()
-            notes = annotate(model.encoder, output) if self.annotate else None
-            for row, index in enumerate(chunk):
-                embeddings[index] = AnnotatedEmbedding(vectors[row], notes[row]) if notes else vectors[row]
+        with torch.inference_mode():
+            for chunk in length_sorted_chunks(lengths, self.chunk_size):
+                rows = torch.tensor(chunk)
+                mask = tokens.attention_mask[rows]
+                used = mask.any(dim=0)
+                chunk_tokens = TokenizedBatch(tokens.input_ids[rows][:, used], mask[:, used])
+                output = model.encoder(chunk_tokens.to(device), self.side)
+                vectors = output.embedding.to(torch.float32).cpu().numpy()
+                notes = annotate(model.encoder, output) if self.annotate else None
+                for row, index in enumerate(chunk):
+                    vector = vectors[row]
+                    embeddings[index] = AnnotatedEmbedding(vector, notes[row]) if notes else vector
         return [PredictionResult(example, vector) for example, vector in zip(batch, embeddings, strict=True)]
 
     def get_num_bytes(self, batch: Sequence[TextToEncode]) -> int:

@@ -53,13 +53,23 @@ class EmbedOptions(PipelineOptions):
             help="Embedding Parquet shards to write (0: the runner decides)",
         )
         parser.add_argument(
-            "--row_group_mb", type=int, default=64, help="Parquet row-group buffer per shard writer, MB (64)"
+            "--row_group_mb",
+            type=int,
+            default=16,
+            help="Parquet row-group buffer per shard writer, MB (16); the writer holds about twice this",
         )
         parser.add_argument(
             "--previous",
             default=None,
             help="Previous embed output (or run folder): unchanged products reuse its rows; only new or "
             "changed products, or all of them under a new model version, are embedded",
+        )
+        parser.add_argument(
+            "--torch_threads",
+            type=int,
+            default=0,
+            help="torch intra-op threads per worker process (0: torch's default, one per core); 1 is much "
+            "faster for small models on shared or oversubscribed cores",
         )
         parser.add_argument(
             "--max_dead_letter_fraction",

@@ -17,9 +17,10 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from model import Side, content_hash, document_text, load_encoder
 from pipelines.artifacts import read_embeddings
-from pipelines.embed import DeadLetterThresholdExceeded, EmbedProducts, ReadProducts, run_embed
+from pipelines.catalog_io import DEAD_LETTERS, VALID, ListRowGroups, ReadValidatedFn
+from pipelines.embed import DeadLetterThresholdExceeded, EmbedProducts, run_embed
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode, length_sorted_chunks
-from schemas import PRODUCT_SCHEMA
+from schemas import PRODUCT_SCHEMA, validate_product
 
 
 def catalog(count: int) -> list[dict]:
@@ -39,8 +40,8 @@ def catalog(count: int) -> list[dict]:
     ]
 
 
-def write_catalog(path: Path, rows: list[dict]) -> str:
-    pq.write_table(pa.Table.from_pylist(rows, schema=PRODUCT_SCHEMA), path)
+def write_catalog(path: Path, rows: list[dict], row_group_size: int | None = None) -> str:
+    pq.write_table(pa.Table.from_pylist(rows, schema=PRODUCT_SCHEMA), path, row_group_size=row_group_size)
     return str(path)
 
 
@@ -49,17 +50,30 @@ def test_length_sorted_chunks_cover_every_index_once() -> None:
     assert chunks == [[1, 3], [0, 4], [2]]
 
 
-def test_read_products_splits_valid_and_dead_letters(tmp_path, local_runner) -> None:
+def test_read_validated_splits_valid_and_dead_letters_with_positions(tmp_path, local_runner) -> None:
+    # Two files of row groups of 2: positions must count rows across row groups, per file.
     rows = [*catalog(4), {**catalog(1)[0], "product_id": "no-title", "title": ""}]
-    path = write_catalog(tmp_path / "products.parquet", rows)
+    first = write_catalog(tmp_path / "a.parquet", rows, row_group_size=2)
+    second = write_catalog(tmp_path / "b.parquet", [{**catalog(1)[0], "product_id": "q0"}], row_group_size=2)
     with TestPipeline(runner=local_runner) as pipeline:
-        products = pipeline | ReadProducts(path)
-        assert_that(products.valid | beam.Map(lambda p: p["product_id"]), equal_to(["p0", "p1", "p2", "p3"]))
+        groups = pipeline | ListRowGroups(str(tmp_path / "*.parquet"))
+        read = ReadValidatedFn("product", validate_product)
+        products = groups | beam.ParDo(read).with_outputs(DEAD_LETTERS, main=VALID)
+        expected = [*((f"p{i}", (first, i)) for i in range(4)), ("q0", (second, 0))]
+        assert_that(
+            products.valid | beam.Map(lambda p: (p.record["product_id"], p.position)), equal_to(expected)
+        )
         assert_that(
             products.dead_letters | beam.Map(lambda d: (d["record_id"], "'title' is missing" in d["reason"])),
             equal_to([("no-title", True)]),
             label="dead letters",
         )
+        assert_that(groups | beam.combiners.Count.Globally(), equal_to([4]), label="row groups")
+
+
+def test_list_row_groups_names_a_pattern_that_matches_nothing(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match="no files match"):
+        beam.Pipeline() | ListRowGroups(str(tmp_path / "*.parquet"))
 
 
 def test_embed_products_matches_the_model_run_directly(tiny_model_dir, local_runner) -> None:
@@ -86,12 +100,12 @@ def test_embed_products_matches_the_model_run_directly(tiny_model_dir, local_run
 
 
 class _FailingHandler(EncoderModelHandler):
-    """Raises for any batch holding a product whose text says BOOM."""
+    """A model that raises for any batch holding a product whose text says BOOM."""
 
-    def run_inference(self, batch, model, inference_args=None):
+    def encode_batch(self, batch, model):
         if any("BOOM" in example.text for example in batch):
             raise RuntimeError("simulated inference failure")
-        return super().run_inference(batch, model, inference_args)
+        return super().encode_batch(batch, model)
 
 
 def test_a_failing_batch_keeps_its_good_records_and_dead_letters_the_bad_one(

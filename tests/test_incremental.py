@@ -6,11 +6,17 @@ import shutil
 
 import numpy as np
 import pytest
+from apache_beam import pvalue
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from model import load_encoder
-from pipelines.artifacts import read_embeddings
+from model import content_hash, document_text, load_encoder
+from pipelines.artifacts import read_embeddings, read_parquet_table
+from pipelines.catalog_io import Positioned
+from pipelines.dedupe import KeptCopy
 from pipelines.embed import run_embed
+from pipelines.incremental import _PlanFn
+from pipelines.inference import ModelIdentity, TextToEncode
+from pipelines.key_index import KeyIndex, content_key, id_key
 from schemas import ArtifactError
 from tests.test_embed_pipeline import catalog, write_catalog
 
@@ -52,6 +58,29 @@ def test_second_night_reuses_unchanged_products(tmp_path, tiny_model_dir) -> Non
     tuesday_rows = dict(zip(tue_ids, tue_vectors, strict=True))
     np.testing.assert_array_equal(tuesday_rows["p7"], monday_rows["p7"])
     assert not np.allclose(tuesday_rows["p0"], monday_rows["p0"])
+    # Reused rows are copied, not re-embedded, into a file set of their own.
+    reused = read_parquet_table(str(tmp_path / "tue"), "embeddings-reused").to_pylist()
+    assert sorted(row["product_id"] for row in reused) == sorted({*mon_ids} - {"p0", "p3"})
+    assert all(row["model_version"] == "test" for row in reused)
+
+
+def test_a_kept_copy_whose_key_another_id_shares_is_embedded_not_reused(tiny_model_dir) -> None:
+    """64-bit keys of two ids can collide; the plan then never matches on them (embeds instead)."""
+    identity = ModelIdentity.of(str(tiny_model_dir))
+    product = catalog(1)[0]
+    key, digest = id_key("p0"), content_key(content_hash(document_text(product)))
+    previous = KeyIndex(np.array([key], dtype=np.uint64), np.array([digest], dtype=np.uint64))
+    candidates = KeyIndex(repeated=np.array([key], dtype=np.uint64))
+    plan = _PlanFn(identity, with_previous=True)
+
+    def planned(sole_id: bool) -> list:
+        kept = {"p0": KeptCopy(("f", 0), "h", sole_id)}
+        outputs = plan.plan(Positioned(("f", 0), product), candidates, kept, previous)
+        return [(out.tag, out.value) if isinstance(out, pvalue.TaggedOutput) else out for out in outputs]
+
+    tonight = ("tonight", (key, digest))
+    assert planned(sole_id=True) == [tonight]  # reused: nothing to embed
+    assert planned(sole_id=False) == [tonight, TextToEncode("p0", document_text(product))]
 
 
 def test_a_new_model_version_re_embeds_everything(tmp_path, tiny_model_dir) -> None:

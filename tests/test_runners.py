@@ -35,14 +35,16 @@ def _catalog(path: Path) -> str:
         }
         for i in range(24)
     ]
-    pq.write_table(pa.Table.from_pylist(rows, schema=PRODUCT_SCHEMA), path)
+    # Duplicates: side inputs and the small dedupe grouping must agree across worker processes.
+    rows += [dict(rows[3]), {**rows[5], "title": "Acme lamp, a second copy"}]
+    pq.write_table(pa.Table.from_pylist(rows, schema=PRODUCT_SCHEMA), path, row_group_size=7)
     return str(path)
 
 
 def _embed(products: str, model: Path, output: Path, *mode: str) -> tuple[dict[str, int], list[dict]]:
     # Texts encoded one per chunk: the numbers then do not depend on how batches were cut (padding).
     flags = ["--products", products, "--model", str(model), "--output", str(output), "--batch_size", "5",
-             "--chunk_size", "1"]  # fmt: skip
+             "--chunk_size", "1", "--max_dead_letter_fraction", "0.1"]  # fmt: skip
     counts = run_embed(PipelineOptions([*flags, *mode]))
     read_stage_manifest(str(output), "madr-embeddings")  # the manifest is written after the run
     rows = sorted(read_parquet_table(str(output), "embeddings").to_pylist(), key=lambda r: r["product_id"])
@@ -65,6 +67,10 @@ def test_multi_processing_writes_the_rows_and_counts_of_in_memory(tiny_model_dir
     # How many inference batches there are depends on how bundles were cut; records must all reconcile.
     records = {name: count for name, count in memory_counts.items() if name.startswith("products_")}
     assert {name: multi_counts[name] for name in records} == records
-    assert records["products_read"] == records["products_embedded"] == 24
+    assert (records["products_read"], records["products_embedded"], records["products_dead_lettered"]) == (
+        26,
+        24,
+        2,
+    )
     assert [row["product_id"] for row in multi_rows] == [f"p{i:02d}" for i in range(24)]
     assert multi_rows == memory_rows  # ids, model, content hashes and embeddings, bit for bit

@@ -122,9 +122,29 @@ def read_row_group(
     Python objects never holds more than one batch, whatever the row group size."""
     with _open(group.path) as handle:
         parquet = pq.ParquetFile(handle)
+        # One thread: Beam parallelises over row groups already, and Arrow's reader threads each
+        # keep freed buffers in a heap of their own (peak RSS grew with the row groups read).
         yield from parquet.iter_batches(
-            batch_size=batch_rows, row_groups=[group.index], columns=list(columns) if columns else None
+            batch_size=batch_rows,
+            row_groups=[group.index],
+            columns=list(columns) if columns else None,
+            use_threads=False,
         )
+
+
+class ArrowDoFn(beam.DoFn):
+    """A DoFn that reads or builds Arrow data in bulk: its worker process allocates Arrow memory
+    with the system allocator.
+
+    pyarrow's default pool, mimalloc, keeps the freed buffers of the many short-lived row groups
+    and record batches instead of giving them back: reading 300k products by row group held
+    ~60 MB more at the end than at 10k (about 15 MB more with the system pool). The pool is
+    process-wide, so this changes it for the whole worker (and, on the in-process local runner,
+    for the driver): Arrow works the same, its freed memory just goes back to the system.
+    """
+
+    def setup(self) -> None:
+        pa.set_memory_pool(pa.system_memory_pool())
 
 
 def positioned_records(group: RowGroup, batch_rows: int = 1024) -> Iterator[Positioned]:
@@ -136,13 +156,14 @@ def positioned_records(group: RowGroup, batch_rows: int = 1024) -> Iterator[Posi
             row += 1
 
 
-class ReadValidatedFn(beam.DoFn):
+class ReadValidatedFn(ArrowDoFn):
     """RowGroup -> Positioned valid records, and TaggedOutput(DEAD_LETTERS) for the others.
 
     Counted as ValidateRecords counts (`products_read`, `products_dead_lettered`, ...).
     """
 
     def __init__(self, kind: str, validate: Callable[[Mapping[str, Any]], dict[str, Any]]) -> None:
+        super().__init__()
         self.validate = _ValidateFn(kind, validate)
 
     def process(self, group: RowGroup) -> Iterator[Any]:

@@ -27,7 +27,7 @@ import apache_beam as beam
 import numpy as np
 
 from model import content_hash
-from pipelines.catalog_io import RowGroup, read_row_group
+from pipelines.catalog_io import ArrowDoFn, RowGroup, read_row_group
 from pipelines.inference import ModelIdentity
 from pipelines.key_index import CollectKeys, KeyIndex, id_key
 from schemas import InvalidRecord, validate_product
@@ -66,10 +66,11 @@ class _Copy(NamedTuple):
     content_hash: str
 
 
-def _raw_id_keys(group: RowGroup) -> Iterator[np.ndarray]:
-    for batch in read_row_group(group, columns=["product_id"], batch_rows=8192):
-        ids = (raw_product_id(value) for value in batch.column(0).to_pylist())
-        yield np.fromiter((id_key(i) for i in ids if i is not None), dtype=np.uint64)
+class _RawIdKeysFn(ArrowDoFn):
+    def process(self, group: RowGroup) -> Iterator[np.ndarray]:
+        for batch in read_row_group(group, columns=["product_id"], batch_rows=8192):
+            ids = (raw_product_id(value) for value in batch.column(0).to_pylist())
+            yield np.fromiter((id_key(i) for i in ids if i is not None), dtype=np.uint64)
 
 
 class RepeatedIdKeys(beam.PTransform):
@@ -78,13 +79,14 @@ class RepeatedIdKeys(beam.PTransform):
     def expand(self, groups: beam.PCollection) -> beam.PCollection:
         return (
             groups
-            | "IdKeys" >> beam.FlatMap(_raw_id_keys)
+            | "IdKeys" >> beam.ParDo(_RawIdKeysFn())
             | "Repeated" >> beam.CombineGlobally(CollectKeys(with_values=False))
         )
 
 
-class _CandidateCopiesFn(beam.DoFn):
+class _CandidateCopiesFn(ArrowDoFn):
     def __init__(self, identity: ModelIdentity) -> None:
+        super().__init__()
         self.identity = identity
 
     def process(self, group: RowGroup, candidates: KeyIndex) -> Iterator[tuple[int, _Copy]]:

@@ -87,7 +87,7 @@ class _ToEmbeddingRow(beam.DoFn):
             vector, annotations = result.inference, dict.fromkeys(ANNOTATION_COLUMNS)
         yield {
             "product_id": example.key,
-            "embedding": vector.tolist(),
+            "embedding": vector,  # float32 numpy: Arrow takes it as is, no Python floats
             "model_id": self.identity.model_id,
             "model_version": self.identity.model_version,
             "content_hash": content_hash(example.text),
@@ -137,7 +137,7 @@ class WriteEmbeddings(beam.PTransform):
         output: str,
         dimension: int,
         num_shards: int = 0,
-        row_group_mb: int = 16,
+        row_group_mb: int = 8,
         prefix: str = "embeddings",
     ) -> None:
         super().__init__()

@@ -46,6 +46,7 @@ from model import content_hash
 from model.annotations import ANNOTATION_COLUMNS
 from pipelines.catalog_io import (
     METRICS_NAMESPACE,
+    ArrowDoFn,
     Positioned,
     ReadValidatedFn,
     RowGroup,
@@ -79,10 +80,11 @@ def _reusable_mask(batch: pa.RecordBatch, identity: ModelIdentity) -> np.ndarray
     return same.fill_null(False).to_numpy(zero_copy_only=False)
 
 
-class _PreviousKeysFn(beam.DoFn):
+class _PreviousKeysFn(ArrowDoFn):
     COLUMNS = ("product_id", "content_hash", "model_id", "model_version", "embedding")
 
     def __init__(self, identity: ModelIdentity) -> None:
+        super().__init__()
         self.identity = identity
 
     def process(self, group: RowGroup) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -96,7 +98,7 @@ class _PreviousKeysFn(beam.DoFn):
             )
 
 
-class _PlanFn(beam.DoFn):
+class _PlanFn(ArrowDoFn):
     """Product RowGroups -> read, validate, dedupe, then embed or leave to reuse, record by record.
 
     Reading is part of this DoFn, not a step before it, on purpose: a step of its own would
@@ -105,6 +107,7 @@ class _PlanFn(beam.DoFn):
     """
 
     def __init__(self, identity: ModelIdentity, with_previous: bool) -> None:
+        super().__init__()
         self.identity = identity
         self.with_previous = with_previous
         self.read = ReadValidatedFn("product", validate_product)
@@ -156,10 +159,11 @@ class _PlanFn(beam.DoFn):
         yield TextToEncode(product_id, text)
 
 
-class _ReusedRowsFn(beam.DoFn):
+class _ReusedRowsFn(ArrowDoFn):
     """Previous rows -> the rows `_PlanFn` decided to reuse, as they are; counts reused and dropped."""
 
     def __init__(self, identity: ModelIdentity) -> None:
+        super().__init__()
         self.identity = identity
         self.reused = Metrics.counter(METRICS_NAMESPACE, "products_reused")
         self.dropped = Metrics.counter(METRICS_NAMESPACE, "products_dropped_since_previous")

@@ -24,6 +24,8 @@ from transformers import PreTrainedTokenizerBase
 from model import DenseEncoder, EncoderConfig, Side, TokenizedBatch, load_config, load_encoder, text_for_model
 from model.annotations import RecordAnnotations, annotate
 
+PAD_MULTIPLE = 16
+
 
 @dataclass(frozen=True)
 class ModelIdentity:
@@ -83,8 +85,9 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         model_dir: a directory written by `madr train` (any variant); on Dataflow a
             local path on the worker image or a path staged with the job.
         side: query or document tower.
-        batch_size: examples per Beam batch; inside it, texts are sorted by token length
-            and encoded in chunks of `chunk_size`, which is where padding is saved.
+        batch_size: examples per Beam batch (the last of a bundle may be smaller); inside it,
+            texts are sorted by token length and encoded in chunks of `chunk_size`, which is
+            where padding is saved.
         device: 'cuda', 'cpu', ...; by default the GPU when there is one.
         annotate: return `AnnotatedEmbedding`s (vector and Table 8 annotations), not bare vectors.
         num_threads: torch intra-op threads of the worker process (None: torch's default, one per
@@ -102,7 +105,9 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         annotate: bool = False,
         num_threads: int | None = None,
     ) -> None:
-        super().__init__(min_batch_size=1, max_batch_size=batch_size)
+        # Fixed batches, not BatchElements' adaptive sizes (which start at 1): every batch gets the
+        # same room to sort texts by length, and memory per batch is the same from the first on.
+        super().__init__(min_batch_size=batch_size, max_batch_size=batch_size)
         self.annotate = annotate
         self.num_threads = num_threads
         self.isolate_failures = False
@@ -148,7 +153,10 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         self.batches.inc()
         texts = [example.text for example in batch]
         # The model's own tokenize (MURAL adds guiding tokens), padded to the batch's longest text;
-        # each chunk keeps only the columns its own texts use, exactly as if tokenised alone.
+        # each chunk keeps the columns up to its own longest text, rounded up to a multiple of
+        # PAD_MULTIPLE (the extra positions are masked out). Rounding gives the allocator a few
+        # tensor shapes instead of one per length: with every length, glibc's heap fragmented and
+        # peak RSS crept up by ~30 MB over the first 60k products (tiny model), now it does not.
         tokens = model.encoder.tokenize(model.tokenizer, texts, self.side)
         lengths = tokens.attention_mask.sum(dim=1).tolist()
         device = next(model.encoder.parameters()).device
@@ -157,8 +165,9 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
             for chunk in length_sorted_chunks(lengths, self.chunk_size):
                 rows = torch.tensor(chunk)
                 mask = tokens.attention_mask[rows]
-                used = mask.any(dim=0)
-                chunk_tokens = TokenizedBatch(tokens.input_ids[rows][:, used], mask[:, used])
+                last = int(mask.any(dim=0).nonzero().max())  # right padding: all columns before it
+                width = min(-(-(last + 1) // PAD_MULTIPLE) * PAD_MULTIPLE, mask.shape[1])
+                chunk_tokens = TokenizedBatch(tokens.input_ids[rows][:, :width], mask[:, :width])
                 output = model.encoder(chunk_tokens.to(device), self.side)
                 vectors = output.embedding.to(torch.float32).cpu().numpy()
                 notes = annotate(model.encoder, output) if self.annotate else None

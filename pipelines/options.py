@@ -55,8 +55,8 @@ class EmbedOptions(PipelineOptions):
         parser.add_argument(
             "--row_group_mb",
             type=int,
-            default=16,
-            help="Parquet row-group buffer per shard writer, MB (16); the writer holds about twice this",
+            default=8,
+            help="Parquet row-group buffer per shard writer, MB (8); the writer holds about twice this",
         )
         parser.add_argument(
             "--previous",

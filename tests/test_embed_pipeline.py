@@ -179,7 +179,7 @@ def test_too_many_dead_letters_fail_the_job_after_writing_them(tmp_path, tiny_mo
 
 def test_handler_loads_the_model_once_and_batches(tiny_model_dir, local_runner) -> None:
     handler = EncoderModelHandler(str(tiny_model_dir), Side.QUERY, batch_size=4)
-    assert handler.batch_elements_kwargs() == {"min_batch_size": 1, "max_batch_size": 4}
+    assert handler.batch_elements_kwargs() == {"min_batch_size": 4, "max_batch_size": 4}
     with TestPipeline(runner=local_runner) as pipeline:
         results = (
             pipeline

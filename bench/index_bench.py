@@ -73,7 +73,7 @@ def scann_candidates(
     )
     reorders = (50, 100, 200) if quick else (30, 50, 100, 200, 400)
     n, dim = data.shape
-    training = min(n, 250_000)
+    training = min(n, 100_000)  # as ScannIndexBuilder.for_corpus
 
     def build(num_leaves: int, soar: float | None, precision: str) -> Callable[[], Any]:
         def run() -> Any:

@@ -5,7 +5,7 @@ Each step only records its arguments; `create_config()` turns them into a valida
 real catalog) training starts, and `build()` is the only call that does work::
 
     builder = ScannIndexBuilder(dimension=384, num_vectors=len(ids))
-    builder.tree(2000, 200, 250_000).score_ah(2).reorder(4000)
+    builder.tree(2000, 200, 100_000).score_ah(2).reorder(4000)
     print(builder.create_config())
     index = builder.build(embeddings, ids)
 
@@ -160,7 +160,7 @@ class ScannIndexBuilder:
           `search_reorder`): max(0.06·k^0.3, 10·k/n) of the leaves (48 % at k = 1,000,
           every leaf from k ≈ 11,000 or k = n/10 on) and 8·k candidates, which kept
           Recall@k ≥ 0.99 on the benchmark's overlapping clusters;
-        * training_sample_size = min(n, 250,000);
+        * training_sample_size = min(n, 100,000);
         * AH with 2 dimensions per block and anisotropic threshold 0.2 (ScaNN's defaults
           for unit vectors), re-ranking in float32;
         * no SOAR spilling: it bought queries/s at a fixed recall but doubled the build time

@@ -57,8 +57,10 @@ LEAF_OVERSAMPLE = 10
 # 4·k gave 0.990, 6·k 0.998 and 8·k 0.9996.
 REORDER_MULTIPLE = 8
 MIN_REORDER = 1_000
-# k-means and the AH codebooks train on at most this many vectors; more buys nothing measurable.
-MAX_TRAINING_SAMPLE = 250_000
+# k-means and the AH codebooks train on at most this many vectors (ScaNN's own default). At 1M × 128,
+# 1,000 leaves: 100,000 built in 35 s against 48-51 s for 250,000, with the same Recall@10 (0.944-0.951
+# against 0.949 at 3 leaves) and Recall@10k (0.9993 against 0.9994).
+MAX_TRAINING_SAMPLE = 100_000
 # ScaNN's recommended AH block: 2 dimensions per 16-centre codebook.
 DEFAULT_DIMENSIONS_PER_BLOCK = 2
 # ScaNN's recommended anisotropic threshold for unit-norm vectors scored by dot product.

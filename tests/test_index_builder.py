@@ -82,7 +82,7 @@ def recall(approximate: SearchResult, truth: SearchResult) -> float:
         (5_000, 10, {"num_leaves": 71, "num_leaves_to_search": 9, "reorder_candidates": 1_000}),
         (20_000, 500, {"num_leaves": 141, "num_leaves_to_search": 17, "reorder_candidates": 1_000}),
         (200_000, 1_000, {"num_leaves": 447, "num_leaves_to_search": 54, "reorder_candidates": 1_000}),
-        (1_000_000, 10, {"num_leaves": 1_000, "num_leaves_to_search": 120, "training_sample_size": 250_000}),
+        (1_000_000, 10, {"num_leaves": 1_000, "num_leaves_to_search": 120, "training_sample_size": 100_000}),
         (1_000_000, 10_000, {"num_leaves_to_search": 120, "reorder_candidates": 1_000}),
         (2_000_000, 10_000, {"num_leaves": 1_414, "num_leaves_to_search": 170}),
         # leaves capped at 4096
@@ -108,7 +108,7 @@ def test_for_corpus_follows_documented_rule(n: int, max_k: int, expected: dict[s
             config.num_leaves_to_search, math.ceil(config.num_leaves * expected_fraction - 1e-9)
         )
         assert config.search_reorder(k) == max(min(n, 1_000), min(n, 8 * k))
-        assert config.training_sample_size == min(n, 250_000)
+        assert config.training_sample_size == min(n, 100_000)
         assert (config.dimensions_per_block, config.anisotropic_quantization_threshold) == (2, 0.2)
 
 
@@ -127,7 +127,7 @@ def test_builder_records_steps_and_does_no_work_until_build() -> None:
     assert config.to_dict()["scoring"] == "asymmetric_hashing"
     # AH without a tree still trains its codebooks on a (capped) sample
     no_tree = ScannIndexBuilder(8, 300_000).score_ah().reorder(100).create_config()
-    assert no_tree.training_sample_size == 250_000
+    assert no_tree.training_sample_size == 100_000
 
 
 @pytest.mark.parametrize(

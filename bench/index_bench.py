@@ -73,10 +73,11 @@ def scann_candidates(
     )
     reorders = (50, 100, 200) if quick else (30, 50, 100, 200, 400)
     n, dim = data.shape
-    training = min(n, 100_000)  # as ScannIndexBuilder.for_corpus
 
     def build(num_leaves: int, soar: float | None, precision: str) -> Callable[[], Any]:
         def run() -> Any:
+            # The training sample as ScannIndexBuilder.for_corpus sizes it.
+            training = min(n, max(100_000, 100 * num_leaves))
             builder = ScannIndexBuilder(dim, n).tree(
                 num_leaves, max(1, num_leaves // 10), training, soar_lambda=soar
             )

@@ -26,9 +26,10 @@ from index_builder.config import (
     DEFAULT_DIMENSIONS_PER_BLOCK,
     EXACT_FROM_K_FRACTION,
     MAX_LEAVES,
-    MAX_TRAINING_SAMPLE,
     MIN_REORDER,
+    MIN_TRAINING_SAMPLE,
     SERVING_K,
+    TRAINING_SAMPLES_PER_LEAF,
     ReorderPrecision,
     ScannIndexConfig,
     Scoring,
@@ -105,9 +106,7 @@ class ScannIndexBuilder:
 
         ``precision`` "float32" gives exact scores; "int8" reads quantised copies (less memory traffic).
         """
-        return self._record(
-            "reorder", reorder_candidates=reorder_candidates, reorder_precision=precision
-        )
+        return self._record("reorder", reorder_candidates=reorder_candidates, reorder_precision=precision)
 
     def create_config(self) -> ScannIndexConfig:
         """The validated configuration; raises ValueError if the steps do not make a valid index."""
@@ -119,7 +118,7 @@ class ScannIndexBuilder:
         training = tree.get("training_sample_size")
         if training is None and ah is not None:
             # AH codebooks train on a sample even without a tree.
-            training = min(self.num_vectors, MAX_TRAINING_SAMPLE)
+            training = min(self.num_vectors, MIN_TRAINING_SAMPLE)
         return ScannIndexConfig(
             dimension=self.dimension,
             num_vectors=self.num_vectors,
@@ -160,7 +159,7 @@ class ScannIndexBuilder:
           `search_reorder`): max(0.06·k^0.3, 10·k/n) of the leaves (48 % at k = 1,000,
           every leaf from k ≈ 11,000 or k = n/10 on) and 8·k candidates, which kept
           Recall@k ≥ 0.99 on the benchmark's overlapping clusters;
-        * training_sample_size = min(n, 100,000);
+        * training_sample_size = min(n, max(100,000, 100 · num_leaves));
         * AH with 2 dimensions per block and anisotropic threshold 0.2 (ScaNN's defaults
           for unit vectors), re-ranking in float32;
         * no SOAR spilling: it bought queries/s at a fixed recall but doubled the build time
@@ -179,7 +178,7 @@ class ScannIndexBuilder:
         # Rule 2: ~sqrt(n) leaves; the stored search settings are those of a serving k.
         num_leaves = min(MAX_LEAVES, round(math.sqrt(num_vectors)))
         searched = leaves_for_k(num_leaves, num_vectors, SERVING_K)
-        training = min(num_vectors, MAX_TRAINING_SAMPLE)
+        training = min(num_vectors, max(MIN_TRAINING_SAMPLE, TRAINING_SAMPLES_PER_LEAF * num_leaves))
         # Rule 3: AH (2 dims/block, threshold 0.2), exact re-ranking of max(8·k, 1000) capped at n.
         reorder = max(reorder_for_k(num_vectors, SERVING_K), min(num_vectors, MIN_REORDER))
         return (

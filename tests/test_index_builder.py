@@ -86,7 +86,11 @@ def recall(approximate: SearchResult, truth: SearchResult) -> float:
         (1_000_000, 10_000, {"num_leaves_to_search": 120, "reorder_candidates": 1_000}),
         (2_000_000, 10_000, {"num_leaves": 1_414, "num_leaves_to_search": 170}),
         # leaves capped at 4096
-        (50_000_000, 100, {"num_leaves": 4_096, "num_leaves_to_search": 491}),
+        (
+            50_000_000,
+            100,
+            {"num_leaves": 4_096, "num_leaves_to_search": 491, "training_sample_size": 409_600},
+        ),
     ],
 )
 def test_for_corpus_follows_documented_rule(n: int, max_k: int, expected: dict[str, object]) -> None:
@@ -108,7 +112,7 @@ def test_for_corpus_follows_documented_rule(n: int, max_k: int, expected: dict[s
             config.num_leaves_to_search, math.ceil(config.num_leaves * expected_fraction - 1e-9)
         )
         assert config.search_reorder(k) == max(min(n, 1_000), min(n, 8 * k))
-        assert config.training_sample_size == min(n, 100_000)
+        assert config.training_sample_size == min(n, max(100_000, 100 * config.num_leaves))
         assert (config.dimensions_per_block, config.anisotropic_quantization_threshold) == (2, 0.2)
 
 

@@ -241,7 +241,6 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("embed_throughput", "Embedding: Beam pipeline against a plain torch loop", embed_section),
     ("bucketing", "Embedding: length bucketing and int8 inference", bucketing_section),
     ("index", "Index: ScaNN against FAISS and exact search (recall@10)", index_section),
-    ("index_1thread", "Index, every index searched with 1 thread (supplementary)", index_section),
     ("recall10k", "Recall@10k cost", recall10k_section),
     ("scaling", "Scaling: embed → index → evaluate", scaling_section),
     ("eval_join", "Evaluation join", eval_join_section),

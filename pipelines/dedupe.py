@@ -29,7 +29,7 @@ import numpy as np
 from model import content_hash
 from pipelines.catalog_io import ArrowDoFn, RowGroup, read_row_group
 from pipelines.inference import ModelIdentity
-from pipelines.key_index import CollectKeys, KeyIndex, id_key
+from pipelines.key_index import IndexKeys, KeyIndex, as_side_input, id_key
 from schemas import InvalidRecord, validate_product
 
 CANDIDATES = "candidates"
@@ -74,14 +74,11 @@ class _RawIdKeysFn(ArrowDoFn):
 
 
 class RepeatedIdKeys(beam.PTransform):
-    """Product row groups -> one `KeyIndex` whose `repeated` keys are the candidate duplicates."""
+    """Product row groups -> a `KeyIndex` whose `repeated` keys are the candidate duplicates
+    (no element for an empty catalog: read it with `key_index.as_side_input`)."""
 
     def expand(self, groups: beam.PCollection) -> beam.PCollection:
-        return (
-            groups
-            | "IdKeys" >> beam.ParDo(_RawIdKeysFn())
-            | "Repeated" >> beam.CombineGlobally(CollectKeys(with_values=False))
-        )
+        return groups | "IdKeys" >> beam.ParDo(_RawIdKeysFn()) | "Repeated" >> IndexKeys(with_values=False)
 
 
 class _CandidateCopiesFn(ArrowDoFn):
@@ -128,8 +125,8 @@ def _kept_copies(grouped: tuple[int, Iterable[_Copy]]) -> Iterator[tuple[str, Ke
 class FindDuplicates(beam.PTransform):
     """Product row groups -> {candidates: one KeyIndex, kept: (product_id, KeptCopy) per candidate id}.
 
-    Both outputs are meant as side inputs (AsSingleton, AsDict): their size is that of the
-    duplicates, not of the catalog.
+    Both outputs are meant as side inputs (`key_index.as_side_input`, AsDict): their size is
+    that of the duplicates, not of the catalog.
     """
 
     def __init__(self, identity: ModelIdentity) -> None:
@@ -141,7 +138,7 @@ class FindDuplicates(beam.PTransform):
         kept = (
             groups
             | "CandidateCopies"
-            >> beam.ParDo(_CandidateCopiesFn(self.identity), candidates=beam.pvalue.AsSingleton(candidates))
+            >> beam.ParDo(_CandidateCopiesFn(self.identity), candidates=as_side_input(candidates))
             | "ByKey" >> beam.GroupByKey()
             | "ApplyRule" >> beam.FlatMap(_kept_copies)
         )

@@ -55,7 +55,7 @@ from pipelines.catalog_io import (
 )
 from pipelines.dedupe import CANDIDATES, KEPT, FindDuplicates, KeptCopy, canonical_json
 from pipelines.inference import ModelIdentity, TextToEncode
-from pipelines.key_index import CollectKeys, KeyIndex, content_key, id_key
+from pipelines.key_index import IndexKeys, KeyIndex, as_side_input, content_key, id_key
 from schemas import validate_product
 
 TO_EMBED = "to_embed"
@@ -203,7 +203,7 @@ class PlanEmbedding(beam.PTransform):
     def expand(self, inputs: dict[str, beam.PCollection]) -> dict[str, beam.PCollection]:
         duplicates = inputs["groups"] | FindDuplicates(self.identity)
         side_inputs: dict[str, Any] = {
-            "candidates": pvalue.AsSingleton(duplicates[CANDIDATES]),
+            "candidates": as_side_input(duplicates[CANDIDATES]),
             "kept": pvalue.AsDict(duplicates[KEPT]),
         }
         previous_groups = inputs.get("previous")
@@ -211,19 +211,19 @@ class PlanEmbedding(beam.PTransform):
             previous_index = (
                 previous_groups
                 | "PreviousKeys" >> beam.ParDo(_PreviousKeysFn(self.identity))
-                | "IndexPrevious" >> beam.CombineGlobally(CollectKeys())
+                | "IndexPrevious" >> IndexKeys()
             )
-            side_inputs["previous"] = pvalue.AsSingleton(previous_index)
+            side_inputs["previous"] = as_side_input(previous_index)
         planned = inputs["groups"] | "Plan" >> beam.ParDo(
             _PlanFn(self.identity, with_previous=previous_groups is not None), **side_inputs
         ).with_outputs(TONIGHT, DEAD_LETTERS, main=TO_EMBED)
         if previous_groups is None:
             reused = inputs["groups"].pipeline | "NothingReused" >> beam.Create([])
         else:
-            tonight = planned[TONIGHT] | "IndexTonight" >> beam.CombineGlobally(CollectKeys())
+            tonight = planned[TONIGHT] | "IndexTonight" >> IndexKeys()
             reused = previous_groups | "ReusedRows" >> beam.ParDo(
                 _ReusedRowsFn(self.identity),
-                tonight=pvalue.AsSingleton(tonight),
+                tonight=as_side_input(tonight),
                 previous=side_inputs["previous"],
             )
         return {TO_EMBED: planned[TO_EMBED], REUSED: reused, DEAD_LETTERS: planned[DEAD_LETTERS]}

@@ -18,7 +18,7 @@ from model import content_hash, document_text
 from pipelines.artifacts import read_parquet_table
 from pipelines.dedupe import KeptCopy, _Copy, _kept_copies, raw_product_id
 from pipelines.embed import build_embed, run_embed
-from pipelines.key_index import CollectKeys, KeyIndex
+from pipelines.key_index import CollectKeys, IndexKeys, KeyIndex, as_side_input
 from schemas import InvalidRecord, validate_product
 from tests.test_embed_pipeline import catalog, write_catalog
 
@@ -51,10 +51,11 @@ def test_collect_keys_finds_repeated_keys_and_keeps_values_of_the_others(local_r
         assert_that(index, check)
 
 
-def test_an_empty_input_gives_an_empty_index(local_runner) -> None:
+def test_an_empty_input_reads_as_an_empty_index(local_runner) -> None:
     with TestPipeline(runner=local_runner) as pipeline:
-        index = pipeline | beam.Create([]) | beam.CombineGlobally(CollectKeys(with_values=False))
-        assert_that(index | beam.Map(lambda i: (len(i), i.get(1))), equal_to([(0, None)]))
+        index = pipeline | "NoKeys" >> beam.Create([]) | IndexKeys(with_values=False)
+        read = pipeline | beam.Create([7]) | beam.Map(lambda key, i: (len(i), key in i), as_side_input(index))
+        assert_that(read, equal_to([(0, False)]))
 
 
 def test_ids_sharing_a_key_are_each_kept_but_never_matched_for_reuse() -> None:

@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> None:
         "--threads",
         type=int,
         default=0,
-        help="torch intra-op threads of this process (default 0: torch's default, the core count); the "
-        "multi-processing workers keep torch's default",
+        help="torch intra-op threads of this process and, through the embed stage's --torch_threads, of "
+        "each multi-processing worker (default 0: torch's default, the core count)",
     )
     parser.add_argument("--quick", action="store_true", help="300 products; saved as embed_throughput_quick")
     args = parser.parse_args(argv)
@@ -92,8 +92,9 @@ def main(argv: list[str] | None = None) -> None:
         products = DatasetLayout(str(root / "data")).products
         texts = [document_text(p) for p in pq.read_table(str(root / "data" / "products")).to_pylist()]
 
+        threads = ["--torch_threads", str(args.threads)]
         ceiling = plain_torch_loop(str(root / "model"), texts, args.batch_size)
-        in_memory = beam_pipeline(str(root / "model"), products, str(root / "a"), args.batch_size)
+        in_memory = beam_pipeline(str(root / "model"), products, str(root / "a"), args.batch_size, *threads)
         multi = beam_pipeline(
             str(root / "model"),
             products,
@@ -103,6 +104,7 @@ def main(argv: list[str] | None = None) -> None:
             "multi_processing",
             "--direct_num_workers",
             "2",
+            *threads,
         )
     report(
         "embed_throughput_quick" if args.quick else "embed_throughput",

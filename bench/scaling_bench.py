@@ -5,8 +5,13 @@ the real stage function (`pipelines.embed.run_embed`, `pipelines.build_index.bui
 `pipelines.evaluate.run_evaluate`), so its peak RSS is its own: the parent reads it from the child's
 rusage with ``os.wait4`` (``getrusage(RUSAGE_CHILDREN)`` would give the largest child *so far*, which
 hides a smaller later stage). The encoder is a tiny random BiBERT (2 layers, hidden 32, the real
-MiniLM wordpiece vocabulary, projection 128) at every size, so the figures are about the pipeline,
-not the transformer; the number of queries is fixed, so evaluate grows with the corpus only.
+MiniLM wordpiece vocabulary, projection 128) at every size, and the catalog is the synthetic
+generator's at every size, 1M included, so the figures are about the pipeline, not the transformer
+or the data; the number of queries is fixed, so evaluate grows with the corpus only.
+
+The embed stage runs with one torch thread (--torch_threads): on the 2 shared cores of the
+reference machine, two intra-op threads made the tiny model 5-10x slower (each op is too short to
+split, and a thread waiting for a busy core stalls it).
 
     python -m bench.scaling_bench --sizes 10000,100000
 """
@@ -88,7 +93,9 @@ def tiny_model(folder: Path) -> str:
     return str(folder)
 
 
-def one_size(products: int, queries: int, root: Path, model_dir: str, extra: list[str]) -> dict[str, Any]:
+def one_size(
+    products: int, queries: int, root: Path, model_dir: str, extra: list[str], embed_extra: list[str]
+) -> dict[str, Any]:
     from pipelines.synthetic import SyntheticConfig, generate_benchmark
 
     data, runs = root / f"data-{products}", root / f"run-{products}"
@@ -107,6 +114,7 @@ def one_size(products: int, queries: int, root: Path, model_dir: str, extra: lis
             "--output",
             str(runs / "embeddings"),
             *extra,
+            *embed_extra,
         ],
         runs / "embed.log",
     )
@@ -161,6 +169,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--queries", type=int, default=200, help="Queries per catalog, all splits (%(default)s)"
     )
     parser.add_argument("--keep", default=None, help="Keep the work folders here (default: a temp dir)")
+    parser.add_argument(
+        "--torch_threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads of the embed stage (%(default)s; 0: torch's default, one per core)",
+    )
     parser.add_argument("--quick", action="store_true", help="Sizes 1,000 and 5,000, 100 queries")
     parser.add_argument("--stage", help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args(argv)
@@ -171,12 +185,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.sizes, args.queries = "1000,5000", 100
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     extra = ["--batch_size", "256", "--chunk_size", "32"]
+    embed_extra = ["--torch_threads", str(args.torch_threads)]
     config = {
         "command": command_line("bench.scaling_bench", argv),
         **vars(args),
         "model": "tiny random BiBERT: " + json.dumps(TINY_BACKBONE) + ", projection 128",
         "runner": "FnApiRunner in_memory (madr's local default)",
+        "data": "pipelines.synthetic.generate_benchmark at every size (the 1M catalog too; shards of "
+        "50k products, row groups of 8,192)",
         "stage_flags": extra,
+        "embed_flags": embed_extra,
         "index": "build_index (ScannIndexBuilder.for_corpus, max_k 10,000)",
         "evaluate": "searcher ann, depth 10,000 (capped at the corpus), test split",
         **shared_machine_note(),
@@ -187,7 +205,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         root = Path(args.keep) if args.keep else Path(scratch)
         root.mkdir(parents=True, exist_ok=True)
         model_dir = tiny_model(root / "model")
-        rows = {size: one_size(size, args.queries, root, model_dir, extra) for size in sizes}
+        rows = {size: one_size(size, args.queries, root, model_dir, extra, embed_extra) for size in sizes}
     figures = {
         "per_size": {str(size): row for size, row in rows.items()},
         "growth": growth(rows),

@@ -27,6 +27,11 @@ reused rows themselves are read again from the previous shards by `_ReusedRowsFn
 which writes exactly the rows whose product the plan skipped. A match needs both
 64-bit keys to agree and neither to be shared by two ids on its side, so a wrong
 reuse needs two independent 64-bit coincidences.
+
+What still grows with the catalog, with --previous only: the two key indexes. The
+local runner holds each in a few copies (combiner buffer, encoded result, side-input
+state, decoded value), so re-embedding an unchanged catalog peaked at 620 MB for 10k
+products and 886 MB for 1M (tiny model); Dataflow keeps side inputs in its state backend.
 """
 
 from __future__ import annotations

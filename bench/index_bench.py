@@ -253,6 +253,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if args.quick:
         args.n, args.queries, args.repeats = min(args.n, 50_000), min(args.queries, 500), 1
+        if args.plot == str(PLOT):
+            args.plot = ""  # the document's plot is the full run's; a quick run must not replace it
 
     everything = clustered_unit_vectors(
         args.n + args.queries, args.dim, clusters=args.clusters, noise=args.noise, seed=args.seed

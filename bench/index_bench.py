@@ -25,6 +25,7 @@ import numpy as np
 
 from bench.common import report
 from bench.support import (
+    add_vector_arguments,
     best_of,
     clustered_unit_vectors,
     command_line,
@@ -235,14 +236,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--n", type=int, default=1_000_000, help="Corpus vectors (default: %(default)s)")
-    parser.add_argument("--queries", type=int, default=1000, help="Queries (default: %(default)s)")
-    parser.add_argument("--dim", type=int, default=128, help="Dimension (default: %(default)s)")
+    add_vector_arguments(parser, queries=1000)
     parser.add_argument("--clusters", type=int, default=500, help="Generator clusters (default: %(default)s)")
-    parser.add_argument(
-        "--noise", type=float, default=1.7, help="Noise norm vs unit centres (default: %(default)s)"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="Generator seed (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="Search threads (default: %(default)s)")
     parser.add_argument(
         "--repeats", type=int, default=2, help="Timed runs per point, best kept (%(default)s)"

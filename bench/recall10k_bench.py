@@ -7,7 +7,7 @@ from k = n/20 on `for_corpus` picks brute force outright. This measures what tha
 the index's time and its overlap with the exact top-k at several depths, against `ExactSearcher` on
 the same queries, plus the rule it replaced (leaves holding 10·k vectors, 4·k re-ranked), to show why.
 
-    python -m bench.recall10k_bench --n 200000 --queries 1000
+    python -m bench.recall10k_bench --n 1000000 --queries 10000
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 
 from bench.common import report
 from bench.support import (
+    add_vector_arguments,
     clustered_unit_vectors,
     command_line,
     describe_generator,
@@ -43,13 +44,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--n", type=int, default=1_000_000, help="Corpus vectors (default: %(default)s)")
-    parser.add_argument("--queries", type=int, default=10_000, help="Queries (default: %(default)s)")
-    parser.add_argument("--dim", type=int, default=128, help="Dimension (default: %(default)s)")
-    parser.add_argument(
-        "--noise", type=float, default=1.7, help="Noise norm vs unit centres (default: %(default)s)"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="Generator seed (default: %(default)s)")
+    add_vector_arguments(parser, queries=10_000)
     parser.add_argument(
         "--no_overrides", action="store_true", help="Skip the search with the previous rule's settings"
     )

@@ -6,6 +6,7 @@ benchmark runs on is defined once and named the same way in every results file.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import time
@@ -48,6 +49,17 @@ def clustered_unit_vectors(
         )
         out[start:stop] = block / np.linalg.norm(block, axis=1, keepdims=True)
     return out
+
+
+def add_vector_arguments(parser: argparse.ArgumentParser, queries: int) -> None:
+    """The flags of the seeded corpus `clustered_unit_vectors` draws, shared by the index benchmarks."""
+    parser.add_argument("--n", type=int, default=1_000_000, help="Corpus vectors (default: %(default)s)")
+    parser.add_argument("--queries", type=int, default=queries, help="Queries (default: %(default)s)")
+    parser.add_argument("--dim", type=int, default=128, help="Dimension (default: %(default)s)")
+    parser.add_argument(
+        "--noise", type=float, default=1.7, help="Noise norm vs unit centres (default: %(default)s)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="Generator seed (default: %(default)s)")
 
 
 def describe_generator(dim: int, clusters: int = 500, noise: float = 1.7) -> str:

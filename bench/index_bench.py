@@ -9,7 +9,7 @@ ScaNN is measured through madr's own `ScannIndex` (built by `ScannIndexBuilder`,
 sqrt(n) leaves as `for_corpus` picks them, then with SOAR spilling, with int8 re-ranking, and with
 twice the leaves.
 
-    python -m bench.index_bench --n 200000 --queries 1000
+    python -m bench.index_bench --n 1000000 --queries 1000
 """
 
 from __future__ import annotations

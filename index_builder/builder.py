@@ -162,8 +162,8 @@ class ScannIndexBuilder:
         * training_sample_size = min(n, max(100,000, 100 · num_leaves));
         * AH with 2 dimensions per block and anisotropic threshold 0.2 (ScaNN's defaults
           for unit vectors), re-ranking in float32;
-        * no SOAR spilling: it bought queries/s at a fixed recall but doubled the build time
-          at 1M (bench/index_bench.py); ask for it with `tree(..., soar_lambda=1.5)`.
+        * no SOAR spilling: at 1M it lowered queries/s at recall@10 = 0.95 and doubled the
+          build time (bench/index_bench.py); ask for it with `tree(..., soar_lambda=1.5)`.
 
         Search widens the leaves and re-ranking for k > max_k with the same k terms, and
         caps k at n, so Recall@k=n returns the whole corpus.
@@ -179,7 +179,7 @@ class ScannIndexBuilder:
         num_leaves = min(MAX_LEAVES, round(math.sqrt(num_vectors)))
         searched = leaves_for_k(num_leaves, num_vectors, SERVING_K)
         training = min(num_vectors, max(MIN_TRAINING_SAMPLE, TRAINING_SAMPLES_PER_LEAF * num_leaves))
-        # Rule 3: AH (2 dims/block, threshold 0.2), exact re-ranking of max(8·k, 1000) capped at n.
+        # Rule 3: AH (2 dims/block, threshold 0.2); re-rank for the serving k: max(8·10, 1000) capped at n.
         reorder = max(reorder_for_k(num_vectors, SERVING_K), min(num_vectors, MIN_REORDER))
         return (
             builder.tree(num_leaves, searched, training)

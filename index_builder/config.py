@@ -67,9 +67,6 @@ TRAINING_SAMPLES_PER_LEAF = 100
 DEFAULT_DIMENSIONS_PER_BLOCK = 2
 # ScaNN's recommended anisotropic threshold for unit-norm vectors scored by dot product.
 DEFAULT_ANISOTROPIC_THRESHOLD = 0.2
-# SOAR (spilling with orthogonality-amplified residuals) assigns each vector to a second leaf; ScaNN's
-# recommended lambda. It buys queries/s at a fixed recall (bench/index_bench.py) for a longer build.
-DEFAULT_SOAR_LAMBDA = 1.5
 
 
 class ReorderPrecision(str, Enum):
@@ -161,20 +158,8 @@ class ScannIndexConfig:
     distance: str = "dot_product"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.scoring, Scoring):
-            try:
-                object.__setattr__(self, "scoring", Scoring(self.scoring))
-            except ValueError:
-                allowed = [s.value for s in Scoring]
-                raise ValueError(f"scoring must be one of {allowed}, got {self.scoring!r}") from None
-        if not isinstance(self.reorder_precision, ReorderPrecision):
-            try:
-                object.__setattr__(self, "reorder_precision", ReorderPrecision(self.reorder_precision))
-            except ValueError:
-                allowed = [p.value for p in ReorderPrecision]
-                raise ValueError(
-                    f"reorder_precision must be one of {allowed}, got {self.reorder_precision!r}"
-                ) from None
+        self._coerce_enum("scoring", Scoring)
+        self._coerce_enum("reorder_precision", ReorderPrecision)
         _check_int("dimension", self.dimension, 1)
         _check_int("num_vectors", self.num_vectors, 1)
         if self.distance != "dot_product":
@@ -195,6 +180,17 @@ class ScannIndexConfig:
                     f"training_sample_size ({self.training_sample_size}) must be >= num_leaves "
                     f"({self.num_leaves}): k-means needs at least one sample per leaf"
                 )
+
+    def _coerce_enum(self, name: str, enum: type[Enum]) -> None:
+        """Accept an enum field as its member or its value (as JSON stores it)."""
+        value = getattr(self, name)
+        if isinstance(value, enum):
+            return
+        try:
+            object.__setattr__(self, name, enum(value))
+        except ValueError:
+            allowed = [member.value for member in enum]
+            raise ValueError(f"{name} must be one of {allowed}, got {value!r}") from None
 
     def _validate_tree(self) -> None:
         if (self.num_leaves is None) != (self.num_leaves_to_search is None):

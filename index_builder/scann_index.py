@@ -122,7 +122,6 @@ class ScannIndex:
                 f"searcher holds {searcher.size()} vectors and {len(self._ids)} ids, "
                 f"config says {config.num_vectors}"
             )
-        self._search_threads = 1
         self.set_search_threads(search_threads or available_cores())
 
     def set_search_threads(self, threads: int) -> None:

@@ -26,7 +26,8 @@ from model.aspects import (
 from model.aspects.labels import AspectLabels
 from model.aspects.vocabulary import VOCABULARY_FILE
 from model.madral import MadralConfig
-from model.training import QueryExamples, Trainer, TrainingConfig
+from model.training import QueryExamples, Trainer, TrainingConfig, in_batch_softmax_loss
+from model.training.trainer import validation_batches
 from tests.conftest import tiny_backbone
 
 ASPECTS = ("category", "brand", "color")
@@ -124,15 +125,16 @@ def test_first_tokens_pad_texts_shorter_than_k() -> None:
 # Fusion networks (Eq. 4, Eq. 5, §6.3)
 
 
-@pytest.mark.parametrize("fusion", [WeightedSum(4), PresenceWeighting(4), ClsGating(6, 4)])
-def test_fusion_weights_sum_to_one(fusion: torch.nn.Module) -> None:
-    torch.manual_seed(1)
+def test_weighted_sum_is_softmax_of_gamma_whatever_the_input() -> None:
+    """Eq. 4: input-independent weights softmax(γ); neither CLS nor presence moves them."""
+    fusion = WeightedSum(4)
     with torch.no_grad():
-        for parameter in fusion.parameters():
-            parameter.normal_()
-    weights = fusion(torch.randn(5, 6), torch.rand(5, 4))
-    assert weights.shape == (5, 4) and torch.all(weights >= 0)
-    torch.testing.assert_close(weights.sum(-1), torch.ones(5))
+        fusion.gamma.copy_(torch.tensor([0.0, math.log(2.0), math.log(3.0), math.log(2.0)]))
+    # softmax(γ) = (1, 2, 3, 2) / 8 on every row.
+    expected = torch.tensor([[1 / 8, 2 / 8, 3 / 8, 2 / 8]] * 2)
+    torch.testing.assert_close(fusion(torch.tensor([[1.0, -2.0], [5.0, 0.0]]), None), expected)
+    presence = torch.tensor([[0.0, 1.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
+    torch.testing.assert_close(fusion(torch.zeros(2, 2), presence), expected)
 
 
 def test_presence_weighting_by_hand_and_absent_aspects_get_zero() -> None:
@@ -152,8 +154,9 @@ def test_cls_gating_is_softmax_of_a_linear_layer_on_cls() -> None:
         gate.gate.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]))
         gate.gate.bias.zero_()
     total = math.e + 1 + 1
-    expected = torch.tensor([[math.e / total, 1 / total, 1 / total]])
-    torch.testing.assert_close(gate(torch.tensor([[1.0, 0.0]]), None), expected)
+    # Row 0, CLS (1, 0): logits (1, 0, 0). Row 1, CLS (0, ln 2): logits (0, ln 2, 0) -> (1, 2, 1) / 4.
+    expected = torch.tensor([[math.e / total, 1 / total, 1 / total], [0.25, 0.5, 0.25]])
+    torch.testing.assert_close(gate(torch.tensor([[1.0, 0.0], [0.0, math.log(2.0)]]), None), expected)
 
 
 def test_madral_forced_absent_color_gets_zero_weight_and_other_has_a_presence() -> None:
@@ -346,6 +349,11 @@ def test_weighted_sum_fusion_ignores_presence() -> None:
     output = encoder.embed_texts(tokenizer, TEXTS, Side.QUERY)
     assert encoder.towers["shared"].presence is None and output.fusion_presence is None
     torch.testing.assert_close(output.fusion_weights, torch.full((2, 4), 0.25))  # γ starts uniform
+    with torch.no_grad():
+        encoder.towers["shared"].fusion.gamma.copy_(torch.tensor([math.log(3.0), 0.0, 0.0, math.log(3.0)]))
+    output = encoder.embed_texts(tokenizer, TEXTS, Side.QUERY)
+    # softmax(γ) = (3, 1, 1, 3) / 8 for both texts, whatever their content.
+    torch.testing.assert_close(output.fusion_weights, torch.tensor([[3 / 8, 1 / 8, 1 / 8, 3 / 8]] * 2))
 
 
 def test_config_round_trips_through_json_with_enums_and_tuples() -> None:
@@ -361,7 +369,8 @@ def test_config_round_trips_through_json_with_enums_and_tuples() -> None:
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_save_then_load_gives_identical_outputs(tmp_path, variant: str) -> None:
-    encoder, tokenizer = build(variant, shared_towers=False)
+    small = {"dimensions": 256, "winners": 8} if variant == "uhd" else {}  # not n = 81,920 per bucket
+    encoder, tokenizer = build(variant, shared_towers=False, **small)
     encoder.save_pretrained(tmp_path, tokenizer)
     loaded, loaded_tokenizer = load_encoder(tmp_path)
     assert type(loaded) is type(encoder) and loaded.config == encoder.config
@@ -384,14 +393,78 @@ def test_save_then_load_gives_identical_outputs(tmp_path, variant: str) -> None:
         )
 
 
-def test_the_trainer_fits_a_multi_aspect_variant(tmp_path) -> None:
-    encoder, tokenizer = build("madral-en-v2", projection_dim=16)
+def test_the_fine_tuning_loss_is_eq_8_of_its_parts(tmp_path) -> None:
+    """L_SCE + w·L_CE + λ Σ_a (L_AP^a + L_APP^a)(Q) + (L_AP^a + L_APP^a)(D) (Eq. 8, madral-kdd22)."""
+    encoder, tokenizer = build("madral")
+    encoder.eval()  # no dropout: the parts below see the embeddings the trainer saw
+    queries, positives, negatives = (
+        ["white nike socks", "breville juicer"],
+        ["nike socks", "juicer"],
+        ["socks"],
+    )
+    query_aspects = [{"brand": ["Nike"], "color": ["White"]}, None]
+    positive_aspects = [{"category": ["Socks"], "brand": ["Nike"]}, {"category": ["Juicers"]}]
+    negative_aspects = [{"category": ["Socks"], "brand": ["Adidas"]}]
     examples = [
-        QueryExamples(f"{color} {item}", (f"{color} {item} for sale",), (f"{item} in another shade",))
-        for color in ("red", "blue", "green")
-        for item in ("socks", "juicer")
+        QueryExamples(
+            queries[0],
+            (positives[0],),
+            tuple(negatives),
+            query_aspects[0],
+            (positive_aspects[0],),
+            tuple(negative_aspects),
+        ),
+        QueryExamples(queries[1], (positives[1],), (), query_aspects[1], (positive_aspects[1],)),
     ]
-    config = TrainingConfig(max_steps=2, batch_size=3, learning_rate=1e-3, show_progress=False)
+    (batch,) = validation_batches(examples, batch_size=2)  # query 0 has a hard negative, query 1 none
+    config = TrainingConfig(
+        pointwise_loss_weight=0.3, aspect_loss_weight=0.5, device="cpu", show_progress=False
+    )
+    with torch.no_grad():
+        loss = Trainer(encoder, tokenizer, config, tmp_path).batch_loss(batch)
+        q = encoder(encoder.tokenize(tokenizer, queries, Side.QUERY), Side.QUERY)
+        d = encoder(encoder.tokenize(tokenizer, positives + negatives, Side.DOCUMENT), Side.DOCUMENT)
+    temperature = encoder.config.temperature
+    sce = in_batch_softmax_loss(q.embedding, d.embedding[:2], d.embedding[2:], temperature)
+    # L_CE pairs: each query with its positive (relevant), query 0 with its hard negative (not).
+    pairs = torch.cat([q.embedding, q.embedding[:1]])
+    ce = pointwise_relevance_loss(pairs, d.embedding, torch.tensor([1, 1, 0]), temperature)
+    labels_q = encoder.aspect_labels(query_aspects, tokenizer.tokenize)
+    labels_d = encoder.aspect_labels(positive_aspects + negative_aspects, tokenizer.tokenize)
+    aspects = encoder.auxiliary_loss(q, labels_q) + encoder.auxiliary_loss(d, labels_d)
+    assert min(sce.item(), ce.item(), aspects.item()) > 0
+    torch.testing.assert_close(loss, sce + 0.3 * ce + 0.5 * aspects)
+
+
+def test_the_trainer_fits_a_multi_aspect_variant_and_the_aspect_loss_reaches_the_heads(tmp_path) -> None:
+    encoder, tokenizer = build("madral-en-v2", projection_dim=16)
+    heads = {name: p.detach().clone() for name, p in encoder.aspect_prediction.named_parameters()}
+    examples = [
+        QueryExamples(
+            f"{color} {item}",
+            (f"{color} {item} for sale",),
+            (f"{item} in another shade",),
+            {"color": [color]},
+            ({"category": [item], "color": [color]},),
+            ({"category": [item]},),
+        )
+        for color in ("white", "silver", "green")
+        for item in ("socks", "juicers")
+    ]
+    config = TrainingConfig(
+        max_steps=2,
+        batch_size=3,
+        learning_rate=1e-3,
+        weight_decay=0.0,
+        aspect_loss_weight=0.1,
+        show_progress=False,
+    )
     report = Trainer(encoder, tokenizer, config, tmp_path).fit(examples)
-    assert report.steps == 2 and math.isfinite(report.final_train_loss)
-    assert load_encoder(tmp_path)[0].vocabulary == VOCABULARY
+    assert report.steps == 2 and math.isfinite(report.final_train_loss) and report.final_train_loss > 0
+    loaded = load_encoder(tmp_path)[0]
+    assert loaded.vocabulary == VOCABULARY
+    # The prediction tables get gradient from the λ term alone: they moved, so it was in the loss.
+    moved = [
+        name for name, p in loaded.aspect_prediction.named_parameters() if not torch.equal(p, heads[name])
+    ]
+    assert moved

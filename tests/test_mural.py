@@ -12,6 +12,7 @@ from transformers import BertTokenizerFast, PreTrainedTokenizerBase
 from model.aspects.labels import AspectLabels
 from model.backbone import load_tokenizer
 from model.encoder import DenseEncoder, Side
+from model.mlm import masked_lm_loss
 from model.mural import MuralEncoder, MurEncoder
 from model.mural_aspects import (
     Grouping,
@@ -98,13 +99,26 @@ def test_mlm_never_masks_special_or_guiding_tokens(tokenizer) -> None:
 
 def test_mlm_replacements_follow_80_10_10() -> None:
     ids = torch.randint(1000, 2000, (200, 100), generator=torch.Generator().manual_seed(1))
+    ids[:, 0], ids[:, -1] = 101, 102  # [CLS] ... [SEP]
+    content = ids >= 1000
+    # vocab_size=1000 lies below every content id, so a random replacement is recognisable.
     masked, labels = mask_for_mlm(
-        ids, [0, 101, 102], 1.0, torch.Generator().manual_seed(2), mask_token_id=103, vocab_size=30522
+        ids, [0, 101, 102], 1.0, torch.Generator().manual_seed(2), mask_token_id=103, vocab_size=1000
     )
-    assert (labels == ids).all()
-    as_mask = (masked == 103).float().mean().item()
-    unchanged = (masked == ids).float().mean().item()
-    assert abs(as_mask - 0.8) < 0.01 and abs(unchanged - 0.1) < 0.01
+    assert torch.equal(labels[content], ids[content]) and (labels[~content] == IGNORE_INDEX).all()
+    assert torch.equal(masked[~content], ids[~content])
+    as_mask = masked[content] == 103
+    random = (masked[content] < 1000) & ~as_mask
+    unchanged = masked[content] == ids[content]
+    assert (as_mask | random | unchanged).all()
+    for share, expected in ((as_mask, 0.8), (random, 0.1), (unchanged, 0.1)):
+        assert abs(share.float().mean().item() - expected) < 0.01
+    # With probability 0.15, about 15% of the content tokens are chosen and no special token ever is.
+    _, labels = mask_for_mlm(
+        ids, [0, 101, 102], 0.15, torch.Generator().manual_seed(3), mask_token_id=103, vocab_size=1000
+    )
+    chosen = labels != IGNORE_INDEX
+    assert abs(chosen[content].float().mean().item() - 0.15) < 0.01 and not chosen[~content].any()
 
 
 def test_guiding_token_embeddings_learn_from_mlm(tokenizer) -> None:
@@ -129,6 +143,11 @@ def test_forward_shapes_and_fusion_weights_sum_to_one(tokenizer, grouping: str, 
         "brand": (3, 1),
         "color": (3, 1),
     }
+    # Each aspect's scores are h · e_v of the token that carries its phrase objective (§6.4).
+    for aspect in ASPECTS:
+        (k,) = [k for k, group in enumerate(encoder.groups) if (aspect, "phrase") in group.objectives]
+        table = encoder.value_embeddings(aspect, "phrase", Side.QUERY)
+        torch.testing.assert_close(output.aspect_logits[aspect], output.group_encodings[:, k] @ table.T)
 
 
 def test_fusion_is_cls_gating_over_guiding_tokens(tokenizer) -> None:
@@ -239,11 +258,22 @@ def test_pretraining_losses_follow_eq_9_and_lambda_zero_has_no_aspect_loss(token
             batch, local_tokenizer, Side.DOCUMENT, torch.Generator().manual_seed(3)
         )
         labels = build_labels(RECORDS, vocabularies, ASPECTS, local_tokenizer)
+        encoder.eval()  # no dropout, so the parts recomputed below see the same hidden states
         losses = encoder.pretraining_losses(masked, mlm_labels, labels, Side.DOCUMENT)
+        with torch.no_grad():
+            tower = encoder.transformer(Side.DOCUMENT)
+            hidden = tower(input_ids=masked.input_ids, attention_mask=masked.attention_mask).last_hidden_state
+            words = tower.get_input_embeddings().weight
+            # L_MLM of Eq. 8: the shared MLM head's cross-entropy over the chosen positions.
+            mlm = masked_lm_loss(encoder.mlm_heads["shared"], hidden, words, mlm_labels)
+            aspect = encoder.aspect_loss(encoder(masked, Side.DOCUMENT), labels, Side.DOCUMENT)
+        torch.testing.assert_close(losses.mlm, mlm)
+        if cls is MuralEncoder:
+            torch.testing.assert_close(losses.aspect, aspect)  # L_A of the same pass's guiding tokens
         losses.total.backward()
         results[cls] = (encoder, losses)
     mural, losses = results[MuralEncoder]
-    assert losses.aspect.item() > 0
+    assert losses.aspect.item() > 0 and mural.config.aspect_loss_weight == 0.1  # λ of §5.3.1
     torch.testing.assert_close(losses.total, losses.mlm + 0.1 * losses.aspect)
     assert mural.value_tables["category"]["word"].weight.grad.abs().sum() > 0
     mur, losses = results[MurEncoder]

@@ -1,21 +1,28 @@
-"""An inverted index over binarized UHD sparse vectors (uhd-bert §3.4, §3.7), as a verified artifact.
+"""An inverted index over UHD sparse vectors (uhd-bert §3.4, §3.7), binarized or weighted: an artifact.
 
 A text is B buckets of n dimensions with few winners each (WTA, Eq. 2-4); binarized (§3.7), a
 document is just its set of active (bucket, dim) pairs. Relevance is the sum of bucket-wise dot
 products (Eq. 7), Rel(q, d) = Σ_j B_q^j · B_d^j: for a binary document, the sum of the query's
-weights over the pairs it shares. So a query reads only the posting lists of its own active
-dimensions and adds their weights into per-document accumulators with one bincount (§3.1: weak
-signals cost nothing); accumulators and top-k are a dense O(num_docs) array per query, which in
-numpy beats any per-candidate structure. Term t = bucket·n + dim is the column of the concatenated
-vector (`UhdOutput.embedding`'s layout; its 1/sqrt(B) scale does not change the ranking).
+weights over the pairs it shares. A weighted index (``binary=False``) also keeps each posting's
+bucket value, so it scores Eq. 7 on the real values ("only the non-zero dimensions of a document
+enter the inverted index with their weights", §3.7). Either way a query reads only the posting
+lists of its own active dimensions and adds their (products of) weights into per-document
+accumulators with one bincount (§3.1: weak signals cost nothing); accumulators and top-k are a
+dense O(num_docs) array per query, which in numpy beats any per-candidate structure. Term
+t = bucket·n + dim is the column of the concatenated vector (`UhdOutput.embedding`'s layout; its
+1/sqrt(B) scale does not change the ranking).
 
 Layout, under `artifact`'s rules (manifest written LAST with every file's sha256 and size, verified
 on load; arrays read with allow_pickle=False, so an altered file can never run code)::
 
-    <dir>/manifest.json   format "madr-inverted-index" v1
+    <dir>/manifest.json   format "madr-inverted-index" v1 (binarized) or v2 (weighted)
     <dir>/ids.parquet     product_id; row i is document i
     <dir>/indptr.npy      int64 [B·n + 1]: term t's postings are docs[indptr[t]:indptr[t + 1]]
     <dir>/docs.npy        int32 (int64 past 2^31 documents) [nnz]: ascending rows within each term
+    <dir>/values.npy      float32 [nnz], weighted indexes only: the bucket value of each posting
+
+A binarized index is still written as v1, so readers that predate weighted indexes keep reading it;
+a weighted one is v2, which they refuse rather than silently scoring it as binary.
 """
 
 from __future__ import annotations
@@ -26,78 +33,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import Any, TypeAlias
+from typing import Any
 
 import numpy as np
 
 from index_builder import artifact
 from index_builder.artifact import IDS_FILE, FileEntry, IndexArtifactError
 from index_builder.exact import ExactSearcher
-from index_builder.searcher import SearchResult, effective_k, make_result, sort_rows
+from index_builder.searcher import SearchResult, effective_k, make_result
+from index_builder.sparse_rows import SparseRows, csr_rows, densify, indptr_of, top_k_rows
 from schemas.manifest import MANIFEST_FILE
 
 INVERTED_FORMAT = "madr-inverted-index"
-INVERTED_FORMAT_VERSION = 1
-INDPTR_FILE, DOCS_FILE = "indptr.npy", "docs.npy"
+INVERTED_FORMAT_VERSION = 1  # binarized documents
+WEIGHTED_FORMAT_VERSION = 2  # documents keep their bucket values (values.npy)
+INDPTR_FILE, DOCS_FILE, VALUES_FILE = "indptr.npy", "docs.npy", "values.npy"
 REBUILD_HINT = "rebuild it with `pipelines.sparse_index.build_inverted_index`"
 # Per (query, document) cell of a block: 8-byte accumulator, float32 score and its negation, argpartition's
 # int64 index, and ~8 bytes of gathered postings (a query touches ~q_terms·k/n ≈ 0.5 postings per document).
 _BLOCK_BYTES = 256 * 1024 * 1024
 _BYTES_PER_CELL = 32
-
-# Per item (document or query), B buckets, each an int array of active dims (weight 1) or a `.indices`/
-# `.values` object such as `model.sparse.SparseVector`; or a dense [items, B·n] matrix (non-zeros active).
-SparseRows: TypeAlias = "np.ndarray | Sequence[Sequence[Any]]"
-
-
-def _rows(data: SparseRows, buckets: int, dimensions: int, what: str) -> tuple[np.ndarray, ...]:
-    """Items as CSR over terms: (indptr [items + 1], terms int64 [nnz], weights float64 [nnz])."""
-    width = buckets * dimensions
-    if isinstance(data, np.ndarray):
-        if data.ndim != 2 or data.shape[1] != width:
-            raise ValueError(f"a dense {what} matrix must have shape (num, {width}), got {data.shape}")
-        if data.dtype.kind not in "biuf" or not np.isfinite(data).all():
-            raise ValueError(f"a dense {what} matrix must hold finite numbers, got {data.dtype}")
-        rows, terms = np.nonzero(data)
-        weights = data[rows, terms].astype(np.float64)
-        return _indptr(np.bincount(rows, minlength=data.shape[0])), terms.astype(np.int64), weights
-    if isinstance(data, str | bytes):
-        raise ValueError(f"{what}s must be a sequence of per-bucket dims or a matrix, not a string")
-    dims, weights = [], []  # per bucket: int64 active dims, float64 weights
-    for i, item in enumerate(data):
-        if len(item) != buckets:
-            raise ValueError(f"{what} {i} has {len(item)} buckets, expected {buckets}")
-        for bucket in item:
-            found = np.asarray(getattr(bucket, "indices", bucket))
-            if found.ndim != 1 or (found.size and not np.issubdtype(found.dtype, np.integer)):
-                raise ValueError(f"{what} {i}: a bucket must be a 1-D integer array, got {found.dtype}")
-            dims.append(found.astype(np.int64))
-            values = getattr(bucket, "values", None)
-            weights.append(np.ones(found.size) if values is None else np.asarray(values, np.float64))
-            if weights[-1].shape != found.shape:
-                raise ValueError(f"{what} {i}: a bucket's values do not match its indices")
-    lengths_array = np.asarray([d.size for d in dims], dtype=np.int64).reshape(-1, buckets)
-    flat = np.concatenate(dims) if dims else np.empty(0, np.int64)
-    bad = np.flatnonzero((flat < 0) | (flat >= dimensions))
-    indptr = _indptr(lengths_array.sum(axis=1))
-    if bad.size:
-        item = int(np.searchsorted(indptr, bad[0], side="right")) - 1
-        raise ValueError(f"{what} {item}: dimension {flat[bad[0]]} is outside [0, {dimensions})")
-    bucket_of = np.repeat(np.tile(np.arange(buckets), len(lengths_array)), lengths_array.ravel())
-    values = np.concatenate(weights) if weights else np.empty(0)
-    if not np.isfinite(values).all():
-        raise ValueError(f"{what} weights contain NaN or infinite values")
-    terms = bucket_of * dimensions + flat
-    # A binary vector cannot hold a dimension twice; a repeat would be counted twice in Eq. 7.
-    keys = np.sort(np.repeat(np.arange(len(indptr) - 1), np.diff(indptr)) * width + terms)
-    repeated = np.flatnonzero(keys[1:] == keys[:-1])
-    if repeated.size:
-        raise ValueError(f"{what} {keys[repeated[0]] // width} repeats a dimension in a bucket")
-    return indptr, terms, values
-
-
-def _indptr(counts: np.ndarray) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
 
 def _check_ids(ids: Sequence[str]) -> np.ndarray:
@@ -124,6 +79,17 @@ def _postings_problem(indptr: np.ndarray, docs: np.ndarray, terms: int, count: i
     return None
 
 
+def _values_problem(values: np.ndarray | None, nnz: int) -> tuple[str, str] | None:
+    """(file, defect) if a weighted index's posting values do not fit its postings, else None."""
+    if values is None:
+        return None
+    if values.dtype != np.float32 or values.shape != (nnz,):
+        return VALUES_FILE, f"must be float32 of shape ({nnz},), got {values.dtype} {values.shape}"
+    if not np.isfinite(values).all():
+        return VALUES_FILE, "holds NaN or infinite values"
+    return None
+
+
 @dataclass(frozen=True, kw_only=True)
 class InvertedManifest:
     """What an inverted index holds; its JSON adds ``dimension`` = buckets × dimensions (embedding width)."""
@@ -135,6 +101,7 @@ class InvertedManifest:
     count: int
     nnz: int
     files: dict[str, FileEntry]
+    binary: bool = True
     created_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -142,7 +109,8 @@ class InvertedManifest:
         data = {
             "kind": INVERTED_FORMAT,  # what `schemas.manifest` calls the format, so its checks work too
             "format": INVERTED_FORMAT,
-            "format_version": INVERTED_FORMAT_VERSION,
+            "format_version": INVERTED_FORMAT_VERSION if self.binary else WEIGHTED_FORMAT_VERSION,
+            "binary": self.binary,
             "model_id": self.model_id,
             "model_version": self.model_version,
             "buckets": self.buckets,
@@ -164,13 +132,18 @@ class InvertedManifest:
             if not isinstance(data, dict):
                 raise ValueError("the manifest is not a JSON object")
             found = (data.get("format"), data.get("format_version"))
-            if found != (INVERTED_FORMAT, INVERTED_FORMAT_VERSION):
-                raise ValueError(f"format is {found}, expected {(INVERTED_FORMAT, INVERTED_FORMAT_VERSION)}")
+            binary = found[1] == INVERTED_FORMAT_VERSION
+            versions = (INVERTED_FORMAT_VERSION, WEIGHTED_FORMAT_VERSION)
+            if found[0] != INVERTED_FORMAT or found[1] not in versions:
+                raise ValueError(f"format is {found}, expected {INVERTED_FORMAT!r} v1 or v2")
+            if data.get("binary", True) is not binary:
+                raise ValueError(f"binary is {data.get('binary')!r} in a v{found[1]} index")
             manifest = cls(
                 **{key: str(data[key]) for key in ("model_id", "model_version", "created_at")},
                 **{key: int(data[key]) for key in ("buckets", "dimensions", "count", "nnz")},
                 files={p: FileEntry(str(e["sha256"]), int(e["size"])) for p, e in data["files"].items()},
                 extra=dict(data.get("extra") or {}),
+                binary=binary,
             )
             if min(manifest.buckets, manifest.dimensions, manifest.count) < 1 or manifest.nnz < 0:
                 raise ValueError("buckets, dimensions and count must be positive")
@@ -181,14 +154,14 @@ class InvertedManifest:
 
 
 def _verified_manifest(directory: Path) -> InvertedManifest:
-    """The manifest, after checking every file it lists (and that it lists the three we read)."""
+    """The manifest, after checking every file it lists (and that it lists the ones we read)."""
     path = directory / MANIFEST_FILE
     if not directory.is_dir() or not path.is_file():
         raise IndexArtifactError(
             f"{path} is missing: not a finished index (the manifest is written last); {REBUILD_HINT}"
         )
     manifest = InvertedManifest.from_json(path.read_text(encoding="utf-8"), path)
-    for required in (IDS_FILE, INDPTR_FILE, DOCS_FILE):
+    for required in (IDS_FILE, INDPTR_FILE, DOCS_FILE) + (() if manifest.binary else (VALUES_FILE,)):
         if required not in manifest.files:
             raise IndexArtifactError(f"{path} does not list {required}; {REBUILD_HINT}")
     for relative, expected in manifest.files.items():
@@ -212,34 +185,23 @@ def _load_array(path: Path) -> np.ndarray:
         raise IndexArtifactError(f"{path} is not a plain .npy array ({err}); {REBUILD_HINT}") from err
 
 
-def top_k_rows(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact per-row top-k of a float32 [q, n] score block: score desc, ties by lower row (`sort_rows`)."""
-    size = scores.shape[1]
-    if k == size:
-        return sort_rows(np.broadcast_to(np.arange(size), scores.shape), scores)
-    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-    top, top_scores = sort_rows(top, np.take_along_axis(scores, top, axis=1))
-    # argpartition chooses arbitrarily among documents tied with the k-th score (common: binary scores
-    # are small integers). In such rows, keep everything above it plus the lowest tied rows: O(n), no sort.
-    kth = top_scores[:, -1:]
-    redo = np.count_nonzero(scores == kth, axis=1) > np.count_nonzero(top_scores == kth, axis=1)
-    for row in np.flatnonzero(redo):
-        above = np.flatnonzero(scores[row] > kth[row])
-        chosen = np.concatenate([above, np.flatnonzero(scores[row] == kth[row])[: k - above.size]])
-        order = np.lexsort((chosen, -scores[row, chosen]))
-        top[row], top_scores[row] = chosen[order], scores[row, chosen[order]]
-    return top, top_scores
-
-
 class InvertedIndex:
-    """Binarized UHD documents as postings per (bucket, dim); `search` scores Eq. 7 from the postings.
+    """UHD documents as postings per (bucket, dim); `search` scores Eq. 7 from the postings.
 
     Satisfies the `Searcher` protocol: ``dimension`` is the concatenated width B·n (``dimensions`` is
     n, as in `UhdConfig`), a dense query row is read like `UhdOutput.embedding`. Build with `build`.
+    ``values`` (float32, one per posting) makes a weighted index; None, a binarized one.
     """
 
     def __init__(
-        self, indptr: np.ndarray, docs: np.ndarray, ids: Sequence[str], *, buckets: int, dimensions: int
+        self,
+        indptr: np.ndarray,
+        docs: np.ndarray,
+        ids: Sequence[str],
+        *,
+        buckets: int,
+        dimensions: int,
+        values: np.ndarray | None = None,
     ) -> None:
         if buckets < 1 or dimensions < 1:
             raise ValueError(f"buckets and dimensions must be positive, got {buckets}, {dimensions}")
@@ -247,27 +209,33 @@ class InvertedIndex:
         if not len(self._ids):
             raise ValueError("an index needs at least one document")
         problem = _postings_problem(indptr, docs, buckets * dimensions, len(self._ids))
+        problem = problem or _values_problem(values, docs.size)
         if problem:
             raise ValueError(f"{problem[0].removesuffix('.npy')} {problem[1]}")
-        self._indptr, self._docs = indptr, docs
+        self._indptr, self._docs, self._values = indptr, docs, values
         self.buckets, self.dimensions = buckets, dimensions
         self._manifest: InvertedManifest | None = None
 
     @classmethod
     def build(
-        cls, documents: SparseRows, ids: Sequence[str], *, buckets: int, dimensions: int
+        cls, documents: SparseRows, ids: Sequence[str], *, buckets: int, dimensions: int, binary: bool = True
     ) -> InvertedIndex:
         """Index documents given per bucket as active dims (or a dense [num_docs, B·n] matrix).
 
-        Documents are binarized (§3.7): any non-zero entry is active, values are ignored.
+        With ``binary`` (the default) documents are binarized (§3.7): any non-zero entry is active,
+        values are ignored. Otherwise each posting keeps its document's value (as float32), and
+        plain dims without values weigh 1.
         """
-        rows, terms, _ = _rows(documents, buckets, dimensions, "document")
+        rows, terms, weights = csr_rows(documents, buckets, dimensions, "document")
         count = len(rows) - 1
         dtype = np.int32 if count < 2**31 else np.int64
         doc_of = np.repeat(np.arange(count, dtype=dtype), np.diff(rows))
         order = np.argsort(terms, kind="stable")  # stable: rows stay ascending within each term
         counts = np.bincount(terms, minlength=buckets * dimensions)
-        return cls(_indptr(counts), doc_of[order], ids, buckets=buckets, dimensions=dimensions)
+        values = None if binary else weights[order].astype(np.float32)
+        return cls(
+            indptr_of(counts), doc_of[order], ids, buckets=buckets, dimensions=dimensions, values=values
+        )
 
     @property
     def dimension(self) -> int:
@@ -282,6 +250,11 @@ class InvertedIndex:
         return int(self._docs.size)
 
     @property
+    def binary(self) -> bool:
+        """Whether documents are binarized (§3.7); False when postings carry their bucket values."""
+        return self._values is None
+
+    @property
     def ids(self) -> tuple[str, ...]:
         return tuple(self._ids.tolist())
 
@@ -293,15 +266,17 @@ class InvertedIndex:
         return self.size
 
     def __repr__(self) -> str:
-        return f"InvertedIndex({self.size} docs, {self.buckets} × {self.dimensions} dims, nnz {self.nnz})"
+        kind = "binary" if self.binary else "weighted"
+        shape = f"{self.buckets} × {self.dimensions} dims"
+        return f"InvertedIndex({kind}, {self.size} docs, {shape}, nnz {self.nnz})"
 
     def search(self, queries: SparseRows, k: int) -> SearchResult:
-        """Top-min(k, size) documents per query by Eq. 7 with binarized documents; float32 scores.
+        """Top-min(k, size) documents per query by Eq. 7 against the indexed documents; float32 scores.
 
-        Query buckets of plain dims weigh 1 each (binary matching, §3.4: the score counts shared
-        winners); `.values` or dense entries are the query's weights.
+        Query buckets of plain dims weigh 1 each (binary matching, §3.4: against a binarized index
+        the score counts shared winners); `.values` or dense entries are the query's weights.
         """
-        rows, terms, weights = _rows(queries, self.buckets, self.dimensions, "query")
+        rows, terms, weights = csr_rows(queries, self.buckets, self.dimensions, "query")
         k_eff = effective_k(k, self.size)
         count = len(rows) - 1
         indices = np.empty((count, k_eff), dtype=np.int64)
@@ -323,8 +298,11 @@ class InvertedIndex:
         # Every posting of every query term, gathered without a Python loop over terms.
         positions = np.repeat(begin - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum())
         cells = np.repeat(query_of * self.size, lengths) + self._docs[positions]
-        # Binary queries (the common case) count shared winners with an integer bincount, no weights.
+        # Binary queries on a binary index (the common case) count shared winners: a bincount, no weights.
         repeated = None if (weights == 1).all() else np.repeat(weights, lengths)
+        if self._values is not None:
+            found = self._values[positions].astype(np.float64)
+            repeated = found if repeated is None else repeated * found
         totals = np.bincount(cells, repeated, (len(rows) - 1) * self.size)
         return totals.astype(np.float32).reshape(len(rows) - 1, self.size)
 
@@ -342,6 +320,8 @@ class InvertedIndex:
         directory.mkdir(parents=True, exist_ok=True)
         np.save(directory / INDPTR_FILE, self._indptr, allow_pickle=False)
         np.save(directory / DOCS_FILE, self._docs, allow_pickle=False)
+        if self._values is not None:
+            np.save(directory / VALUES_FILE, self._values, allow_pickle=False)
         artifact.write_ids(directory, self._ids.tolist())
         manifest = InvertedManifest(
             model_id=model_id,
@@ -351,6 +331,7 @@ class InvertedIndex:
             count=self.size,
             nnz=self.nnz,
             files=artifact.list_files(directory),
+            binary=self.binary,
             extra=extra,
         )
         temporary = directory / f".{MANIFEST_FILE}.tmp"
@@ -365,35 +346,37 @@ class InvertedIndex:
         directory = Path(directory)
         manifest = _verified_manifest(directory)
         indptr, docs = _load_array(directory / INDPTR_FILE), _load_array(directory / DOCS_FILE)
+        values = None if manifest.binary else _load_array(directory / VALUES_FILE)
         problem = _postings_problem(indptr, docs, manifest.buckets * manifest.dimensions, manifest.count)
         if problem is None and docs.size != manifest.nnz:
             problem = (DOCS_FILE, f"holds {docs.size} postings, the manifest says {manifest.nnz}")
+        problem = problem or _values_problem(values, docs.size)
         if problem:
             raise IndexArtifactError(f"{directory / problem[0]} {problem[1]}; {REBUILD_HINT}")
         ids = artifact.read_ids(directory, manifest.count)
-        index = cls(indptr, docs, ids, buckets=manifest.buckets, dimensions=manifest.dimensions)
+        index = cls(
+            indptr, docs, ids, buckets=manifest.buckets, dimensions=manifest.dimensions, values=values
+        )
         index._manifest = manifest
         return index
-
-
-def _densify(rows: np.ndarray, terms: np.ndarray, values: np.ndarray, width: int) -> np.ndarray:
-    matrix = np.zeros((len(rows) - 1, width), dtype=np.float32)
-    matrix[np.repeat(np.arange(len(rows) - 1), np.diff(rows)), terms] = values
-    return matrix
 
 
 class ExactSparseSearcher(ExactSearcher):
     """Ground truth for `InvertedIndex`: Eq. 7 as a dense matrix product, by `ExactSearcher`'s rules.
 
-    It never sees postings (documents are scattered into a dense binary [num_docs, B·n] float32
-    matrix), so agreement tests the index. Memory is num_docs × B·n × 4 bytes: for tests and samples.
+    It never sees postings (documents are scattered into a dense [num_docs, B·n] float32 matrix,
+    binarized unless ``binary=False``), so agreement tests the index. Memory is num_docs × B·n × 4
+    bytes: for tests and samples.
     """
 
-    def __init__(self, documents: SparseRows, ids: Sequence[str], *, buckets: int, dimensions: int) -> None:
-        rows, terms, _ = _rows(documents, buckets, dimensions, "document")
-        super().__init__(_densify(rows, terms, np.ones(terms.size), buckets * dimensions), ids)
+    def __init__(
+        self, documents: SparseRows, ids: Sequence[str], *, buckets: int, dimensions: int, binary: bool = True
+    ) -> None:
+        rows, terms, weights = csr_rows(documents, buckets, dimensions, "document")
+        weights = np.ones(terms.size) if binary else weights
+        super().__init__(densify(rows, terms, weights, buckets * dimensions), ids)
         self.buckets, self.dimensions = buckets, dimensions
 
     def search(self, queries: SparseRows, k: int) -> SearchResult:
-        rows, terms, weights = _rows(queries, self.buckets, self.dimensions, "query")
-        return super().search(_densify(rows, terms, weights, self.dimension), k)
+        rows, terms, weights = csr_rows(queries, self.buckets, self.dimensions, "query")
+        return super().search(densify(rows, terms, weights, self.dimension), k)

@@ -22,6 +22,7 @@ from transformers import BertModel, PreTrainedTokenizerBase
 from model.backbone import load_pretrained_transformer, new_transformer
 from model.config import EncoderConfig
 from model.mlm import MlmHead, mask_for_mlm, masked_lm_loss
+from model.ranking_losses import in_batch_softmax_loss
 
 if TYPE_CHECKING:
     from model.aspects.labels import AspectLabels
@@ -144,6 +145,13 @@ class DenseEncoder(nn.Module):
     def attach_vocabulary(self, vocabulary: AspectVocabulary, tokenizer: PreTrainedTokenizerBase) -> None:
         """Bind the vocabulary the heads were sized from (no heads, nothing to bind, by default)."""
 
+    def initialise_from_backbone(self, tokenizer: PreTrainedTokenizerBase) -> None:
+        """Start layers that sit above the backbone from its pre-trained weights (nothing by default).
+
+        Called once on a new encoder after `load_backbone_weights` and `attach_vocabulary`,
+        never on a trained model being loaded.
+        """
+
     def aspect_labels(
         self, annotations: Sequence[Mapping[str, Sequence[str]] | None], tokenize: Any = None
     ) -> AspectLabels | None:
@@ -157,6 +165,21 @@ class DenseEncoder(nn.Module):
         `model.aspects.AspectLabels` of the same batch.
         """
         return output.embedding.new_zeros(())
+
+    def retrieval_loss(
+        self, queries: EncoderOutput, documents: EncoderOutput, positives: int
+    ) -> torch.Tensor:
+        """The ranking loss of one batch: L_SCE of Eq. 8 (madral-kdd22) unless the variant has its own.
+
+        Query i's positive is document i for i < `positives`; the remaining documents
+        are hard negatives, and every document is a negative of every other query.
+        """
+        return in_batch_softmax_loss(
+            queries.embedding,
+            documents.embedding[:positives],
+            documents.embedding[positives:] if documents.embedding.shape[0] > positives else None,
+            self.config.temperature,
+        )
 
     def transformer(self, side: Side) -> BertModel:
         key = "shared" if self.config.shared_towers else Side(side).value
@@ -212,6 +235,25 @@ class DenseEncoder(nn.Module):
                 f"{path} does not match the {self.config.variant} config: "
                 f"missing {missing[:5]}, unexpected {unexpected[:5]}"
             )
+
+    def warm_start_from(self, directory: str | Path) -> list[str]:
+        """Copy every tensor of a trained model whose name and shape match this one's.
+
+        For fine-tuning a variant from another variant's pre-trained model when the two
+        differ only in layers pre-training does not train (repro-ecir24 §8.1: en-v1 "only
+        differs during fine-tuning" from MADRAL-ori). Returns the names left at their
+        initialisation; the caller decides whether that is acceptable.
+        """
+        path = Path(directory) / WEIGHTS_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"{directory} has no {WEIGHTS_FILE}; it is not a trained model")
+        source = load_file(str(path))
+        own = self.state_dict()
+        matched = {
+            name: tensor for name, tensor in source.items() if name in own and own[name].shape == tensor.shape
+        }
+        self.load_state_dict(matched, strict=False)
+        return sorted(set(own) - set(matched))
 
     # --- pre-training: L_MLM + λp Σ_{a ≠ OTHER} (L_AP^a + L_APP^a) (Eq. 7, madral-kdd22) ----------------
 

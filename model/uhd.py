@@ -10,12 +10,15 @@ How the sparse vector is exposed:
 - `UhdOutput.buckets` is the dense [batch, buckets, n] tensor of the L2-normalised buckets;
 - `embedding` is their concatenation divided by sqrt(buckets). It is unit length,
   as `EncoderOutput` promises, and embedding_q · embedding_d = Rel(q, d) / buckets,
-  so every consumer of `embedding` (the trainer's in-batch softmax, exact search)
+  so every consumer of `embedding` (exact search, the ranking task's re-ranking)
   ranks exactly as Eq. 7 does. Its width, n × buckets, is the config's projection_dim;
 - `sparse_buckets` gives the (indices, values) of each bucket for an inverted index,
   and `model.sparse.binarize` the {0, 1} vectors of binary matching (§3.4, §3.7).
 
 k is not a weight: `forward(..., winners=k)` or `set_winners(k)` changes it at inference.
+
+Training uses the paper's own objective, the hinge loss of Eq. 8 over Rel(q, d) with margin 1
+(`retrieval_loss`), not the softmax cross-entropy the other variants share.
 """
 
 from __future__ import annotations
@@ -32,6 +35,22 @@ from model.config import EncoderConfig
 from model.encoder import DenseEncoder, EncoderOutput, Side, TokenizedBatch
 from model.sparse import SparseVector, WinnerTakeAll, masked_max_pool, to_sparse
 
+# Eq. 8 (uhd-bert) writes the margin as the constant 1; A.1 lists no other value, so it is no setting.
+HINGE_MARGIN = 1.0
+# §4.2 (uhd-bert): buckets on BERT-base layers {2, 4, 6, 8, 10, 12}, i.e. six buckets spread evenly
+# over the depth. `paper_bucket_layers` keeps that shape on any backbone.
+PAPER_BUCKETS = 6
+
+
+def paper_bucket_layers(depth: int) -> tuple[int, ...]:
+    """Layers ⌈i·V/6⌉ for i = 1..6 of a V-layer backbone, without repeats (§4.2, uhd-bert).
+
+    V = 12 gives the paper's {2, 4, 6, 8, 10, 12}; the bundled 6-layer MiniLM gets every layer,
+    {1, ..., 6}, each standing for the pair of BERT-base layers at the same relative depth; a
+    backbone shallower than six layers gets all of its layers.
+    """
+    return tuple(sorted({math.ceil(i * depth / PAPER_BUCKETS) for i in range(1, PAPER_BUCKETS + 1)}))
+
 
 @dataclass(frozen=True)
 class UhdConfig(EncoderConfig):
@@ -41,9 +60,13 @@ class UhdConfig(EncoderConfig):
         dimensions: n, the width of each bucket (81,920 in the paper).
         winners: k, the non-zero dimensions each token keeps during training (80 in
             the paper); inference may use another k.
-        bucket_layers: 1-based BERT layers that each feed a bucket (Eq. 5-6); empty
-            means the last layer only. Layers after the deepest one are dropped.
-        weight_sparsity: fraction of each WTA unit's input weights fixed at zero (0.7 in A.1).
+        bucket_layers: 1-based BERT layers that each feed a bucket (Eq. 5-6); empty means the
+            paper's choice, six buckets spread evenly over the depth (`paper_bucket_layers`:
+            {2, 4, ..., 12} of BERT-base in §4.2, every layer of the 6-layer MiniLM). Pass
+            (V,) for the single last-layer bucket of §3.3 and A.2. Layers after the deepest
+            one are dropped.
+        weight_sparsity: fraction of each WTA unit's input weights fixed at zero (0.7 in A.1,
+            chosen from {0.3, 0.5, 0.7}).
         projection_dim: derived, n × buckets, the width of `embedding`; whatever is
             passed is replaced, so config.json states the true embedding size.
     """
@@ -53,12 +76,12 @@ class UhdConfig(EncoderConfig):
     dimensions: int = 81_920
     winners: int = 80
     bucket_layers: tuple[int, ...] = ()
-    weight_sparsity: float = 0.0
+    weight_sparsity: float = 0.7
 
     def __post_init__(self) -> None:
         super().__post_init__()
         depth = int(self.backbone.get("num_hidden_layers", 0))
-        layers = tuple(int(layer) for layer in self.bucket_layers) or (depth,)
+        layers = tuple(int(layer) for layer in self.bucket_layers) or paper_bucket_layers(depth)
         object.__setattr__(self, "bucket_layers", layers)
         if any(not 1 <= layer <= depth for layer in layers) or len(set(layers)) != len(layers):
             raise ValueError(f"bucket_layers must be distinct layers in [1, {depth}], got {layers}")
@@ -123,6 +146,24 @@ class UhdEncoder(DenseEncoder):
         """Rel(q, d) = Σ_j B_q^j · B_d^j (Eq. 7, uhd-bert): [queries, documents]."""
         return torch.einsum("qbn,dbn->qd", queries.buckets, documents.buckets)
 
+    def retrieval_loss(
+        self, queries: EncoderOutput, documents: EncoderOutput, positives: int
+    ) -> torch.Tensor:
+        """Eq. 8 (uhd-bert) over Rel(q, d) = Σ_j B_q^j · B_d^j (Eq. 7), margin 1, averaged over queries.
+
+        Query i's positive is document i; every other document of the batch is its negative: the
+        other queries' positives (the in-batch negatives of §3.6) and all hard negatives, whichever
+        query they were mined for. (A.1 trains on positives only; hard negatives, when the data has
+        them, are simply more members of D^n.)
+        """
+        if not (isinstance(queries, UhdOutput) and isinstance(documents, UhdOutput)):
+            raise TypeError("UHD's retrieval loss needs the buckets of UhdOutput on both sides")
+        if queries.buckets is None or documents.buckets is None:
+            raise TypeError("UHD's retrieval loss needs the buckets of UhdOutput on both sides")
+        if queries.buckets.shape[0] != positives:
+            raise ValueError(f"{queries.buckets.shape[0]} queries for {positives} positives")
+        return in_batch_hinge_loss(self.relevance(queries, documents), HINGE_MARGIN)
+
     @staticmethod
     def sparse_buckets(output: UhdOutput) -> list[list[SparseVector]]:
         """Per example, per bucket, the non-zero (indices, values): what an inverted index stores."""
@@ -130,13 +171,17 @@ class UhdEncoder(DenseEncoder):
         return [list(row) for row in zip(*per_bucket, strict=True)]
 
 
-def in_batch_hinge_loss(scores: torch.Tensor, margin: float = 1.0) -> torch.Tensor:
+def in_batch_hinge_loss(scores: torch.Tensor, margin: float = HINGE_MARGIN) -> torch.Tensor:
     """Eq. 8 (uhd-bert) with in-batch negatives, averaged over queries.
 
     `scores` is Rel(q_i, d_j) for queries i and documents j; document i is query i's
     positive and every other document a negative: Σ_j max(0, margin - Rel(q_i, d_i) + Rel(q_i, d_j)).
+    Columns past the queries' positives (width > count) are extra negatives of every query,
+    such as hard negatives.
     """
     count, width = scores.shape
+    if width < count:
+        raise ValueError(f"scores need a positive column per query: {count} queries, {width} documents")
     positives = scores[:, :count].diagonal().unsqueeze(1)
     hinge = (margin - positives + scores).clamp(min=0)
     own = torch.eye(count, width, dtype=torch.bool, device=scores.device)

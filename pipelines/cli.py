@@ -6,7 +6,7 @@
     madr train        fine-tune an encoder variant on a dataset folder
     madr embed        Beam: embed a catalog into Parquet shards
     madr build-index  train and save a ScaNN index artifact over the shards
-    madr build-sparse-index  inverted index over a UHD model's binarized sparse vectors
+    madr build-sparse-index  inverted index over a UHD model's binarized (or --weighted) sparse vectors
     madr evaluate     Beam: embed queries, search, join judgments, report metrics
     madr export-vertex  Beam: embeddings + aspects as Vertex AI Vector Search input files
     madr experiment   train and evaluate several variants under one budget, compare them
@@ -127,14 +127,20 @@ def _parser() -> argparse.ArgumentParser:
 
     sparse = commands.add_parser(
         "build-sparse-index",
-        help="inverted index over a UHD model's binarized sparse vectors",
+        help="inverted index over a UHD model's binarized (or weighted) sparse vectors",
         formatter_class=defaults,
-        description="Encode the catalog with a UHD-BERT model and index its binarized buckets (Eq. 7).",
+        description="Encode the catalog with a UHD-BERT model and index its buckets, binarized (§3.7) "
+        "unless --weighted; search scores Eq. 7.",
     )
     sparse.add_argument("--model", required=True, help="Trained UHD model directory")
     sparse.add_argument("--products", required=True, help="Product Parquet file or glob")
     sparse.add_argument("--out", required=True, help="Inverted index artifact directory")
     sparse.add_argument("--batch_size", type=int, default=64, help="Products per encoding batch")
+    sparse.add_argument(
+        "--weighted",
+        action="store_true",
+        help="Keep each posting's bucket value (Eq. 7 on the real values) instead of binarizing (§3.7)",
+    )
 
     evaluate = commands.add_parser(
         "evaluate",
@@ -244,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.command == "train":
         report = train_from_args(args)
         print(
-            f"trained {report.steps} steps; best validation loss {report.best_valid_loss}; "
+            f"trained {report.steps} steps; best validation MRR@10 {report.best_valid_metric}; "
             f"model in {report.model_dir}"
         )
     elif args.command == "embed":
@@ -271,7 +277,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.command == "experiment":
         run_experiment(config_from_args(args), args.out)
     elif args.command == "build-sparse-index":
-        index = build_inverted_index(args.model, args.products, args.out, args.batch_size)
+        index = build_inverted_index(
+            args.model, args.products, args.out, args.batch_size, binary=not args.weighted
+        )
         print(f"inverted index over {index.size} products, {index.nnz} postings -> {args.out}")
     elif args.command == "evaluate":
         print(run_evaluate(PipelineOptions(stage_argv))["table"])

@@ -2,7 +2,10 @@
 
 Every variant gets the same data, steps, batch size and truncation; each runs
 through the production path (train -> Beam embed -> index -> Beam evaluate), and
-the ranking task and aspect Accuracy@1 are computed on the driver. A finished
+the ranking task and aspect Accuracy@1 are computed on the driver. A variant with
+sparse buckets (UHD-BERT) is retrieved through its inverted indexes instead,
+binarized and weighted (uhd-bert §3.7), which also report their size on disk and
+time per query (`pipelines.sparse_evaluation`). A finished
 stage (its manifest exists) is not run again, so an interrupted experiment resumes.
 """
 
@@ -30,6 +33,12 @@ from pipelines.evaluation import RelevanceRule, aggregate, paired_t_test
 from pipelines.experiment_report import write_report
 from pipelines.judged_ranking import aspect_accuracy, encode, rerank_judged
 from pipelines.layout import DatasetLayout
+from pipelines.sparse_evaluation import (
+    is_sparse_model,
+    read_sparse_results,
+    run_sparse_evaluation,
+    sparse_ranking_rows,
+)
 from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from pipelines.train import TrainJob, run_training
 
@@ -130,11 +139,16 @@ def _run_variant(
         timings[name] = round(time.perf_counter() - started, 1)
         print(f"   {variant}: {name} {timings[name]}s", flush=True)
 
+    options: tuple[tuple[str, Any], ...] = ()
+    if variant == "dssm" and (folder.parent / "bibert" / "model" / "manifest.json").is_file():
+        # madral-kdd22 §8.2: DSSM's embedding table starts from the trained BiBERT's.
+        options = (("word_embeddings_from", str(folder.parent / "bibert" / "model")),)
     job = TrainJob(
         dataset=data.root,
         output=str(folder / "model"),
         variant=variant,
         max_document_length=config.max_document_length,
+        variant_options=options,
     )
     learns_aspects = learns_aspects_by_default(variant)
     loop = TrainingConfig(
@@ -144,6 +158,15 @@ def _run_variant(
         aspect_loss_weight=config.aspect_loss_weight if learns_aspects else 0.0,
     )
     stage("train", folder / "model" / "manifest.json", lambda: run_training(job, loop))
+    if is_sparse_model(job.output):
+        # UHD-BERT retrieves through inverted indexes (uhd-bert §3.7); a B·n-wide dense embed and a
+        # ScaNN index of it would be neither the paper's retrieval nor affordable.
+        stage(
+            "sparse index + evaluate",
+            folder / "eval" / "manifest.json",
+            lambda: run_sparse_evaluation(data, job.output, folder / "eval", RETRIEVAL_METRICS),
+        )
+        return timings
     embed = ["--products", data.products, "--model", job.output, "--output", str(folder / "embeddings")]
     stage("embed", folder / "embeddings" / "manifest.json", lambda: run_embed(PipelineOptions(embed)))
     stage(
@@ -173,15 +196,19 @@ def _driver_metrics(data: DatasetLayout, folder: Path, rule: RelevanceRule) -> d
     """Ranking-task rows per query, and aspect Accuracy@1 for queries and products."""
     encoder, tokenizer = load_encoder(folder / "model")
     queries = [q for q in pq.read_table(data.queries).to_pylist() if q["split"] == "test"]
-    outputs = encode(encoder, tokenizer, [q["text"] for q in queries], Side.QUERY)
-    vectors = np.concatenate([o.embedding.numpy() for o in outputs]) if outputs else np.zeros((0, 1))
-    query_vectors = {q["query_id"]: vectors[i] for i, q in enumerate(queries)}
     judgments: dict[str, dict[str, int]] = {}
     for row in pq.read_table(data.judgments).to_pylist():
         judgments.setdefault(row["query_id"], {})[row["product_id"]] = row["grade"]
-    ids, matrix, _ = read_embeddings(str(folder / "embeddings"))
-    product_vectors = dict(zip(ids, matrix, strict=True))
-    ranking_rows = rerank_judged(query_vectors, product_vectors, judgments, rule)
+    if is_sparse_model(folder / "model"):
+        pairs = [(q["query_id"], q["text"]) for q in queries]
+        ranking_rows = sparse_ranking_rows(folder / "eval", encoder, tokenizer, pairs, judgments, rule)
+    else:
+        outputs = encode(encoder, tokenizer, [q["text"] for q in queries], Side.QUERY)
+        vectors = np.concatenate([o.embedding.numpy() for o in outputs]) if outputs else np.zeros((0, 1))
+        query_vectors = {q["query_id"]: vectors[i] for i, q in enumerate(queries)}
+        ids, matrix, _ = read_embeddings(str(folder / "embeddings"))
+        product_vectors = dict(zip(ids, matrix, strict=True))
+        ranking_rows = rerank_judged(query_vectors, product_vectors, judgments, rule)
 
     def aspects_of(records: list[dict]) -> list[Any]:
         return [dict(r["aspects"]) if r["aspects"] else None for r in records]
@@ -221,6 +248,9 @@ def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
         for row in driver["ranking_rows"]:
             per_query.setdefault(row["query_id"], {"query_id": row["query_id"]}).update(row)
         results[variant] = {"per_query": per_query, "timings": timings, **driver}
+        sparse = read_sparse_results(folder / "eval")
+        if sparse is not None:
+            results[variant]["sparse_indexes"] = sparse["indexes"]
     summary = summarise(results, config.baseline)
     wall = time.perf_counter() - started
     report = {"config": asdict(config), "wall_seconds": round(wall, 1), "summary": summary}
@@ -255,4 +285,6 @@ def summarise(results: dict[str, Any], baseline: str) -> dict[str, Any]:
             "product_accuracy": result["product_accuracy"],
             "timings": result["timings"],
         }
+        if "sparse_indexes" in result:  # per inverted index: means, size on disk, ms per query
+            summary[variant]["sparse_indexes"] = result["sparse_indexes"]
     return summary

@@ -4,7 +4,10 @@ UHD-BERT's buckets are sparse enough (k winners of n per token, max-pooled, Eq. 
 and index like terms (§3.7): `build_inverted_index` encodes every product on the document side,
 keeps each bucket's active dimensions (`UhdEncoder.sparse_buckets`, then `SparseVector.binarized`,
 the `model.sparse.binarize` rule on the non-zeros) and writes an `index_builder.InvertedIndex`
-artifact. Search it with `sparse_queries` output, or with dense embeddings through `open_index`.
+artifact. With ``binary=False`` the postings keep their bucket values instead (a weighted index,
+which scores Eq. 7 on the real values). `build_inverted_indexes` writes several indexes from one
+encoding of the catalog. Search them with `sparse_queries` output, or with dense embeddings
+through `open_index`.
 
 This is a driver-side build: the whole catalog is read, encoded and held in one process. A Beam
 build (encoding on workers, merging per-shard postings as `pipelines.index` does for ScaNN) is out
@@ -117,8 +120,9 @@ def build_inverted_index(
     out: str | Path,
     batch_size: int = 64,
     device: str | None = None,
+    binary: bool = True,
 ) -> InvertedIndex:
-    """Encode a catalog with a UHD model, binarize its buckets and save an inverted index at ``out``.
+    """Encode a catalog with a UHD model and save an inverted index of its buckets at ``out``.
 
     Args:
         model_dir: a saved model directory; its model must have sparse buckets (UHD).
@@ -126,18 +130,38 @@ def build_inverted_index(
         out: a new or empty local directory for the artifact (manifest written last).
         batch_size: products per forward pass.
         device: torch device; the GPU when there is one by default.
+        binary: binarize the documents (§3.7); False keeps each posting's bucket value.
 
     Returns:
         The index, with its `manifest` set.
     """
+    return build_inverted_indexes(model_dir, products_pattern, [(out, binary)], batch_size, device)[0]
+
+
+def build_inverted_indexes(
+    model_dir: str | Path,
+    products_pattern: str,
+    outs: Sequence[tuple[str | Path, bool]],
+    batch_size: int = 64,
+    device: str | None = None,
+) -> list[InvertedIndex]:
+    """`build_inverted_index` for several (out, binary) targets, encoding the catalog once.
+
+    Encoding dominates the cost (every product through the backbone and B WTA layers), so a
+    binarized and a weighted index of the same model share it.
+    """
     encoder, tokenizer = load_encoder(model_dir, device)
     require_sparse(encoder, model_dir)
+    for out, _ in outs:
+        if Path(out).exists() and (not Path(out).is_dir() or any(Path(out).iterdir())):
+            raise FileExistsError(f"{out} exists and is not an empty directory; choose a new path")
     started = time.perf_counter()
     products, skipped = read_products(products_pattern)
     if not products:
         raise ValueError(f"{products_pattern!r} holds no valid products ({skipped} skipped)")
     texts = [text_for_model(product, encoder.config) for product in products]
-    documents = encode_sparse(encoder, tokenizer, texts, Side.DOCUMENT, batch_size)
+    binary_only = all(binary for _, binary in outs)
+    documents = encode_sparse(encoder, tokenizer, texts, Side.DOCUMENT, batch_size, binary=binary_only)
     encoded = time.perf_counter()
     buckets = len(documents[0])
     # Every variant's embedding is the B buckets concatenated, so its width gives n without asking
@@ -147,22 +171,19 @@ def build_inverted_index(
     if remainder:
         raise ValueError(f"projection_dim {width} is not a multiple of {buckets} buckets")
     ids = [product["product_id"] for product in products]
-    index = InvertedIndex.build(documents, ids, buckets=buckets, dimensions=dimensions)
     extra = {
         "products": str(products_pattern),
         "products_indexed": len(ids),
         "products_skipped": skipped,
         "winners": getattr(encoder, "winners", None),
         "max_document_length": encoder.config.max_document_length,
+        "encode_seconds": round(encoded - started, 3),
     }
-    index.save(out, encoder.config.model_id, encoder.config.model_version, extra=extra)
-    LOGGER.info(
-        "indexed %d products (%d skipped) into %s: %s; encode %.1fs, build + save %.1fs",
-        len(ids),
-        skipped,
-        out,
-        index,
-        encoded - started,
-        time.perf_counter() - encoded,
-    )
-    return index
+    indexes = []
+    for out, binary in outs:
+        index = InvertedIndex.build(documents, ids, buckets=buckets, dimensions=dimensions, binary=binary)
+        index.save(out, encoder.config.model_id, encoder.config.model_version, extra=extra)
+        indexes.append(index)
+        LOGGER.info("indexed %d products (%d skipped) into %s: %s", len(ids), skipped, out, index)
+    LOGGER.info("encode %.1fs, build + save %.1fs", encoded - started, time.perf_counter() - encoded)
+    return indexes

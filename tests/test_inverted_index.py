@@ -38,12 +38,19 @@ MODEL = ("uhd-test", "3")
 
 
 def _brute_force(documents: list, queries: list) -> np.ndarray:
-    """Eq. 7 written out, independent of both searchers: Σ_j (q_j · binarized d_j) as [q, docs]."""
+    """Eq. 7 written out, independent of both searchers: Σ_j (q_j · d_j) as [q, docs].
+
+    Documents of plain dims are binary; `SparseVector` documents keep their values.
+    """
     scores = np.zeros((len(queries), len(documents)))
     for j in range(BUCKETS):
         doc_matrix = np.zeros((len(documents), N_DIMS))
         for d, doc in enumerate(documents):
-            doc_matrix[d, doc[j]] = 1.0
+            bucket = doc[j]
+            if isinstance(bucket, SparseVector):
+                doc_matrix[d, bucket.indices] = bucket.values
+            else:
+                doc_matrix[d, bucket] = 1.0
         query_matrix = np.zeros((len(queries), N_DIMS))
         for q, query in enumerate(queries):
             bucket = query[j]
@@ -123,6 +130,46 @@ def test_weighted_and_dense_queries(corpus: dict) -> None:
     _assert_same(corpus["index"].search(dense, 20), found)
     binary = [[SparseVector(d, np.ones(d.size, np.float32)) for d in query] for query in corpus["queries"]]
     _assert_same(corpus["index"].search(binary, 20), corpus["index"].search(corpus["queries"], 20))
+
+
+def test_weighted_index_scores_eq_7_on_document_and_query_values(corpus: dict, tmp_path: Path) -> None:
+    """binary=False keeps each posting's value: Eq. 7 on real values, as §3.7 indexes "with their weights"."""
+    rng = np.random.default_rng(11)
+    documents = [
+        [SparseVector(dims, rng.random(dims.size).astype(np.float32) + 0.1) for dims in doc]
+        for doc in corpus["documents"][:500]
+    ]
+    ids = corpus["ids"][:500]
+    weighted = InvertedIndex.build(documents, ids, buckets=BUCKETS, dimensions=N_DIMS, binary=False)
+    assert not weighted.binary and weighted.nnz == 500 * BUCKETS * WINNERS
+    queries = [[SparseVector(d, rng.random(d.size).astype(np.float32)) for d in q] for q in corpus["queries"]]
+    found = weighted.search(queries, 25)
+    truth = _brute_force(documents, queries)
+    np.testing.assert_allclose(found.scores, -np.sort(-truth, axis=1)[:, :25], rtol=1e-5)
+    np.testing.assert_allclose(np.take_along_axis(truth, found.indices, axis=1), found.scores, rtol=1e-5)
+    exact = ExactSparseSearcher(documents, ids, buckets=BUCKETS, dimensions=N_DIMS, binary=False)
+    np.testing.assert_array_equal(exact.search(queries, 25).indices, found.indices)
+    # Plain-dim queries sum the documents' values over shared dims; the binarized index would count them.
+    binary = InvertedIndex.build(documents, ids, buckets=BUCKETS, dimensions=N_DIMS)
+    plain = weighted.search(corpus["queries"], 5).scores
+    counted = binary.search(corpus["queries"], 5).scores
+    assert binary.binary and (plain != counted).any()
+    np.testing.assert_array_equal(counted, np.round(counted))
+    # Saved as format v2 with values.npy; a binarized index stays v1, readable by older readers.
+    manifest = weighted.save(tmp_path / "weighted", *MODEL)
+    data = json.loads((tmp_path / "weighted" / "manifest.json").read_text())
+    assert (data["format_version"], data["binary"], manifest.binary) == (2, False, False)
+    assert sorted(data["files"]) == ["docs.npy", "ids.parquet", "indptr.npy", "values.npy"]
+    binary.save(tmp_path / "binary", *MODEL)
+    assert json.loads((tmp_path / "binary" / "manifest.json").read_text())["format_version"] == 1
+    loaded = open_index(tmp_path / "weighted")
+    assert isinstance(loaded, InvertedIndex) and not loaded.binary
+    _assert_same(loaded.search(queries, 25), found)
+    # The values are verified like every other file.
+    values = np.load(tmp_path / "weighted" / "values.npy")
+    np.save(tmp_path / "weighted" / "values.npy", values * 2)
+    with pytest.raises(IndexArtifactError, match=r"values\.npy.*altered"):
+        InvertedIndex.load(tmp_path / "weighted")
 
 
 def test_dense_documents_build_the_same_index(corpus: dict) -> None:
@@ -250,7 +297,8 @@ def test_build_inverted_index_from_a_tiny_uhd_model(tmp_path: Path, tiny_model_d
     _write_catalog(tmp_path / "products-00000-of-00001.parquet", TITLES)
     pattern = str(tmp_path / "products-*.parquet")
     index = build_inverted_index(tmp_path / "model", pattern, tmp_path / "index", batch_size=5)
-    assert index.size == len(TITLES) and index.buckets == 1 and index.dimensions == 256
+    # The default buckets of a 2-layer backbone: both layers (`model.uhd.paper_bucket_layers`).
+    assert index.size == len(TITLES) and index.buckets == 2 and index.dimensions == 256
     assert index.manifest is not None and index.manifest.extra["products_skipped"] == 1
     assert (index.manifest.model_id, index.manifest.model_version) == ("uhd-tiny", "1")
     loaded = open_index(tmp_path / "index")

@@ -10,7 +10,7 @@ import torch
 from model.backbone import load_tokenizer
 from model.encoder import Side
 from model.sparse import WinnerTakeAll, binarize, masked_max_pool, to_sparse, winner_take_all
-from model.uhd import UhdConfig, UhdEncoder, in_batch_hinge_loss
+from model.uhd import UhdConfig, UhdEncoder, UhdOutput, in_batch_hinge_loss
 from tests.conftest import tiny_backbone
 
 TEXTS = ["red nike running shoes", "kitchen knife set with a wooden block", "lamp"]
@@ -89,6 +89,18 @@ def test_changing_k_at_inference_changes_the_non_zeros(tokenizer) -> None:
     assert all(torch.equal(p, before[name]) for name, p in encoder.state_dict().items())
 
 
+def test_relevance_of_hand_made_buckets() -> None:
+    """Eq. 7 on [batch, buckets, n] tensors written out: Rel(q, d) = Σ_j B_q^j · B_d^j."""
+    query = UhdOutput(embedding=torch.zeros(1, 6), buckets=torch.tensor([[[0.6, 0.8, 0.0], [1.0, 0.0, 0.0]]]))
+    documents = UhdOutput(
+        embedding=torch.zeros(2, 6),
+        buckets=torch.tensor([[[0.6, 0.8, 0.0], [0.0, 1.0, 0.0]], [[0.0, 0.0, 1.0], [0.6, 0.0, 0.8]]]),
+    )
+    # d0: (.36 + .64) + 0 = 1.0;  d1: 0 + .6 = 0.6.
+    # Cross-bucket products (query bucket 1 · d0 bucket 2 = .8) never count.
+    torch.testing.assert_close(UhdEncoder.relevance(query, documents), torch.tensor([[1.0, 0.6]]))
+
+
 def test_relevance_is_the_sum_of_bucket_wise_dot_products(tokenizer) -> None:
     encoder = make_encoder(bucket_layers=(2, 1))
     queries = encoder(encoder.tokenize(tokenizer, TEXTS[:2], Side.QUERY), Side.QUERY)
@@ -104,13 +116,35 @@ def test_relevance_is_the_sum_of_bucket_wise_dot_products(tokenizer) -> None:
     assert sparse_score == pytest.approx(by_hand[0, 1].item(), abs=1e-5)
 
 
+def test_bucket_j_is_the_normalised_max_pool_of_layer_js_winners(tokenizer) -> None:
+    """Eq. 4-6: B^j = L2norm(maxpool over real tokens of WTA^j(layer j's states)), in bucket_layers order."""
+    encoder = make_encoder(bucket_layers=(2, 1))
+    batch = encoder.tokenize(tokenizer, TEXTS, Side.QUERY)
+    buckets = encoder(batch, Side.QUERY).buckets
+    states = encoder.transformer(Side.QUERY)(
+        input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True
+    ).hidden_states
+    wta = encoder.wta_layers["shared"]
+    real = batch.attention_mask.bool()
+    for position, layer in enumerate((2, 1)):
+        winners = wta[position](states[layer], 8)
+        for row in range(len(TEXTS)):
+            pooled = winners[row][real[row]].max(dim=0).values  # padding never competes
+            expected = pooled / pooled.norm()
+            torch.testing.assert_close(buckets[row, position], expected)
+            assert buckets[row, position].norm().item() == pytest.approx(1.0, abs=1e-6)
+    # Swapping the layers' roles gives other buckets: the order is not a no-op.
+    assert not torch.allclose(buckets[:, 0], buckets[:, 1])
+
+
 def test_buckets_come_from_their_layers_and_the_tower_stops_at_the_deepest() -> None:
     encoder = make_encoder(bucket_layers=(1,))
     assert encoder.transformer(Side.QUERY).config.num_hidden_layers == 1
     assert encoder.config.projection_dim == 256
     two = make_encoder()
     assert two.config.projection_dim == 512 and len(two.wta_layers["shared"]) == 2
-    assert make_encoder(bucket_layers=()).config.bucket_layers == (2,)
+    # Empty means the paper's six evenly spread buckets: on a 2-layer backbone, both layers.
+    assert make_encoder(bucket_layers=()).config.bucket_layers == (1, 2)
 
 
 def test_weight_sparsity_fixes_zero_inputs_per_unit() -> None:
@@ -126,16 +160,34 @@ def test_config_validation() -> None:
         UhdConfig(backbone=tiny_backbone(), dimensions=4, winners=5)
     with pytest.raises(ValueError, match="bucket_layers"):
         UhdConfig(backbone=tiny_backbone(), dimensions=8, winners=2, bucket_layers=(3,))
-    assert (
-        UhdConfig(backbone=tiny_backbone(), projection_dim=16, dimensions=64, winners=2).projection_dim == 64
+    config = UhdConfig(
+        backbone=tiny_backbone(), projection_dim=16, dimensions=64, winners=2, bucket_layers=(2,)
     )
+    assert config.projection_dim == 64  # n × buckets, whatever was passed
 
 
 def test_hinge_loss_matches_eq_8_by_hand() -> None:
-    scores = torch.tensor([[0.9, 0.5, 0.0], [0.2, 0.1, 0.3]])
+    """Σ_negatives max(0, margin - Rel(q, d+) + Rel(q, d-)) per query, averaged over the queries."""
+    scores = torch.tensor([[0.9, 0.5, 0.0], [0.2, 0.1, 0.3]])  # column 2: a hard negative
     # Query 0: max(0, 1 - .9 + .5) + max(0, 1 - .9 + 0); query 1: max(0, 1 - .1 + .2) + max(0, 1 - .1 + .3).
     expected = ((0.6 + 0.1) + (1.1 + 1.2)) / 2
     assert in_batch_hinge_loss(scores).item() == pytest.approx(expected)
+
+
+def test_hinge_loss_clamps_satisfied_margins_and_honours_the_margin_by_hand() -> None:
+    scores = torch.tensor([[2.0, 0.5, 1.5], [0.0, 0.3, 0.1], [-1.0, 0.2, 3.0]], requires_grad=True)
+    # Query 0 (d+ = 2.0): 1 - 2 + 0.5 = -0.5 -> 0;  1 - 2 + 1.5 = 0.5.          Sum 0.5
+    # Query 1 (d+ = 0.3): 1 - 0.3 + 0 = 0.7;         1 - 0.3 + 0.1 = 0.8.        Sum 1.5
+    # Query 2 (d+ = 3.0): 1 - 3 - 1 = -3 -> 0;       1 - 3 + 0.2 = -1.8 -> 0.   Sum 0
+    # (Without the clamp the mean would be (0 + 1.5 - 4.8) / 3 = -1.1.)
+    loss = in_batch_hinge_loss(scores)
+    assert loss.item() == pytest.approx((0.5 + 1.5 + 0.0) / 3)
+    loss.backward()
+    # Each active term adds +1/3 to its negative and -1/3 to its positive; clamped terms add nothing.
+    expected_grad = torch.tensor([[-1.0, 0.0, 1.0], [1.0, -2.0, 1.0], [0.0, 0.0, 0.0]]) / 3
+    torch.testing.assert_close(scores.grad, expected_grad)
+    # Margin 0.5: query 0: max(0, -1) + max(0, 0) = 0; query 1: 0.2 + 0.3 = 0.5; query 2: 0.
+    assert in_batch_hinge_loss(scores, margin=0.5).item() == pytest.approx(0.5 / 3)
 
 
 def test_to_sparse_keeps_only_non_zeros() -> None:

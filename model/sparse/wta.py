@@ -43,6 +43,11 @@ class WinnerTakeAll(nn.Module):
     `weight_sparsity` zeroes that fraction of the inputs of every output unit, fixed
     at construction (Ahmad & Scheinkman's sparse weights, 0.7 in uhd-bert A.1). The
     mask is a buffer saved with the weights, so a reloaded model keeps its wiring.
+
+    The masked weights are zero in `linear.weight` itself, not only in the product
+    `scores` uses: that product gives them exactly zero gradient, so Adam's moments
+    stay zero and decoupled weight decay (w·(1 - lr·λ)) keeps a zero at zero, and
+    the stored weights say what the layer computes.
     """
 
     def __init__(self, in_features: int, dimensions: int, weight_sparsity: float = 0.0) -> None:
@@ -56,6 +61,8 @@ class WinnerTakeAll(nn.Module):
             order = torch.rand(dimensions, in_features).argsort(dim=1)
             mask.scatter_(1, order[:, :zeroed], False)
         self.register_buffer("weight_mask", mask)
+        with torch.no_grad():
+            self.linear.weight.mul_(mask)
 
     @property
     def dimensions(self) -> int:

@@ -1,7 +1,7 @@
 """Pre-training and fine-tuning: losses, settings and the training loops shared by every variant."""
 
+from model.ranking_losses import in_batch_softmax_loss
 from model.training.config import QueryExamples, TrainingConfig
-from model.training.losses import in_batch_softmax_loss
 from model.training.pretrain import (
     Pretrainer,
     PretrainingConfig,

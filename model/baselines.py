@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import torch
+from safetensors import safe_open
 from torch import nn
 from torch.nn import functional
 
@@ -22,7 +23,7 @@ from model.aspects.tower import AspectTower
 from model.backbone import load_pretrained_transformer
 from model.bibert import BiBertConfig, BiBertEncoder
 from model.config import EncoderConfig
-from model.encoder import DenseEncoder, EncoderOutput, Side, TokenizedBatch
+from model.encoder import WEIGHTS_FILE, DenseEncoder, EncoderOutput, Side, TokenizedBatch
 from model.madral import AspectTowerEncoder, MultiAspectConfig, MultiAspectEncoder
 
 
@@ -89,13 +90,17 @@ class DssmConfig(EncoderConfig):
     Attributes:
         hidden_layers: widths of the tanh layers between the mean wordpiece embedding
             and the projection (DSSM's 300-300-128).
-    The embedding table has the backbone's vocabulary and hidden size and starts
-    from its pre-trained word embeddings (the paper starts from BiBERT's).
+        word_embeddings_from: a trained model directory of a BERT variant (BiBERT in the
+            paper, madral-kdd22 §8.2) whose document-tower word embeddings start the
+            table; empty starts it from the backbone's pre-trained embeddings.
+
+    The embedding table has the backbone's vocabulary and hidden size.
     """
 
     variant: ClassVar[str] = "dssm"
     model_id: str = "dssm"
     hidden_layers: tuple[int, ...] = (300, 300)
+    word_embeddings_from: str = ""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -149,8 +154,17 @@ class DssmEncoder(DenseEncoder):
         )
 
     def load_backbone_weights(self, path: str | Path | None = None) -> None:
-        """Only the pre-trained word embedding table: DSSM has no transformer layers."""
-        table = load_pretrained_transformer(path, num_hidden_layers=0).embeddings.word_embeddings.weight
+        """Only a word embedding table: the trained model's of `word_embeddings_from`, else the backbone's."""
+        if self.config.word_embeddings_from:
+            table = trained_word_embeddings(self.config.word_embeddings_from)
+        else:
+            table = load_pretrained_transformer(path, num_hidden_layers=0).embeddings.word_embeddings.weight
+        expected = self.transformers[next(iter(self.transformers))].word_embeddings.weight.shape
+        if table.shape != expected:
+            raise ValueError(
+                f"word embeddings of shape {tuple(table.shape)} for a DSSM table of {tuple(expected)}: "
+                "the source model must share the backbone's vocabulary and hidden size"
+            )
         with torch.no_grad():
             for tower in self.transformers.values():
                 tower.word_embeddings.weight.copy_(table)
@@ -165,6 +179,23 @@ class DssmEncoder(DenseEncoder):
     def forward(self, batch: TokenizedBatch, side: Side) -> EncoderOutput:
         tower = self.transformers["shared" if self.config.shared_towers else Side(side).value]
         return EncoderOutput(functional.normalize(tower(batch.input_ids, batch.attention_mask), dim=-1))
+
+
+def trained_word_embeddings(directory: str | Path) -> torch.Tensor:
+    """The document tower's word embedding table of a trained model directory (the shared one if shared)."""
+    path = Path(directory) / WEIGHTS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{directory} has no {WEIGHTS_FILE}: word_embeddings_from needs a trained model"
+        )
+    suffix = "embeddings.word_embeddings.weight"
+    with safe_open(str(path), framework="pt") as weights:
+        names = set(weights.keys())  # safe_open has keys(), not __contains__
+        for tower in ("shared", Side.DOCUMENT.value):
+            name = f"transformers.{tower}.{suffix}"
+            if name in names:
+                return weights.get_tensor(name)
+    raise ValueError(f"{path} has no transformer word embeddings: is it a BERT variant's model?")
 
 
 @dataclass(frozen=True)

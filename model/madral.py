@@ -9,12 +9,18 @@ they are fused (`fusion`, `implicit_slot`), and which aspect losses train them
 |----------------|----------------|------------------|--------------------|----------|--------|
 | madr           | attention      | aspects + OTHER  | presence weighting | - / -    | N - 1  |
 | madral         | attention      | aspects + OTHER  | presence weighting | + / +    | N - 1  |
-| madral-en-v1   | attention      | aspects + CLS    | CLS-gating         | + / +    | N      |
+| madral-en-v1   | attention      | aspects + CLS    | presence weighting | + / +    | N - 1  |
 | madral-en-v2   | first tokens   | aspects + CLS    | CLS-gating         | + / +    | N      |
-| no-fusion      | first tokens   | CLS only         | none               | + / +    | N      |
+| no-fusion      | attention      | CLS only         | none               | + / +    | N - 1  |
 
 madral-kdd22 §8.2 builds MADR and MADRAL with one transformer layer fewer than
-BiBERT (§7.2); repro-ecir24 does not say it drops one, so its variants keep N.
+BiBERT (§7.2). en-v1 is MADRAL-ori with CLS in place of OTHER in the best fusion for
+extra-k aspect embeddings, presence weighting (repro-ecir24 §5, Table 2), and "only
+differs during fine-tuning" (§8.1), so it keeps MADRAL's layers. en-v2 changes the
+pre-trained model too (first k content tokens, whose best fusion is CLS-gating,
+Table 3) and repro-ecir24 does not say it drops a layer, so it keeps N. "Only CLS"
+(§5.2) fine-tunes the same pre-trained MADRAL (extra k aspect embeddings) and embeds
+CLS alone, so it keeps MADRAL's layers too.
 """
 
 from __future__ import annotations
@@ -26,18 +32,20 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
+from safetensors.torch import load_file
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from model.aspects.extraction import Representation, build_extractor
+from model.aspects.extraction import AspectExtractionNetwork, Representation, build_extractor
 from model.aspects.fusion import OTHER, FusionType, ImplicitSlot
 from model.aspects.heads import AspectPredictionHeads
+from model.aspects.initialisation import initialise_aspect_layers
 from model.aspects.labels import Annotations, AspectLabels
 from model.aspects.losses import aspect_learning_loss
 from model.aspects.tower import AspectTower
 from model.aspects.vocabulary import VOCABULARY_FILE, AspectVocabulary, Tokenize
-from model.config import EncoderConfig
-from model.encoder import DenseEncoder, EncoderOutput, Side, TokenizedBatch
+from model.config import EncoderConfig, read_config_dict
+from model.encoder import WEIGHTS_FILE, DenseEncoder, EncoderOutput, Side, TokenizedBatch
 
 
 @dataclass(frozen=True)
@@ -194,6 +202,50 @@ class AspectTowerEncoder(DenseEncoder):
             raise ValueError(f"vocabulary sizes {actual} do not match the model's heads {expected}")
         self.vocabulary = vocabulary
 
+    def initialise_from_backbone(self, tokenizer: PreTrainedTokenizerBase) -> None:
+        """Value tables and aspect queries from the backbone's states for the value names.
+
+        See `model.aspects.initialisation`; a no-op without prediction heads or vocabulary.
+        """
+        if self.aspect_prediction is None or self.vocabulary is None:
+            return
+        names = {a: self.vocabulary.values(a).values for a in self.aspect_prediction.aspects}
+        samples = [value for values in names.values() for value in values]
+        initialise_aspect_layers(
+            self.transformer(Side.DOCUMENT),
+            tokenizer,
+            names,
+            self.aspect_prediction,
+            [tower.extractor for tower in self.towers.values()],
+            samples,
+        )
+
+    def warm_start_from(self, directory: str | Path) -> list[str]:
+        """The base's name-and-shape match, then AEN queries row by row for the slots both models have.
+
+        MADRAL-ori's AEN has a query for OTHER that en-v1 and no-fusion lack, so the
+        whole `queries` tensor differs in shape while its aspect rows are the ones
+        pre-training trained.
+        """
+        left = super().warm_start_from(directory)
+        data = read_config_dict(directory)
+        implicit = ImplicitSlot(data.get("implicit_slot", ImplicitSlot.OTHER))
+        slots = list(data.get("aspects", ())) + ([OTHER] if implicit is ImplicitSlot.OTHER else [])
+        source = load_file(str(Path(directory) / WEIGHTS_FILE))
+        for tower_name, tower in self.towers.items():
+            name = f"towers.{tower_name}.extractor.queries"
+            extractor = tower.extractor
+            if name not in left or name not in source or not isinstance(extractor, AspectExtractionNetwork):
+                continue
+            if source[name].shape[0] != len(slots):
+                continue
+            with torch.no_grad():
+                for row, slot in enumerate(extractor.names):
+                    if slot in slots:
+                        extractor.queries[row] = source[name][slots.index(slot)]
+            left.remove(name)
+        return left
+
     def save_pretrained(self, directory: str | Path, tokenizer: PreTrainedTokenizerBase) -> Path:
         target = super().save_pretrained(directory, tokenizer)
         if self.vocabulary is not None:
@@ -291,12 +343,12 @@ class MadralConfig(MultiAspectConfig):
 
 @dataclass(frozen=True)
 class MadralEnV1Config(MultiAspectConfig):
-    """repro-ecir24 en-v1: CLS instead of OTHER in the fusion, CLS-gating weights."""
+    """repro-ecir24 en-v1: MADRAL-ori with CLS instead of OTHER inside presence weighting (§5, §8.2)."""
 
     variant: ClassVar[str] = "madral-en-v1"
     model_id: str = "madral-en-v1"
-    fusion: FusionType = FusionType.CLS_GATING
     implicit_slot: ImplicitSlot = ImplicitSlot.CLS
+    drop_last_layer: bool = True
 
 
 @dataclass(frozen=True)
@@ -312,11 +364,11 @@ class MadralEnV2Config(MultiAspectConfig):
 
 @dataclass(frozen=True)
 class NoFusionConfig(MultiAspectConfig):
-    """repro-ecir24 §5.2 "Only CLS": aspect learning on the first k tokens, CLS as the embedding."""
+    """repro-ecir24 §5.2 "Only CLS": aspect learning on the extra k aspect embeddings; CLS embeds."""
 
     variant: ClassVar[str] = "no-fusion"
     model_id: str = "no-fusion"
-    representation: Representation = Representation.FIRST_TOKENS
+    drop_last_layer: bool = True
     fusion: FusionType = FusionType.NONE
     implicit_slot: ImplicitSlot = ImplicitSlot.CLS
 

@@ -40,6 +40,7 @@ def new_encoder(
     backbone_path: str | Path | None = None,
     pretrained: bool = True,
     vocabulary: AspectVocabulary | None = None,
+    initialise_aspects: bool = True,
     **settings: Any,
 ) -> tuple[DenseEncoder, PreTrainedTokenizerBase]:
     """A fresh encoder of `variant` on a backbone folder (the bundled MiniLM by default).
@@ -48,7 +49,9 @@ def new_encoder(
     With `pretrained=False` the towers keep their random initialisation, which is
     what unit tests with tiny `BertConfig`s want. A `vocabulary` sizes the aspect
     prediction heads of variants that learn aspects and is saved with the model;
-    variants without aspect heads ignore it.
+    variants without aspect heads ignore it. With `initialise_aspects` (and `pretrained`),
+    the aspect layers start from the backbone's states for the value names
+    (`model.aspects.initialisation`); False keeps their random start, for ablations.
     """
     cls = variant_class(variant)
     path = backbone_path or bundled_backbone_path()
@@ -58,10 +61,13 @@ def new_encoder(
         for name, value in cls.vocabulary_settings(vocabulary, settings, tokenizer).items():
             settings.setdefault(name, value)
     encoder = cls(cls.config_class(**settings))
-    if vocabulary is not None:
-        encoder.attach_vocabulary(vocabulary, tokenizer)
+    # Backbone weights first: MURAL's value tables and MADRAL's aspect layers start from them.
     if pretrained:
         encoder.load_backbone_weights(path)
+    if vocabulary is not None:
+        encoder.attach_vocabulary(vocabulary, tokenizer)
+    if pretrained and initialise_aspects:
+        encoder.initialise_from_backbone(tokenizer)
     return encoder.eval(), tokenizer
 
 

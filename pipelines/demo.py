@@ -79,7 +79,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     report = _timed("train", timings, lambda: run_training(job, loop))
     print(
         f"   {report.steps} steps, final train loss {report.final_train_loss:.4f}, "
-        f"best validation loss {report.best_valid_loss}"
+        f"best validation MRR@10 {report.best_valid_metric}"
     )
 
     embed_flags = ["--products", data.products, "--model", run.model, "--output", run.embeddings]

@@ -54,7 +54,13 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=int, default=loop.epochs, help="Passes over the records")
     parser.add_argument("--max_steps", type=int, default=None, help="Stop after this many optimiser steps")
     parser.add_argument("--batch_size", type=int, default=loop.batch_size, help="Texts per step (one side)")
-    parser.add_argument("--learning_rate", type=float, default=loop.learning_rate, help="AdamW learning rate")
+    parser.add_argument("--learning_rate", type=float, default=loop.learning_rate, help="AdamW, backbone")
+    parser.add_argument(
+        "--head_learning_rate",
+        type=float,
+        default=loop.head_learning_rate,
+        help="AdamW rate for the layers above the backbone (aspect extraction, heads, MLM heads)",
+    )
     parser.add_argument("--warmup_fraction", type=float, default=loop.warmup_fraction, help="Linear warmup")
     parser.add_argument(
         "--aspect_weight", type=float, default=loop.aspect_weight, help="λp on the aspect losses (Eq. 7: 1)"
@@ -78,6 +84,7 @@ def pretrain_from_args(args: argparse.Namespace) -> PretrainingReport:
         max_steps=args.max_steps,
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,
+        head_learning_rate=args.head_learning_rate,
         warmup_fraction=args.warmup_fraction,
         aspect_weight=args.aspect_weight,
         mask_probability=args.mask_probability,

@@ -15,6 +15,7 @@ from transformers import PreTrainedTokenizerBase
 
 from model import DenseEncoder, load_config, load_encoder, text_for_model
 from model.training import Trainer, TrainingConfig, TrainingReport
+from model.training.validation import VALIDATION_METRIC
 from pipelines.encoder_job import EncoderJob, add_encoder_arguments, encoder_job_fields
 from pipelines.layout import DatasetLayout
 from pipelines.training_data import load_training_set
@@ -58,7 +59,13 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         "--batch_size", type=int, default=32, help="Queries per micro-batch (default: %(default)s)"
     )
     parser.add_argument("--grad_accumulation", type=int, default=1, help="Micro-batches per optimiser step")
-    parser.add_argument("--learning_rate", type=float, default=5e-5, help="AdamW learning rate")
+    parser.add_argument("--learning_rate", type=float, default=5e-5, help="AdamW rate, backbone")
+    parser.add_argument(
+        "--head_learning_rate",
+        type=float,
+        default=None,
+        help="AdamW rate for the layers above the backbone (default: --learning_rate)",
+    )
     parser.add_argument("--checkpoint_every", type=int, default=0, help="Steps between resumable checkpoints")
     parser.add_argument("--seed", type=int, default=13, help="Seed of data order, sampling and init")
     parser.add_argument("--max_train_queries", type=int, default=None, help="Use at most this many queries")
@@ -75,6 +82,7 @@ def train_from_args(args: argparse.Namespace) -> TrainingReport:
         batch_size=args.batch_size,
         gradient_accumulation=args.grad_accumulation,
         learning_rate=args.learning_rate,
+        head_learning_rate=args.head_learning_rate,
         checkpoint_every=args.checkpoint_every,
         seed=args.seed,
         device=args.device,
@@ -95,10 +103,7 @@ def load_pretrained_encoder(
     directory = Path(str(job.init_from))
     config = load_config(directory)  # names the problem when DIR is no model directory
     if config.variant != job.variant:
-        raise ValueError(
-            f"--init_from {directory} holds a {config.variant!r} model, not {job.variant!r}: "
-            f"fine-tune it with --variant {config.variant}, or pre-train a {job.variant} model"
-        )
+        return _warm_started_encoder(job, directory, config.variant)
     wanted = {
         "projection_dim": job.projection_dim,
         "shared_towers": job.shared_towers,
@@ -157,11 +162,39 @@ def run_training(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
             "valid_queries": len(valid.examples),
             "steps": report.steps,
             "best_step": report.best_step,
-            "best_valid_loss": report.best_valid_loss,
+            "best_valid_metric": {VALIDATION_METRIC: report.best_valid_metric},
             "final_train_loss": report.final_train_loss,
         },
     )
     return report
+
+
+def _warm_started_encoder(
+    job: TrainJob, directory: Path, source_variant: str
+) -> tuple[DenseEncoder, PreTrainedTokenizerBase, dict[str, int]]:
+    """A new `job.variant` encoder that takes every matching tensor of another variant's model.
+
+    repro-ecir24 fine-tunes en-v1 and "Only CLS" from MADRAL-ori's pre-trained model
+    (§5.2, §8.1); a model whose transformer does not match is refused, since nothing
+    pre-trained would carry over.
+    """
+    encoder, tokenizer, sizes = _new_job_encoder(job)
+    left = encoder.warm_start_from(directory)
+    backbone_left = [name for name in left if name.startswith("transformers.")]
+    if backbone_left:
+        raise ValueError(
+            f"--init_from {directory} holds a {source_variant!r} model whose transformer does not fit a "
+            f"{job.variant!r} model (e.g. {backbone_left[0]}): fine-tune it with --variant {source_variant}, "
+            f"or pre-train a {job.variant} model"
+        )
+    LOGGER.info(
+        "warm start of %s from the %s model in %s; left at initialisation: %s",
+        job.variant,
+        source_variant,
+        directory,
+        left or "nothing",
+    )
+    return encoder, tokenizer, sizes
 
 
 def _new_job_encoder(job: TrainJob) -> tuple[DenseEncoder, PreTrainedTokenizerBase, dict[str, int]]:

@@ -313,7 +313,14 @@ def test_madr_pretrain_then_madr_train_init_from(dataset: str, tiny_backbone_dir
     heads = [name for name in start_state if name.startswith("mlm_heads.")]
     assert heads and all(torch.equal(state[name], start_state[name]) for name in heads)
 
-    with pytest.raises(ValueError, match="holds a 'madral' model, not 'bibert'"):
+    # repro-ecir24 §8.1: en-v1 fine-tunes MADRAL-ori's pre-trained model; only OTHER's parts stay new.
+    v1 = tmp_path / "v1"
+    v1_flags = ["--variant", "madral-en-v1", "--out", str(v1), *flags]
+    assert main(["train", *common[:2], "--backbone", str(tiny_backbone_dir), *shape, *v1_flags]) == 0
+    assert json.loads((v1 / "manifest.json").read_text())["init_from"] == str(pretrained)
+    assert load_encoder(v1)[0].config.variant == "madral-en-v1"
+
+    with pytest.raises(ValueError, match="holds a 'madral' model whose transformer does not fit a 'bibert'"):
         run_training(
             TrainJob(
                 dataset=dataset, output=str(tmp_path / "x"), variant="bibert", init_from=str(pretrained)

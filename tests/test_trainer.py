@@ -60,12 +60,14 @@ def _config(**changes: object) -> TrainingConfig:
     return TrainingConfig(**settings)
 
 
-def test_training_lowers_the_validation_loss_and_is_deterministic(tmp_path) -> None:
+def test_training_raises_the_validation_metric_and_is_deterministic(tmp_path) -> None:
     encoder, tokenizer = _fresh()
     trainer = Trainer(encoder, tokenizer, _config(), tmp_path / "a")
     before = trainer.validation_loss(validation_batches(EXAMPLES, 6))
+    mrr_before = trainer.validation_metric(EXAMPLES)
     report = trainer.fit(EXAMPLES, EXAMPLES)
-    assert report.best_valid_loss < before - 0.5  # measured: 2.49 -> 1.16
+    assert trainer.validation_loss(validation_batches(EXAMPLES, 6)) < before - 0.5  # measured: 2.49 -> 1.16
+    assert report.best_valid_metric > mrr_before + 0.3
     assert (tmp_path / "a" / "model.safetensors").is_file()
 
     again, again_tokenizer = _fresh()
@@ -121,3 +123,93 @@ def test_training_config_rejects_nonsense() -> None:
         TrainingConfig(batch_size=1)
     with pytest.raises(ValueError, match="no positive"):
         QueryExamples("q", ())
+
+
+def test_a_query_without_a_hard_negative_keeps_the_others_hard_negatives() -> None:
+    examples = [
+        QueryExamples("red socks", ("red socks for sale",), ("blue socks",)),
+        QueryExamples("juicer", ("a juicer",)),  # no hard negative
+        QueryExamples("lamp", ("a lamp",), ("a lampshade", "a lamp post")),
+    ]
+    batch = validation_batches(examples, 3)[0]
+    assert batch.hard_negatives == ["blue socks", "a lampshade"]
+    assert batch.negative_of == [0, 2]
+    for batch in epoch_batches(examples, 3, seed=0, epoch=0):
+        owners = [batch.queries[i] for i in batch.negative_of]
+        assert sorted(owners) == ["lamp", "red socks"] and len(batch.hard_negatives) == 2
+
+
+def test_the_loss_of_a_mixed_batch_counts_each_hard_negative_once() -> None:
+    """L_SCE over 3 positives + 2 hard negatives, plus L_CE over 3 positive and 2 negative pairs (Eq. 8)."""
+    encoder, tokenizer = _fresh()
+    examples = [
+        QueryExamples("red socks", ("red socks for sale",), ("blue socks",)),
+        QueryExamples("juicer", ("a juicer",)),
+        QueryExamples("lamp", ("a lamp",), ("a lampshade",)),
+    ]
+    batch = validation_batches(examples, 3)[0]
+    trainer = Trainer(encoder, tokenizer, _config(), "unused")
+    encoder.eval()
+    with torch.no_grad():
+        loss = trainer.batch_loss(batch).item()
+        q = encoder.embed_texts(tokenizer, batch.queries, Side.QUERY).embedding
+        d = encoder.embed_texts(tokenizer, batch.positives + batch.hard_negatives, Side.DOCUMENT).embedding
+    t = encoder.config.temperature
+    scores = (q @ d.T / t).tolist()
+    sce = sum(-row[i] + math.log(sum(math.exp(v) for v in row)) for i, row in enumerate(scores)) / 3
+    pairs = [(0, 0, 1), (1, 1, 1), (2, 2, 1), (0, 3, 0), (2, 4, 0)]  # (query, document, relevant)
+
+    def bce(logit: float, label: int) -> float:
+        return -math.log(1 / (1 + math.exp(-logit))) if label else -math.log(1 - 1 / (1 + math.exp(-logit)))
+
+    ce = sum(bce(scores[i][j], y) for i, j, y in pairs) / len(pairs)
+    assert loss == pytest.approx(sce + ce, rel=1e-4)
+
+
+def test_validation_mrr_by_hand() -> None:
+    """Two queries over a pool of three documents, with a model rigged to known embeddings."""
+    from model.training.validation import validation_mrr
+
+    class Rigged(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.zeros(1))
+            # query "a" is closest to doc "y" then "x"; query "b" is closest to "z".
+            self.vectors = {
+                "a": [1.0, 0.2],
+                "b": [0.0, 1.0],
+                "x": [0.9, 0.0],
+                "y": [1.0, 0.3],
+                "z": [0.0, 1.0],
+            }
+
+        def tokenize(self, tokenizer, texts, side):
+            return TokenizedTexts(texts)
+
+        def forward(self, batch, side):
+            return type("Out", (), {"embedding": torch.tensor([self.vectors[t] for t in batch.texts])})
+
+    class TokenizedTexts:
+        def __init__(self, texts):
+            self.texts = texts
+
+        def to(self, device):
+            return self
+
+    examples = [QueryExamples("a", ("x",), ("y",)), QueryExamples("b", ("z",))]
+    # "a": ranking y, x, z -> first positive x at rank 2 -> 1/2; "b": z first -> 1. Mean 0.75.
+    assert validation_mrr(Rigged(), None, examples) == pytest.approx(0.75)
+    assert validation_mrr(Rigged(), None, examples, depth=1) == pytest.approx(0.5)
+
+
+def test_early_stopping_keeps_the_best_checkpoint(tmp_path) -> None:
+    encoder, tokenizer = _fresh()
+    config = _config(epochs=40, patience=2, learning_rate=3e-2)
+    report = Trainer(encoder, tokenizer, config, tmp_path).fit(EXAMPLES, EXAMPLES)
+    steps_per_epoch = len(epoch_batches(EXAMPLES, 6, seed=5, epoch=0))
+    assert report.steps < 40 * steps_per_epoch  # stopped early
+    assert report.steps - report.best_step == 2 * steps_per_epoch  # two validations without a gain
+    saved, _ = new_encoder("bibert", pretrained=False, backbone=tiny_backbone(), projection_dim=16)
+    saved.load_weights(tmp_path)
+    trainer = Trainer(saved, tokenizer, config, tmp_path / "unused")
+    assert trainer.validation_metric(EXAMPLES) == pytest.approx(report.best_valid_metric)

@@ -18,6 +18,14 @@ class TrainingConfig:
     negatives) + `pointwise_loss_weight` * L_CE (each query against its positive
     and its hard negative) + `aspect_loss_weight` (λf) * the aspect losses of both
     sides. The reproducibility study found λf = 0 best, hence the default.
+
+    The model written is the one with the best validation MRR@10 (`model.training.validation`),
+    measured every `validate_every` steps (0: once per epoch) and at the end. With
+    `patience` > 0, training stops after that many validations without improvement, so
+    `epochs` is a ceiling.
+
+    `head_learning_rate` is AdamW's rate for the layers above the backbone (aspect
+    extraction, heads, fusion, projection); None uses `learning_rate` for everything.
     """
 
     epochs: int = 1
@@ -25,6 +33,7 @@ class TrainingConfig:
     batch_size: int = 32
     gradient_accumulation: int = 1
     learning_rate: float = 5e-5
+    head_learning_rate: float | None = None
     warmup_fraction: float = 0.1
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
@@ -33,6 +42,7 @@ class TrainingConfig:
     seed: int = 13
     checkpoint_every: int = 0
     validate_every: int = 0
+    patience: int = 0
     device: str | None = None
     show_progress: bool = True
 
@@ -45,12 +55,16 @@ class TrainingConfig:
             raise ValueError("batch_size must be >= 2: in-batch negatives need other queries")
         if self.gradient_accumulation < 1:
             raise ValueError("gradient_accumulation must be >= 1")
-        if not 0 < self.learning_rate < 1:
-            raise ValueError(f"learning_rate must be in (0, 1), got {self.learning_rate}")
+        for name in ("learning_rate", "head_learning_rate"):
+            rate = getattr(self, name)
+            if rate is not None and not 0 < rate < 1:
+                raise ValueError(f"{name} must be in (0, 1), got {rate}")
         if not 0 <= self.warmup_fraction < 1:
             raise ValueError("warmup_fraction must be in [0, 1)")
         if self.pointwise_loss_weight < 0 or self.aspect_loss_weight < 0:
             raise ValueError("loss weights must be >= 0")
+        if self.patience < 0:
+            raise ValueError(f"patience must be >= 0 (0 = never stop early), got {self.patience}")
         if self.checkpoint_every < 0 or self.validate_every < 0:
             raise ValueError("checkpoint_every and validate_every must be >= 0 (0 = at the end only)")
 

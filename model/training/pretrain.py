@@ -28,6 +28,7 @@ from model.training.checkpoints import (
     save_checkpoint,
 )
 from model.training.config import Annotations
+from model.training.optimizer import adamw_with_head_rate
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,10 @@ class PretrainingConfig:
     Attributes:
         epochs / max_steps: passes over the records, capped at `max_steps` optimiser steps.
         batch_size: texts per step; a step sees one side only (queries or products).
+        learning_rate / head_learning_rate: AdamW's rate for the backbone, and for the layers
+            above it (aspect extraction, heads, MLM heads); None: the backbone's. The heads
+            need the larger one to leave the value-frequency floor within a CPU budget
+            (docs/RESULTS.md, "aspect learning").
         aspect_weight: λp on the aspect losses. Eq. 7 (madral-kdd22) adds them unweighted,
             hence 1; MURAL uses its config's λ instead (Eq. 9).
         mask_probability: share of content tokens chosen for L_MLM (BERT's 0.15); MURAL
@@ -48,6 +53,7 @@ class PretrainingConfig:
     max_steps: int | None = None
     batch_size: int = 32
     learning_rate: float = 5e-5
+    head_learning_rate: float | None = 1e-3
     warmup_fraction: float = 0.1
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
@@ -65,8 +71,10 @@ class PretrainingConfig:
             raise ValueError(f"max_steps must be >= 1 when set, got {self.max_steps}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if not 0 < self.learning_rate < 1:
-            raise ValueError(f"learning_rate must be in (0, 1), got {self.learning_rate}")
+        for name in ("learning_rate", "head_learning_rate"):
+            rate = getattr(self, name)
+            if rate is not None and not 0 < rate < 1:
+                raise ValueError(f"{name} must be in (0, 1), got {rate}")
         if not 0 <= self.warmup_fraction < 1:
             raise ValueError("warmup_fraction must be in [0, 1)")
         if self.aspect_weight < 0:
@@ -210,8 +218,8 @@ class Pretrainer:
         total_steps = cfg.epochs * steps_per_epoch
         if cfg.max_steps is not None:
             total_steps = min(total_steps, cfg.max_steps)
-        optimizer = torch.optim.AdamW(
-            self.encoder.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay
+        optimizer = adamw_with_head_rate(
+            self.encoder, cfg.learning_rate, cfg.head_learning_rate, cfg.weight_decay
         )
         scheduler = get_linear_schedule_with_warmup(
             optimizer, math.ceil(cfg.warmup_fraction * total_steps), total_steps

@@ -29,28 +29,38 @@ from model.training.checkpoints import (
     save_checkpoint,
 )
 from model.training.config import Annotations, QueryExamples, TrainingConfig
-from model.training.losses import in_batch_softmax_loss
+from model.training.optimizer import adamw_with_head_rate
+from model.training.validation import VALIDATION_METRIC, validation_mrr
 
 LOGGER = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Batch:
+    """One micro-batch: query i's positive is positives[i]; hard_negatives[j] belongs to query negative_of[j].
+
+    Queries without a hard negative simply add none: every query still meets every
+    other document of the batch as an in-batch negative.
+    """
+
     queries: list[str]
     positives: list[str]
-    hard_negatives: list[str] | None
+    hard_negatives: list[str]
+    negative_of: list[int]
     query_aspects: list[Annotations]
     positive_aspects: list[Annotations]
     negative_aspects: list[Annotations]
 
 
-def _batch(chosen: Sequence[QueryExamples], positive: list[int], negative: list[int] | None) -> Batch:
+def _batch(chosen: Sequence[QueryExamples], positive: list[int], negative: list[int | None]) -> Batch:
     positives = [ex.positive(i) for ex, i in zip(chosen, positive, strict=True)]
-    negatives = [ex.negative(i) for ex, i in zip(chosen, negative, strict=True)] if negative else []
+    owners = [q for q, i in enumerate(negative) if i is not None]
+    negatives = [chosen[q].negative(negative[q]) for q in owners]  # type: ignore[arg-type]
     return Batch(
         queries=[ex.query for ex in chosen],
         positives=[text for text, _ in positives],
-        hard_negatives=[text for text, _ in negatives] or None,
+        hard_negatives=[text for text, _ in negatives],
+        negative_of=owners,
         query_aspects=[ex.query_aspects for ex in chosen],
         positive_aspects=[aspects for _, aspects in positives],
         negative_aspects=[aspects for _, aspects in negatives],
@@ -61,7 +71,7 @@ def _batch(chosen: Sequence[QueryExamples], positive: list[int], negative: list[
 class TrainingReport:
     steps: int
     final_train_loss: float
-    best_valid_loss: float | None
+    best_valid_metric: float | None  # VALIDATION_METRIC of the selected checkpoint
     best_step: int
     model_dir: Path
 
@@ -76,9 +86,7 @@ def epoch_batches(examples: Sequence[QueryExamples], batch_size: int, seed: int,
         if len(chosen) < 2:
             break  # a lone query has no in-batch negatives
         positive = [int(rng.integers(len(ex.positives))) for ex in chosen]
-        negative = None
-        if all(ex.hard_negatives for ex in chosen):
-            negative = [int(rng.integers(len(ex.hard_negatives))) for ex in chosen]
+        negative = [int(rng.integers(len(ex.hard_negatives))) if ex.hard_negatives else None for ex in chosen]
         batches.append(_batch(chosen, positive, negative))
     return batches
 
@@ -90,7 +98,7 @@ def validation_batches(examples: Sequence[QueryExamples], batch_size: int) -> li
         chosen = list(examples[start : start + batch_size])
         if len(chosen) < 2:
             break
-        negative = [0] * len(chosen) if all(ex.hard_negatives for ex in chosen) else None
+        negative = [0 if ex.hard_negatives else None for ex in chosen]
         batches.append(_batch(chosen, [0] * len(chosen), negative))
     return batches
 
@@ -115,21 +123,19 @@ class Trainer:
         """L_SCE + w_CE·L_CE + λf·Σ_sides AL (Eq. 8, madral-kdd22)."""
         encoder, tokenizer, cfg = self.encoder, self.tokenizer, self.config
         queries = encoder(encoder.tokenize(tokenizer, batch.queries, Side.QUERY).to(self.device), Side.QUERY)
-        documents = batch.positives + (batch.hard_negatives or [])
+        documents = batch.positives + batch.hard_negatives
         encoded = encoder(
             encoder.tokenize(tokenizer, documents, Side.DOCUMENT).to(self.device), Side.DOCUMENT
         )
         size = len(batch.positives)
-        positives, negatives = encoded.embedding[:size], encoded.embedding[size:]
-        temperature = encoder.config.temperature
-        loss = in_batch_softmax_loss(
-            queries.embedding, positives, negatives if len(negatives) else None, temperature
-        )
-        if cfg.pointwise_loss_weight and len(negatives):
-            pairs_q = torch.cat([queries.embedding, queries.embedding])
-            relevant = torch.cat([torch.ones(size), torch.zeros(size)]).to(self.device)
+        loss = encoder.retrieval_loss(queries, encoded, size)
+        if cfg.pointwise_loss_weight and batch.hard_negatives:
+            # L_CE (madral-kdd22 §7.1): each query with its positive, and its hard negative if it has one.
+            owners = torch.tensor(batch.negative_of, dtype=torch.long, device=self.device)
+            pairs_q = torch.cat([queries.embedding, queries.embedding[owners]])
+            relevant = torch.cat([torch.ones(size), torch.zeros(len(owners))]).to(self.device)
             loss = loss + cfg.pointwise_loss_weight * pointwise_relevance_loss(
-                pairs_q, encoded.embedding, relevant, temperature
+                pairs_q, encoded.embedding, relevant, encoder.config.temperature
             )
         if cfg.aspect_loss_weight:
             loss = loss + cfg.aspect_loss_weight * (
@@ -153,6 +159,10 @@ class Trainer:
         self.encoder.train()
         return float(np.mean(losses))
 
+    def validation_metric(self, valid: Sequence[QueryExamples]) -> float:
+        """MRR@10 over the validation pool (`model.training.validation`): higher is better."""
+        return validation_mrr(self.encoder, self.tokenizer, valid)
+
     def fit(self, train: Sequence[QueryExamples], valid: Sequence[QueryExamples] = ()) -> TrainingReport:
         cfg = self.config
         if len(train) < 2:
@@ -165,15 +175,15 @@ class Trainer:
         total_steps = cfg.epochs * steps_per_epoch
         if cfg.max_steps is not None:
             total_steps = min(total_steps, cfg.max_steps)
-        optimizer = torch.optim.AdamW(
-            self.encoder.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay
+        optimizer = adamw_with_head_rate(
+            self.encoder, cfg.learning_rate, cfg.head_learning_rate, cfg.weight_decay
         )
         scheduler = get_linear_schedule_with_warmup(
             optimizer, math.ceil(cfg.warmup_fraction * total_steps), total_steps
         )
         step = self._resume(optimizer, scheduler, self._run_fingerprint(train))
-        valid_batches = validation_batches(valid, cfg.batch_size)
         best = self._read_best()
+        stale = 0  # validations in a row without a better metric, for early stopping
         loss_value = float("nan")
         progress = tqdm(
             total=total_steps, initial=step, desc="train", disable=not cfg.show_progress, mininterval=2
@@ -197,20 +207,28 @@ class Trainer:
                 step += 1
                 progress.update(1)
                 progress.set_postfix(loss=f"{loss_value:.4f}")
+                validate_every = cfg.validate_every or steps_per_epoch
+                if valid and (step == total_steps or step % validate_every == 0):
+                    previous = best
+                    best = self._maybe_select(step, self.validation_metric(valid), best)
+                    stale = 0 if best != previous else stale + 1
+                    if cfg.patience and stale >= cfg.patience:
+                        LOGGER.info(
+                            "validation %s stopped improving; stopping at step %d", VALIDATION_METRIC, step
+                        )
+                        total_steps = step
                 at_end = step == total_steps
-                if valid_batches and (at_end or (cfg.validate_every and step % cfg.validate_every == 0)):
-                    best = self._maybe_select(step, self.validation_loss(valid_batches), best)
                 if at_end or (cfg.checkpoint_every and step % cfg.checkpoint_every == 0):
                     self._checkpoint(step, optimizer, scheduler, best, self._run_fingerprint(train))
         progress.close()
-        if not valid_batches:
+        if not valid:
             best = (float("nan"), step)
             self.encoder.save_pretrained(self.output_dir, self.tokenizer)
         self.encoder.eval()
         return TrainingReport(
             steps=step,
             final_train_loss=loss_value,
-            best_valid_loss=None if math.isnan(best[0]) else best[0],
+            best_valid_metric=None if math.isnan(best[0]) else best[0],
             best_step=best[1],
             model_dir=self.output_dir,
         )
@@ -222,11 +240,11 @@ class Trainer:
     def checkpoint_dir(self) -> Path:
         return checkpoint_dir(self.output_dir)
 
-    def _maybe_select(self, step: int, valid_loss: float, best: tuple[float, int]) -> tuple[float, int]:
-        LOGGER.info("step %d: validation loss %.4f (best %.4f)", step, valid_loss, best[0])
-        if math.isnan(best[0]) or valid_loss < best[0]:
+    def _maybe_select(self, step: int, metric: float, best: tuple[float, int]) -> tuple[float, int]:
+        LOGGER.info("step %d: validation %s %.4f (best %.4f)", step, VALIDATION_METRIC, metric, best[0])
+        if math.isnan(best[0]) or metric > best[0]:
             self.encoder.save_pretrained(self.output_dir, self.tokenizer)
-            return valid_loss, step
+            return metric, step
         return best
 
     def _run_fingerprint(self, train: Sequence[QueryExamples]) -> dict[str, object]:

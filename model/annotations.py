@@ -34,8 +34,17 @@ ANNOTATION_COLUMNS = EMBEDDING_ANNOTATION_COLUMNS
 
 
 @torch.no_grad()
-def annotate(encoder: DenseEncoder, output: EncoderOutput) -> list[RecordAnnotations]:
-    """Annotations of every row of a batch's output."""
+def annotate(
+    encoder: DenseEncoder, output: EncoderOutput, min_confidence: float = 0.0
+) -> list[RecordAnnotations]:
+    """Annotations of every row of a batch's output.
+
+    A predicted value whose confidence P(x) is below `min_confidence` is left out of
+    `aspect_values` (the aspect reads as unknown); its confidence is still reported, so
+    a reader can see how close it came.
+    """
+    if not 0 <= min_confidence <= 1:
+        raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
     rows = output.embedding.shape[0]
     vocabulary = getattr(encoder, "vocabulary", None)
     values: list[dict[str, str]] = [{} for _ in range(rows)]
@@ -46,8 +55,10 @@ def annotate(encoder: DenseEncoder, output: EncoderOutput) -> list[RecordAnnotat
         for row in range(rows):
             value_id = int(index[row])
             name = vocabulary.decode(aspect, [value_id])[0] if vocabulary is not None else str(value_id)
-            values[row][aspect] = name
-            confidences[row][aspect] = round(float(best[row]), 6)
+            confidence = float(best[row])
+            if confidence >= min_confidence:
+                values[row][aspect] = name
+            confidences[row][aspect] = round(confidence, 6)
     presence: list[dict[str, float]] = [{} for _ in range(rows)]
     if output.presence_logits is not None:
         probabilities = torch.sigmoid(output.presence_logits.float())

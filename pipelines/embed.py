@@ -200,6 +200,7 @@ def build_embed(options: PipelineOptions) -> tuple[beam.Pipeline, ModelIdentity]
         model.device,
         annotate=True,
         num_threads=opts.torch_threads or None,
+        min_confidence=opts.min_confidence,
     )
 
     pipeline = make_pipeline(options)

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from model import Side, load_encoder
+from model import Side, load_encoder, text_for_model
 from model.registry import learns_aspects_by_default
 from model.training import TrainingConfig
 from pipelines.artifacts import read_embeddings
@@ -30,6 +30,7 @@ from pipelines.build_index import build_index
 from pipelines.embed import run_embed
 from pipelines.evaluate import run_evaluate
 from pipelines.evaluation import RelevanceRule, aggregate, paired_t_test
+from pipelines.experiment_pretraining import PretrainingPlan, pretrained_model
 from pipelines.experiment_report import write_report
 from pipelines.judged_ranking import aspect_accuracy, encode, rerank_judged
 from pipelines.layout import DatasetLayout
@@ -52,21 +53,40 @@ DEFAULT_VARIANTS = (
     "madral",
     "madral-en-v1",
     "madral-en-v2",
+    "no-fusion",
+    "mural",
+    "mur",
+    "uhd",
 )
 RETRIEVAL_METRICS = ("recall@100", "recall@500", "recall@10000")
-ASPECT_SAMPLE = 2000
+# UHD at the paper's 6 x 81,920 takes hours to encode 20k products on 2 cores (46 s per 64);
+# the smallest n of its grid (uhd-bert A.1) and one bucket fit the budget.
+VARIANT_OPTIONS: dict[str, tuple[tuple[str, Any], ...]] = {
+    "uhd": (("dimensions", 8192), ("bucket_layers", [6])),
+}
 
 
 @dataclass(frozen=True)
 class ExperimentConfig:
+    """One experiment: the benchmark, the variants, and the budget every variant gets.
+
+    Fine-tuning runs up to `epochs` and stops after `patience` epochs without a better
+    validation MRR@10, keeping the best checkpoint. `pretrain_steps` optimiser steps
+    pre-train each shared model (`pipelines.experiment_pretraining`); 0 turns it off.
+    """
+
     variants: tuple[str, ...] = DEFAULT_VARIANTS
     baseline: str = "bibert"
     num_products: int = 20_000
     num_queries: int = 600
-    epochs: int = 1
+    epochs: int = 4
+    patience: int = 1
     batch_size: int = 16
     max_document_length: int = 32
     aspect_loss_weight: float = 0.1
+    pretrain_steps: int = 150
+    pretrain_aspect_weight: float = 1.0
+    held_out_products: int = 2000
     seed: int = 13
 
     def __post_init__(self) -> None:
@@ -93,10 +113,31 @@ def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
         "--max_document_length", type=int, default=defaults.max_document_length, help="Product truncation"
     )
     parser.add_argument(
+        "--patience", type=int, default=defaults.patience, help="Epochs without a better validation MRR@10"
+    )
+    parser.add_argument(
         "--aspect_loss_weight",
         type=float,
         default=defaults.aspect_loss_weight,
-        help="λf for the variants that learn aspects (there is no aspect pre-training step)",
+        help="λf, the aspect losses' weight in fine-tuning (Eq. 8), for the variants that learn aspects",
+    )
+    parser.add_argument(
+        "--pretrain_steps",
+        type=int,
+        default=defaults.pretrain_steps,
+        help="Steps of each shared pre-trained model (MLM, plus AP + APP for aspect variants); 0: none",
+    )
+    parser.add_argument(
+        "--pretrain_aspect_weight",
+        type=float,
+        default=defaults.pretrain_aspect_weight,
+        help="λp on the aspect losses in pre-training (Eq. 7)",
+    )
+    parser.add_argument(
+        "--held_out_products",
+        type=int,
+        default=defaults.held_out_products,
+        help="Products at the catalog's end never pre-trained on; product Accuracy@1 is measured on them",
     )
     parser.add_argument("--seed", type=int, default=defaults.seed, help="Seed of data and training")
 
@@ -108,9 +149,13 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
         num_products=args.num_products,
         num_queries=args.num_queries,
         epochs=args.epochs,
+        patience=args.patience,
         batch_size=args.batch_size,
         max_document_length=args.max_document_length,
         aspect_loss_weight=args.aspect_loss_weight,
+        pretrain_steps=args.pretrain_steps,
+        pretrain_aspect_weight=args.pretrain_aspect_weight,
+        held_out_products=args.held_out_products,
         seed=args.seed,
     )
 
@@ -139,23 +184,39 @@ def _run_variant(
         timings[name] = round(time.perf_counter() - started, 1)
         print(f"   {variant}: {name} {timings[name]}s", flush=True)
 
-    options: tuple[tuple[str, Any], ...] = ()
+    options = VARIANT_OPTIONS.get(variant, ())
     if variant == "dssm" and (folder.parent / "bibert" / "model" / "manifest.json").is_file():
         # madral-kdd22 §8.2: DSSM's embedding table starts from the trained BiBERT's.
         options = (("word_embeddings_from", str(folder.parent / "bibert" / "model")),)
+    plan = PretrainingPlan(
+        steps=config.pretrain_steps,
+        aspect_weight=config.pretrain_aspect_weight,
+        held_out=config.held_out_products,
+    )
+    init_from = None
+    if not (folder / "model" / "manifest.json").is_file():
+        started = time.perf_counter()
+        init_from = pretrained_model(
+            variant, plan, data, folder.parent, config.num_products, config.max_document_length, config.seed
+        )
+        timings["pretrain"] = round(time.perf_counter() - started, 1)
     job = TrainJob(
         dataset=data.root,
         output=str(folder / "model"),
         variant=variant,
         max_document_length=config.max_document_length,
         variant_options=options,
+        init_from=str(init_from) if init_from else None,
     )
     learns_aspects = learns_aspects_by_default(variant)
     loop = TrainingConfig(
         epochs=config.epochs,
+        patience=config.patience,
         batch_size=config.batch_size,
         seed=config.seed,
         aspect_loss_weight=config.aspect_loss_weight if learns_aspects else 0.0,
+        # UHD-BERT's objective is its hinge loss alone (uhd-bert Eq. 8); L_CE is madral-kdd22's.
+        pointwise_loss_weight=0.0 if variant == "uhd" else 1.0,
     )
     stage("train", folder / "model" / "manifest.json", lambda: run_training(job, loop))
     if is_sparse_model(job.output):
@@ -192,8 +253,25 @@ def _run_variant(
     return timings
 
 
-def _driver_metrics(data: DatasetLayout, folder: Path, rule: RelevanceRule) -> dict[str, Any]:
-    """Ranking-task rows per query, and aspect Accuracy@1 for queries and products."""
+def held_out_products(data: DatasetLayout, count: int) -> list[dict[str, Any]]:
+    """The annotated products among the catalog's last `count` that no model trained on.
+
+    Pre-training reads the products before them (`PretrainingPlan.held_out`); fine-tuning
+    reads the judged products of the train and valid queries, so those are left out too.
+    """
+    tuned = {q["query_id"] for q in pq.read_table(data.queries).to_pylist() if q["split"] != "test"}
+    seen = {
+        row["product_id"]
+        for row in pq.read_table(data.judgments, columns=["query_id", "product_id"]).to_pylist()
+        if row["query_id"] in tuned
+    }
+    products = pq.read_table(str(Path(data.root) / "products"))
+    tail = products.slice(max(0, products.num_rows - count)).to_pylist()
+    return [p for p in tail if p["aspects"] and p["product_id"] not in seen]
+
+
+def _driver_metrics(data: DatasetLayout, folder: Path, rule: RelevanceRule, held_out: int) -> dict[str, Any]:
+    """Ranking-task rows per query, aspect Accuracy@1/@3 for test queries and held-out products."""
     encoder, tokenizer = load_encoder(folder / "model")
     queries = [q for q in pq.read_table(data.queries).to_pylist() if q["split"] == "test"]
     judgments: dict[str, dict[str, int]] = {}
@@ -213,15 +291,16 @@ def _driver_metrics(data: DatasetLayout, folder: Path, rule: RelevanceRule) -> d
     def aspects_of(records: list[dict]) -> list[Any]:
         return [dict(r["aspects"]) if r["aspects"] else None for r in records]
 
-    products_table = pq.read_table(
-        str(Path(data.root) / "products"), columns=["product_id", "title", "aspects"]
-    )
-    sample = [p for p in products_table.slice(0, ASPECT_SAMPLE).to_pylist() if p["aspects"]]
     query_accuracy = aspect_accuracy(
         encoder, tokenizer, [q["text"] for q in queries], aspects_of(queries), Side.QUERY
     )
+    sample = held_out_products(data, held_out)
     product_accuracy = aspect_accuracy(
-        encoder, tokenizer, [p["title"] for p in sample], aspects_of(sample), Side.DOCUMENT
+        encoder,
+        tokenizer,
+        [text_for_model(p, encoder.config) for p in sample],
+        aspects_of(sample),
+        Side.DOCUMENT,
     )
     return {
         "ranking_rows": ranking_rows,
@@ -244,19 +323,32 @@ def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
         per_query = {
             row["query_id"]: row for row in pq.read_table(folder / "eval" / "per_query.parquet").to_pylist()
         }
-        driver = _driver_metrics(data, folder, rule)
+        driver = _driver_metrics(data, folder, rule, config.held_out_products)
         for row in driver["ranking_rows"]:
             per_query.setdefault(row["query_id"], {"query_id": row["query_id"]}).update(row)
         results[variant] = {"per_query": per_query, "timings": timings, **driver}
         sparse = read_sparse_results(folder / "eval")
         if sparse is not None:
             results[variant]["sparse_indexes"] = sparse["indexes"]
+        if config.baseline in results:
+            # After every variant, so an experiment stopped half-way still leaves its table.
+            report = _write_results(config, results, root, time.perf_counter() - started)
+    print("\n" + (root / "results.md").read_text())
+    return report
+
+
+def _write_results(
+    config: ExperimentConfig, results: dict[str, Any], root: Path, wall: float
+) -> dict[str, Any]:
     summary = summarise(results, config.baseline)
-    wall = time.perf_counter() - started
-    report = {"config": asdict(config), "wall_seconds": round(wall, 1), "summary": summary}
+    report = {
+        "config": asdict(config),
+        "wall_seconds": round(wall, 1),
+        "finished_variants": list(results),
+        "summary": summary,
+    }
     (root / "results.json").write_text(json.dumps(report, indent=2, default=float) + "\n")
-    markdown = write_report(report, root / "results.md")
-    print("\n" + markdown)
+    write_report(report, root / "results.md")
     return report
 
 

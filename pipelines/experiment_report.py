@@ -29,10 +29,10 @@ def _cell(means: dict[str, float], pvalues: dict[str, float], baseline: dict[str
     return f"{value:.4f}{mark}"
 
 
-def _accuracy(accuracy: dict[str, Any] | None, aspects: tuple[str, ...]) -> str:
-    if not accuracy:
+def _accuracy(accuracy: dict[str, Any] | None, aspects: tuple[str, ...], key: str = "accuracy") -> str:
+    if not accuracy or not accuracy.get(key):
         return "–"
-    return " / ".join(f"{accuracy['accuracy'][a]:.3f}" if a in accuracy["accuracy"] else "–" for a in aspects)
+    return " / ".join(f"{accuracy[key][a]:.3f}" if a in accuracy[key] else "–" for a in aspects)
 
 
 def _sparse_table(summary: dict[str, Any]) -> list[str]:
@@ -78,7 +78,8 @@ def write_report(report: dict[str, Any], path: Path) -> str:
         "variant",
         *(label for _, label in COLUMNS),
         "Acc@1 queries (cat/brand/color)",
-        "Acc@1 products",
+        "Acc@1 held-out products",
+        "Acc@3 held-out products",
     ]
     lines = [
         f"Retrieval (R@k through the ScaNN index, or the inverted index of a sparse variant; "
@@ -96,6 +97,7 @@ def write_report(report: dict[str, Any], path: Path) -> str:
         accuracy = [
             _accuracy(result["query_accuracy"], aspects),
             _accuracy(result["product_accuracy"], aspects),
+            _accuracy(result["product_accuracy"], aspects, "accuracy_at_3"),
         ]
         lines.append("| " + " | ".join([variant, *cells, *accuracy]) + " |")
     lines += _sparse_table(summary)

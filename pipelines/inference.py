@@ -90,6 +90,8 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
             where padding is saved.
         device: 'cuda', 'cpu', ...; by default the GPU when there is one.
         annotate: return `AnnotatedEmbedding`s (vector and Table 8 annotations), not bare vectors.
+        min_confidence: with `annotate`, predicted aspect values below this confidence are
+            written as absent (their confidence is kept).
         num_threads: torch intra-op threads of the worker process (None: torch's default, one per
             core). Small models on shared cores run several times faster with 1: each op is too
             short to split, and a thread waiting for a busy core stalls the whole op.
@@ -104,11 +106,15 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         device: str | None = None,
         annotate: bool = False,
         num_threads: int | None = None,
+        min_confidence: float = 0.0,
     ) -> None:
         # Fixed batches, not BatchElements' adaptive sizes (which start at 1): every batch gets the
         # same room to sort texts by length, and memory per batch is the same from the first on.
         super().__init__(min_batch_size=batch_size, max_batch_size=batch_size)
         self.annotate = annotate
+        if not 0 <= min_confidence <= 1:
+            raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
+        self.min_confidence = min_confidence
         self.num_threads = num_threads
         self.isolate_failures = False
         if chunk_size < 1 or batch_size < 1:
@@ -170,7 +176,7 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
                 chunk_tokens = TokenizedBatch(tokens.input_ids[rows][:, :width], mask[:, :width])
                 output = model.encoder(chunk_tokens.to(device), self.side)
                 vectors = output.embedding.to(torch.float32).cpu().numpy()
-                notes = annotate(model.encoder, output) if self.annotate else None
+                notes = annotate(model.encoder, output, self.min_confidence) if self.annotate else None
                 for row, index in enumerate(chunk):
                     vector = vectors[row]
                     embeddings[index] = AnnotatedEmbedding(vector, notes[row]) if notes else vector

@@ -72,6 +72,13 @@ class EmbedOptions(PipelineOptions):
             "faster for small models on shared or oversubscribed cores",
         )
         parser.add_argument(
+            "--min_confidence",
+            type=float,
+            default=0.0,
+            help="Write a predicted aspect value only when its confidence P(x) is at least this; below it "
+            "the aspect is written as absent and its confidence is kept (0: every prediction)",
+        )
+        parser.add_argument(
             "--max_dead_letter_fraction",
             type=float,
             default=0.01,

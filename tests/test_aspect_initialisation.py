@@ -3,6 +3,7 @@ fidelity fixes of issue 10 that are configuration: en-v1, no-fusion, DSSM's tabl
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,24 @@ def test_en_v1_and_no_fusion_warm_start_from_a_madral_model(tmp_path: Path) -> N
         queries = target.towers["shared"].extractor.queries
         assert torch.equal(queries, source["towers.shared.extractor.queries"][:3])
         assert "towers.shared.extractor.queries" not in left
+
+
+def test_annotations_below_min_confidence_are_absent_but_keep_their_confidence() -> None:
+    from model.annotations import annotate
+    from model.encoder import EncoderOutput
+
+    encoder, _ = new_encoder(
+        "madral", pretrained=False, backbone=tiny_backbone(), vocabulary=VOCABULARY, projection_dim=8
+    )
+    # brand logits: row 0 is sure of class 1 (P = e^4 / (e^4 + 2) = 0.9647), row 1 is uniform (1/3).
+    brand = torch.tensor([[0.0, 4.0, 0.0], [0.0, 0.0, 0.0]])
+    output = EncoderOutput(embedding=torch.zeros(2, 8), aspect_logits={"brand": brand})
+    rows = annotate(encoder, output, min_confidence=0.5)
+    names = VOCABULARY.values("brand").values
+    assert rows[0].aspect_values == {"brand": names[1]}
+    assert rows[0].aspect_confidences["brand"] == pytest.approx(math.exp(4) / (math.exp(4) + 2), abs=1e-6)
+    assert rows[1].aspect_values == {}  # absent: below 0.5
+    assert rows[1].aspect_confidences["brand"] == pytest.approx(1 / 3, abs=1e-6)
+    assert annotate(encoder, output)[1].aspect_values == {"brand": names[0]}  # default: every prediction
+    with pytest.raises(ValueError, match="min_confidence must be in"):
+        annotate(encoder, output, min_confidence=1.5)

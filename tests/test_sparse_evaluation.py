@@ -150,7 +150,7 @@ def test_weighted_index_retrieves_as_dense_exact_search_of_the_model(sparse_run:
 
 def test_experiment_ranking_summary_and_table_for_a_sparse_variant(sparse_run: dict) -> None:
     data, folder = sparse_run["data"], sparse_run["folder"]
-    driver = _driver_metrics(data, folder, RULE)
+    driver = _driver_metrics(data, folder, RULE, held_out=100)
     assert driver["query_accuracy"] is None  # UHD learns no aspects
     ranking = {row["query_id"]: row for row in driver["ranking_rows"]}
     assert ranking and all(0 <= row["ndcg@5"] <= 1 for row in ranking.values())

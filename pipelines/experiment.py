@@ -82,9 +82,9 @@ class ExperimentConfig:
     epochs: int = 4
     patience: int = 1
     batch_size: int = 16
-    max_document_length: int = 32
+    max_document_length: int = 64
     aspect_loss_weight: float = 0.1
-    pretrain_steps: int = 150
+    pretrain_steps: int = 300
     pretrain_aspect_weight: float = 1.0
     held_out_products: int = 2000
     seed: int = 13

@@ -44,7 +44,7 @@ class PretrainingPlan:
         held_out: products at the end of the catalog that no model is pre-trained on.
     """
 
-    steps: int = 150
+    steps: int = 300
     batch_size: int = 32
     aspect_weight: float = 1.0
     held_out: int = 2000

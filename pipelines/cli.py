@@ -50,6 +50,7 @@ from pipelines.options import (
     OutputOptions,
     add_stage_arguments,
 )
+from pipelines.presets import apply_preset, explicit_flags
 from pipelines.pretrain import add_pretrain_arguments, pretrain_from_args
 from pipelines.sparse_index import build_inverted_index
 from pipelines.synthetic import SyntheticConfig, generate_benchmark
@@ -241,6 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(counts, indent=2))
         print(f"dataset written; manifest {manifest}")
     elif args.command == "pretrain":
+        apply_preset(args, "pretrain", explicit_flags(add_pretrain_arguments, stage_argv))
         pretrained = pretrain_from_args(args)
         print(
             f"pre-trained {pretrained.steps} steps; MLM loss {pretrained.initial.mlm:.4f} -> "
@@ -248,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{pretrained.final.aspect:.4f}; model in {pretrained.model_dir}"
         )
     elif args.command == "train":
+        apply_preset(args, "train", explicit_flags(add_train_arguments, stage_argv))
         report = train_from_args(args)
         print(
             f"trained {report.steps} steps; best validation MRR@10 {report.best_valid_metric}; "

@@ -26,6 +26,7 @@ from model import DenseEncoder, Side, text_for_model
 from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, PretrainingReport
 from pipelines.encoder_job import EncoderJob, add_encoder_arguments, encoder_job_fields
 from pipelines.layout import DatasetLayout
+from pipelines.presets import add_preset_argument
 from pipelines.vocabulary import run_build_vocabulary
 from schemas import InvalidRecord, validate_product, validate_query, write_manifest
 
@@ -47,6 +48,7 @@ class PretrainJob(EncoderJob):
 def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     loop = PretrainingConfig()
     add_encoder_arguments(parser)
+    add_preset_argument(parser)
     parser.add_argument(
         "--query_splits", default="train", help="Comma-separated query splits pre-trained on (query side)"
     )

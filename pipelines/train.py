@@ -18,6 +18,7 @@ from model.training import Trainer, TrainingConfig, TrainingReport
 from model.training.validation import VALIDATION_METRIC
 from pipelines.encoder_job import EncoderJob, add_encoder_arguments, encoder_job_fields
 from pipelines.layout import DatasetLayout
+from pipelines.presets import add_preset_argument
 from pipelines.training_data import load_training_set
 from pipelines.vocabulary import run_build_vocabulary
 from schemas import write_manifest
@@ -37,6 +38,7 @@ class TrainJob(EncoderJob):
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add_encoder_arguments(parser)
+    add_preset_argument(parser)
     parser.add_argument(
         "--init_from",
         default=None,
@@ -53,7 +55,20 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pointwise_loss_weight", type=float, default=1.0, help="Weight of L_CE over judged pairs (Eq. 8)"
     )
-    parser.add_argument("--epochs", type=int, default=1, help="Passes over the training queries")
+    parser.add_argument(
+        "--hard_negatives",
+        type=int,
+        choices=(0, 1),
+        default=1,
+        help="Hard negatives per query (0: in-batch only)",
+    )
+    parser.add_argument("--epochs", type=int, default=1, help="Passes over the training queries (a ceiling)")
+    parser.add_argument(
+        "--patience",
+        type=int,
+        default=0,
+        help="Stop after this many validations (once per epoch) without a better validation MRR@10; 0: never",
+    )
     parser.add_argument("--max_steps", type=int, default=None, help="Stop after this many optimiser steps")
     parser.add_argument(
         "--batch_size", type=int, default=32, help="Queries per micro-batch (default: %(default)s)"
@@ -88,6 +103,8 @@ def train_from_args(args: argparse.Namespace) -> TrainingReport:
         device=args.device,
         aspect_loss_weight=args.aspect_loss_weight,
         pointwise_loss_weight=args.pointwise_loss_weight,
+        hard_negatives=args.hard_negatives,
+        patience=args.patience,
     )
     return run_training(job, loop)
 

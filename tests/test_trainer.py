@@ -213,3 +213,11 @@ def test_early_stopping_keeps_the_best_checkpoint(tmp_path) -> None:
     saved.load_weights(tmp_path)
     trainer = Trainer(saved, tokenizer, config, tmp_path / "unused")
     assert trainer.validation_metric(EXAMPLES) == pytest.approx(report.best_valid_metric)
+
+
+def test_without_hard_negatives_batches_have_in_batch_negatives_only() -> None:
+    batches = epoch_batches(EXAMPLES, 4, seed=1, epoch=0, hard_negatives=False)
+    assert batches and all(not b.hard_negatives and not b.negative_of for b in batches)
+    assert all(b.hard_negatives for b in epoch_batches(EXAMPLES, 4, seed=1, epoch=0))
+    with pytest.raises(ValueError, match="hard_negatives must be 0 or 1"):
+        TrainingConfig(hard_negatives=2)

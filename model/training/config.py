@@ -39,6 +39,7 @@ class TrainingConfig:
     max_grad_norm: float = 1.0
     pointwise_loss_weight: float = 1.0
     aspect_loss_weight: float = 0.0
+    hard_negatives: int = 1
     seed: int = 13
     checkpoint_every: int = 0
     validate_every: int = 0
@@ -63,6 +64,8 @@ class TrainingConfig:
             raise ValueError("warmup_fraction must be in [0, 1)")
         if self.pointwise_loss_weight < 0 or self.aspect_loss_weight < 0:
             raise ValueError("loss weights must be >= 0")
+        if self.hard_negatives not in (0, 1):
+            raise ValueError(f"hard_negatives must be 0 or 1 per query, got {self.hard_negatives}")
         if self.patience < 0:
             raise ValueError(f"patience must be >= 0 (0 = never stop early), got {self.patience}")
         if self.checkpoint_every < 0 or self.validate_every < 0:

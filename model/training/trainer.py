@@ -76,8 +76,11 @@ class TrainingReport:
     model_dir: Path
 
 
-def epoch_batches(examples: Sequence[QueryExamples], batch_size: int, seed: int, epoch: int) -> list[Batch]:
-    """The micro-batches of one epoch, a pure function of (seed, epoch)."""
+def epoch_batches(
+    examples: Sequence[QueryExamples], batch_size: int, seed: int, epoch: int, hard_negatives: bool = True
+) -> list[Batch]:
+    """The micro-batches of one epoch, a pure function of (seed, epoch); in-batch negatives only without
+    `hard_negatives` (uhd-bert A.1)."""
     rng = np.random.default_rng([seed, epoch])
     order = rng.permutation(len(examples))
     batches = []
@@ -86,7 +89,10 @@ def epoch_batches(examples: Sequence[QueryExamples], batch_size: int, seed: int,
         if len(chosen) < 2:
             break  # a lone query has no in-batch negatives
         positive = [int(rng.integers(len(ex.positives))) for ex in chosen]
-        negative = [int(rng.integers(len(ex.hard_negatives))) if ex.hard_negatives else None for ex in chosen]
+        negative = [
+            int(rng.integers(len(ex.hard_negatives))) if ex.hard_negatives and hard_negatives else None
+            for ex in chosen
+        ]
         batches.append(_batch(chosen, positive, negative))
     return batches
 
@@ -170,7 +176,9 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self.encoder.to(self.device).train()
         steps_per_epoch = max(
-            1, len(epoch_batches(train, cfg.batch_size, cfg.seed, 0)) // cfg.gradient_accumulation
+            1,
+            len(epoch_batches(train, cfg.batch_size, cfg.seed, 0, bool(cfg.hard_negatives)))
+            // cfg.gradient_accumulation,
         )
         total_steps = cfg.epochs * steps_per_epoch
         if cfg.max_steps is not None:
@@ -190,7 +198,7 @@ class Trainer:
         )
         while step < total_steps:
             epoch, offset = divmod(step, steps_per_epoch)
-            batches = epoch_batches(train, cfg.batch_size, cfg.seed, epoch)
+            batches = epoch_batches(train, cfg.batch_size, cfg.seed, epoch, bool(cfg.hard_negatives))
             for index in range(offset, steps_per_epoch):
                 if step >= total_steps:
                     break

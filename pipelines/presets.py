@@ -1,0 +1,135 @@
+"""`--preset`: what each paper fixes for its variant family, as `madr train` / `pretrain` flags.
+
+A preset only fills in flags the user did not give, so any single flag overrides it.
+Values the papers leave to tuning keep our defaults and say so. Each command reads
+the part that concerns it: `train` the fine-tuning loss and loop, `pretrain` the
+pre-training one; both read the model settings (towers, truncation, variant options).
+
+- madral-kdd22 (§7-§8.2): separate towers; L_SCE + L_CE (Eq. 8); Eq. 7 unweighted; 32/128 wordpieces.
+- repro-ecir24 (§7): shared towers; L_SCE with one hard negative; λp 0.1, λf 0; lr 1e-4 / 5e-6.
+- mural-wsdm24 (§5.3): shared; L_SCE with one hard negative; λ 0.1 (MuralConfig); lr 1e-4 / 5e-6.
+- uhd (uhd-bert §3.5, A.1): its hinge loss alone, in-batch negatives only; n 81,920, k 80,
+  weight sparsity 0.7, six buckets.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Flag values (argparse destinations) a paper fixes, for one command or both.
+
+    Attributes:
+        model: flags of the encoder both commands build (towers, truncation).
+        variant_options: `--variant_option` KEY=VALUE pairs, applied before the user's own.
+        train / pretrain: flags of `madr train` / `madr pretrain` only.
+    """
+
+    name: str
+    paper: str
+    model: dict[str, Any] = field(default_factory=dict)
+    variant_options: tuple[str, ...] = ()
+    train: dict[str, Any] = field(default_factory=dict)
+    pretrain: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        parts = [f"{k}={v}" for k, v in {**self.model, **self.train, **self.pretrain}.items()]
+        parts += [f"variant_option {option}" for option in self.variant_options]
+        return f"{self.name} ({self.paper}): " + ", ".join(parts)
+
+
+PRESETS: dict[str, Preset] = {
+    preset.name: preset
+    for preset in (
+        Preset(
+            "madral-kdd22",
+            "madral-kdd22 §7-§8.2",
+            # §8.2: query and document encoders do not share parameters; truncation 32 / 128.
+            model={"separate_towers": True, "max_query_length": 32, "max_document_length": 128},
+            # Eq. 8: L_CE + L_SCE + λ·AL; λ is "tuned on validation": ours, 0.1.
+            train={"pointwise_loss_weight": 1.0, "aspect_loss_weight": 0.1, "hard_negatives": 1},
+            # Eq. 7 adds the aspect losses unweighted.
+            pretrain={"aspect_weight": 1.0, "mask_probability": 0.15},
+        ),
+        Preset(
+            "repro-ecir24",
+            "madral-reproducibility-ecir24 §7",
+            model={"separate_towers": False, "max_query_length": 32, "max_document_length": 156},
+            train={
+                "pointwise_loss_weight": 0.0,  # L_REL is the in-batch softmax with one hard negative
+                "aspect_loss_weight": 0.0,  # λf = 0 was best (§8.4)
+                "hard_negatives": 1,
+                "learning_rate": 5e-6,
+                "batch_size": 64,
+                "epochs": 20,
+            },
+            pretrain={"aspect_weight": 0.1, "learning_rate": 1e-4, "epochs": 20, "mask_probability": 0.15},
+        ),
+        Preset(
+            "mural-wsdm24",
+            "mural-wsdm24 §5.3",
+            model={"separate_towers": False, "max_query_length": 32, "max_document_length": 156},
+            # λ of Eq. 9 (0.1) and the 0.15 / 0.3 mask ratios are MuralConfig's defaults.
+            train={
+                "pointwise_loss_weight": 0.0,
+                "aspect_loss_weight": 0.0,
+                "hard_negatives": 1,
+                "learning_rate": 5e-6,
+                "batch_size": 64,
+                "epochs": 20,
+            },
+            pretrain={"learning_rate": 1e-4, "epochs": 20},
+        ),
+        Preset(
+            "uhd",
+            "uhd-bert §3.5, A.1",
+            model={"max_query_length": 32, "max_document_length": 180},
+            # Six buckets are UhdConfig's default (bucket_layers empty: spread over the depth, §4.2).
+            variant_options=("dimensions=81920", "winners=80", "weight_sparsity=0.7"),
+            # Eq. 8 alone (the variant's loss), in-batch negatives only: A.1 ignores the negative passages.
+            train={
+                "pointwise_loss_weight": 0.0,
+                "hard_negatives": 0,
+                "learning_rate": 5e-6,
+                "batch_size": 32,
+            },
+        ),
+    )
+}
+
+PRESET_HELP = "Settings a paper fixes, under any flag given explicitly: " + "; ".join(
+    p.describe() for p in PRESETS.values()
+)
+
+
+def add_preset_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--preset", choices=sorted(PRESETS), default=None, help=PRESET_HELP)
+
+
+def explicit_flags(add_arguments: Callable[[argparse.ArgumentParser], None], argv: Sequence[str]) -> set[str]:
+    """The destinations the user gave on the command line (parsed again with every default suppressed)."""
+    probe = argparse.ArgumentParser(add_help=False)
+    add_arguments(probe)
+    for action in probe._actions:
+        action.default = argparse.SUPPRESS
+        action.required = False
+    given, _ = probe.parse_known_args(list(argv))
+    return set(vars(given))
+
+
+def apply_preset(args: argparse.Namespace, command: str, explicit: set[str]) -> argparse.Namespace:
+    """Fill `args` with the preset's values for `command` ("train" or "pretrain") where not explicit."""
+    if not getattr(args, "preset", None):
+        return args
+    preset = PRESETS[args.preset]
+    values = {**preset.model, **(preset.train if command == "train" else preset.pretrain)}
+    for name, value in values.items():
+        if name not in explicit and hasattr(args, name):
+            setattr(args, name, value)
+    args.variant_option = [*preset.variant_options, *getattr(args, "variant_option", [])]
+    return args

@@ -1,0 +1,63 @@
+"""`--preset` fills what a paper fixes; any flag given explicitly wins (issue 10)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.cli import _parser
+from pipelines.encoder_job import parse_variant_options
+from pipelines.presets import PRESETS, apply_preset, explicit_flags
+from pipelines.pretrain import add_pretrain_arguments
+from pipelines.train import add_train_arguments
+
+
+def _train_args(*flags: str):
+    argv = ["train", "--data", "d", "--out", "o", *flags]
+    args = _parser().parse_args(argv)
+    return apply_preset(args, "train", explicit_flags(add_train_arguments, argv[1:]))
+
+
+def test_repro_preset_sets_the_papers_fine_tuning_and_an_explicit_flag_wins() -> None:
+    args = _train_args("--preset", "repro-ecir24", "--learning_rate", "1e-5")
+    assert args.learning_rate == 1e-5  # explicit
+    assert (args.batch_size, args.epochs, args.aspect_loss_weight, args.pointwise_loss_weight) == (
+        64,
+        20,
+        0.0,
+        0.0,
+    )
+    assert (args.separate_towers, args.max_document_length, args.hard_negatives) == (False, 156, 1)
+
+
+def test_an_explicit_value_equal_to_the_default_still_beats_the_preset() -> None:
+    args = _train_args("--preset", "repro-ecir24", "--batch_size", "32")
+    assert args.batch_size == 32  # 32 is also the default, but it was given
+
+
+def test_without_a_preset_nothing_changes() -> None:
+    assert vars(_train_args()) == vars(_parser().parse_args(["train", "--data", "d", "--out", "o"]))
+
+
+def test_uhd_preset_variant_options_come_before_the_users() -> None:
+    args = _train_args("--preset", "uhd", "--variant", "uhd", "--variant_option", "dimensions=1024")
+    options = dict(parse_variant_options(args.variant_option))
+    assert options == {"dimensions": 1024, "winners": 80, "weight_sparsity": 0.7}
+    assert (args.hard_negatives, args.pointwise_loss_weight) == (0, 0.0)
+
+
+def test_pretrain_reads_its_own_part_of_the_preset() -> None:
+    argv = ["pretrain", "--data", "d", "--out", "o", "--preset", "repro-ecir24"]
+    args = _parser().parse_args(argv)
+    apply_preset(args, "pretrain", explicit_flags(add_pretrain_arguments, argv[1:]))
+    assert (args.aspect_weight, args.learning_rate, args.epochs) == (0.1, 1e-4, 20)
+    assert not hasattr(args, "aspect_loss_weight")
+
+
+@pytest.mark.parametrize("command", ["train", "pretrain"])
+def test_help_lists_every_preset_and_what_it_sets(command: str, capsys) -> None:
+    with pytest.raises(SystemExit):
+        _parser().parse_args([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name in PRESETS:
+        assert name in text
+    assert "aspect_weight=0.1" in text and "separate_towers=True" in text

@@ -96,6 +96,9 @@ class PretrainingLoss:
     total: torch.Tensor
     mlm: torch.Tensor
     aspect: torch.Tensor
+    # Accuracy@1 of the batch's aspect predictions over its labelled (record, aspect) pairs;
+    # None when the variant predicts no values from one head per aspect (or nothing is labelled).
+    aspect_accuracy: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("total", "mlm", "aspect"):
@@ -330,8 +333,14 @@ class DenseEncoder(nn.Module):
         mlm = masked_lm_loss(self.mlm_head(side), hidden, words, mlm_labels)
         if output is None or labels is None:
             return PretrainingLoss(total=mlm, mlm=mlm, aspect=mlm.new_zeros(()))
-        aspect = self.auxiliary_loss(output, labels.to(hidden.device))
-        return PretrainingLoss(total=mlm + aspect_weight * aspect, mlm=mlm, aspect=aspect)
+        labels = labels.to(hidden.device)
+        aspect = self.auxiliary_loss(output, labels)
+        return PretrainingLoss(
+            total=mlm + aspect_weight * aspect,
+            mlm=mlm,
+            aspect=aspect,
+            aspect_accuracy=labels.top1_accuracy(output.aspect_logits),
+        )
 
     def _pretraining_pass(
         self, masked: TokenizedBatch, side: Side, with_output: bool

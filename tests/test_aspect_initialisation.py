@@ -206,3 +206,22 @@ def test_annotations_below_min_confidence_are_absent_but_keep_their_confidence()
     assert annotate(encoder, output)[1].aspect_values == {"brand": names[0]}  # default: every prediction
     with pytest.raises(ValueError, match="min_confidence must be in"):
         annotate(encoder, output, min_confidence=1.5)
+
+
+def test_top1_accuracy_of_a_batch_counts_labelled_pairs_only() -> None:
+    from model.aspects.labels import AspectLabels
+
+    labels = AspectLabels.from_annotations(
+        [{"brand": ["Nike"], "color": ["White"]}, {"brand": ["Adidas", "Breville"]}, None],
+        VOCABULARY,
+        ("brand", "color"),
+    )
+    nike, breville = (VOCABULARY.values("brand").id_of(v) for v in ("nike", "breville"))
+    brand = torch.full((3, 3), -5.0)
+    brand[0, nike] = 5.0  # hit
+    brand[1, breville] = 5.0  # hit: one of the record's two brands
+    color = torch.zeros(3, 3)
+    color[0, (VOCABULARY.values("color").id_of("white") + 1) % 3] = 5.0  # miss
+    # Labelled pairs: (0, brand), (1, brand), (0, color); record 2 is unannotated.
+    assert labels.top1_accuracy({"brand": brand, "color": color}) == pytest.approx(2 / 3)
+    assert labels.top1_accuracy({}) is None

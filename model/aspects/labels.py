@@ -43,6 +43,20 @@ class AspectLabels:
     def aspects(self) -> tuple[str, ...]:
         return tuple(self.values)
 
+    @torch.no_grad()
+    def top1_accuracy(self, logits: dict[str, torch.Tensor]) -> float | None:
+        """Share of labelled (record, aspect) pairs whose argmax is one of the record's known values."""
+        hits = total = 0
+        for name, ids in self.values.items():
+            if name not in logits:
+                continue
+            known = ids != IGNORE_INDEX
+            labelled = known.any(1)
+            top = logits[name].argmax(-1, keepdim=True)
+            hits += int(((ids == top) & known).any(1)[labelled].sum())
+            total += int(labelled.sum())
+        return hits / total if total else None
+
     def to(self, device: torch.device | str) -> AspectLabels:
         return AspectLabels({n: t.to(device) for n, t in self.values.items()}, self.presence.to(device))
 

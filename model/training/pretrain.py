@@ -11,6 +11,7 @@ where an uninterrupted one would.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -229,6 +230,7 @@ class Pretrainer:
         state = resume_from_checkpoint(self.checkpoint_dir, self.encoder, optimizer, scheduler, fingerprint)
         step = 0 if state is None else int(state["step"])
         history = [] if state is None else [StepLosses(*losses) for losses in state["history"]]
+        recent_accuracy: deque[float] = deque(maxlen=20)
         progress = tqdm(
             total=total_steps, initial=step, desc="pretrain", disable=not cfg.show_progress, mininterval=2
         )
@@ -245,7 +247,12 @@ class Pretrainer:
                 step += 1
                 history.append(StepLosses.of(loss))
                 progress.update(1)
-                progress.set_postfix(mlm=f"{history[-1].mlm:.3f}", aspect=f"{history[-1].aspect:.3f}")
+                if loss.aspect_accuracy is not None:
+                    recent_accuracy.append(loss.aspect_accuracy)
+                postfix = {"mlm": f"{history[-1].mlm:.3f}", "aspect": f"{history[-1].aspect:.3f}"}
+                if recent_accuracy:  # Accuracy@1 of the aspect heads over the last 20 labelled batches
+                    postfix["acc@1"] = f"{np.mean(recent_accuracy):.3f}"
+                progress.set_postfix(postfix)
                 if step == total_steps or (cfg.checkpoint_every and step % cfg.checkpoint_every == 0):
                     save_checkpoint(
                         self.checkpoint_dir,

@@ -42,6 +42,28 @@ LOGIT_SPREAD = 2.0
 
 
 @torch.no_grad()
+def _content_states(
+    transformer: nn.Module, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Last-layer states (B, L, H) of `texts` and the mask (B, L) of their content tokens (no [CLS]/[SEP])."""
+    device = next(transformer.parameters()).device
+    encoded = tokenizer(
+        list(texts),
+        padding=True,
+        truncation=True,
+        max_length=max_length,
+        return_tensors="pt",
+        return_special_tokens_mask=True,
+    ).to(device)
+    output = transformer(input_ids=encoded["input_ids"], attention_mask=encoded["attention_mask"])
+    content = encoded["attention_mask"].bool() & ~encoded["special_tokens_mask"].bool()
+    # A text that tokenises to nothing (all special) falls back to every real token.
+    empty = ~content.any(1)
+    content[empty] = encoded["attention_mask"][empty].bool()
+    return output.last_hidden_state, content
+
+
+@torch.no_grad()
 def text_states(
     transformer: nn.Module,
     tokenizer: PreTrainedTokenizerBase,
@@ -49,26 +71,14 @@ def text_states(
     batch_size: int = 256,
     max_length: int = 16,
 ) -> torch.Tensor:
-    """(len(texts), H): the mean last-layer state of each text's content tokens ([CLS]/[SEP] left out)."""
-    device = next(transformer.parameters()).device
+    """(len(texts), H): the mean last-layer state of each text's content tokens."""
     rows: list[torch.Tensor] = []
     for start in range(0, len(texts), batch_size):
-        encoded = tokenizer(
-            list(texts[start : start + batch_size]),
-            padding=True,
-            truncation=True,
-            max_length=max_length,
-            return_tensors="pt",
-            return_special_tokens_mask=True,
-        ).to(device)
-        states = transformer(
-            input_ids=encoded["input_ids"], attention_mask=encoded["attention_mask"]
-        ).last_hidden_state
-        content = (encoded["attention_mask"].bool() & ~encoded["special_tokens_mask"].bool()).float()
-        # A value that tokenises to nothing (all special) falls back to every real token.
-        empty = content.sum(1) == 0
-        content[empty] = encoded["attention_mask"][empty].float()
-        rows.append((states * content[..., None]).sum(1) / content.sum(1, keepdim=True))
+        states, content = _content_states(
+            transformer, tokenizer, texts[start : start + batch_size], max_length
+        )
+        weights = content.to(states.dtype)
+        rows.append((states * weights[..., None]).sum(1) / weights.sum(1, keepdim=True))
     return torch.cat(rows)
 
 
@@ -154,20 +164,17 @@ def initialise_aspect_layers(
 
 @torch.no_grad()
 def _token_states(
-    transformer: nn.Module, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int = 64
+    transformer: nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    batch_size: int = 256,
+    max_length: int = 64,
 ) -> torch.Tensor:
     """(tokens, H): the content-token states of `texts`, flattened."""
-    device = next(transformer.parameters()).device
-    encoded = tokenizer(
-        list(texts),
-        padding=True,
-        truncation=True,
-        max_length=max_length,
-        return_tensors="pt",
-        return_special_tokens_mask=True,
-    ).to(device)
-    states = transformer(
-        input_ids=encoded["input_ids"], attention_mask=encoded["attention_mask"]
-    ).last_hidden_state
-    content = encoded["attention_mask"].bool() & ~encoded["special_tokens_mask"].bool()
-    return states[content]
+    rows = []
+    for start in range(0, len(texts), batch_size):
+        states, content = _content_states(
+            transformer, tokenizer, texts[start : start + batch_size], max_length
+        )
+        rows.append(states[content])
+    return torch.cat(rows)

@@ -84,6 +84,7 @@ class ExperimentConfig:
     batch_size: int = 16
     max_document_length: int = 64
     aspect_loss_weight: float = 0.1
+    head_learning_rate: float | None = None
     pretrain_steps: int = 300
     pretrain_aspect_weight: float = 1.0
     held_out_products: int = 2000
@@ -122,6 +123,13 @@ def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
         help="λf, the aspect losses' weight in fine-tuning (Eq. 8), for the variants that learn aspects",
     )
     parser.add_argument(
+        "--head_learning_rate",
+        type=float,
+        default=defaults.head_learning_rate,
+        help="Fine-tuning AdamW rate of the layers above the backbone (fusion, projection, heads); "
+        "default: the backbone's",
+    )
+    parser.add_argument(
         "--pretrain_steps",
         type=int,
         default=defaults.pretrain_steps,
@@ -153,6 +161,7 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
         batch_size=args.batch_size,
         max_document_length=args.max_document_length,
         aspect_loss_weight=args.aspect_loss_weight,
+        head_learning_rate=args.head_learning_rate,
         pretrain_steps=args.pretrain_steps,
         pretrain_aspect_weight=args.pretrain_aspect_weight,
         held_out_products=args.held_out_products,
@@ -215,6 +224,7 @@ def _run_variant(
         batch_size=config.batch_size,
         seed=config.seed,
         aspect_loss_weight=config.aspect_loss_weight if learns_aspects else 0.0,
+        head_learning_rate=config.head_learning_rate,
         # UHD-BERT's objective is its hinge loss alone (uhd-bert Eq. 8); L_CE is madral-kdd22's.
         pointwise_loss_weight=0.0 if variant == "uhd" else 1.0,
     )

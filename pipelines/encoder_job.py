@@ -35,6 +35,8 @@ class EncoderJob:
     max_document_length: int = 128
     min_aspect_count: int = 2
     variant_options: tuple[tuple[str, Any], ...] = ()
+    # Start aspect layers from the backbone's states for the value names (model.aspects.initialisation).
+    initialise_aspects: bool = True
 
     def encoder_settings(self) -> dict[str, Any]:
         """The variant config's fields; --variant_option is the most specific, so it wins."""
@@ -52,7 +54,11 @@ class EncoderJob:
 
     def new_encoder(self, vocabulary: AspectVocabulary) -> tuple[DenseEncoder, PreTrainedTokenizerBase]:
         return new_encoder(
-            self.variant, backbone_path=self.backbone, vocabulary=vocabulary, **self.encoder_settings()
+            self.variant,
+            backbone_path=self.backbone,
+            vocabulary=vocabulary,
+            initialise_aspects=self.initialise_aspects,
+            **self.encoder_settings(),
         )
 
 
@@ -83,6 +89,12 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--min_aspect_count", type=int, default=2, help="Drop aspect values seen in fewer records (§8.1)"
     )
+    parser.add_argument(
+        "--random_aspect_init",
+        action="store_true",
+        help="Leave the aspect value tables and aspect queries at their random initialisation instead of "
+        "the backbone's states for the value names (an ablation)",
+    )
     parser.add_argument("--max_query_length", type=int, default=32, help="Query truncation, in wordpieces")
     parser.add_argument(
         "--max_document_length", type=int, default=128, help="Product truncation, in wordpieces"
@@ -104,6 +116,7 @@ def encoder_job_fields(args: argparse.Namespace) -> dict[str, Any]:
         "max_document_length": args.max_document_length,
         "min_aspect_count": args.min_aspect_count,
         "variant_options": parse_variant_options(args.variant_option),
+        "initialise_aspects": not args.random_aspect_init,
     }
 
 

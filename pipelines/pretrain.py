@@ -162,6 +162,7 @@ def run_pretraining(job: PretrainJob, loop: PretrainingConfig) -> PretrainingRep
             "model_version": job.model_version,
             "dataset": job.dataset,
             "pretrained": True,
+            "initialise_aspects": job.initialise_aspects,
             "aspect_vocabulary_sizes": vocabulary.sizes(),
             "loss": {"aspect_weight": loop.aspect_weight, "mask_probability": loop.mask_probability},
             "records": sides,

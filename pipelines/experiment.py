@@ -277,7 +277,10 @@ def held_out_products(data: DatasetLayout, count: int) -> list[dict[str, Any]]:
     }
     products = pq.read_table(str(Path(data.root) / "products"))
     tail = products.slice(max(0, products.num_rows - count)).to_pylist()
-    return [p for p in tail if p["aspects"] and p["product_id"] not in seen]
+    # Parquet gives the aspects map as (key, values) pairs; the text builders read a dict.
+    return [
+        {**p, "aspects": dict(p["aspects"])} for p in tail if p["aspects"] and p["product_id"] not in seen
+    ]
 
 
 def _driver_metrics(data: DatasetLayout, folder: Path, rule: RelevanceRule, held_out: int) -> dict[str, Any]:

@@ -206,3 +206,19 @@ def test_experiment_ranking_summary_and_table_for_a_sparse_variant(sparse_run: d
         f"| {binary['size_bytes'] / 2**20:.1f} | {binary['postings']:,} | {binary['query_ms']:.2f} |"
         in table[1]
     )
+
+
+def test_held_out_products_are_the_catalog_tail_minus_tuned_judgments(sparse_run: dict) -> None:
+    from model.text import document_text_with_aspects
+    from pipelines.experiment import held_out_products
+
+    data = sparse_run["data"]
+    products = held_out_products(data, 100)
+    tail = {p["product_id"] for p in pq.read_table(f"{data.root}/products").slice(300).to_pylist()}
+    tuned = {q["query_id"] for q in pq.read_table(data.queries).to_pylist() if q["split"] != "test"}
+    judged = {j["product_id"] for j in pq.read_table(data.judgments).to_pylist() if j["query_id"] in tuned}
+    ids = {p["product_id"] for p in products}
+    assert ids and ids <= tail and not ids & judged
+    # BiBERT-CONCAT's text builder reads the aspects as a dict (it crashed on Parquet's pairs).
+    assert all(isinstance(p["aspects"], dict) for p in products)
+    assert "category: " in document_text_with_aspects(products[0], ("category", "brand", "color"))

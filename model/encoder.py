@@ -250,7 +250,10 @@ class DenseEncoder(nn.Module):
         path = Path(directory) / WEIGHTS_FILE
         if not path.is_file():
             raise FileNotFoundError(f"{directory} has no {WEIGHTS_FILE}; it is not a trained model")
-        source = load_file(str(path))
+        return self._copy_matching(load_file(str(path)), directory)
+
+    def _copy_matching(self, source: Mapping[str, torch.Tensor], directory: str | Path) -> list[str]:
+        """`warm_start_from` on the already read tensors of the model in `directory`."""
         own = self.state_dict()
         matched = {
             name: tensor for name, tensor in source.items() if name in own and own[name].shape == tensor.shape

@@ -26,13 +26,12 @@ CLS alone, so it keeps MADRAL's layers too.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-from safetensors.torch import load_file
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
@@ -45,7 +44,7 @@ from model.aspects.losses import aspect_learning_loss
 from model.aspects.tower import AspectTower
 from model.aspects.vocabulary import VOCABULARY_FILE, AspectVocabulary, Tokenize
 from model.config import EncoderConfig, read_config_dict
-from model.encoder import WEIGHTS_FILE, DenseEncoder, EncoderOutput, Side, TokenizedBatch
+from model.encoder import DenseEncoder, EncoderOutput, Side, TokenizedBatch
 
 
 @dataclass(frozen=True)
@@ -220,18 +219,17 @@ class AspectTowerEncoder(DenseEncoder):
             samples,
         )
 
-    def warm_start_from(self, directory: str | Path) -> list[str]:
+    def _copy_matching(self, source: Mapping[str, torch.Tensor], directory: str | Path) -> list[str]:
         """The base's name-and-shape match, then AEN queries row by row for the slots both models have.
 
         MADRAL-ori's AEN has a query for OTHER that en-v1 and no-fusion lack, so the
         whole `queries` tensor differs in shape while its aspect rows are the ones
         pre-training trained.
         """
-        left = super().warm_start_from(directory)
+        left = super()._copy_matching(source, directory)
         data = read_config_dict(directory)
         implicit = ImplicitSlot(data.get("implicit_slot", ImplicitSlot.OTHER))
         slots = list(data.get("aspects", ())) + ([OTHER] if implicit is ImplicitSlot.OTHER else [])
-        source = load_file(str(Path(directory) / WEIGHTS_FILE))
         for tower_name, tower in self.towers.items():
             name = f"towers.{tower_name}.extractor.queries"
             extractor = tower.extractor

@@ -283,8 +283,10 @@ def held_out_products(data: DatasetLayout, count: int) -> list[dict[str, Any]]:
     ]
 
 
-def _driver_metrics(data: DatasetLayout, folder: Path, rule: RelevanceRule, held_out: int) -> dict[str, Any]:
-    """Ranking-task rows per query, aspect Accuracy@1/@3 for test queries and held-out products."""
+def _driver_metrics(
+    data: DatasetLayout, folder: Path, rule: RelevanceRule, held_out: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Ranking-task rows per query, aspect Accuracy@1/@3 for test queries and the `held_out` products."""
     encoder, tokenizer = load_encoder(folder / "model")
     queries = [q for q in pq.read_table(data.queries).to_pylist() if q["split"] == "test"]
     judgments: dict[str, dict[str, int]] = {}
@@ -307,12 +309,11 @@ def _driver_metrics(data: DatasetLayout, folder: Path, rule: RelevanceRule, held
     query_accuracy = aspect_accuracy(
         encoder, tokenizer, [q["text"] for q in queries], aspects_of(queries), Side.QUERY
     )
-    sample = held_out_products(data, held_out)
     product_accuracy = aspect_accuracy(
         encoder,
         tokenizer,
-        [text_for_model(p, encoder.config) for p in sample],
-        aspects_of(sample),
+        [text_for_model(p, encoder.config) for p in held_out],
+        aspects_of(held_out),
         Side.DOCUMENT,
     )
     return {
@@ -328,6 +329,7 @@ def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
     started = time.perf_counter()
     data = _dataset(config, root)
     rule = RelevanceRule()
+    held_out = held_out_products(data, config.held_out_products)  # the same for every variant
     results: dict[str, Any] = {}
     for variant in config.variants:
         print(f"\n== {variant}", flush=True)
@@ -336,7 +338,7 @@ def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
         per_query = {
             row["query_id"]: row for row in pq.read_table(folder / "eval" / "per_query.parquet").to_pylist()
         }
-        driver = _driver_metrics(data, folder, rule, config.held_out_products)
+        driver = _driver_metrics(data, folder, rule, held_out)
         for row in driver["ranking_rows"]:
             per_query.setdefault(row["query_id"], {"query_id": row["query_id"]}).update(row)
         results[variant] = {"per_query": per_query, "timings": timings, **driver}

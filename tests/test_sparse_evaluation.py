@@ -20,7 +20,7 @@ from model.sparse import SparseVector
 from pipelines.evaluation import RelevanceRule, aggregate, parse_metrics
 from pipelines.evaluation.ranked import CorpusIds, score_query
 from pipelines.evaluation_report import resolve_rule
-from pipelines.experiment import _driver_metrics, summarise
+from pipelines.experiment import _driver_metrics, held_out_products, summarise
 from pipelines.experiment_report import write_report
 from pipelines.judged_ranking import rerank_judged
 from pipelines.layout import DatasetLayout
@@ -150,7 +150,7 @@ def test_weighted_index_retrieves_as_dense_exact_search_of_the_model(sparse_run:
 
 def test_experiment_ranking_summary_and_table_for_a_sparse_variant(sparse_run: dict) -> None:
     data, folder = sparse_run["data"], sparse_run["folder"]
-    driver = _driver_metrics(data, folder, RULE, held_out=100)
+    driver = _driver_metrics(data, folder, RULE, held_out_products(data, 100))
     assert driver["query_accuracy"] is None  # UHD learns no aspects
     ranking = {row["query_id"]: row for row in driver["ranking_rows"]}
     assert ranking and all(0 <= row["ndcg@5"] <= 1 for row in ranking.values())
@@ -210,7 +210,6 @@ def test_experiment_ranking_summary_and_table_for_a_sparse_variant(sparse_run: d
 
 def test_held_out_products_are_the_catalog_tail_minus_tuned_judgments(sparse_run: dict) -> None:
     from model.text import document_text_with_aspects
-    from pipelines.experiment import held_out_products
 
     data = sparse_run["data"]
     products = held_out_products(data, 100)

@@ -10,8 +10,10 @@ neighbours::
     <dir>/scann/...         ScaNN's own files, serialised with relative paths (movable)
 
 The manifest lists every other file with its sha256 and size. ScaNN loads whatever
-it finds in ``scann/`` (including a pickled ``scann_docids.pkl`` if one appears), so
-files there that the manifest does not list are rejected too.
+it finds in ``scann/``, so files there that the manifest does not list are rejected too.
+ScaNN also unpickles ``scann/scann_docids.pkl`` if one is there, running whatever code it
+names; madr keeps ids in ``ids.parquet`` and never writes it, so it is refused even when a
+(rewritten) manifest lists it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ IDS_FILE = "ids.parquet"
 SCANN_DIR = "scann"
 # The file ScaNN's loader starts from; an artifact without it cannot be an index.
 SCANN_ASSETS_FILE = f"{SCANN_DIR}/scann_assets.pbtxt"
+# The pickle ScaNN's loader would unpickle: never written by madr, never accepted.
+SCANN_PICKLE_FILE = f"{SCANN_DIR}/scann_docids.pkl"
 REBUILD_HINT = "rebuild the index with `madr build-index`"
 
 # The id column is the catalog's own product_id field, so the two cannot drift apart.
@@ -182,6 +186,12 @@ def read_verified_manifest(directory: Path) -> IndexManifest:
         raise IndexArtifactError(
             f"{manifest_path} is missing: the directory is not a finished index "
             f"(the manifest is written last); {REBUILD_HINT}"
+        )
+    pickled = directory / SCANN_PICKLE_FILE
+    if pickled.exists():  # even when listed: a matching sha256 proves the bytes unchanged, not harmless
+        raise IndexArtifactError(
+            f"{pickled} is a pickle, which ScaNN would unpickle (running any code in it) on load; "
+            f"madr never writes one. Remove it or {REBUILD_HINT}"
         )
     manifest = IndexManifest.from_json(manifest_path.read_text(encoding="utf-8"), manifest_path)
     for required in (IDS_FILE, SCANN_ASSETS_FILE):

@@ -32,8 +32,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from bench.common import report
 from bench.support import command_line, measure_memory, shared_machine_note
 from index_builder.searcher import SearchResult, as_query_matrix, effective_k, make_result
-from pipelines.evaluate import cap_cutoffs
 from pipelines.evaluation import DEFAULT_METRICS, MetricSpec, RelevanceRule, parse_metrics
+from pipelines.evaluation.cutoffs import cap_cutoffs
 from pipelines.evaluation.ranked import CorpusIds, run_table, score_query
 from pipelines.evaluation.transforms import JoinJudgments, SearchAndScore, WriteRun
 from pipelines.runner import make_pipeline

@@ -70,7 +70,12 @@ def write_stage_manifest(folder: str, kind: str, info: dict[str, Any]) -> str:
     return target
 
 
-def read_stage_manifest(folder: str, kind: str) -> dict[str, Any]:
+def read_stage_manifest(folder: str, kind: str, complete: bool = True) -> dict[str, Any]:
+    """A stage folder's manifest; with ``complete``, every file it lists must still be there.
+
+    A lost shard must be reported as lost: read without it, an embed output looks like a smaller
+    catalog, and an index built from it fails (or, worse, succeeds) with no word about the file.
+    """
     path = FileSystems.join(folder, MANIFEST_FILE)
     if not FileSystems.exists(path):
         raise ArtifactError(f"{folder} has no {MANIFEST_FILE}: the {kind} stage did not finish; run it again")
@@ -78,7 +83,26 @@ def read_stage_manifest(folder: str, kind: str) -> dict[str, Any]:
         manifest = json.loads(handle.read())
     if manifest.get("kind") != kind:
         raise ArtifactError(f"{folder} holds {manifest.get('kind')!r}, expected {kind!r}")
+    missing = missing_files(folder, manifest) if complete else []
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise ArtifactError(
+            f"{folder} is incomplete: {shown} listed in its {MANIFEST_FILE} "
+            f"{'is' if len(missing) == 1 else 'are'} missing; restore it, or delete {folder} and rerun the "
+            "stage that wrote it"
+        )
     return manifest
+
+
+def missing_files(folder: str, manifest: dict[str, Any]) -> list[str]:
+    """The files ``manifest`` lists that ``folder`` no longer holds, by name."""
+    # One listing of the folder rather than one request per file: shards may number thousands on gs://.
+    present = {metadata.path[len(folder.rstrip("/")) + 1 :] for metadata in _match(folder, "*")}
+    return sorted(
+        name
+        for name in manifest.get("files", {})
+        if name not in present and not FileSystems.exists(FileSystems.join(folder, name))
+    )
 
 
 def previous_embeddings_folder(path: str) -> str:

@@ -200,7 +200,7 @@ def build_embed(options: PipelineOptions) -> tuple[beam.Pipeline, ModelIdentity]
         model.device,
         annotate=True,
         num_threads=opts.torch_threads or None,
-        min_confidence=opts.min_confidence,
+        min_confidence=opts.min_confidence or 0.0,
     )
 
     pipeline = make_pipeline(options)

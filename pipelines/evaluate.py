@@ -14,8 +14,8 @@ per_query.parquet, recall_at_k.png and a printed table.
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -25,9 +25,10 @@ from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from model import Side
+from pipelines.annotation_quality import DEFAULT_MIN_CONFIDENCE, AnnotationQuality, measure_annotation_quality
 from pipelines.artifacts import counter_value, write_stage_manifest
 from pipelines.catalog_io import DEAD_LETTERS, ValidateRecords, WriteDeadLetters
-from pipelines.evaluation import MetricSpec, RelevanceRule, parse_metrics
+from pipelines.evaluation import RelevanceRule, parse_metrics
 from pipelines.evaluation.calibration import (
     CALIBRATION_QUERIES,
     Calibration,
@@ -35,6 +36,7 @@ from pipelines.evaluation.calibration import (
     encode_queries,
     first_queries,
 )
+from pipelines.evaluation.cutoffs import plan_cutoffs
 from pipelines.evaluation.searchers import SearcherSpec
 from pipelines.evaluation.transforms import JoinJudgments, SearchAndScore, WriteRun
 from pipelines.evaluation_report import (
@@ -45,20 +47,11 @@ from pipelines.evaluation_report import (
     write_report,
 )
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode
-from pipelines.options import EvaluateOptions, ModelOptions, OutputOptions
+from pipelines.options import EmbedOptions, EvaluateOptions, ModelOptions, OutputOptions
 from pipelines.runner import make_pipeline, require_options
 from schemas import per_query_metrics_schema, validate_judgment, validate_query
 
 LOGGER = logging.getLogger(__name__)
-
-
-def cap_cutoffs(metrics: Sequence[MetricSpec], corpus_size: int) -> tuple[MetricSpec, ...]:
-    """Cutoffs deeper than the corpus become its size: recall@10000 over 3,000 products is recall@3000."""
-    capped = (
-        spec if spec.k is None or spec.k <= corpus_size else MetricSpec(spec.name, corpus_size)
-        for spec in metrics
-    )
-    return tuple(dict.fromkeys(capped))
 
 
 def _searcher_specs(opts: EvaluateOptions) -> dict[str, SearcherSpec]:
@@ -122,6 +115,29 @@ def _write_rows(rows: beam.PCollection, output: str, prefix: str, schema: pa.Sch
     )
 
 
+def _annotation_quality(
+    options: PipelineOptions, opts: EvaluateOptions, model_dir: str, output: str
+) -> AnnotationQuality | None:
+    """Aspect accuracy on held-out products, when --products is given and the model predicts aspects."""
+    catalog = options.view_as(EmbedOptions)
+    if not catalog.products:
+        return None
+    quality = measure_annotation_quality(
+        model_dir,
+        catalog.products,
+        opts.queries,
+        opts.judgments,
+        opts.split,
+        DEFAULT_MIN_CONFIDENCE if catalog.min_confidence is None else catalog.min_confidence,
+    )
+    if quality is None:
+        LOGGER.info("%s predicts no aspects; no annotation quality to report", model_dir)
+        return None
+    with FileSystems.create(FileSystems.join(output, "annotation_quality.json")) as handle:
+        handle.write(json.dumps(quality.to_dict(), indent=2).encode("utf-8"))
+    return quality
+
+
 def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) -> dict[str, Any]:
     """Run the evaluation pipeline; write metrics.json, per_query.parquet, recall_at_k.png, run-*.parquet.
 
@@ -139,8 +155,11 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
     metrics = parse_metrics(part for part in opts.metrics.split(",") if part.strip())
     specs = _searcher_specs(opts)
     corpus_size = _corpus_size(specs)
-    metrics = cap_cutoffs(metrics, corpus_size)
-    depth = min(opts.depth, corpus_size)
+    # A cut-off deeper than the search is dropped, never scored on a shorter ranking (see cutoffs.py).
+    cutoffs = plan_cutoffs(metrics, opts.depth, corpus_size)
+    if cutoffs.warning():
+        LOGGER.warning("%s", cutoffs.warning())
+    metrics, depth = cutoffs.metrics, cutoffs.depth
     primary, specs, calibration = _choose_searcher(opts, model, specs, depth)
     identity = ModelIdentity.of(model.model)
     handler = EncoderModelHandler(model.model, Side.QUERY, model.batch_size, model.chunk_size, model.device)
@@ -195,7 +214,8 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
         )
         for name in specs
     }
-    report = write_report(output.output, branches, primary, depth, rule, rule_source, calibration)
+    report = write_report(output.output, branches, primary, depth, rule, rule_source, calibration, cutoffs)
+    annotations = _annotation_quality(options, opts, model.model, output.output)
     counted = [
         "queries_read",
         "queries_dead_lettered",
@@ -218,17 +238,21 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
             "compare_exact": len(specs) > 1,
             **({"searcher_choice": calibration.to_dict()} if calibration else {}),
             "depth": depth,
+            "cutoffs": cutoffs.to_dict(),
             "split": split,
             "relevance_rule": rule.to_dict(),
             "counts": counts,
+            **({"annotation_quality": annotations.to_dict()} if annotations else {}),
         },
     )
     return {
         "summary": report.summary,
         "counts": counts,
-        "table": report.table,
+        "table": report.table + (f"\n\n{annotations.table()}" if annotations else ""),
+        "annotation_quality": annotations.to_dict() if annotations else None,
         "ann_vs_exact": report.ann_vs_exact,
         "recall_at_k": report.recall_at_k,
         "searcher": primary,
         "searcher_choice": calibration.to_dict() if calibration else None,
+        "cutoffs": cutoffs.to_dict(),
     }

@@ -23,6 +23,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines.artifacts import list_files, local_output, read_parquet_table
 from pipelines.evaluation import MetricMean, RelevanceRule, aggregate, format_table, write_metrics
 from pipelines.evaluation.calibration import Calibration
+from pipelines.evaluation.cutoffs import CutoffPlan
 from pipelines.evaluation.plot import PLOT_FILE, k_grid, recall_curve, write_recall_plot
 from pipelines.evaluation.report import METRICS_FILE
 from schemas.manifest import MANIFEST_FILE
@@ -160,12 +161,14 @@ def write_report(
     rule: RelevanceRule,
     rule_source: str,
     calibration: Calibration | None = None,
+    cutoffs: CutoffPlan | None = None,
 ) -> EvaluationReport:
     """Write metrics.json, per_query.parquet and recall_at_k.png for the primary searcher's branch.
 
     ``branches`` maps a searcher ("ann", "exact") to its rows; with both, metrics.json gains
     "ann_vs_exact" and the table a second part. Every branch gets a line in the recall@k plot. A
     ``calibration`` (--searcher auto) goes into metrics.json as "searcher_choice" and heads the table.
+    ``cutoffs`` goes into metrics.json as "cutoffs"; the metrics it dropped are named under the table.
     """
     main = branches[primary]
     comparison = (
@@ -190,6 +193,8 @@ def write_report(
         fields["ann_vs_exact"] = comparison
     if calibration is not None:
         fields["searcher_choice"] = calibration.to_dict()
+    if cutoffs is not None:
+        fields["cutoffs"] = cutoffs.to_dict()
     with local_output(output) as folder:  # write_metrics and matplotlib write local files only
         write_metrics(folder, main.summary, main.per_query, rule)
         _extend_metrics_json(folder, fields)
@@ -204,6 +209,8 @@ def write_report(
         table += "\n\n" + format_ann_vs_exact(comparison)
     if calibration is not None:
         table = calibration.describe() + "\n\n" + table
+    if cutoffs is not None and cutoffs.warning():
+        table += f"\n\n{cutoffs.warning()}"
     return EvaluationReport(main.summary, comparison, recall_at_k, table)
 
 

@@ -71,6 +71,11 @@ class AspectAccuracy:
     counts: dict[str, int]
     out_of_vocabulary: dict[str, int] = field(default_factory=dict)
     accuracy_at_3: dict[str, float] = field(default_factory=dict)  # repro-ecir24 Table 4 reports @3
+    # Calibration at `min_confidence`: the share of records whose top value is that sure, and
+    # Accuracy@1 over them (what a reader of the annotations written at that threshold gets).
+    min_confidence: float = 0.0
+    confident_coverage: dict[str, float] = field(default_factory=dict)
+    confident_accuracy: dict[str, float | None] = field(default_factory=dict)
 
 
 @torch.inference_mode()
@@ -80,6 +85,7 @@ def aspect_accuracy(
     texts: Sequence[str],
     annotations: Sequence[Mapping[str, Sequence[str]] | None],
     side: Side,
+    min_confidence: float = 0.0,
 ) -> AspectAccuracy | None:
     """Top-1 predicted value among the record's annotated values, per aspect; None without aspect heads.
 
@@ -94,6 +100,8 @@ def aspect_accuracy(
     hits_at_3: dict[str, int] = defaultdict(int)
     counts: dict[str, int] = defaultdict(int)
     out_of_vocabulary: dict[str, int] = defaultdict(int)
+    confident: dict[str, int] = defaultdict(int)
+    confident_hits: dict[str, int] = defaultdict(int)
     outputs = encode(encoder, tokenizer, texts, side)
     offset = 0
     for output in outputs:
@@ -102,6 +110,7 @@ def aspect_accuracy(
         size = output.embedding.shape[0]
         for aspect, logits in output.aspect_logits.items():
             top3 = logits.topk(min(3, logits.shape[-1]), dim=-1).indices.tolist()
+            sure = (torch.softmax(logits.float(), dim=-1).max(dim=-1).values >= min_confidence).tolist()
             for row in range(size):
                 wanted = (annotations[offset + row] or {}).get(aspect) or []
                 if not wanted:
@@ -115,10 +124,15 @@ def aspect_accuracy(
                 counts[aspect] += 1
                 hits[aspect] += top3[row][0] in classes
                 hits_at_3[aspect] += bool(classes.intersection(top3[row]))
+                confident[aspect] += sure[row]
+                confident_hits[aspect] += sure[row] and top3[row][0] in classes
         offset += size
     return AspectAccuracy(
         {a: hits[a] / counts[a] for a in counts},
         dict(counts),
         dict(out_of_vocabulary),
         {a: hits_at_3[a] / counts[a] for a in counts},
+        min_confidence,
+        {a: confident[a] / counts[a] for a in counts},
+        {a: (confident_hits[a] / confident[a] if confident[a] else None) for a in counts},
     )

@@ -9,7 +9,12 @@ file and renamed over the old one.
 Rerunning the same night (same run id) is idempotent: a stage whose manifest
 exists is finished and is skipped; a stage folder without a manifest is what a
 crash left behind, and it is cleared before the stage runs again. The previous
-run for incremental embedding is whatever LATEST pointed to when the run started.
+run for incremental embedding is whatever LATEST pointed to when the run started;
+when its embeddings have lost a file, nothing is reused (a warning names the file).
+
+Before anything is indexed, tonight's product count is checked against the previous
+run's (`pipelines.publish_guard`): an empty catalog, or one that shrank by more than
+--max_shrink, is refused unless --allow_shrink says the shrink is intended.
 """
 
 from __future__ import annotations
@@ -26,11 +31,12 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.artifacts import is_local
-from pipelines.embed import run_embed
+from pipelines.artifacts import is_local, read_stage_manifest
+from pipelines.embed import EMBEDDINGS_KIND, run_embed
 from pipelines.evaluate import run_evaluate
 from pipelines.index import run_build_index
-from schemas.manifest import MANIFEST_FILE
+from pipelines.publish_guard import DEFAULT_MAX_SHRINK, CatalogSizeCheck, catalog_size
+from schemas.manifest import MANIFEST_FILE, ArtifactError
 
 LOGGER = logging.getLogger(__name__)
 LATEST = "LATEST"
@@ -48,10 +54,14 @@ class NightlyJob:
     num_index_shards: int = 1
     max_k: int = 10_000
     beam_args: tuple[str, ...] = ()
+    max_shrink: float = DEFAULT_MAX_SHRINK
+    allow_shrink: bool = False
 
     def __post_init__(self) -> None:
         if not self.run_id or "/" in self.run_id or self.run_id == LATEST:
             raise ValueError(f"run id {self.run_id!r} must be a non-empty name without '/' and not {LATEST}")
+        if not 0 <= self.max_shrink <= 1:
+            raise ValueError(f"--max_shrink must be in [0, 1], got {self.max_shrink}")
         if (self.queries is None) != (self.judgments is None):
             raise ValueError("give both --queries and --judgments to evaluate, or neither")
 
@@ -87,7 +97,23 @@ def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--judgments", default=None, help="Judgment Parquet file, to evaluate the new index")
     parser.add_argument("--num_index_shards", type=int, default=1, help="Hash partitions of the index (1)")
     parser.add_argument(
-        "--max_k", type=int, default=10_000, help="Deepest k the index must serve well (10000)"
+        "--max_k",
+        type=int,
+        default=10_000,
+        help="Deepest k the index must serve well, and the evaluation's --depth: metrics at a deeper "
+        "cut-off are not reported (10000)",
+    )
+    parser.add_argument(
+        "--max_shrink",
+        type=float,
+        default=DEFAULT_MAX_SHRINK,
+        help="Largest fraction of the previous published run's products that may be gone tonight; a "
+        "larger shrink is not published without --allow_shrink (%(default)s)",
+    )
+    parser.add_argument(
+        "--allow_shrink",
+        action="store_true",
+        help="Publish even when the catalog shrank by more than --max_shrink (an empty one never is)",
     )
 
 
@@ -102,6 +128,8 @@ def job_from_args(args: argparse.Namespace, beam_args: list[str]) -> NightlyJob:
         num_index_shards=args.num_index_shards,
         max_k=args.max_k,
         beam_args=tuple(beam_args),
+        max_shrink=args.max_shrink,
+        allow_shrink=args.allow_shrink,
     )
 
 
@@ -151,6 +179,37 @@ def _run_stage(report: NightlyReport, name: str, folder: str, work: Callable[[],
     report.seconds[name] = round(time.perf_counter() - started, 1)
 
 
+def _reusable(embeddings: str) -> bool:
+    """Whether the previous run's embeddings are whole; a lost file is named, and nothing is reused."""
+    try:
+        read_stage_manifest(embeddings, EMBEDDINGS_KIND)
+    except ArtifactError as error:
+        # The previous run is only a cache here: tonight's run is still whole without it, just slower.
+        LOGGER.warning("not reusing the previous run's embeddings, every product is embedded: %s", error)
+        return False
+    return True
+
+
+def _catalog_check(job: NightlyJob, previous: str | None, latest: dict[str, Any] | None) -> CatalogSizeCheck:
+    """Tonight's product count against the previous published run's (its LATEST entry, else its manifest)."""
+    products = catalog_size(job.stage("embeddings"))
+    before, unknown = (latest or {}).get("products"), ""
+    if previous and before is None:
+        try:
+            before = catalog_size(FileSystems.join(job.out, previous, "embeddings"), complete=False)
+        except (ArtifactError, KeyError, ValueError) as error:
+            unknown = str(error) or type(error).__name__
+    return CatalogSizeCheck(
+        job.run_id,
+        products,
+        previous,
+        before if previous else None,
+        job.max_shrink,
+        job.allow_shrink,
+        unknown,
+    )
+
+
 def run_nightly(job: NightlyJob) -> NightlyReport:
     """Run (or finish) one night; move LATEST only when every stage has succeeded."""
     run_manifest = FileSystems.join(job.run_folder, MANIFEST_FILE)
@@ -163,11 +222,17 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
     beam = list(job.beam_args)
 
     embed_flags = ["--products", job.catalog, "--model", job.model, "--output", job.stage("embeddings")]
-    if previous:
-        embed_flags += ["--previous", FileSystems.join(job.out, previous, "embeddings")]
+    previous_embeddings = FileSystems.join(job.out, previous, "embeddings") if previous else None
+    if previous_embeddings and not _finished(job.stage("embeddings")) and _reusable(previous_embeddings):
+        embed_flags += ["--previous", previous_embeddings]
     _run_stage(
         report, "embed", job.stage("embeddings"), lambda: run_embed(PipelineOptions([*embed_flags, *beam]))
     )
+    # Checked before the index is built: a refused night costs no index, and its rerun with
+    # --allow_shrink picks up from here (the embed stage is finished).
+    check = _catalog_check(job, previous, latest)
+    LOGGER.info("catalog size: %s", check.to_dict())
+    check.enforce()
 
     index_flags = [
         "--embeddings",
@@ -219,6 +284,7 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
         "seconds": report.seconds,
         "catalog": job.catalog,
         "model": job.model,
+        "catalog_check": check.to_dict(),
     }
     with FileSystems.create(run_manifest) as handle:
         handle.write(
@@ -226,7 +292,7 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
                 json.dumps({"kind": RUN_KIND, "run_id": job.run_id, **summary}, indent=2, default=str) + "\n"
             ).encode()
         )
-    publish_latest(job.out, job.run_id, {"previous_run_id": previous})
+    publish_latest(job.out, job.run_id, {"previous_run_id": previous, "products": check.products})
     return report
 
 

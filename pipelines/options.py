@@ -74,9 +74,10 @@ class EmbedOptions(PipelineOptions):
         parser.add_argument(
             "--min_confidence",
             type=float,
-            default=0.0,
-            help="Write a predicted aspect value only when its confidence P(x) is at least this; below it "
-            "the aspect is written as absent and its confidence is kept (0: every prediction)",
+            default=None,
+            help="Lowest confidence P(x) of a predicted aspect value. embed: write a value only at or above "
+            "it, keeping its confidence (default 0: every prediction); evaluate: the calibration line's "
+            "threshold (default 0.5); export-vertex: a predicted restrict's threshold (default 0.5)",
         )
         parser.add_argument(
             "--max_dead_letter_fraction",
@@ -177,6 +178,13 @@ class ExportOptions(PipelineOptions):
             "--vertex_aspects",
             default="category,brand,color",
             help="Comma-separated product aspects exported as Vertex restricts (category,brand,color)",
+        )
+        parser.add_argument(
+            "--restricts",
+            choices=("catalog", "predicted", "both"),
+            default="catalog",
+            help="Where restrict values come from: the catalog's aspects, the model's predictions written "
+            "by `madr embed` (at or above --min_confidence), or both (predictions fill the catalog's gaps)",
         )
         parser.add_argument(
             "--vertex_num_files",

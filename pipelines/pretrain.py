@@ -15,7 +15,7 @@ import logging
 import shutil
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from pipelines.layout import DatasetLayout
 from pipelines.presets import add_preset_argument
 from pipelines.vocabulary import run_build_vocabulary
 from schemas import InvalidRecord, validate_product, validate_query, write_manifest
+from schemas.splits import HeldOutProducts
 
 LOGGER = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ class PretrainJob(EncoderJob):
 
     query_splits: tuple[str, ...] = ("train",)
     max_products: int | None = None
+    held_out: HeldOutProducts = field(default_factory=HeldOutProducts)
 
     def __post_init__(self) -> None:
         if self.max_products is not None and self.max_products < 1:
@@ -53,6 +55,13 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
         "--query_splits", default="train", help="Comma-separated query splits pre-trained on (query side)"
     )
     parser.add_argument("--max_products", type=int, default=None, help="Pre-train on at most this many")
+    parser.add_argument(
+        "--held_out_fraction",
+        type=float,
+        default=0.0,
+        help="Share of products never pre-trained on, chosen by a hash of the product id and recorded in "
+        "the model's manifest; `madr evaluate --products` measures aspect predictions on them (0: none)",
+    )
     parser.add_argument("--epochs", type=int, default=loop.epochs, help="Passes over the records")
     parser.add_argument("--max_steps", type=int, default=None, help="Stop after this many optimiser steps")
     parser.add_argument("--batch_size", type=int, default=loop.batch_size, help="Texts per step (one side)")
@@ -80,6 +89,7 @@ def pretrain_from_args(args: argparse.Namespace) -> PretrainingReport:
         **encoder_job_fields(args),
         query_splits=tuple(s.strip() for s in args.query_splits.split(",") if s.strip()),
         max_products=args.max_products,
+        held_out=HeldOutProducts(args.held_out_fraction),
     )
     loop = PretrainingConfig(
         epochs=args.epochs,
@@ -108,7 +118,7 @@ def _rows(pattern: str) -> Iterator[dict[str, Any]]:
 def load_pretraining_records(job: PretrainJob, encoder: DenseEncoder) -> list[PretrainingRecord]:
     """Products (as the model reads them) on the document side, then the chosen splits' queries."""
     layout = DatasetLayout(job.dataset)
-    records, skipped = [], 0
+    records, skipped, held_out = [], 0, 0
     for row in _rows(layout.products):
         if job.max_products is not None and len(records) >= job.max_products:
             break
@@ -117,6 +127,9 @@ def load_pretraining_records(job: PretrainJob, encoder: DenseEncoder) -> list[Pr
         except InvalidRecord as error:
             skipped += 1
             LOGGER.debug("skipping product: %s", error)
+            continue
+        if job.held_out.contains(product["product_id"]):
+            held_out += 1
             continue
         text = text_for_model(product, encoder.config)
         records.append(PretrainingRecord(text, Side.DOCUMENT, product["aspects"] or None))
@@ -131,6 +144,8 @@ def load_pretraining_records(job: PretrainJob, encoder: DenseEncoder) -> list[Pr
             records.append(PretrainingRecord(query["text"], Side.QUERY, query["aspects"] or None))
     if skipped:
         LOGGER.warning("%d invalid products or queries skipped", skipped)
+    if held_out:
+        LOGGER.info("%d products held out (%s)", held_out, job.held_out.to_dict()["rule"])
     return records
 
 
@@ -167,6 +182,7 @@ def run_pretraining(job: PretrainJob, loop: PretrainingConfig) -> PretrainingRep
             "loss": {"aspect_weight": loop.aspect_weight, "mask_probability": loop.mask_probability},
             "records": sides,
             "query_splits": list(job.query_splits),
+            **({"held_out_products": job.held_out.to_dict()} if job.held_out.fraction else {}),
             "steps": report.steps,
             "losses": {
                 "window": report.window,

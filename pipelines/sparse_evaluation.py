@@ -36,8 +36,8 @@ from transformers import PreTrainedTokenizerBase
 from index_builder import InvertedIndex
 from model import DenseEncoder, load_config, load_encoder, variant_class
 from pipelines.artifacts import write_stage_manifest
-from pipelines.evaluate import cap_cutoffs
 from pipelines.evaluation import MetricSpec, RelevanceRule, aggregate, evaluate_query, parse_metrics
+from pipelines.evaluation.cutoffs import cap_cutoffs
 from pipelines.evaluation.ranked import CorpusIds, score_query
 from pipelines.evaluation_report import resolve_rule
 from pipelines.judged_ranking import RANKING_METRICS

@@ -10,6 +10,7 @@ import tempfile
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
@@ -173,6 +174,7 @@ def run_training(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
             "model_version": job.model_version,
             "dataset": job.dataset,
             "init_from": job.init_from,
+            **_inherited_from_init(job),
             "aspect_vocabulary_sizes": vocabulary_sizes,
             "loss": {"pointwise": loop.pointwise_loss_weight, "aspect": loop.aspect_loss_weight},
             "train_queries": len(examples),
@@ -184,6 +186,19 @@ def run_training(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
         },
     )
     return report
+
+
+def _inherited_from_init(job: TrainJob) -> dict[str, Any]:
+    """What the init model's manifest says about the data it saw, so evaluation can hold it out.
+
+    Fine-tuning reads only the judged products of the train and valid queries, which evaluation
+    leaves out by itself; the products pre-training held out stay unseen.
+    """
+    if not job.init_from:
+        return {}
+    path = Path(str(job.init_from)) / MANIFEST_FILE
+    manifest = json.loads(path.read_text()) if path.is_file() else {}
+    return {key: manifest[key] for key in ("held_out_products", "pretrained") if key in manifest}
 
 
 def _warm_started_encoder(

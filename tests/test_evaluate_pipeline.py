@@ -14,8 +14,9 @@ from ir_measures import RR, R, nDCG
 
 from pipelines.build_index import build_index
 from pipelines.embed import run_embed
-from pipelines.evaluate import cap_cutoffs, run_evaluate
+from pipelines.evaluate import run_evaluate
 from pipelines.evaluation import parse_metrics
+from pipelines.evaluation.cutoffs import cap_cutoffs, plan_cutoffs
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
 
 ITEMS = ["juicer", "blender", "socks", "sneakers", "lamp", "comforter", "toaster", "backpack"]
@@ -163,6 +164,48 @@ def test_ann_evaluation_through_the_index_returns_the_exact_scores(collection, t
 def test_cutoffs_are_capped_at_the_corpus_size_without_repeats() -> None:
     capped = cap_cutoffs(parse_metrics(["recall@10", "recall@1000", "recall@10000", "auc"]), 500)
     assert [spec.key for spec in capped] == ["recall@10", "recall@500", "auc"]
+
+
+def test_cutoffs_deeper_than_the_search_are_dropped_not_scored_on_fewer_results() -> None:
+    requested = parse_metrics(["recall@10", "recall@100", "recall@1000", "recall@10000", "ndcg@500", "auc"])
+    plan = plan_cutoffs(requested, depth=100, corpus_size=3_000)
+    assert [spec.key for spec in plan.metrics] == ["recall@10", "recall@100", "auc"]
+    assert plan.depth == 100 and plan.dropped == ("recall@1000", "recall@10000", "ndcg@500")
+    # recall@10000 is capped to the 3,000-product corpus, and recall@3000 still needs --depth 3000.
+    assert "--depth 100" in plan.warning() and "pass --depth 3000" in plan.warning()
+    # Searching the whole corpus ranks every product: nothing is dropped, deep cut-offs are capped.
+    whole = plan_cutoffs(requested, depth=100, corpus_size=80)
+    assert whole.dropped == () and whole.warning() is None
+    assert [spec.key for spec in whole.metrics] == ["recall@10", "recall@80", "ndcg@80", "auc"]
+    assert whole.to_dict()["capped_to_corpus"]["recall@10000"] == "recall@80"
+    with pytest.raises(ValueError, match=r"every requested metric .* deeper than --depth 5"):
+        plan_cutoffs(parse_metrics(["recall@10"]), depth=5, corpus_size=3_000)
+
+
+def test_evaluation_at_depth_100_never_reports_recall_at_1000(collection, tmp_path, caplog) -> None:
+    # The fixture's corpus has 120 products, so --depth 100 is shallower than the corpus.
+    result = _evaluate(
+        collection,
+        tmp_path,
+        "--searcher",
+        "exact",
+        "--embeddings",
+        collection["embeddings"],
+        "--depth",
+        "100",
+        "--metrics",
+        "recall@10,recall@100,recall@1000,ndcg@5",
+    )
+    assert set(result["summary"]) == {"recall@10", "recall@100", "ndcg@5"}
+    assert result["cutoffs"]["dropped"] == ["recall@1000"] and result["cutoffs"]["depth"] == 100
+    assert "not reported: recall@1000" in result["table"]
+    assert any("recall@1000" in r.getMessage() and "--depth 100" in r.getMessage() for r in caplog.records)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert set(metrics["metrics"]) == {"recall@10", "recall@100", "ndcg@5"}
+    assert metrics["cutoffs"]["dropped"] == ["recall@1000"] and metrics["cutoffs"]["policy"] == "drop"
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["depth"] == 100 and manifest["cutoffs"]["dropped"] == ["recall@1000"]
+    assert "recall@1000" not in pq.read_table(tmp_path / "per_query.parquet").column_names
 
 
 def test_missing_searcher_path_is_explained(collection, tmp_path) -> None:

@@ -1,0 +1,129 @@
+"""Held-out products by rule, carried from pre-training through fine-tuning to `madr evaluate`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.annotation_quality import held_out_products, measure_annotation_quality, tuned_products
+from pipelines.cli import main
+from pipelines.layout import DatasetLayout
+from pipelines.synthetic import SyntheticConfig, generate_benchmark
+from schemas.splits import RULE_NAME, HeldOutProducts, held_out_bucket
+
+
+def test_the_rule_holds_out_its_share_stably() -> None:
+    ids = [f"product-{i}" for i in range(20_000)]
+    rule = HeldOutProducts(0.1)
+    held = [pid for pid in ids if rule.contains(pid)]
+    assert 0.09 < len(held) / len(ids) < 0.11
+    assert held == [pid for pid in ids if HeldOutProducts(0.1).contains(pid)]
+    assert not any(HeldOutProducts(0.0).contains(pid) for pid in ids)
+    # A larger share holds out a superset: growing the held-out set never returns products to training.
+    assert set(held) <= {pid for pid in ids if HeldOutProducts(0.2).contains(pid)}
+    assert held_out_bucket("a") == held_out_bucket("a") != held_out_bucket("b")
+
+
+def test_the_rule_round_trips_through_a_manifest_and_refuses_unknown_rules() -> None:
+    assert HeldOutProducts.from_manifest({"held_out_products": HeldOutProducts(0.05).to_dict()}) == (
+        HeldOutProducts(0.05)
+    )
+    assert HeldOutProducts.from_manifest({}) is None
+    with pytest.raises(ValueError, match="unknown held-out rule"):
+        HeldOutProducts.from_manifest({"held_out_products": {"rule": "first 10", "fraction": 0.1}})
+    with pytest.raises(ValueError, match=r"in \[0, 1\)"):
+        HeldOutProducts(1.0)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> DatasetLayout:
+    data = DatasetLayout(str(tmp_path_factory.mktemp("data")))
+    generate_benchmark(SyntheticConfig(num_products=300, num_queries=30, seed=5), data.root)
+    return data
+
+
+@pytest.fixture(scope="module")
+def tuned(dataset: DatasetLayout, tiny_backbone_dir, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """`madr pretrain --held_out_fraction 0.2`, then `madr train --init_from` it (a tiny MtBERT)."""
+    root = tmp_path_factory.mktemp("models")
+    common = ["--data", dataset.root, "--variant", "mtbert", "--backbone", str(tiny_backbone_dir)]
+    common += ["--projection_dim", "16", "--max_document_length", "32"]
+    pretrain = [
+        "--out",
+        str(root / "pre"),
+        "--max_steps",
+        "2",
+        "--batch_size",
+        "8",
+        "--held_out_fraction",
+        "0.2",
+    ]
+    assert main(["pretrain", *common, *pretrain]) == 0
+    tune = [
+        "--out",
+        str(root / "tuned"),
+        "--init_from",
+        str(root / "pre"),
+        "--max_steps",
+        "1",
+        "--batch_size",
+        "4",
+    ]
+    assert main(["train", *common, *tune]) == 0
+    return str(root / "tuned")
+
+
+def test_pretraining_skips_the_held_out_products_and_fine_tuning_keeps_the_rule(
+    dataset: DatasetLayout, tuned: str
+) -> None:
+    ids = pq.read_table(f"{dataset.root}/products", columns=["product_id"]).column("product_id").to_pylist()
+    held = sum(HeldOutProducts(0.2).contains(pid) for pid in ids)
+    assert 0 < held < len(ids)
+    pre = json.loads((Path(tuned).parent / "pre" / "manifest.json").read_text())
+    assert pre["records"]["document"] == len(ids) - held
+    assert pre["held_out_products"] == {"rule": RULE_NAME, "fraction": 0.2}
+    assert (
+        json.loads((Path(tuned) / "manifest.json").read_text())["held_out_products"]
+        == pre["held_out_products"]
+    )
+
+
+def test_held_out_products_are_the_rule_minus_products_tuned_on(dataset: DatasetLayout) -> None:
+    excluded = tuned_products(dataset.queries, dataset.judgments, "test")
+    assert excluded
+    chosen = held_out_products(dataset.products, HeldOutProducts(0.2), excluded, sample=10_000)
+    assert chosen and all(HeldOutProducts(0.2).contains(p["product_id"]) for p in chosen)
+    assert not {p["product_id"] for p in chosen} & excluded
+    assert all(p["aspects"] for p in chosen)
+    assert len(held_out_products(dataset.products, HeldOutProducts(0.2), excluded, sample=3)) == 3
+    everything = held_out_products(dataset.products, None, excluded, sample=10_000)
+    assert len(everything) > len(chosen)
+
+
+def test_quality_report_is_calibrated_at_min_confidence(dataset: DatasetLayout, tuned: str) -> None:
+    args = (tuned, dataset.products, dataset.queries, dataset.judgments, "test")
+    everything = measure_annotation_quality(*args, min_confidence=0.0)
+    nothing = measure_annotation_quality(*args, min_confidence=1.0 + 1e-9)
+    assert everything is not None and nothing is not None
+    assert "held-out products (20% of the catalog" in everything.held_out
+    for aspect, accuracy in everything.products.accuracy.items():
+        assert 0 <= accuracy <= everything.products.accuracy_at_3[aspect] <= 1
+        # At threshold 0 every prediction counts; above 1, none does.
+        assert everything.products.confident_coverage[aspect] == 1.0
+        assert everything.products.confident_accuracy[aspect] == pytest.approx(accuracy)
+        assert nothing.products.confident_coverage[aspect] == 0.0
+        assert nothing.products.confident_accuracy[aspect] is None
+    assert sum(everything.products.counts.values()) > 0 and everything.queries is not None
+    table = everything.table().splitlines()
+    assert table[1].split()[:4] == ["aspect", "products", "Acc@1", "Acc@3"]
+    assert {line.split()[0] for line in table[2:]} == set(everything.products.accuracy)
+
+
+def test_a_model_without_aspect_heads_reports_none(dataset: DatasetLayout, tiny_model_dir) -> None:
+    assert (
+        measure_annotation_quality(str(tiny_model_dir), dataset.products, dataset.queries, dataset.judgments)
+        is None
+    )

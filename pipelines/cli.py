@@ -8,6 +8,7 @@
     madr build-index  train and save a ScaNN index artifact over the shards
     madr build-sparse-index  inverted index over a UHD model's binarized (or --weighted) sparse vectors
     madr evaluate     Beam: embed queries, search, join judgments, report metrics
+    madr enrich       Beam: the catalog with each aspect's gaps filled by sure predictions, with provenance
     madr export-vertex  Beam: embeddings + aspects as Vertex AI Vector Search input files
     madr experiment   train and evaluate several variants under one budget, compare them
     madr explain      per-aspect predictions, presence and fusion weights of a query and a product
@@ -16,7 +17,7 @@
     madr compare      two evaluations query by query: means, deltas, paired t-test p-values
     madr demo         all of the above, end to end, on the embedded default data
 
-`embed`, `evaluate`, `export-vertex` and a partitioned `build-index` accept every Beam
+`embed`, `evaluate`, `enrich`, `export-vertex` and a partitioned `build-index` accept every Beam
 pipeline option as well (--runner, --project, --region, --temp_location, --setup_file,
 --direct_running_mode, ...).
 """
@@ -35,6 +36,7 @@ from pipelines.build_index import add_build_index_arguments, build_index
 from pipelines.compare import compare_runs
 from pipelines.demo import add_demo_arguments, run_demo
 from pipelines.embed import run_embed
+from pipelines.enrich import DEFAULT_FILL_CONFIDENCE, enrich_catalog, format_counts
 from pipelines.evaluate import run_evaluate
 from pipelines.experiment import add_experiment_arguments, config_from_args, run_experiment
 from pipelines.explain import add_explain_arguments, add_neighbours_arguments, explain, neighbours
@@ -55,8 +57,9 @@ from pipelines.pretrain import add_pretrain_arguments, pretrain_from_args
 from pipelines.sparse_index import build_inverted_index
 from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from pipelines.train import add_train_arguments, train_from_args
+from schemas import AspectSchema
 
-BEAM_COMMANDS = ("embed", "evaluate", "export-vertex", "build-index", "nightly")
+BEAM_COMMANDS = ("embed", "evaluate", "enrich", "export-vertex", "build-index", "nightly")
 BEAM_NOTE = "Any other flag is passed to Beam as a pipeline option (e.g. --runner DataflowRunner)."
 
 
@@ -150,6 +153,38 @@ def _parser() -> argparse.ArgumentParser:
         description="Embed queries, search the index, join judgments, write metrics.json and the run file.",
     )
     add_stage_arguments(evaluate, ModelOptions, OutputOptions, EvaluateOptions)
+    evaluate.add_argument(
+        "--products",
+        help="Catalog Parquet file or glob: also report the model's aspect Accuracy@1/@3 on held-out "
+        "products, query Accuracy@1, and the coverage and accuracy of predictions at --min_confidence",
+    )
+    evaluate.add_argument(
+        "--min_confidence",
+        type=float,
+        default=None,
+        help="Threshold of the calibration line: share and Accuracy@1 of predictions this sure (0.5)",
+    )
+
+    enrich = commands.add_parser(
+        "enrich",
+        help="Beam: fill the catalog's aspect gaps with predictions",
+        epilog=BEAM_NOTE,
+        formatter_class=defaults,
+        description="Join the catalog with the aspect predictions `madr embed` wrote; write each product's "
+        "aspects with their provenance (catalog, or predicted with its confidence). Catalog values are "
+        "never overwritten; a prediction fills a gap only at or above --min_confidence.",
+    )
+    enrich.add_argument("--products", required=True, help="Catalog Parquet file or glob")
+    enrich.add_argument("--embeddings", required=True, help="Embedding folder written by `madr embed`")
+    enrich.add_argument("--output", required=True, help="Folder for enriched-*.parquet and its manifest")
+    enrich.add_argument(
+        "--min_confidence",
+        type=float,
+        default=DEFAULT_FILL_CONFIDENCE,
+        help="Lowest confidence P(x) of a prediction that fills a gap (docs/RESULTS.md measures the "
+        "precision at each level)",
+    )
+    enrich.add_argument("--aspects", default="category,brand,color", help="Aspects to fill")
 
     export = commands.add_parser(
         "export-vertex",
@@ -161,6 +196,12 @@ def _parser() -> argparse.ArgumentParser:
         "--products", help="(required) Product Parquet file or glob, for the aspect restricts"
     )
     export.add_argument("--embeddings", help="(required) Embedding folder written by `madr embed`")
+    export.add_argument(
+        "--min_confidence",
+        type=float,
+        default=None,
+        help="With --restricts predicted or both: lowest confidence of a predicted restrict (0.5)",
+    )
     export.add_argument("--output", help="(required) Folder for the export files (nothing else is put there)")
     add_stage_arguments(export, ExportOptions)
 
@@ -275,6 +316,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.command == "build-index":
         report = build_index(args.embeddings, args.out, args.max_k)
         print(f"indexed {report.count} x {report.dimension} in {report.seconds:.1f}s -> {report.directory}")
+    elif args.command == "enrich":
+        names = AspectSchema.parse(args.aspects).names
+        beam_options = PipelineOptions(beam_args)
+        counts = enrich_catalog(
+            args.products, args.embeddings, args.output, args.min_confidence, names, beam_options
+        )
+        print(format_counts(counts, names))
     elif args.command == "export-vertex":
         print(run_export_vertex(PipelineOptions(stage_argv)))
     elif args.command == "experiment":

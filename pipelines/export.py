@@ -38,9 +38,16 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.artifacts import counter_value, list_files, read_stage_manifest
 from pipelines.catalog_io import METRICS_NAMESPACE
+from pipelines.enrich import (
+    DEFAULT_FILL_CONFIDENCE,
+    PREDICTION_COLUMNS,
+    SOURCES,
+    fill_aspects,
+    key_predictions,
+)
 from pipelines.options import EmbedOptions, EvaluateOptions, ExportOptions, OutputOptions
 from pipelines.runner import make_pipeline, require_options
-from schemas import ECOMMERCE_ASPECTS, AspectSchema, InvalidRecord
+from schemas import ECOMMERCE_ASPECTS, PROVENANCE_PREDICTED, AspectSchema, InvalidRecord
 from schemas.validation import normalise_aspects
 
 LOGGER = logging.getLogger(__name__)
@@ -56,6 +63,8 @@ COUNTERS = (
     "vertex_embeddings_without_product",
     "vertex_products_without_embedding",
     "vertex_products_rejected",
+    "vertex_restricts_from_catalog",
+    "vertex_restricts_from_predictions",
 )
 
 
@@ -105,9 +114,13 @@ class _KeyProducts(beam.DoFn):
 
 
 class _ToVertexRecord(beam.DoFn):
-    def __init__(self, names: Sequence[str], dimension: int | None) -> None:
+    def __init__(
+        self, names: Sequence[str], dimension: int | None, source: str, min_confidence: float
+    ) -> None:
         self.names = tuple(names)
         self.dimension = dimension
+        self.source = source
+        self.min_confidence = min_confidence
         self.counters = {name: Metrics.counter(METRICS_NAMESPACE, name) for name in COUNTERS}
 
     def process(self, joined: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[str]:
@@ -119,7 +132,7 @@ class _ToVertexRecord(beam.DoFn):
         if len(vectors) > 1:
             # "A single ID should only appear once in a batch": Vertex would keep an arbitrary one.
             raise ValueError(f"product {product_id!r} has {len(vectors)} embedding rows; ids must be unique")
-        vector = vectors[0]
+        vector, predictions = vectors[0]
         if self.dimension is not None and len(vector) != self.dimension:
             raise ValueError(
                 f"product {product_id!r}: embedding of {len(vector)} values, expected {self.dimension}"
@@ -133,7 +146,18 @@ class _ToVertexRecord(beam.DoFn):
                 aspects.setdefault(name, []).extend(values)
         if len(aspect_rows) > 1:
             aspects = {name: sorted(set(values)) for name, values in aspects.items()}
-        restricts = vertex_restricts(aspects, self.names)
+        filled = fill_aspects(
+            aspects,
+            predictions["values"],
+            predictions["confidences"],
+            self.names,
+            self.min_confidence,
+            self.source,
+        )
+        restricts = vertex_restricts({name: a.values for name, a in filled.items()}, self.names)
+        for aspect in filled.values():
+            source = "predictions" if aspect.provenance == PROVENANCE_PREDICTED else "catalog"
+            self.counters[f"vertex_restricts_from_{source}"].inc()
         self.counters["vertex_records_written"].inc()
         if restricts:
             self.counters["vertex_records_with_restricts"].inc()
@@ -143,26 +167,39 @@ class _ToVertexRecord(beam.DoFn):
 class ExportVertexJsonl(beam.PTransform):
     """{"products": product rows, "embeddings": embedding rows} -> Vertex AI JSON lines (str).
 
-    One line per embedded product; its ``restricts`` come from the product's ``aspects``
-    map, one namespace per name in ``aspects`` (an `AspectSchema`'s names). Products
-    without an embedding are not exported; embeddings without a catalog row are, without
-    restricts. Both are counted.
+    One line per embedded product; its ``restricts`` come, per `source` (`pipelines.enrich.fill_aspects`),
+    from the product's ``aspects`` map ("catalog"), from the predictions `madr embed` wrote beside the
+    vector at or above `min_confidence` ("predicted"), or from the catalog with predictions filling
+    its gaps ("both"): one namespace per name in ``aspects`` (an `AspectSchema`'s names). Products
+    without an embedding are not exported; embeddings without a catalog row are, with predicted
+    restricts only. All are counted, and so is each restrict's source.
     """
 
-    def __init__(self, aspects: Sequence[str] = ECOMMERCE_ASPECTS, dimension: int | None = None) -> None:
+    def __init__(
+        self,
+        aspects: Sequence[str] = ECOMMERCE_ASPECTS,
+        dimension: int | None = None,
+        source: str = "catalog",
+        min_confidence: float = DEFAULT_FILL_CONFIDENCE,
+    ) -> None:
         super().__init__()
+        if source not in SOURCES:
+            raise ValueError(f"restricts source must be one of {SOURCES}, got {source!r}")
         self.aspects = AspectSchema(tuple(aspects)).names
         self.dimension = dimension
+        self.source = source
+        self.min_confidence = min_confidence
 
     def expand(self, inputs: Mapping[str, beam.PCollection]) -> beam.PCollection:
         products = inputs["products"] | "KeyProducts" >> beam.ParDo(_KeyProducts())
         embeddings = inputs["embeddings"] | "KeyEmbeddings" >> beam.Map(
-            lambda row: (row["product_id"], row["embedding"])
+            lambda row: (row["product_id"], (row["embedding"], key_predictions(row)[1]))
         )
+        to_record = _ToVertexRecord(self.aspects, self.dimension, self.source, self.min_confidence)
         return (
             {"embeddings": embeddings, "products": products}
             | "JoinByProduct" >> beam.CoGroupByKey()
-            | "ToVertexRecord" >> beam.ParDo(_ToVertexRecord(self.aspects, self.dimension))
+            | "ToVertexRecord" >> beam.ParDo(to_record)
         )
 
 
@@ -192,6 +229,8 @@ def export_vertex(
     aspects: Sequence[str] = ECOMMERCE_ASPECTS,
     num_files: int = 0,
     options: PipelineOptions | None = None,
+    restricts: str = "catalog",
+    min_confidence: float = DEFAULT_FILL_CONFIDENCE,
 ) -> dict[str, int]:
     """Write ``output/vectors-SSSSS-of-NNNNN.json`` for Vertex AI Vector Search; return the counts.
 
@@ -213,12 +252,12 @@ def export_vertex(
         "embeddings": pipeline
         | "ReadEmbeddings"
         >> beam.io.ReadFromParquet(
-            FileSystems.join(embeddings, "embeddings*.parquet"), columns=["product_id", "embedding"]
+            FileSystems.join(embeddings, "embeddings*.parquet"), columns=[*PREDICTION_COLUMNS, "embedding"]
         ),
     }
     _ = (
         inputs
-        | ExportVertexJsonl(aspects, int(embed_manifest["dimension"]))
+        | ExportVertexJsonl(aspects, int(embed_manifest["dimension"]), restricts, min_confidence)
         | "WriteJson"
         >> beam.io.WriteToText(
             FileSystems.join(staging, VERTEX_FILE_PREFIX),
@@ -259,4 +298,6 @@ def run_export_vertex(options: PipelineOptions) -> dict[str, int]:
         AspectSchema.parse(export.vertex_aspects).names,
         export.vertex_num_files,
         options,
+        export.restricts,
+        DEFAULT_FILL_CONFIDENCE if products.min_confidence is None else products.min_confidence,
     )

@@ -97,6 +97,29 @@ def embedding_schema(dimension: int) -> pa.Schema:
     )
 
 
+# Where an enriched product's aspect value comes from: the catalog's own `aspects`, or the model's
+# prediction at or above the run's min_confidence (its confidence P(x) is kept beside it).
+PROVENANCE_CATALOG = "catalog"
+PROVENANCE_PREDICTED = "predicted"
+
+ENRICHED_ASPECT_TYPE = pa.struct(
+    [
+        pa.field("aspect", pa.string(), nullable=False),
+        pa.field("values", pa.list_(pa.string()), nullable=False),
+        pa.field("provenance", pa.string(), nullable=False),
+        pa.field("confidence", pa.float32()),  # null for catalog values
+    ]
+)
+
+# Rows of `madr enrich`: every product once, each aspect it has a value for (catalog or predicted).
+ENRICHED_PRODUCT_SCHEMA = pa.schema(
+    [
+        pa.field("product_id", pa.string(), nullable=False),
+        pa.field("aspects", pa.list_(ENRICHED_ASPECT_TYPE), nullable=False),
+    ]
+)
+
+
 def per_query_metrics_schema(metric_names: list[str]) -> pa.Schema:
     """One row per evaluated query, one float64 column per metric (e.g. ``recall@100``)."""
     if len(set(metric_names)) != len(metric_names):

@@ -55,6 +55,12 @@ EXPECTED_RESTRICTS = {
     "p-orphan": None,  # embedded, but not in the catalog: exported without restricts
 }
 EMBEDDED = ["p-full", "p-brand", "p-none", "p-empty", "p-other", "p-unicode", "p-orphan"]
+# What `madr embed` wrote beside some vectors: (value, confidence) per aspect.
+PREDICTIONS = {
+    "p-brand": {"brand": ("Reebok", 0.9), "color": ("red", 0.8)},  # catalog brand wins; color fills
+    "p-none": {"category": ("Shoes", 0.4), "brand": ("Nike", 0.95)},  # category below 0.5: left empty
+    "p-orphan": {"color": ("blue", 0.7)},
+}
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +84,10 @@ def inputs(vectors: dict[str, np.ndarray], tmp_path_factory: pytest.TempPathFact
             "model_version": "1",
             "content_hash": "0" * 64,
             **dict.fromkeys(EMBEDDING_ANNOTATION_COLUMNS),
+            "aspect_values": {a: v for a, (v, _) in PREDICTIONS[pid].items()} if pid in PREDICTIONS else None,
+            "aspect_confidences": {a: c for a, (_, c) in PREDICTIONS[pid].items()}
+            if pid in PREDICTIONS
+            else None,
         }
         for pid in EMBEDDED
     ]
@@ -121,6 +131,8 @@ def test_one_line_per_embedded_product_with_its_restricts(inputs, vectors, tmp_p
         "vertex_embeddings_without_product": 1,
         "vertex_products_without_embedding": 1,
         "vertex_products_rejected": 0,
+        "vertex_restricts_from_catalog": 5,
+        "vertex_restricts_from_predictions": 0,
         "vertex_files": 2,
     }
 
@@ -180,3 +192,52 @@ def test_duplicate_embedding_ids_fail_the_export(local_runner) -> None:
             "products": pipeline | "P" >> beam.Create([]),
             "embeddings": pipeline | "E" >> beam.Create(rows),
         } | ExportVertexJsonl(["brand"])
+
+
+@pytest.mark.parametrize(
+    ("source", "expected", "from_catalog", "from_predictions"),
+    [
+        (
+            "both",
+            {
+                "p-brand": [
+                    {"namespace": "brand", "allow": ["Adidas"]},
+                    {"namespace": "color", "allow": ["red"]},
+                ],
+                "p-none": [{"namespace": "brand", "allow": ["Nike"]}],
+                "p-orphan": [{"namespace": "color", "allow": ["blue"]}],
+            },
+            5,
+            3,
+        ),
+        (
+            "predicted",
+            {
+                "p-full": None,
+                "p-brand": [
+                    {"namespace": "brand", "allow": ["Reebok"]},
+                    {"namespace": "color", "allow": ["red"]},
+                ],
+                "p-none": [{"namespace": "brand", "allow": ["Nike"]}],
+                "p-unicode": None,
+                "p-orphan": [{"namespace": "color", "allow": ["blue"]}],
+            },
+            0,
+            4,
+        ),
+    ],
+)
+def test_predicted_restricts_fill_gaps_at_min_confidence(
+    inputs, tmp_path: Path, source: str, expected: dict, from_catalog: int, from_predictions: int
+) -> None:
+    output = tmp_path / "vertex"
+    counts = export(inputs, output, "--restricts", source, "--min_confidence", "0.5")
+    records = {
+        r["id"]: r.get("restricts")
+        for f in sorted(output.iterdir())
+        for r in map(json.loads, f.read_text(encoding="utf-8").splitlines())
+    }
+    for pid, restricts in {**EXPECTED_RESTRICTS, **expected}.items():
+        assert records[pid] == restricts, pid
+    assert counts["vertex_restricts_from_catalog"] == from_catalog
+    assert counts["vertex_restricts_from_predictions"] == from_predictions

@@ -1,0 +1,270 @@
+"""`madr enrich`: fill the catalog's aspect gaps with the model's predictions, with provenance.
+
+    products --KeyCatalog--> (product_id, catalog aspects)        \\
+                                                                     CoGroupByKey --> FillAspects --> Parquet
+    embedding rows --KeyPredictions--> (product_id, predictions)  /
+
+The predictions are the annotations `madr embed` already wrote beside each vector (aspect_values
+and aspect_confidences), so no model runs here. A catalog value is never overwritten; a predicted
+value is written only at or above `min_confidence` and keeps its confidence. Every product read is
+written once or dead-lettered, and per aspect: from catalog + predicted + empty = products written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import apache_beam as beam
+from apache_beam import pvalue
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines.artifacts import counter_value, read_stage_manifest, write_stage_manifest
+from pipelines.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE, WriteDeadLetters, dead_letter
+from pipelines.runner import make_pipeline
+from schemas import (
+    ECOMMERCE_ASPECTS,
+    ENRICHED_PRODUCT_SCHEMA,
+    PROVENANCE_CATALOG,
+    PROVENANCE_PREDICTED,
+    InvalidRecord,
+)
+from schemas.validation import normalise_aspects
+
+LOGGER = logging.getLogger(__name__)
+
+ENRICHED_KIND = "madr-enriched-catalog"
+SOURCES = ("catalog", "predicted", "both")  # which values an output may use
+PREDICTION_COLUMNS = ["product_id", "aspect_values", "aspect_confidences"]
+DEFAULT_FILL_CONFIDENCE = 0.5
+
+
+@dataclass(frozen=True)
+class FilledAspect:
+    """One aspect of one product after filling: its values and where they came from."""
+
+    values: tuple[str, ...]
+    provenance: str
+    confidence: float | None = None
+
+    def as_row(self, aspect: str) -> dict[str, Any]:
+        return {
+            "aspect": aspect,
+            "values": list(self.values),
+            "provenance": self.provenance,
+            "confidence": self.confidence,
+        }
+
+
+def _as_dict(pairs: Any) -> dict[str, Any]:
+    # Parquet reads a map as (key, value) pairs; tests and DoFns may pass a dict.
+    return dict(pairs) if pairs else {}
+
+
+def fill_aspects(
+    catalog: Mapping[str, Sequence[str]],
+    predicted_values: Mapping[str, str] | None,
+    predicted_confidences: Mapping[str, float] | None,
+    aspects: Sequence[str],
+    min_confidence: float,
+    source: str = "both",
+) -> dict[str, FilledAspect]:
+    """Each named aspect's values: the catalog's (never overwritten), else a sure enough prediction.
+
+    `source` "catalog" uses catalog values only, "predicted" predictions only, "both" fills the
+    catalog's gaps with predictions. An aspect with no usable value is left out.
+    """
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    predicted, confidences = predicted_values or {}, predicted_confidences or {}
+    filled: dict[str, FilledAspect] = {}
+    for aspect in aspects:
+        known = tuple(dict.fromkeys(v for v in catalog.get(aspect) or () if v))
+        if known and source != "predicted":
+            filled[aspect] = FilledAspect(known, PROVENANCE_CATALOG)
+            continue
+        value, confidence = predicted.get(aspect), confidences.get(aspect)
+        if source != "catalog" and value and confidence is not None and confidence >= min_confidence:
+            filled[aspect] = FilledAspect((value,), PROVENANCE_PREDICTED, round(float(confidence), 6))
+    return filled
+
+
+class KeyCatalog(beam.DoFn):
+    """Product row -> (product_id, normalised aspects); a row that does not parse is a dead letter."""
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+        self.read = Metrics.counter(METRICS_NAMESPACE, "products_read")
+        self.rejected = Metrics.counter(METRICS_NAMESPACE, "products_dead_lettered")
+
+    def process(self, product: Mapping[str, Any]) -> Iterator[Any]:
+        self.read.inc()
+        product_id = product.get("product_id")
+        try:
+            if not isinstance(product_id, str) or not product_id.strip():
+                raise InvalidRecord(
+                    "product", None, f"'product_id' must be a non-empty string, got {product_id!r}"
+                )
+            yield product_id.strip(), normalise_aspects(product.get("aspects"), "product", product_id)
+        except InvalidRecord as error:
+            self.rejected.inc()
+            yield pvalue.TaggedOutput(
+                DEAD_LETTERS, dead_letter(self.stage, product, str(error), error.record_id)
+            )
+
+
+def key_predictions(row: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    return row["product_id"], {
+        "values": _as_dict(row.get("aspect_values")),
+        "confidences": _as_dict(row.get("aspect_confidences")),
+    }
+
+
+class _FillFn(beam.DoFn):
+    def __init__(self, aspects: Sequence[str], min_confidence: float) -> None:
+        self.aspects = tuple(aspects)
+        self.min_confidence = min_confidence
+        self.written = Metrics.counter(METRICS_NAMESPACE, "enriched_products_written")
+        self.without_product = Metrics.counter(METRICS_NAMESPACE, "embeddings_without_product")
+        self.counters = {
+            (aspect, kind): Metrics.counter(METRICS_NAMESPACE, f"{aspect}_{kind}")
+            for aspect in self.aspects
+            for kind in ("from_catalog", "predicted", "empty")
+        }
+
+    def process(self, joined: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[dict[str, Any]]:
+        product_id, groups = joined
+        catalog_rows, predictions = list(groups["products"]), list(groups["predictions"])
+        if not catalog_rows:
+            self.without_product.inc()  # a product deleted since the embed run: nothing to enrich
+            return
+        catalog: dict[str, list[str]] = {}
+        for row in catalog_rows:  # several rows for one id: the union of their values
+            for name, values in row.items():
+                catalog.setdefault(name, []).extend(values)
+        prediction = predictions[0] if predictions else {}
+        filled = fill_aspects(
+            catalog,
+            prediction.get("values"),
+            prediction.get("confidences"),
+            self.aspects,
+            self.min_confidence,
+        )
+        for aspect in self.aspects:
+            kind = {PROVENANCE_CATALOG: "from_catalog", PROVENANCE_PREDICTED: "predicted"}.get(
+                filled[aspect].provenance if aspect in filled else "", "empty"
+            )
+            self.counters[(aspect, kind)].inc(len(catalog_rows))
+        self.written.inc(len(catalog_rows))
+        aspects = [filled[a].as_row(a) for a in self.aspects if a in filled]
+        for _ in catalog_rows:  # one output row per catalog row read, so the counts reconcile
+            yield {"product_id": product_id, "aspects": aspects}
+
+
+class FillAspectGaps(beam.PTransform):
+    """{"products": catalog rows, "predictions": embedding rows} -> {"rows": enriched rows, dead letters}."""
+
+    def __init__(self, aspects: Sequence[str], min_confidence: float) -> None:
+        super().__init__()
+        if not 0 <= min_confidence <= 1:
+            raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
+        self.aspects, self.min_confidence = tuple(aspects), min_confidence
+
+    def expand(self, inputs: Mapping[str, beam.PCollection]) -> dict[str, beam.PCollection]:
+        keyed = inputs["products"] | "KeyCatalog" >> beam.ParDo(KeyCatalog("enrich")).with_outputs(
+            DEAD_LETTERS, main="valid"
+        )
+        joined = {
+            "products": keyed.valid,
+            "predictions": inputs["predictions"] | "KeyPredictions" >> beam.Map(key_predictions),
+        } | "JoinPredictions" >> beam.CoGroupByKey()
+        rows = joined | "FillAspects" >> beam.ParDo(_FillFn(self.aspects, self.min_confidence))
+        return {"rows": rows, DEAD_LETTERS: keyed[DEAD_LETTERS]}
+
+
+def counted(aspects: Sequence[str]) -> list[str]:
+    per_aspect = [f"{a}_{kind}" for a in aspects for kind in ("from_catalog", "predicted", "empty")]
+    totals = [
+        "products_read",
+        "products_dead_lettered",
+        "enriched_products_written",
+        "embeddings_without_product",
+    ]
+    return [*totals, *per_aspect]
+
+
+def enrich_catalog(
+    products: str,
+    embeddings: str,
+    output: str,
+    min_confidence: float = DEFAULT_FILL_CONFIDENCE,
+    aspects: Sequence[str] = ECOMMERCE_ASPECTS,
+    options: PipelineOptions | None = None,
+) -> dict[str, int]:
+    """Write `output/enriched-*.parquet` and its manifest; return the counts."""
+    embed_manifest = read_stage_manifest(embeddings, "madr-embeddings")
+    pipeline = make_pipeline(options or PipelineOptions([]))
+    enriched = {
+        "products": pipeline
+        | "ReadProducts" >> beam.io.ReadFromParquet(products, columns=["product_id", "aspects"]),
+        "predictions": pipeline
+        | "ReadPredictions"
+        >> beam.io.ReadFromParquet(
+            FileSystems.join(embeddings, "embeddings*.parquet"), columns=PREDICTION_COLUMNS
+        ),
+    } | FillAspectGaps(aspects, min_confidence)
+    _ = enriched["rows"] | "WriteEnriched" >> beam.io.WriteToParquet(
+        FileSystems.join(output, "enriched"),
+        schema=ENRICHED_PRODUCT_SCHEMA,
+        shard_name_template="-SSSSS-of-NNNNN",
+        file_name_suffix=".parquet",
+        codec="snappy",
+    )
+    _ = enriched[DEAD_LETTERS] | WriteDeadLetters(FileSystems.join(output, "dead_letters"))
+    result = pipeline.run()
+    result.wait_until_finish()
+    counts = {name: counter_value(result, name) for name in counted(aspects)}
+    check_reconciled(counts, aspects)
+    write_stage_manifest(
+        output,
+        kind=ENRICHED_KIND,
+        info={
+            "products": products,
+            "embeddings": embeddings,
+            "model_id": embed_manifest.get("model_id"),
+            "model_version": embed_manifest.get("model_version"),
+            "min_confidence": min_confidence,
+            "aspects": list(aspects),
+            "counts": counts,
+        },
+    )
+    return counts
+
+
+def check_reconciled(counts: Mapping[str, int], aspects: Sequence[str]) -> None:
+    """Products in = written + dead letters; per aspect, catalog + predicted + empty = written."""
+    written = counts["enriched_products_written"]
+    if counts["products_read"] != written + counts["products_dead_lettered"]:
+        raise RuntimeError(f"enrich lost products: {dict(counts)}")
+    for aspect in aspects:
+        total = sum(counts[f"{aspect}_{kind}"] for kind in ("from_catalog", "predicted", "empty"))
+        if total != written:
+            raise RuntimeError(
+                f"enrich counted {total} {aspect} fills for {written} products: {dict(counts)}"
+            )
+
+
+def format_counts(counts: Mapping[str, int], aspects: Sequence[str]) -> str:
+    lines = [
+        f"products read {counts['products_read']}, written {counts['enriched_products_written']}, "
+        f"dead letters {counts['products_dead_lettered']}",
+        f"{'aspect':<10} {'catalog':>8} {'predicted':>9} {'empty':>8}",
+    ]
+    for aspect in aspects:
+        row = (counts[f"{aspect}_{kind}"] for kind in ("from_catalog", "predicted", "empty"))
+        lines.append(f"{aspect:<10} " + " ".join(f"{n:>8}" for n in row))
+    return "\n".join(lines)

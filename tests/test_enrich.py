@@ -1,0 +1,192 @@
+"""`madr enrich`: the catalog's aspect gaps filled by sure predictions, with provenance, on a real runner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipelines.artifacts import write_stage_manifest
+from pipelines.catalog_io import DEAD_LETTERS
+from pipelines.cli import main
+from pipelines.enrich import FillAspectGaps, FilledAspect, enrich_catalog, fill_aspects
+from schemas import EMBEDDING_ANNOTATION_COLUMNS, ENRICHED_PRODUCT_SCHEMA, PRODUCT_SCHEMA, embedding_schema
+
+ASPECTS = ("category", "brand", "color")
+
+
+def test_catalog_values_are_never_overwritten() -> None:
+    filled = fill_aspects({"brand": ["Nike"]}, {"brand": "Adidas"}, {"brand": 0.99}, ASPECTS, 0.5)
+    assert filled == {"brand": FilledAspect(("Nike",), "catalog")}
+
+
+def test_a_prediction_fills_a_gap_only_at_or_above_min_confidence() -> None:
+    predicted = {"category": "socks", "brand": "nike", "color": "red"}
+    confidences = {"category": 0.5, "brand": 0.49999, "color": 0.9}
+    filled = fill_aspects({}, predicted, confidences, ASPECTS, 0.5)
+    assert filled == {
+        "category": FilledAspect(("socks",), "predicted", 0.5),
+        "color": FilledAspect(("red",), "predicted", 0.9),
+    }
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("catalog", {"brand": FilledAspect(("Nike",), "catalog")}),
+        (
+            "predicted",
+            {
+                "brand": FilledAspect(("adidas",), "predicted", 0.8),
+                "color": FilledAspect(("red",), "predicted", 0.7),
+            },
+        ),
+        (
+            "both",
+            {"brand": FilledAspect(("Nike",), "catalog"), "color": FilledAspect(("red",), "predicted", 0.7)},
+        ),
+    ],
+)
+def test_sources(source: str, expected: dict) -> None:
+    predicted, confidences = {"brand": "adidas", "color": "red"}, {"brand": 0.8, "color": 0.7}
+    assert fill_aspects({"brand": ["Nike"]}, predicted, confidences, ASPECTS, 0.5, source) == expected
+
+
+def test_unknown_source_is_refused() -> None:
+    with pytest.raises(ValueError, match="source must be one of"):
+        fill_aspects({}, {}, {}, ASPECTS, 0.5, "guess")
+
+
+def test_fill_transform_on_a_real_runner_dead_letters_bad_rows() -> None:
+    products = [
+        {"product_id": "p1", "aspects": [("brand", ["Nike"])]},
+        {"product_id": "p2", "aspects": None},
+        {"product_id": "", "aspects": None},  # no id: a dead letter, not a crash
+    ]
+    predictions = [
+        {"product_id": "p1", "aspect_values": [("color", "red")], "aspect_confidences": [("color", 0.9)]},
+        {"product_id": "p2", "aspect_values": [("brand", "puma")], "aspect_confidences": [("brand", 0.3)]},
+    ]
+    with TestPipeline() as pipeline:
+        out = {
+            "products": pipeline | "P" >> beam.Create(products),
+            "predictions": pipeline | "E" >> beam.Create(predictions),
+        } | FillAspectGaps(ASPECTS, 0.5)
+        expected = [
+            {
+                "product_id": "p1",
+                "aspects": [
+                    {"aspect": "brand", "values": ["Nike"], "provenance": "catalog", "confidence": None},
+                    {"aspect": "color", "values": ["red"], "provenance": "predicted", "confidence": 0.9},
+                ],
+            },
+            {"product_id": "p2", "aspects": []},
+        ]
+        assert_that(out["rows"], equal_to(expected), label="rows")
+        reasons = out[DEAD_LETTERS] | beam.Map(lambda d: "product_id" in d["reason"])
+        assert_that(reasons, equal_to([True]), label="dead")
+
+
+def _catalog(root: Path, count: int) -> tuple[str, str, dict]:
+    rng = np.random.default_rng(5)
+    rows, embedded, truth = [], [], {}
+    for i in range(count):
+        pid = f"p{i:03d}"
+        aspects = {"category": ["socks"]} if i % 2 else {"category": ["shoes"], "brand": ["nike"]}
+        rows.append({"product_id": pid, "title": f"t {pid}", "aspects": aspects})
+        confidence = float(rng.uniform())
+        truth[pid] = confidence
+        embedded.append(
+            {
+                "product_id": pid,
+                "embedding": [1.0, 0.0],
+                "model_id": "m",
+                "model_version": "1",
+                "content_hash": "0" * 64,
+                **dict.fromkeys(EMBEDDING_ANNOTATION_COLUMNS),
+                "aspect_values": {"brand": "adidas", "color": "red"},
+                "aspect_confidences": {"brand": confidence, "color": confidence},
+            }
+        )
+    # A row whose aspects are of the wrong type, in a file of its own (Parquet holds one type per column).
+    bad = pa.table(
+        {
+            "product_id": ["p-bad"],
+            "title": ["x"],
+            "aspects": pa.array([[("brand", [7])]], pa.map_(pa.string(), pa.list_(pa.int64()))),
+        }
+    )
+    good = pa.Table.from_pylist(
+        rows, schema=pa.schema([PRODUCT_SCHEMA.field(n) for n in ("product_id", "title", "aspects")])
+    )
+    (root / "catalog").mkdir()
+    pq.write_table(good, root / "catalog" / "a.parquet")
+    pq.write_table(bad, root / "catalog" / "b.parquet")
+    embeddings = root / "embeddings"
+    embeddings.mkdir()
+    pq.write_table(
+        pa.Table.from_pylist(embedded, schema=embedding_schema(2)), embeddings / "embeddings-0.parquet"
+    )
+    write_stage_manifest(
+        str(embeddings), "madr-embeddings", {"model_id": "m", "model_version": "1", "dimension": 2}
+    )
+    return str(root / "catalog" / "*.parquet"), str(embeddings), truth
+
+
+def test_enrich_catalog_counts_reconcile_and_provenance_is_written(tmp_path: Path) -> None:
+    products, embeddings, confidence = _catalog(tmp_path, 40)
+    counts = enrich_catalog(products, embeddings, str(tmp_path / "out"), 0.6, ASPECTS)
+    sure = sum(c >= 0.6 for c in confidence.values())
+    sure_without_brand = sum(c >= 0.6 for pid, c in confidence.items() if int(pid[1:]) % 2)
+    assert counts["products_read"] == 41 and counts["embeddings_without_product"] == 0
+    assert counts["products_dead_lettered"] == 1
+    assert counts["enriched_products_written"] == 40
+    assert (counts["category_from_catalog"], counts["category_predicted"], counts["category_empty"]) == (
+        40,
+        0,
+        0,
+    )
+    assert counts["brand_from_catalog"] == 20
+    assert counts["brand_predicted"] == sure_without_brand
+    assert counts["color_predicted"] == sure
+    assert counts["color_empty"] == 40 - sure
+    table = pa.concat_tables(pq.read_table(f) for f in sorted((tmp_path / "out").glob("enriched-*.parquet")))
+    assert table.schema.equals(ENRICHED_PRODUCT_SCHEMA, check_metadata=False)
+    rows = {r["product_id"]: {a["aspect"]: a for a in r["aspects"]} for r in table.to_pylist()}
+    assert rows["p000"]["brand"] == {
+        "aspect": "brand",
+        "values": ["nike"],
+        "provenance": "catalog",
+        "confidence": None,
+    }
+    for pid, c in confidence.items():
+        color = rows[pid].get("color")
+        assert (color is not None) == (c >= 0.6)
+        if color:
+            assert color["provenance"] == "predicted" and color["confidence"] == pytest.approx(c, abs=1e-6)
+    dead = [
+        json.loads(line)
+        for f in (tmp_path / "out").glob("dead_letters*")
+        for line in f.read_text().splitlines()
+    ]
+    assert [d["record_id"] for d in dead] == ["p-bad"]
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["kind"] == "madr-enriched-catalog" and manifest["counts"] == counts
+
+
+def test_enrich_command_prints_the_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    products, embeddings, _ = _catalog(tmp_path, 6)
+    assert (
+        main(["enrich", "--products", products, "--embeddings", embeddings, "--output", str(tmp_path / "o")])
+        == 0
+    )
+    printed = capsys.readouterr().out
+    assert "products read 7, written 6, dead letters 1" in printed
+    assert printed.splitlines()[-1].split()[0] == "color"

@@ -50,18 +50,32 @@ class Explanation:
         )
         if not aspects:
             return f"this variant has no aspect views; cosine score {self.score:.4f}"
+        # Each column is as wide as its longest value, so value names are shown whole.
+        rows = {
+            side: [
+                (label, [_cell(values.get(a)) for a in aspects])
+                for label, values in (
+                    ("prediction", notes.aspect_values),
+                    ("confidence", notes.aspect_confidences),
+                    ("presence", notes.aspect_presence),
+                    ("weight", notes.fusion_weights),
+                )
+                if values  # a variant without fusion weights (MtBERT) gets no empty row
+            ]
+            for side, notes in (("Query", self.query), ("Product", self.product))
+        }
+        widths = [
+            max([len(a), *(len(cells[i]) for side in rows.values() for _, cells in side)]) + 2
+            for i, a in enumerate(aspects)
+        ]
+
+        def line(label: str, cells: list[str]) -> str:
+            return f"  {label:<12}" + "".join(f"{c:>{w}}" for c, w in zip(cells, widths, strict=True))
+
         lines = []
-        for side, notes in (("Query", self.query), ("Product", self.product)):
-            lines.append(f"{side}:")
-            lines.append(f"  {'':<12}" + "".join(f"{a:>14}" for a in aspects))
-            for label, values in (
-                ("prediction", notes.aspect_values),
-                ("confidence", notes.aspect_confidences),
-                ("presence", notes.aspect_presence),
-                ("weight", notes.fusion_weights),
-            ):
-                cells = "".join(f"{_cell(values.get(a)):>14}" for a in aspects)
-                lines.append(f"  {label:<12}{cells}")
+        for side, side_rows in rows.items():
+            lines += [f"{side}:", line("", list(aspects))]
+            lines += [line(label, cells) for label, cells in side_rows]
         lines.append(f"Score (cosine): {self.score:.4f}")
         return "\n".join(lines)
 
@@ -71,7 +85,7 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, float):
         return f"{value:.3f}"
-    return str(value)[:13]
+    return str(value)
 
 
 def _product(text: str) -> dict[str, Any]:

@@ -270,6 +270,9 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
             # The faster of the index and exact search at this depth, by measurement (both reported).
             "--searcher",
             "auto",
+            # Tonight's catalog: the annotations are scored on the products the model held out.
+            "--products",
+            job.catalog,
         ]
         _run_stage(
             report,

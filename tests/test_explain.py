@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from model import new_encoder
+from model.annotations import RecordAnnotations
 from model.aspects.vocabulary import AspectVocabulary
 from pipelines.cli import main
-from pipelines.explain import explain, neighbours
+from pipelines.explain import Explanation, explain, neighbours
 from tests.conftest import tiny_backbone
 
 RECORDS = [
@@ -63,3 +64,15 @@ def test_neighbours_lists_the_nearest_values_first(
 def test_neighbours_needs_a_variant_with_value_tables(tiny_model_dir) -> None:
     with pytest.raises(ValueError, match="has no aspect value tables"):
         neighbours(str(tiny_model_dir), "category", "Bedding")
+
+
+def test_the_table_shows_whole_value_names_and_no_empty_rows() -> None:
+    long_name = "mattress toppers and pads"
+    notes = RecordAnnotations(
+        aspect_values={"category": long_name, "color": "red"},
+        aspect_confidences={"category": 0.9, "color": 0.5},
+        aspect_presence={"category": 0.8, "color": 0.7},
+    )
+    lines = Explanation(notes, notes, 0.5).format().splitlines()
+    assert any(line.split()[1:] == ["mattress", "toppers", "and", "pads", "red"] for line in lines)
+    assert not any(line.strip().startswith("weight") for line in lines)  # no fusion weights: no row

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from index_builder.config import ScannIndexConfig
-from schemas.manifest import MANIFEST_FILE, ArtifactError, sha256_file
+from schemas.manifest import MANIFEST_FILE, ArtifactError, digest_mismatch, sha256_file
 from schemas.records import PRODUCT_SCHEMA
 
 FORMAT_NAME = "madr-scann-index"
@@ -205,11 +205,11 @@ def read_verified_manifest(directory: Path) -> IndexManifest:
         if not path.is_file():
             raise IndexArtifactError(f"{path} is missing from the index artifact; {REBUILD_HINT}")
         actual = file_entry(path)
-        if actual != expected:
+        if actual.sha256 != expected.sha256:  # worded like every other artifact's (schemas.manifest)
+            raise IndexArtifactError(digest_mismatch(str(path), actual.sha256, expected.sha256, REBUILD_HINT))
+        if actual.size != expected.size:  # the same bytes: it is the manifest that was edited
             raise IndexArtifactError(
-                f"{path} does not match the manifest (sha256 {actual.sha256[:12]}…, {actual.size} bytes; "
-                f"expected {expected.sha256[:12]}…, {expected.size} bytes): the file was altered or "
-                f"truncated; {REBUILD_HINT}"
+                f"{path} is {actual.size} bytes, its manifest says {expected.size}; {REBUILD_HINT}"
             )
     unlisted = sorted(
         path.relative_to(directory).as_posix()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
 import json
 import os
 import shutil
@@ -24,7 +23,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.runner import PipelineResult
 
 from schemas import ArtifactError
-from schemas.manifest import MANIFEST_FILE
+from schemas.manifest import MANIFEST_FILE, sha256_stream, verify_files
 
 
 def counter_value(result: PipelineResult, name: str) -> int:
@@ -34,11 +33,9 @@ def counter_value(result: PipelineResult, name: str) -> int:
 
 
 def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with FileSystems.open(path) as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+    # Stored bytes as they are: FileSystems would otherwise gunzip a name ending in .gz.
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        return sha256_stream(handle)
 
 
 def _match(folder: str, pattern: str) -> list:
@@ -91,6 +88,21 @@ def read_stage_manifest(folder: str, kind: str, complete: bool = True) -> dict[s
             f"{'is' if len(missing) == 1 else 'are'} missing; restore it, or delete {folder} and rerun the "
             "stage that wrote it"
         )
+    return manifest
+
+
+def verify_stage_folder(folder: str, kind: str, fix: str) -> dict[str, Any]:
+    """A stage folder's manifest, after checking every file in the folder against it.
+
+    Through `schemas.manifest.verify_files`, like every other artifact: each listed file must have
+    the sha256 the manifest records, and no file may have been added (readers glob the folder, so an
+    added shard would be read unchecked). `fix` ends the error messages.
+    """
+    manifest = read_stage_manifest(folder, kind)
+    root = folder.rstrip("/")
+    present = [metadata.path[len(root) + 1 :] for metadata in _match(folder, "*")]
+    listed = manifest.get("files", {})
+    verify_files(listed, present, lambda name: FileSystems.join(folder, name), _sha256, fix)
     return manifest
 
 

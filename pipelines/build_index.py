@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from index_builder import ScannIndexBuilder
 from pipelines.artifacts import read_embeddings
+from pipelines.options import VerifyOptions, add_stage_arguments
+from pipelines.verify import verified_stage_manifest
 
 LOGGER = logging.getLogger(__name__)
 
@@ -38,9 +40,13 @@ def add_build_index_arguments(parser: argparse.ArgumentParser) -> None:
         default=10_000,
         help="Deepest k the index must serve well (Recall@10k by default); sizes leaves and reorder",
     )
+    add_stage_arguments(parser, VerifyOptions)
 
 
-def build_index(embeddings: str, out: str, max_k: int = 10_000) -> IndexBuildReport:
+def build_index(embeddings: str, out: str, max_k: int = 10_000, verify: bool = True) -> IndexBuildReport:
+    """Index the shards of `embeddings` into `out`, after checking them against their manifest
+    (`verify` False: --no_verify, with a warning)."""
+    verified_stage_manifest(embeddings, "madr-embeddings", verify)
     ids, matrix, manifest = read_embeddings(embeddings)
     builder = ScannIndexBuilder.for_corpus(len(ids), matrix.shape[1], max_k=max_k)
     config = builder.create_config()

@@ -50,6 +50,7 @@ from pipelines.options import (
     ExportOptions,
     ModelOptions,
     OutputOptions,
+    VerifyOptions,
     add_stage_arguments,
 )
 from pipelines.presets import apply_preset, explicit_flags
@@ -119,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=BEAM_NOTE,
         description="Read products, validate them, embed them with a trained model, write Parquet shards.",
     )
-    add_stage_arguments(embed, ModelOptions, OutputOptions, EmbedOptions)
+    add_stage_arguments(embed, ModelOptions, OutputOptions, EmbedOptions, VerifyOptions)
 
     index = commands.add_parser(
         "build-index",
@@ -152,7 +153,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=BEAM_NOTE,
         description="Embed queries, search the index, join judgments, write metrics.json and the run file.",
     )
-    add_stage_arguments(evaluate, ModelOptions, OutputOptions, EvaluateOptions)
+    add_stage_arguments(evaluate, ModelOptions, OutputOptions, EvaluateOptions, VerifyOptions)
     evaluate.add_argument(
         "--products",
         help="Catalog Parquet file or glob: also report the model's aspect Accuracy@1/@3 on held-out "
@@ -185,6 +186,7 @@ def _parser() -> argparse.ArgumentParser:
         "precision at each level)",
     )
     enrich.add_argument("--aspects", default="category,brand,color", help="Aspects to fill")
+    add_stage_arguments(enrich, VerifyOptions)
 
     export = commands.add_parser(
         "export-vertex",
@@ -203,7 +205,7 @@ def _parser() -> argparse.ArgumentParser:
         help="With --restricts predicted or both: lowest confidence of a predicted restrict (0.5)",
     )
     export.add_argument("--output", help="(required) Folder for the export files (nothing else is put there)")
-    add_stage_arguments(export, ExportOptions)
+    add_stage_arguments(export, ExportOptions, VerifyOptions)
 
     experiment = commands.add_parser(
         "experiment",
@@ -234,6 +236,7 @@ def _parser() -> argparse.ArgumentParser:
         "index, evaluate it, and move OUT/LATEST only when every stage has succeeded.",
     )
     add_nightly_arguments(nightly)
+    add_stage_arguments(nightly, VerifyOptions)
 
     compare = commands.add_parser(
         "compare",
@@ -310,15 +313,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             str(args.max_k),
             "--num_index_shards",
             str(args.num_index_shards),
+            *(["--no_verify"] if args.no_verify else []),
             *beam_args,
         ]
         print(run_build_index(PipelineOptions(flags)))
     elif args.command == "build-index":
-        report = build_index(args.embeddings, args.out, args.max_k)
+        report = build_index(args.embeddings, args.out, args.max_k, verify=not args.no_verify)
         print(f"indexed {report.count} x {report.dimension} in {report.seconds:.1f}s -> {report.directory}")
     elif args.command == "enrich":
         names = AspectSchema.parse(args.aspects).names
-        beam_options = PipelineOptions(beam_args)
+        beam_options = PipelineOptions(beam_args, no_verify=args.no_verify)
         counts = enrich_catalog(
             args.products, args.embeddings, args.output, args.min_confidence, names, beam_options
         )
@@ -340,7 +344,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for value, similarity in neighbours(args.model, args.aspect, args.value, args.top):
             print(f"({similarity:.3f}) {value}")
     elif args.command == "nightly":
-        report = run_nightly(job_from_args(args, beam_args))
+        # --no_verify reaches each stage the way the Beam flags do.
+        report = run_nightly(job_from_args(args, [*beam_args, *(["--no_verify"] if args.no_verify else [])]))
         print(f"run {report.run_id} published (previous {report.previous_run_id}); stages {report.stages}")
     elif args.command == "compare":
         print(compare_runs(args.run_a, args.run_b).format())

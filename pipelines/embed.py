@@ -6,9 +6,11 @@ Composite transforms, each testable alone on a TestPipeline:
                   -> EmbedTexts (RunInference; a failed batch is retried record by record)
                   -> WriteEmbeddings (+ the reused rows, + WriteDeadLetters)
 
-`run_embed` wires them, checks that the counts reconcile
+`build_embed` verifies the model (and --previous) against their manifests first
+(`pipelines.verify`), then wires them. `run_embed` checks that the counts reconcile
 (read = embedded + reused + dead-lettered), writes the manifest last, and fails
-the job when the dead-letter fraction exceeds --max_dead_letter_fraction.
+the job when the dead-letter fraction exceeds --max_dead_letter_fraction. A vector
+that is non-finite or all zeros is a dead letter too (`embedding_defect`).
 
 Memory stays flat with the catalog size on Beam's local runner, which holds in memory
 every PCollection that crosses a GroupByKey or a multi-input Flatten: the products go
@@ -27,6 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 from apache_beam import pvalue
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
@@ -53,6 +56,7 @@ from pipelines.inference import (
 )
 from pipelines.options import EmbedOptions, ModelOptions, OutputOptions
 from pipelines.runner import make_pipeline, require_options
+from pipelines.verify import verification_wanted, verified_stage_manifest, verify_model
 from schemas import embedding_schema
 
 LOGGER = logging.getLogger(__name__)
@@ -64,27 +68,49 @@ class DeadLetterThresholdExceeded(RuntimeError):
     """More records were rejected than --max_dead_letter_fraction allows."""
 
 
+def embedding_defect(vector: np.ndarray) -> str | None:
+    """Why a vector must not be written, or None for a usable one.
+
+    A damaged model does not raise: one with a byte of its weights flipped was seen to write all-zero
+    vectors and exit 0, and exact search and the Vertex export take such rows as they are. Non-finite
+    values poison every dot product they enter. Both are caught here, per vector, as dead letters.
+    """
+    finite = np.isfinite(vector)
+    if not finite.all():
+        return (
+            f"invalid embedding: {int(vector.size - finite.sum())} of {vector.size} values are not finite "
+            "(NaN or infinity); is the model damaged?"
+        )
+    if not vector.any():
+        return "invalid embedding: every value is zero; is the model damaged?"
+    return None
+
+
 class _ToEmbeddingRow(beam.DoFn):
-    """Inference results -> embedding rows; a record that failed alone -> `dead_letters`."""
+    """Inference results -> embedding rows; a record that failed alone, or whose vector is
+    non-finite or all zeros -> `dead_letters`."""
 
     def __init__(self, identity: ModelIdentity) -> None:
         self.identity = identity
         self.embedded = Metrics.counter(METRICS_NAMESPACE, "products_embedded")
         self.rejected = Metrics.counter(METRICS_NAMESPACE, "products_dead_lettered")
+        self.invalid = Metrics.counter(METRICS_NAMESPACE, "embeddings_invalid")
 
     def process(self, result: PredictionResult) -> Iterator[Any]:
         example: TextToEncode = result.example
         if isinstance(result.inference, EncodingFailed):
-            self.rejected.inc()
-            record = {"product_id": example.key, "text": example.text}
-            reason = f"inference failed: {result.inference.error}"
-            yield pvalue.TaggedOutput(DEAD_LETTERS, dead_letter("embed", record, reason, example.key))
+            yield self._dead_letter(example, f"inference failed: {result.inference.error}")
             return
-        self.embedded.inc()
         if isinstance(result.inference, AnnotatedEmbedding):
             vector, annotations = result.inference.embedding, result.inference.annotations.as_row()
         else:  # a handler built without annotate=True
             vector, annotations = result.inference, dict.fromkeys(ANNOTATION_COLUMNS)
+        defect = embedding_defect(vector)
+        if defect:
+            self.invalid.inc()
+            yield self._dead_letter(example, defect)
+            return
+        self.embedded.inc()
         yield {
             "product_id": example.key,
             "embedding": vector,  # float32 numpy: Arrow takes it as is, no Python floats
@@ -93,6 +119,11 @@ class _ToEmbeddingRow(beam.DoFn):
             "content_hash": content_hash(example.text),
             **annotations,
         }
+
+    def _dead_letter(self, example: TextToEncode, reason: str) -> pvalue.TaggedOutput:
+        self.rejected.inc()
+        record = {"product_id": example.key, "text": example.text}
+        return pvalue.TaggedOutput(DEAD_LETTERS, dead_letter("embed", record, reason, example.key))
 
 
 class EmbedTexts(beam.PTransform):
@@ -166,6 +197,7 @@ COUNTERS = (
     "products_dead_lettered",
     "products_dropped_since_previous",
     "products_new_or_changed",
+    "embeddings_invalid",
     "inference_batches",
 )
 
@@ -177,8 +209,10 @@ def check_counts(counts: dict[str, int], max_dead_letter_fraction: float) -> Non
         raise RuntimeError(f"counts do not reconcile: read {counts['products_read']}, accounted {accounted}")
     read, dead = counts["products_read"], counts["products_dead_lettered"]
     if read and dead > max_dead_letter_fraction * read:
+        invalid = counts.get("embeddings_invalid", 0)
+        cause = f" ({invalid} of them for an invalid embedding: check the model)" if invalid else ""
         raise DeadLetterThresholdExceeded(
-            f"{dead} of {read} products are dead letters, more than --max_dead_letter_fraction="
+            f"{dead} of {read} products are dead letters{cause}, more than --max_dead_letter_fraction="
             f"{max_dead_letter_fraction}; see the dead_letters-*.jsonl files"
         )
 
@@ -191,6 +225,9 @@ def build_embed(options: PipelineOptions) -> tuple[beam.Pipeline, ModelIdentity]
     require_options(output, "output")
     if not 0 <= opts.max_dead_letter_fraction <= 1:
         raise ValueError("--max_dead_letter_fraction must be in [0, 1]")
+    # Inputs are checked here, before anything is built or written; workers trust this check.
+    verify = verification_wanted(options)
+    verify_model(model.model, verify)
     identity = ModelIdentity.of(model.model)
     handler = EncoderModelHandler(
         model.model,
@@ -206,7 +243,9 @@ def build_embed(options: PipelineOptions) -> tuple[beam.Pipeline, ModelIdentity]
     pipeline = make_pipeline(options)
     inputs = {"groups": pipeline | "ListProducts" >> ListRowGroups(opts.products)}
     if opts.previous:
-        previous = previous_pattern(previous_embeddings_folder(opts.previous))
+        previous_folder = previous_embeddings_folder(opts.previous)
+        verified_stage_manifest(previous_folder, EMBEDDINGS_KIND, verify)
+        previous = previous_pattern(previous_folder)
         inputs["previous"] = pipeline | "ListPrevious" >> ListRowGroups(previous)
     plan = inputs | PlanEmbedding(identity)
     embedded = plan[TO_EMBED] | EmbedTexts(handler, identity)

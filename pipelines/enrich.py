@@ -23,9 +23,10 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.artifacts import counter_value, read_stage_manifest, write_stage_manifest
+from pipelines.artifacts import counter_value, write_stage_manifest
 from pipelines.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE, WriteDeadLetters, dead_letter
 from pipelines.runner import make_pipeline
+from pipelines.verify import verification_wanted, verified_stage_manifest
 from schemas import (
     ECOMMERCE_ASPECTS,
     ENRICHED_PRODUCT_SCHEMA,
@@ -206,7 +207,7 @@ def enrich_catalog(
     options: PipelineOptions | None = None,
 ) -> dict[str, int]:
     """Write `output/enriched-*.parquet` and its manifest; return the counts."""
-    embed_manifest = read_stage_manifest(embeddings, "madr-embeddings")
+    embed_manifest = verified_stage_manifest(embeddings, "madr-embeddings", verification_wanted(options))
     pipeline = make_pipeline(options or PipelineOptions([]))
     enriched = {
         "products": pipeline

@@ -49,6 +49,7 @@ from pipelines.evaluation_report import (
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode
 from pipelines.options import EmbedOptions, EvaluateOptions, ModelOptions, OutputOptions
 from pipelines.runner import make_pipeline, require_options
+from pipelines.verify import verification_wanted, verified_stage_manifest, verify_model
 from schemas import per_query_metrics_schema, validate_judgment, validate_query
 
 LOGGER = logging.getLogger(__name__)
@@ -148,6 +149,11 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
     require_options(opts, "queries", "judgments")
     require_options(model, "model")
     require_options(output, "output")
+    # Inputs are checked once, here, before any work; workers (and the annotation quality) trust it.
+    # The index is checked by its own loader whenever it is opened.
+    verify_model(model.model, verification_wanted(options))
+    if opts.embeddings:
+        verified_stage_manifest(opts.embeddings, "madr-embeddings", verification_wanted(options))
     if rule is not None:
         rule_source = "the caller of run_evaluate"
     else:

@@ -36,7 +36,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.artifacts import counter_value, list_files, read_stage_manifest
+from pipelines.artifacts import counter_value, list_files
 from pipelines.catalog_io import METRICS_NAMESPACE
 from pipelines.enrich import (
     DEFAULT_FILL_CONFIDENCE,
@@ -47,6 +47,7 @@ from pipelines.enrich import (
 )
 from pipelines.options import EmbedOptions, EvaluateOptions, ExportOptions, OutputOptions
 from pipelines.runner import make_pipeline, require_options
+from pipelines.verify import verification_wanted, verified_stage_manifest
 from schemas import ECOMMERCE_ASPECTS, PROVENANCE_PREDICTED, AspectSchema, InvalidRecord
 from schemas.validation import normalise_aspects
 
@@ -239,7 +240,7 @@ def export_vertex(
     """
     if not isinstance(num_files, int) or not 0 <= num_files <= MAX_VERTEX_FILES:
         raise ValueError(f"num_files must be in [0, {MAX_VERTEX_FILES}] (Vertex's limit), got {num_files!r}")
-    embed_manifest = read_stage_manifest(embeddings, "madr-embeddings")
+    embed_manifest = verified_stage_manifest(embeddings, "madr-embeddings", verification_wanted(options))
     if FileSystems.match([FileSystems.join(output, "**")])[0].metadata_list:
         raise FileExistsError(
             f"{output} is not empty; Vertex would import every file in it. Choose a new folder"

@@ -35,10 +35,10 @@ from apache_beam.utils.windowed_value import WindowedValue
 from index_builder import ScannIndex, ScannIndexBuilder
 from index_builder.artifact import FileEntry, IndexManifest
 from index_builder.partitioned import PartitionedManifest, ShardEntry, shard_dir_name, shard_of
-from pipelines.artifacts import read_stage_manifest
 from pipelines.catalog_io import METRICS_NAMESPACE
 from pipelines.options import EvaluateOptions, IndexOptions, OutputOptions
 from pipelines.runner import make_pipeline, require_options
+from pipelines.verify import verification_wanted, verified_stage_manifest
 from schemas.manifest import MANIFEST_FILE
 
 LOGGER = logging.getLogger(__name__)
@@ -301,7 +301,9 @@ def run_build_index(options: PipelineOptions) -> PartitionedBuildReport:
     require_options(inputs, "embeddings")
     require_options(output, "output")
     _require_empty(output.output)
-    embed_manifest = read_stage_manifest(inputs.embeddings, "madr-embeddings")
+    # Checked once, here; the workers that read the shards trust this check.
+    verify = verification_wanted(options)
+    embed_manifest = verified_stage_manifest(inputs.embeddings, "madr-embeddings", verify)
     model_id, model_version = embed_manifest["model_id"], str(embed_manifest["model_version"])
     num_shards = index_opts.num_index_shards
     started = time.perf_counter()

@@ -34,6 +34,20 @@ class ModelOptions(PipelineOptions):
         )
 
 
+class VerifyOptions(PipelineOptions):
+    """Whether a stage checks its input artifacts against their manifests (`pipelines.verify`)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--no_verify",
+            action="store_true",
+            help="For experts: do not check the sha256 of the input artifacts (model, tokenizer, "
+            "vocabularies, embeddings) against their manifests; a warning names what was not checked. "
+            "Index artifacts are always checked when they are opened",
+        )
+
+
 class OutputOptions(PipelineOptions):
     @classmethod
     def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:

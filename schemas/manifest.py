@@ -2,7 +2,13 @@
 
 A manifest is written last, after every file it lists, so a directory without one
 is an unfinished artifact. It records the artifact kind, free-form provenance and
-the sha256 and size of every file, which `verify_manifest` checks on load.
+the sha256 and size of every file.
+
+This module is the one place that hashes artifact files and checks them against a
+manifest: `verify_manifest` for local directories (a model), and `verify_files` for any
+storage a caller can list and open (pipelines.artifacts uses it for stage folders on
+local disk or gs://). Every mismatch reads the same way (`digest_mismatch`), the index
+artifact's own checks (index_builder.artifact) included.
 """
 
 from __future__ import annotations
@@ -10,22 +16,40 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 MANIFEST_FILE = "manifest.json"
+# Files hashed at once by `verify_files`: reads from gs:// are latency-bound, and hashlib releases
+# the GIL on large buffers, so a few threads overlap them without holding many files in memory.
+HASH_THREADS = 8
 
 
 class ArtifactError(RuntimeError):
     """An artifact directory that is incomplete, altered, or of the wrong kind."""
 
 
-def sha256_file(path: Path, chunk_size: int = 1 << 20) -> str:
+def sha256_stream(handle: BinaryIO, chunk_size: int = 1 << 20) -> str:
+    """The sha256 of everything left in an open binary file (local, gs://, any file-like object)."""
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(chunk_size):
-            digest.update(chunk)
+    while chunk := handle.read(chunk_size):
+        digest.update(chunk)
     return digest.hexdigest()
+
+
+def sha256_file(path: Path, chunk_size: int = 1 << 20) -> str:
+    with Path(path).open("rb") as handle:
+        return sha256_stream(handle, chunk_size)
+
+
+def digest_mismatch(path: str, actual: str, expected: str, fix: str) -> str:
+    """What is said of a file whose bytes are not the ones its manifest recorded: both hashes, the fix."""
+    return (
+        f"{path}: sha256 {actual} does not match the manifest's {expected}; "
+        f"the artifact was changed after it was written: {fix}"
+    )
 
 
 def write_manifest(directory: str | Path, kind: str, info: dict[str, Any]) -> Path:
@@ -49,27 +73,74 @@ def write_manifest(directory: str | Path, kind: str, info: dict[str, Any]) -> Pa
     return target
 
 
-def read_manifest(directory: str | Path, kind: str) -> dict[str, Any]:
-    path = Path(directory) / MANIFEST_FILE
+def read_manifest(directory: str | Path, kind: str, fix: str | None = None) -> dict[str, Any]:
+    """The manifest of `directory`, which must be a finished `kind` artifact; `fix` ends the errors."""
+    root = Path(directory)
+    advice = f": {fix}" if fix else ""
+    if not root.is_dir():
+        raise ArtifactError(f"{directory} is not a directory, so not a {kind} artifact{advice}")
+    path = root / MANIFEST_FILE
     if not path.is_file():
-        raise ArtifactError(f"{directory} has no {MANIFEST_FILE}: it is not a finished {kind} artifact")
+        raise ArtifactError(
+            f"{directory} has no {MANIFEST_FILE}: it is not a finished {kind} artifact{advice}"
+        )
     manifest = json.loads(path.read_text())
     if manifest.get("kind") != kind:
-        raise ArtifactError(f"{directory} holds a {manifest.get('kind')!r} artifact, expected {kind!r}")
+        raise ArtifactError(
+            f"{directory} holds a {manifest.get('kind')!r} artifact, expected {kind!r}{advice}"
+        )
     return manifest
 
 
-def verify_manifest(directory: str | Path, kind: str) -> dict[str, Any]:
-    """Check every listed file's presence and sha256; return the manifest."""
+def verify_files(
+    listed: Mapping[str, Mapping[str, Any]],
+    present: Iterable[str],
+    path_of: Callable[[str], str],
+    sha256_of: Callable[[str], str],
+    fix: str,
+    allow_unlisted: bool = False,
+) -> None:
+    """Every file a manifest lists is present with the sha256 it records; raise `ArtifactError` if not.
+
+    `listed` is the manifest's "files", `present` the names the folder holds now, `path_of` a
+    name's full path and `sha256_of` a path's hash. Without `allow_unlisted`, a file the manifest
+    does not list is refused too: readers take files by name or by glob, so a planted or stale
+    file would be used without ever being checked.
+    """
+    on_disk = set(present)
+    missing = sorted(set(listed) - on_disk)
+    if missing:
+        raise ArtifactError(f"{path_of(missing[0])} is listed in the {MANIFEST_FILE} but missing: {fix}")
+    unlisted = sorted(on_disk - set(listed) - {MANIFEST_FILE})
+    if unlisted and not allow_unlisted:
+        raise ArtifactError(
+            f"{path_of(unlisted[0])} is not listed in the {MANIFEST_FILE}"
+            + (f" (nor are {len(unlisted) - 1} more)" if len(unlisted) > 1 else "")
+            + f"; it was added after the artifact was written: remove it, or {fix}"
+        )
+    names = sorted(listed)
+    with ThreadPoolExecutor(max_workers=max(1, min(HASH_THREADS, len(names)))) as pool:
+        # In name order, so the first mismatch reported is the same on every run.
+        for name, actual in zip(names, pool.map(lambda n: sha256_of(path_of(n)), names), strict=True):
+            expected = str(listed[name]["sha256"])
+            if actual != expected:
+                raise ArtifactError(digest_mismatch(path_of(name), actual, expected, fix))
+
+
+def verify_manifest(
+    directory: str | Path, kind: str, fix: str = "rebuild the artifact", allow_unlisted: bool = True
+) -> dict[str, Any]:
+    """Check every listed file's presence and sha256 (and, unless `allow_unlisted`, that nothing was
+    added); return the manifest."""
     root = Path(directory)
-    manifest = read_manifest(root, kind)
-    for name, expected in manifest["files"].items():
-        path = root / name
-        if not path.is_file():
-            raise ArtifactError(f"{kind} artifact {root}: {name} is missing; rebuild the artifact")
-        if sha256_file(path) != expected["sha256"]:
-            raise ArtifactError(
-                f"{kind} artifact {root}: {name} was altered after it was written "
-                "(sha256 differs from the manifest); rebuild the artifact"
-            )
+    manifest = read_manifest(root, kind, fix)
+    present = (path.relative_to(root).as_posix() for path in root.rglob("*") if path.is_file())
+    verify_files(
+        manifest["files"],
+        present,
+        lambda name: str(root / name),
+        lambda path: sha256_file(Path(path)),
+        fix,
+        allow_unlisted,
+    )
     return manifest

@@ -15,6 +15,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from transformers import BertConfig
 
 from model import new_encoder
+from schemas import write_manifest
 
 
 def tiny_backbone() -> dict:
@@ -31,12 +32,14 @@ def tiny_backbone() -> dict:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A saved, untrained tiny BiBERT directory (projection 16)."""
+    """A saved, untrained tiny BiBERT directory (projection 16), with its manifest like `madr train`'s."""
     directory = tmp_path_factory.mktemp("tiny-bibert")
     encoder, tokenizer = new_encoder(
         "bibert", pretrained=False, backbone=tiny_backbone(), projection_dim=16, model_version="test"
     )
     encoder.save_pretrained(directory, tokenizer)
+    # Stages verify a model against its manifest before using it (pipelines.verify).
+    write_manifest(directory, "madr-model", {"variant": "bibert", "model_version": "test"})
     return directory
 
 

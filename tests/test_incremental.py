@@ -17,7 +17,7 @@ from pipelines.embed import run_embed
 from pipelines.incremental import _PlanFn
 from pipelines.inference import ModelIdentity, TextToEncode
 from pipelines.key_index import KeyIndex, content_key, id_key
-from schemas import ArtifactError
+from schemas import ArtifactError, write_manifest
 from tests.test_embed_pipeline import catalog, write_catalog
 
 
@@ -90,6 +90,7 @@ def test_a_new_model_version_re_embeds_everything(tmp_path, tiny_model_dir) -> N
     encoder.config = encoder.config.replace(model_version="test-2")
     new_model = tmp_path / "model-v2"
     encoder.save_pretrained(new_model, tokenizer)
+    write_manifest(new_model, "madr-model", {"model_version": "test-2"})  # embed verifies the model
     counts = _embed(products, str(new_model), str(tmp_path / "v2"), "--previous", str(tmp_path / "v1"))
     assert (counts["products_embedded"], counts["products_reused"]) == (12, 0)
 

@@ -1,0 +1,79 @@
+"""Verify before use: a stage checks every artifact it reads against that artifact's manifest.
+
+Each stage calls these on the driver, once per input, before it builds its pipeline, so a changed
+file stops the job before any work is done or any output is written. The checks themselves are
+`schemas.manifest`'s (the one manifest API): a listed file that is missing, a file the manifest does
+not list, or a sha256 other than the recorded one is refused with the file, both hashes and the fix.
+
+What is checked where:
+
+- a model directory (weights, config, tokenizer, aspect vocabularies): `verify_model`, by embed
+  and evaluate. Workers trust the driver's check: `EncoderModelHandler.load_model` does not hash
+  again. On the local runners the workers load the very files the driver hashed; on a cluster they
+  load the same path from their container, which must be built from the verified folder.
+- an embed output (shards and dead letters): `verified_stage_manifest`, by build-index, evaluate
+  (--embeddings), enrich, export-vertex and embed (--previous). Workers that read the shards later
+  trust the driver's check too.
+- an index artifact: its own loader (`index_builder.artifact`) verifies it on every open, on the
+  driver and on workers alike; --no_verify does not skip that, since ScaNN would otherwise load
+  (and unpickle) whatever files it finds.
+
+`--no_verify` (`pipelines.options.VerifyOptions`) skips the first two, with a WARNING that names
+what was used unchecked.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines.artifacts import read_stage_manifest, verify_stage_folder
+from pipelines.options import VerifyOptions
+from schemas.manifest import verify_manifest
+
+LOGGER = logging.getLogger(__name__)
+MODEL_KIND = "madr-model"
+MODEL_FIX = "copy the model directory again from where `madr train` wrote it, or train it again"
+# What to do about a changed stage folder, by manifest kind; other kinds get the generic advice.
+STAGE_FIXES = {"madr-embeddings": "run `madr embed` again into a new folder"}
+GENERIC_FIX = "run the stage that wrote it again, into a new folder"
+
+
+def verification_wanted(options: PipelineOptions | None) -> bool:
+    """False only when the stage was given --no_verify (no options: a library call, which verifies)."""
+    return options is None or not options.view_as(VerifyOptions).no_verify
+
+
+def _unchecked(what: str, path: str) -> None:
+    LOGGER.warning(
+        "--no_verify: %s %s is used without checking its files' sha256 against its manifest; "
+        "a changed or damaged file will go unnoticed",
+        what,
+        path,
+    )
+
+
+def verify_model(model_dir: str, verify: bool = True) -> dict[str, Any] | None:
+    """Check a model directory against its manifest; return the manifest (None under --no_verify).
+
+    Every file must be listed, not only those listed present: the loaders open the tokenizer's and the
+    vocabularies' files by name, so an added one would change the model unchecked.
+    """
+    if not verify:
+        _unchecked("the model", model_dir)
+        return None
+    return verify_manifest(model_dir, MODEL_KIND, MODEL_FIX, allow_unlisted=False)
+
+
+def verified_stage_manifest(folder: str, kind: str, verify: bool = True) -> dict[str, Any]:
+    """A stage folder's manifest, its files checked against it first unless `verify` is False.
+
+    A drop-in for `read_stage_manifest` where a stage reads a folder as input: with --no_verify it
+    still refuses a folder without a manifest or with a listed file missing, as that does.
+    """
+    if not verify:
+        _unchecked(f"the {kind} folder", folder)
+        return read_stage_manifest(folder, kind)
+    return verify_stage_folder(folder, kind, STAGE_FIXES.get(kind, GENERIC_FIX))

@@ -1,0 +1,284 @@
+"""Verify before use: every stage checks its input artifacts against their manifests (issue 13, item 1).
+
+A changed model, tokenizer or embeddings shard is refused before any work, naming the file and both
+hashes; --no_verify lets it through with a warning; a model that produces non-finite or all-zero
+vectors has those rows dead-lettered, and the job fails past --max_dead_letter_fraction.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from apache_beam.ml.inference.base import PredictionResult
+from apache_beam.options.pipeline_options import PipelineOptions
+from safetensors.torch import load_file, save_file
+
+from pipelines.artifacts import write_stage_manifest
+from pipelines.build_index import build_index
+from pipelines.cli import main
+from pipelines.embed import DeadLetterThresholdExceeded, _ToEmbeddingRow, embedding_defect, run_embed
+from pipelines.enrich import enrich_catalog
+from pipelines.evaluate import run_evaluate
+from pipelines.export import export_vertex
+from pipelines.index import run_build_index
+from pipelines.inference import ModelIdentity, TextToEncode
+from schemas import EMBEDDING_ANNOTATION_COLUMNS, ArtifactError, embedding_schema, write_manifest
+from schemas.manifest import sha256_file
+from tests.test_embed_pipeline import catalog, write_catalog
+
+WEIGHTS = "model.safetensors"
+SHARD = "embeddings-00000-of-00001.parquet"
+DIM = 8
+
+
+def _copy(source: Path, target: Path) -> Path:
+    return Path(shutil.copytree(source, target))
+
+
+def _listed_sha256(folder: Path, name: str) -> str:
+    return json.loads((folder / "manifest.json").read_text())["files"][name]["sha256"]
+
+
+def _assert_names_file_and_both_hashes(error: pytest.ExceptionInfo, path: Path, expected: str) -> None:
+    message = str(error.value)
+    actual = sha256_file(path)
+    assert actual != expected
+    assert message.startswith(f"{path}: sha256 {actual} does not match the manifest's {expected}; ")
+    assert "the artifact was changed after it was written: " in message
+
+
+def _flip_first_weight_byte(model: Path) -> Path:
+    """XOR the lowest byte of the first float32 weight: a change nothing downstream would notice."""
+    path = model / WEIGHTS
+    data = bytearray(path.read_bytes())
+    (header,) = struct.unpack("<Q", data[:8])  # safetensors: u64 header length, JSON header, tensors
+    data[8 + header] ^= 0x01
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _embed_flags(tmp_path: Path, model: Path, count: int = 6) -> list[str]:
+    products = write_catalog(tmp_path / "products.parquet", catalog(count))
+    return ["--products", products, "--model", str(model), "--output", str(tmp_path / "embeddings")]
+
+
+# --- the model ---------------------------------------------------------------------------------
+
+
+def test_a_flipped_byte_in_the_weights_is_refused_by_embed(tmp_path: Path, tiny_model_dir: Path) -> None:
+    model = _copy(tiny_model_dir, tmp_path / "model")
+    weights = _flip_first_weight_byte(model)
+    with pytest.raises(ArtifactError) as refused:
+        run_embed(PipelineOptions(_embed_flags(tmp_path, model)))
+    _assert_names_file_and_both_hashes(refused, weights, _listed_sha256(tiny_model_dir, WEIGHTS))
+    assert "madr train" in str(refused.value)  # the fix
+    assert not (tmp_path / "embeddings").exists()  # refused before anything was written
+
+
+def test_a_swapped_tokenizer_is_refused_by_evaluate(tmp_path: Path, tiny_model_dir: Path) -> None:
+    model = _copy(tiny_model_dir, tmp_path / "model")
+    tokenizer = json.loads((model / "tokenizer.json").read_text())
+    tokenizer["model"]["vocab"]["sock"], tokenizer["model"]["vocab"]["shoe"] = (
+        tokenizer["model"]["vocab"]["shoe"],
+        tokenizer["model"]["vocab"]["sock"],
+    )
+    (model / "tokenizer.json").write_text(json.dumps(tokenizer))
+    # The queries and judgments are never opened: the model is checked before anything else.
+    flags = ["--queries", "q.parquet", "--judgments", "j.parquet", "--model", str(model)]
+    with pytest.raises(ArtifactError) as refused:
+        run_evaluate(PipelineOptions([*flags, "--output", str(tmp_path / "eval"), "--searcher", "exact"]))
+    _assert_names_file_and_both_hashes(
+        refused, model / "tokenizer.json", _listed_sha256(model, "tokenizer.json")
+    )
+
+
+def test_an_added_file_or_a_missing_manifest_is_refused(tmp_path: Path, tiny_model_dir: Path) -> None:
+    model = _copy(tiny_model_dir, tmp_path / "model")
+    # The tokenizer loader would read this file by name; the manifest never saw it.
+    (model / "special_tokens_map.json").write_text('{"cls_token": "[SEP]"}')
+    with pytest.raises(ArtifactError, match=r"special_tokens_map\.json is not listed in the manifest\.json"):
+        run_embed(PipelineOptions(_embed_flags(tmp_path, model)))
+    (model / "special_tokens_map.json").unlink()
+    (model / "manifest.json").unlink()
+    with pytest.raises(ArtifactError, match=r"has no manifest\.json: it is not a finished madr-model"):
+        run_embed(PipelineOptions(_embed_flags(tmp_path, model)))
+
+
+def test_no_verify_embeds_with_a_changed_model_and_warns(
+    tmp_path: Path, tiny_model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = _copy(tiny_model_dir, tmp_path / "model")
+    _flip_first_weight_byte(model)
+    with caplog.at_level(logging.WARNING, logger="pipelines.verify"):
+        counts = run_embed(PipelineOptions([*_embed_flags(tmp_path, model), "--no_verify"]))
+    assert counts["products_embedded"] == 6
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("--no_verify" in w and str(model) in w for w in warnings), warnings
+
+
+# --- the embeddings ----------------------------------------------------------------------------
+
+
+def _embeddings(folder: Path, count: int = 64) -> Path:
+    """An embed output as `madr embed` leaves it: one shard and its manifest."""
+    folder.mkdir(parents=True)
+    vectors = np.random.default_rng(0).normal(size=(count, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)  # as the encoders write them
+    rows = [
+        {
+            "product_id": f"p{i}",
+            "embedding": vectors[i].tolist(),
+            "model_id": "m",
+            "model_version": "1",
+            "content_hash": "0" * 64,
+            **dict.fromkeys(EMBEDDING_ANNOTATION_COLUMNS),
+        }
+        for i in range(count)
+    ]
+    pq.write_table(pa.Table.from_pylist(rows, schema=embedding_schema(DIM)), folder / SHARD)
+    info = {"model_id": "m", "model_version": "1", "dimension": DIM, "counts": {"products_embedded": count}}
+    write_stage_manifest(str(folder), kind="madr-embeddings", info=info)
+    return folder
+
+
+def _tamper(folder: Path) -> Path:
+    """Rewrite the shard with one vector changed: still valid Parquet, so only its hash can tell."""
+    table = pq.read_table(folder / SHARD).to_pylist()
+    table[3]["embedding"] = [DIM**-0.5] * DIM
+    pq.write_table(pa.Table.from_pylist(table, schema=embedding_schema(DIM)), folder / SHARD)
+    return folder / SHARD
+
+
+def _products(tmp_path: Path) -> str:
+    return write_catalog(tmp_path / "catalog.parquet", catalog(4))
+
+
+# Every stage that reads an embed output, called as its command calls it.
+READERS: dict[str, Callable[[Path, Path], object]] = {
+    "build-index": lambda emb, tmp: build_index(str(emb), str(tmp / "index")),
+    "build-index --num_index_shards": lambda emb, tmp: run_build_index(
+        PipelineOptions(["--embeddings", str(emb), "--output", str(tmp / "index"), "--num_index_shards", "2"])
+    ),
+    "enrich": lambda emb, tmp: enrich_catalog(_products(tmp), str(emb), str(tmp / "enriched")),
+    "export-vertex": lambda emb, tmp: export_vertex(_products(tmp), str(emb), str(tmp / "vertex")),
+}
+
+
+@pytest.mark.parametrize("stage", sorted(READERS))
+def test_a_tampered_embeddings_shard_is_refused(tmp_path: Path, stage: str) -> None:
+    embeddings = _embeddings(tmp_path / "embeddings")
+    expected = _listed_sha256(embeddings, SHARD)
+    shard = _tamper(embeddings)
+    with pytest.raises(ArtifactError) as refused:
+        READERS[stage](embeddings, tmp_path)
+    _assert_names_file_and_both_hashes(refused, shard, expected)
+    assert "madr embed" in str(refused.value)
+
+
+def test_evaluate_refuses_tampered_embeddings(tmp_path: Path, tiny_model_dir: Path) -> None:
+    embeddings = _embeddings(tmp_path / "embeddings")
+    expected = _listed_sha256(embeddings, SHARD)
+    shard = _tamper(embeddings)
+    flags = ["--queries", "q.parquet", "--judgments", "j.parquet", "--model", str(tiny_model_dir)]
+    flags += ["--embeddings", str(embeddings), "--searcher", "exact", "--output", str(tmp_path / "eval")]
+    with pytest.raises(ArtifactError) as refused:
+        run_evaluate(PipelineOptions(flags))
+    _assert_names_file_and_both_hashes(refused, shard, expected)
+
+
+def test_a_shard_added_after_the_manifest_is_refused(tmp_path: Path) -> None:
+    embeddings = _embeddings(tmp_path / "embeddings")
+    shutil.copy(embeddings / SHARD, embeddings / "embeddings-stale.parquet")  # read by the shard glob
+    with pytest.raises(ArtifactError, match=re.escape("embeddings-stale.parquet is not listed")):
+        build_index(str(embeddings), str(tmp_path / "index"))
+
+
+def test_no_verify_builds_the_index_from_tampered_embeddings_and_warns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    embeddings = _embeddings(tmp_path / "embeddings")
+    _tamper(embeddings)
+    out = tmp_path / "index"
+    with caplog.at_level(logging.WARNING, logger="pipelines.verify"):
+        assert main(["build-index", "--embeddings", str(embeddings), "--out", str(out), "--no_verify"]) == 0
+    assert "indexed 64 x 8" in capsys.readouterr().out
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("--no_verify" in w and str(embeddings) in w for w in warnings), warnings
+    with pytest.raises(ArtifactError):  # and without it, the same command refuses
+        main(["build-index", "--embeddings", str(embeddings), "--out", str(tmp_path / "again")])
+
+
+# --- the vectors the embed stage writes --------------------------------------------------------
+
+
+def test_embedding_defect_names_non_finite_and_zero_vectors() -> None:
+    assert embedding_defect(np.array([0.6, 0.8], np.float32)) is None
+    assert "1 of 3 values are not finite" in str(embedding_defect(np.array([0.0, np.nan, 1.0], np.float32)))
+    assert "not finite" in str(embedding_defect(np.array([np.inf, 0.0], np.float32)))
+    assert "every value is zero" in str(embedding_defect(np.zeros(4, np.float32)))
+
+
+def test_bad_vectors_become_dead_letters_and_good_ones_rows(tiny_model_dir: Path) -> None:
+    to_row = _ToEmbeddingRow(ModelIdentity.of(str(tiny_model_dir)))
+    vectors = {"good": np.array([0.6, 0.8]), "nan": np.array([np.nan, 1.0]), "zero": np.zeros(2)}
+    out = {
+        key: list(to_row.process(PredictionResult(TextToEncode(key, f"text {key}"), v.astype(np.float32))))
+        for key, v in vectors.items()
+    }
+    assert out["good"][0]["product_id"] == "good"
+    for key, reason in (("nan", "not finite"), ("zero", "every value is zero")):
+        (letter,) = out[key]
+        assert letter.tag == "dead_letters"
+        assert letter.value["record_id"] == key and reason in letter.value["reason"]
+
+
+def _broken_model(tmp_path: Path, source: Path, value: float) -> Path:
+    """The tiny model with its projection set to `value` (0: all-zero vectors, NaN: NaN vectors),
+    its manifest rewritten: verification passes, only the vectors can tell."""
+    model = _copy(source, tmp_path / "broken-model")
+    (model / "manifest.json").unlink()
+    weights = load_file(str(model / WEIGHTS))
+    for name in ("projections.shared.weight", "projections.shared.bias"):
+        weights[name] = torch.full_like(weights[name], value)
+    save_file(weights, str(model / WEIGHTS), metadata={"variant": "bibert"})
+    write_manifest(model, "madr-model", {"variant": "bibert"})
+    return model
+
+
+def _letters(folder: Path) -> list[dict]:
+    return [
+        json.loads(line) for f in folder.glob("dead_letters*.jsonl") for line in f.read_text().splitlines()
+    ]
+
+
+@pytest.mark.parametrize(("value", "reason"), [(0.0, "every value is zero"), (float("nan"), "not finite")])
+def test_a_model_writing_bad_vectors_fails_the_job_with_them_dead_lettered(
+    tmp_path: Path, tiny_model_dir: Path, value: float, reason: str
+) -> None:
+    model = _broken_model(tmp_path, tiny_model_dir, value)
+    flags = _embed_flags(tmp_path, model)
+    with pytest.raises(
+        DeadLetterThresholdExceeded, match=r"6 of 6 products .*6 of them for an invalid embedding"
+    ):
+        run_embed(PipelineOptions(flags))
+    letters = _letters(tmp_path / "embeddings")
+    assert sorted(letter["record_id"] for letter in letters) == [f"p{i}" for i in range(6)]
+    assert all(reason in letter["reason"] for letter in letters)
+    assert not (tmp_path / "embeddings" / "manifest.json").exists()  # so no later stage can read it
+
+    if value == 0.0:  # under the threshold the job succeeds, and the counts still reconcile
+        shutil.rmtree(tmp_path / "embeddings")
+        counts = run_embed(PipelineOptions([*flags, "--max_dead_letter_fraction", "1"]))
+        assert (counts["products_read"], counts["products_embedded"]) == (6, 0)
+        assert counts["products_dead_lettered"] == counts["embeddings_invalid"] == 6

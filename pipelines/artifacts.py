@@ -75,7 +75,11 @@ def read_stage_manifest(folder: str, kind: str, complete: bool = True) -> dict[s
     """
     path = FileSystems.join(folder, MANIFEST_FILE)
     if not FileSystems.exists(path):
-        raise ArtifactError(f"{folder} has no {MANIFEST_FILE}: the {kind} stage did not finish; run it again")
+        # Also said of a mistyped path: the fix names both causes.
+        raise ArtifactError(
+            f"{folder} has no {MANIFEST_FILE}: it is not the output of a finished {kind} stage; check "
+            "the path, or run the stage again"
+        )
     with FileSystems.open(path) as handle:
         manifest = json.loads(handle.read())
     if manifest.get("kind") != kind:

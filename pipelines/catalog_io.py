@@ -106,7 +106,7 @@ class ListRowGroups(beam.PTransform):
 
     def expand(self, root: pvalue.PBegin) -> beam.PCollection:
         if not FileSystems.match([self.file_pattern])[0].metadata_list:
-            raise FileNotFoundError(f"no files match {self.file_pattern}")
+            raise FileNotFoundError(f"no files match {self.file_pattern}; check the path or glob")
         return (
             root
             | "Pattern" >> beam.Create([self.file_pattern])

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.build_index import add_build_index_arguments, build_index
+from pipelines.cli_errors import report_error
 from pipelines.compare import compare_runs
 from pipelines.demo import add_demo_arguments, run_demo
 from pipelines.embed import run_embed
@@ -71,7 +72,19 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("\n\n")[1],
     )
-    parser.add_argument("--log_level", default="INFO", help="Python logging level (default: %(default)s)")
+    parser.add_argument(
+        "--log_level",
+        default="INFO",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+        help="Python logging level (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="On an error, show the Python traceback instead of the one-line message (give it before "
+        "the command: madr --debug embed ...)",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     defaults = argparse.ArgumentDefaultsHelpFormatter
 
@@ -269,14 +282,22 @@ def _quiet_libraries() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args, beam_args = _parser().parse_known_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _quiet_libraries()
     if beam_args and args.command not in BEAM_COMMANDS:
         _parser().error(f"unrecognised arguments for {args.command}: {' '.join(beam_args)}")
-    stage_argv = argv[argv.index(args.command) + 1 :]
+    try:
+        return _run_command(args, beam_args, argv[argv.index(args.command) + 1 :])
+    except Exception as error:
+        if args.debug:
+            raise
+        # A user's error (a bad value, a missing or damaged file) as one line, exit code 2; a bug's
+        # traceback and how to report it, exit code 1 (pipelines/cli_errors.py).
+        return report_error(args.command, error)
 
+
+def _run_command(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> int:
+    """The command's work; whatever it raises, main() reports."""
     if args.command == "generate":
         config = SyntheticConfig(num_products=args.num_products, num_queries=args.num_queries, seed=args.seed)
         print(generate_benchmark(config, args.out, progress=print).format())

@@ -31,6 +31,7 @@ from pipelines.catalog_io import ArrowDoFn, RowGroup, read_row_group
 from pipelines.inference import ModelIdentity
 from pipelines.key_index import IndexKeys, KeyIndex, as_side_input, id_key
 from schemas import InvalidRecord, validate_product
+from schemas.validation import clean_id
 
 CANDIDATES = "candidates"
 KEPT = "kept"
@@ -46,9 +47,10 @@ def raw_product_id(value: Any) -> str | None:
     Must agree with validation for every valid record, or a duplicate could go unseen:
     tests/test_dedupe.py checks the two against each other.
     """
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
+    try:
+        return clean_id(value, "product_id", "product")
+    except InvalidRecord:
         return None
-    return str(value).strip() or None
 
 
 class KeptCopy(NamedTuple):

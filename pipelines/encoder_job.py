@@ -16,6 +16,7 @@ from transformers import PreTrainedTokenizerBase
 
 from model import DenseEncoder, new_encoder
 from model.aspects.vocabulary import AspectVocabulary
+from pipelines.layout import DatasetLayout
 from schemas import AspectSchema
 
 
@@ -104,7 +105,7 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
 def encoder_job_fields(args: argparse.Namespace) -> dict[str, Any]:
     """`EncoderJob`'s fields from the flags `add_encoder_arguments` declared."""
     return {
-        "dataset": args.data,
+        "dataset": DatasetLayout(args.data).require_products(),
         "output": args.out,
         "variant": args.variant,
         "backbone": args.backbone,

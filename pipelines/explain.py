@@ -20,6 +20,7 @@ from model import Side, load_encoder
 from model.annotations import RecordAnnotations, annotate
 from model.aspects.vocabulary import normalise_value
 from model.text import text_for_model
+from schemas import InvalidRecord, validate_product, validate_query
 
 
 def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,19 +90,31 @@ def _cell(value: Any) -> str:
 
 
 def _product(text: str) -> dict[str, Any]:
+    """--product as the stages read a product: validated, so the model sees the same (NFC) text."""
     try:
         record = json.loads(text)
     except json.JSONDecodeError:
-        return {"title": text}
+        record = {"title": text}
     if not isinstance(record, dict) or not record.get("title"):
         raise ValueError("--product as JSON must be an object with at least a 'title'")
-    return record
+    try:
+        return validate_product({"product_id": "--product", **record})
+    except InvalidRecord as error:
+        raise ValueError(f"--product: {error.reason}") from None
+
+
+def _query(text: str) -> str:
+    try:
+        return validate_query({"query_id": "--query", "text": text})["text"]
+    except InvalidRecord as error:
+        raise ValueError(f"--query: {error.reason}, e.g. --query 'breville juicer'") from None
 
 
 @torch.inference_mode()
 def explain(model_dir: str, query: str, product: str) -> Explanation:
+    # The inputs first: a bad one is refused before the model is loaded.
+    record, query = _product(product), _query(query)
     encoder, tokenizer = load_encoder(model_dir)
-    record = _product(product)
     query_output = encoder.embed_texts(tokenizer, [query], Side.QUERY)
     product_output = encoder.embed_texts(tokenizer, [text_for_model(record, encoder.config)], Side.DOCUMENT)
     score = float((query_output.embedding @ product_output.embedding.T)[0, 0])

@@ -29,6 +29,16 @@ class DatasetLayout:
     def judgments(self) -> str:
         return FileSystems.join(self.root, "judgments.parquet")
 
+    def require_products(self, flag: str = "--data") -> str:
+        """The root, or FileNotFoundError saying it is no dataset folder (Beam's reader would only
+        say that a file pattern matched nothing, deep inside the first stage that reads it)."""
+        if not FileSystems.match([self.products])[0].metadata_list:
+            raise FileNotFoundError(
+                f"{flag} {self.root} is not a dataset folder: it has no products/products-*.parquet; "
+                "give the folder that `madr generate` or `madr ingest` wrote"
+            )
+        return self.root
+
 
 @dataclass(frozen=True)
 class RunLayout:

@@ -4,15 +4,61 @@ Each ``validate_*`` function takes one raw record (a dict, as Beam's Parquet
 reader or a JSON loader yields it) and returns a normalised copy, or raises
 `InvalidRecord` whose message names the record and says what to fix. Stages turn
 that exception into a dead letter; nothing here decides what happens to bad data.
+
+The rules protect what reads our outputs (indexes, serving systems, logs, the
+model). tests/test_validation_rules.py tests each one alone.
+
+Ids (``product_id``, ``query_id`` and both ids of a judgment)
+    I1  a string or an integer, not a bool; surrounding whitespace is stripped; not empty.
+    I2  printable (Python's `str.isprintable`): no control characters (newline, tab, NUL, ...),
+        no invisible format characters (zero-width characters, the byte-order mark, bidi controls
+        such as U+202E RIGHT-TO-LEFT OVERRIDE), no separators but the ASCII space, no surrogates,
+        private-use or unassigned code points. A newline splits a log or JSONL line; a bidi
+        override makes an id display as another id.
+    I3  at most 256 bytes of UTF-8: ids are keys of indexes and serving systems that cap them.
+    Ids are not otherwise normalised (no NFC): they join products, judgments and the previous
+    run's rows, and must stay byte for byte what the source system sent.
+
+Text (title, description, bullet points, brand, color, category path, aspect values,
+query text, split, locale, judgment label)
+    T1  NFC normalised, then stripped: the same words typed composed or decomposed must give
+        the same content hash, aspect value and tokens. Every stage embeds the text these
+        functions return, so the model reads the NFC text.
+    T2  no NUL (U+0000) anywhere: NUL never occurs in text, it marks a binary or truncated
+        field, and C-string consumers cut the text there. The record is rejected.
+    T3  no lone surrogate: such text cannot be written as UTF-8 (Parquet, JSON, hashes).
+    T4  a value without a visible character (only whitespace, zero-width or other format or
+        control characters) counts as missing: an optional field becomes None, a list drops
+        it, and a product without a visible title or a query without visible text is rejected.
 """
 
 from __future__ import annotations
 
 import math
+import re
+import reprlib
+import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from schemas.records import QUERY_SPLITS
+
+MAX_ID_BYTES = 256
+# Characters that never make a value visible (rule T4): controls and invisible format characters.
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf"})
+_FORBIDDEN_IN_TEXT = re.compile("[\x00\ud800-\udfff]")
+# unicodedata has no names for control characters; these are the ones data is seen to carry.
+_CONTROL_NAMES = {"\x00": "NUL", "\t": "TAB", "\n": "LINE FEED", "\r": "CARRIAGE RETURN"}
+_CATEGORY_NAMES = {
+    "Cc": "a control character",
+    "Cf": "an invisible format character: zero-width, bidi control or byte-order mark",
+    "Cs": "a lone surrogate, not valid Unicode",
+    "Co": "a private-use character",
+    "Cn": "an unassigned code point",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+    "Zs": "a space other than U+0020",
+}
 
 
 class InvalidRecord(ValueError):
@@ -26,14 +72,71 @@ class InvalidRecord(ValueError):
         super().__init__(f"{where}: {reason}")
 
 
-def _required_id(record: Mapping[str, Any], field: str, kind: str) -> str:
-    value = record.get(field)
+def describe_character(char: str) -> str:
+    """'U+202E RIGHT-TO-LEFT OVERRIDE (an invisible format character: ...)', for messages."""
+    name = unicodedata.name(char, _CONTROL_NAMES.get(char, ""))
+    kind = _CATEGORY_NAMES.get(unicodedata.category(char))
+    return f"U+{ord(char):04X} {name}".strip() + (f" ({kind})" if kind else "")
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 60
+
+
+def _shown(value: Any) -> str:
+    # A short repr: it escapes controls and bidi characters, so a message (and the log line or dead
+    # letter that carries it) never reproduces the damage it reports, nor 10,000 characters of it.
+    return _REPR.repr(value)
+
+
+def clean_id(value: Any, field: str, kind: str) -> str:
+    """An id as rules I1-I3 accept it (stripped), or `InvalidRecord` naming the rule it breaks."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise InvalidRecord(kind, None, f"'{field}' must be a non-empty string, got {value!r}")
+        raise InvalidRecord(kind, None, f"'{field}' must be a non-empty string, got {_shown(value)}")
     text = str(value).strip()
     if not text:
         raise InvalidRecord(kind, None, f"'{field}' is empty")
+    if not text.isprintable():
+        position, char = next((n, c) for n, c in enumerate(text) if not c.isprintable())
+        raise InvalidRecord(
+            kind,
+            None,
+            f"'{field}' {_shown(text)} contains {describe_character(char)} at position {position}; "
+            "ids must be printable: remove it at the source",
+        )
+    # Four bytes per character at most: short ids (nearly all) need no encoding to be measured.
+    size = len(text) if len(text) * 4 <= MAX_ID_BYTES else len(text.encode("utf-8"))
+    if size > MAX_ID_BYTES:
+        raise InvalidRecord(
+            kind,
+            None,
+            f"'{field}' {_shown(text)} is {size} bytes of UTF-8, more than the {MAX_ID_BYTES} allowed; "
+            "shorten it at the source (a hash of a long id is a good id)",
+        )
     return text
+
+
+def _is_visible(text: str) -> bool:
+    return any(not c.isspace() and unicodedata.category(c) not in _INVISIBLE_CATEGORIES for c in text)
+
+
+def clean_text(value: str, field: str, kind: str, rid: str | None) -> str | None:
+    """A text value as rules T1-T4 accept it, None when it has nothing visible."""
+    forbidden = _FORBIDDEN_IN_TEXT.search(value)
+    if forbidden:
+        fix = (
+            "the field is binary or was cut short; fix the source's export"
+            if forbidden.group() == "\x00"
+            else "the source's text encoding is broken; re-export it as UTF-8"
+        )
+        char = describe_character(forbidden.group())
+        raise InvalidRecord(kind, rid, f"'{field}' contains {char} at position {forbidden.start()}: {fix}")
+    text = unicodedata.normalize("NFC", value).strip()
+    return text if _is_visible(text) else None
+
+
+def _required_id(record: Mapping[str, Any], field: str, kind: str) -> str:
+    return clean_id(record.get(field), field, kind)
 
 
 def _optional_text(record: Mapping[str, Any], field: str, kind: str, rid: str) -> str | None:
@@ -42,7 +145,19 @@ def _optional_text(record: Mapping[str, Any], field: str, kind: str, rid: str) -
         return None
     if not isinstance(value, str):
         raise InvalidRecord(kind, rid, f"'{field}' must be a string, got {type(value).__name__}")
-    return value.strip() or None
+    return clean_text(value, field, kind, rid)
+
+
+def _required_text(record: Mapping[str, Any], field: str, kind: str, rid: str, need: str) -> str:
+    text = _optional_text(record, field, kind, rid)
+    if text is not None:
+        return text
+    raw = record.get(field)
+    if isinstance(raw, str) and raw.strip():  # whitespace alone reads as empty, zero-width does not
+        problem = "has no visible character (only whitespace, zero-width or control characters)"
+    else:
+        problem = "is missing or empty"
+    raise InvalidRecord(kind, rid, f"'{field}' {problem}{need}")
 
 
 def _text_list(value: Any, field: str, kind: str, rid: str) -> list[str]:
@@ -53,7 +168,8 @@ def _text_list(value: Any, field: str, kind: str, rid: str) -> list[str]:
     items = list(value)
     if not all(isinstance(item, str) for item in items):
         raise InvalidRecord(kind, rid, f"'{field}' must hold only strings, got {items!r}")
-    return [item.strip() for item in items if item.strip()]
+    cleaned = (clean_text(item, f"{field}[{n}]", kind, rid) for n, item in enumerate(items))
+    return [item for item in cleaned if item is not None]
 
 
 def normalise_aspects(value: Any, kind: str, rid: str) -> dict[str, list[str]]:
@@ -79,14 +195,11 @@ def normalise_aspects(value: Any, kind: str, rid: str) -> dict[str, list[str]]:
 
 
 def validate_product(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A product with an id and a non-empty title; everything else optional."""
+    """A product with an id and a visible title; everything else optional."""
     rid = _required_id(record, "product_id", "product")
-    title = _optional_text(record, "title", "product", rid)
-    if title is None:
-        raise InvalidRecord("product", rid, "'title' is missing or empty; every product needs a title")
     return {
         "product_id": rid,
-        "title": title,
+        "title": _required_text(record, "title", "product", rid, "; every product needs a title"),
         "description": _optional_text(record, "description", "product", rid),
         "bullet_points": _text_list(record.get("bullet_points"), "bullet_points", "product", rid),
         "brand": _optional_text(record, "brand", "product", rid),
@@ -98,11 +211,9 @@ def validate_product(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def validate_query(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A query with an id, non-empty text and a known split."""
+    """A query with an id, visible text and a known split."""
     rid = _required_id(record, "query_id", "query")
-    text = _optional_text(record, "text", "query", rid)
-    if text is None:
-        raise InvalidRecord("query", rid, "'text' is missing or empty")
+    text = _required_text(record, "text", "query", rid, "; every query needs the words it searches")
     split = _optional_text(record, "split", "query", rid) or "test"
     if split not in QUERY_SPLITS:
         raise InvalidRecord("query", rid, f"'split' must be one of {QUERY_SPLITS}, got {split!r}")

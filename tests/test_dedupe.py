@@ -23,7 +23,9 @@ from schemas import InvalidRecord, validate_product
 from tests.test_embed_pipeline import catalog, write_catalog
 
 
-@pytest.mark.parametrize("raw", [" p1 ", "p1", 7, "", "   ", None, True, 1.5, ["p1"]])
+@pytest.mark.parametrize(
+    "raw", [" p1 ", "p1", 7, "", "   ", None, True, 1.5, ["p1"], "p\n1", "p\u202e1", "p" * 257, "e\u0301"]
+)
 def test_raw_ids_are_normalised_exactly_as_validation_does(raw) -> None:
     record = {**catalog(1)[0], "product_id": raw}
     try:

@@ -18,6 +18,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from index_builder import ExactSearcher, Searcher, open_index
 from pipelines.artifacts import localize, read_embeddings, read_stage_manifest
+from schemas.manifest import ArtifactError
 
 
 @runtime_checkable
@@ -51,7 +52,13 @@ class SearcherSpec:
         Single and partitioned index manifests (`index_builder.open_index`) both call the total "count".
         """
         if self.kind == "ann":
-            with FileSystems.open(FileSystems.join(self.path, "manifest.json")) as handle:
+            manifest = FileSystems.join(self.path, "manifest.json")
+            if not FileSystems.exists(manifest):
+                raise ArtifactError(
+                    f"--index {self.path} has no manifest.json: it is not an index artifact; give the "
+                    "folder that `madr build-index` wrote"
+                )
+            with FileSystems.open(manifest) as handle:
                 return int(json.loads(handle.read())["count"])
         # An incremental embed output also holds the rows it reused from the previous run.
         counts = read_stage_manifest(self.path, "madr-embeddings")["counts"]

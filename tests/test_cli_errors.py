@@ -1,0 +1,207 @@
+"""Every `madr` command, called wrongly, ends with one line naming the problem, exit code 2, no traceback.
+
+A case per way a user goes wrong (a missing flag, a path that is not there, a bad value, a damaged
+artifact, too many bad records, a refused publish), at least one per subcommand of the parser: a new
+subcommand without a case fails `test_every_subcommand_has_a_bad_input_case`. With --debug the
+traceback is shown; a bug (any other exception) keeps its traceback and says how to report it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pipelines import cli
+from pipelines.cli import main
+from pipelines.publish_guard import PublishRefused
+from schemas import ArtifactError
+from tests.test_embed_pipeline import catalog, write_catalog
+
+NOWHERE = "/nonexistent/madr"
+
+# (command line, words the last line of stderr must hold); {tmp} and {model} are filled in per test.
+N = NOWHERE
+CASES: dict[str, list[tuple[str, str]]] = {
+    "generate": [
+        ("generate", "required: --out"),
+        ("generate --out {tmp}/g --num_products 0", "num_products must be >= 1"),
+        ("generate --out {tmp}/g --seed many", "invalid int value: 'many'"),
+    ],
+    "ingest": [
+        (f"ingest esci --products {N} --examples {N} --locale fr --out {{tmp}}/i", "locale must be one of"),
+        (f"ingest generic --products {N}/p.jsonl --out {{tmp}}/i", f"{N}/p.jsonl"),
+        ("ingest wands", "required"),
+    ],
+    "pretrain": [(f"pretrain --data {N} --out {{tmp}}/p", "is not a dataset folder")],
+    "train": [
+        (f"train --data {N} --out {{tmp}}/t --variant bibert", "is not a dataset folder"),
+        (f"train --data {N} --out {{tmp}}/t --epochs x", "invalid int value"),
+    ],
+    "embed": [
+        ("embed --model {model}", "missing required flag(s): --products"),
+        (f"embed --products '{N}/*.parquet' --model {{model}} --output {{tmp}}/e", "no files match"),
+    ],
+    "build-index": [
+        (f"build-index --embeddings {N} --out {{tmp}}/x", "has no manifest.json"),
+        ("build-index --out {tmp}/x", "required: --embeddings"),
+    ],
+    "build-sparse-index": [
+        (f"build-sparse-index --model {N} --products {N} --out {{tmp}}/s", "not a madr model directory"),
+    ],
+    "evaluate": [
+        (
+            f"evaluate --queries {N} --judgments {N} --model {{model}} --index {N} --output {{tmp}}/v",
+            f"--index {N} has no manifest.json",
+        ),
+    ],
+    "enrich": [(f"enrich --products {N} --embeddings {N} --output {{tmp}}/n", "has no manifest.json")],
+    "export-vertex": [(f"export-vertex --products {N}", "missing required flag(s): --embeddings")],
+    "experiment": [("experiment --out {tmp}/x --variants nosuch", "must be one of the variants")],
+    "explain": [
+        (f"explain --model {N} --query juicer --product Juicer", "not a madr model directory"),
+        ("explain --model {model} --query '' --product Juicer", "--query: 'text' is missing"),
+        ("explain --model {model} --query juicer --product \u200b", "'title' has no visible character"),
+    ],
+    "neighbours": [
+        ("neighbours --model {model} --aspect category --value x", "has no aspect value tables"),
+        ("neighbours --model {model} --aspect category --value x --top many", "invalid int value"),
+    ],
+    "nightly": [(f"nightly --catalog '{N}/*.parquet' --model {{model}} --out {{tmp}}/n", "no files match")],
+    "compare": [(f"compare {N} {N}", "holds per_query.parquet"), ("compare", "required")],
+    "demo": [("demo --out {tmp}/d --num_products 0", "num_products must be >= 1")],
+}
+
+
+def subcommands() -> list[str]:
+    actions = cli._parser()._actions
+    return sorted(next(a for a in actions if isinstance(a, argparse._SubParsersAction)).choices)
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """main()'s exit code, as the console script would exit with it, and its stderr."""
+    try:
+        code = main(argv)
+    except SystemExit as exited:  # argparse's own errors
+        code = exited.code if isinstance(exited.code, int) else 1
+    return code, capsys.readouterr().err
+
+
+def assert_one_line_error(code: int, err: str, command: str, words: str) -> None:
+    assert code == 2, err
+    assert "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"madr {command}") and ": error: " in last, last
+    assert words in last, last
+
+
+def test_every_subcommand_has_a_bad_input_case() -> None:
+    assert sorted(CASES) == subcommands()
+
+
+@pytest.mark.parametrize(
+    ("command", "line", "words"),
+    [
+        pytest.param(command, line, words, id=f"{command}-{n}")
+        for command, cases in CASES.items()
+        for n, (line, words) in enumerate(cases)
+    ],
+)
+def test_bad_input_ends_in_one_line_and_exit_code_2(
+    command: str,
+    line: str,
+    words: str,
+    tmp_path: Path,
+    tiny_model_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = shlex.split(line.format(tmp=tmp_path, model=tiny_model_dir))
+    assert_one_line_error(*run(argv, capsys), command, words)
+
+
+def test_a_bad_log_level_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = run(["--log_level", "loud", "generate", "--out", "x"], capsys)
+    assert code == 2 and "argument --log_level: invalid choice: 'LOUD'" in err and "Traceback" not in err
+
+
+# The errors that only a real artifact or pipeline raises.
+
+
+def test_too_many_dead_letters(tmp_path: Path, tiny_model_dir: Path, capsys) -> None:
+    rows = [*catalog(2), *({**catalog(1)[0], "product_id": f"bad{i}", "title": "\x00"} for i in range(2))]
+    products = write_catalog(tmp_path / "products.parquet", rows)
+    argv = ["embed", "--products", products, "--model", str(tiny_model_dir), "--output", str(tmp_path / "e")]
+    code, err = run([*argv, "--max_dead_letter_fraction", "0.1"], capsys)
+    assert_one_line_error(code, err, "embed", "2 of 4 products are dead letters")
+    assert "--max_dead_letter_fraction" in err.splitlines()[-1]
+
+
+def test_a_damaged_model_is_refused(tmp_path: Path, tiny_model_dir: Path, capsys) -> None:
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    weights = model / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    products = write_catalog(tmp_path / "products.parquet", catalog(2))
+    code, err = run(
+        ["embed", "--products", products, "--model", str(model), "--output", str(tmp_path / "e")], capsys
+    )
+    assert_one_line_error(code, err, "embed", "does not match the manifest")
+    assert "model.safetensors" in err.splitlines()[-1]
+
+
+def test_the_nightly_publish_refusal(tmp_path: Path, tiny_model_dir: Path, capsys) -> None:
+    empty = write_catalog(tmp_path / "empty.parquet", [])
+    argv = ["nightly", "--catalog", empty, "--model", str(tiny_model_dir), "--out", str(tmp_path / "n")]
+    code, err = run([*argv, "--run_id", "mon", "--max_k", "10"], capsys)
+    assert_one_line_error(code, err, "nightly", "refusing to publish run mon")
+
+
+# --debug, bugs, and the real process.
+
+
+def test_debug_re_raises_for_the_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ArtifactError, match=r"holds per_query\.parquet"):
+        main(["--debug", "compare", NOWHERE, NOWHERE])
+
+
+def _raise(error: Exception) -> Callable[..., None]:
+    def raising(*args: object, **kwargs: object) -> None:
+        raise error
+
+    return raising
+
+
+@pytest.mark.parametrize("error", [PublishRefused("refusing to publish run x"), ArtifactError("x: changed")])
+def test_user_error_types_raised_anywhere_are_one_line(error: Exception, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(cli, "compare_runs", _raise(error))
+    assert_one_line_error(*run(["compare", "a", "b"], capsys), "compare", str(error))
+
+
+def test_a_bug_keeps_its_traceback_and_says_how_to_report_it(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(cli, "compare_runs", _raise(KeyError("per_query")))
+    code, err = run(["compare", "a", "b"], capsys)
+    assert code == 1
+    assert "Traceback" in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("madr compare: unexpected error: KeyError") and "please report it" in last
+
+
+def test_the_console_command_exits_2_without_and_shows_the_traceback_with_debug() -> None:
+    def madr(*argv: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "pipelines.cli", *argv, "compare", NOWHERE, NOWHERE]
+        return subprocess.run(command, capture_output=True, text=True, check=False)
+
+    plain = madr()
+    assert plain.returncode == 2 and "Traceback" not in plain.stderr
+    assert plain.stderr.strip().splitlines()[-1].startswith("madr compare: error: ")
+    debug = madr("--debug")
+    assert debug.returncode == 1 and "Traceback (most recent call last)" in debug.stderr
+    assert "ArtifactError" in debug.stderr

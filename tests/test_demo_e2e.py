@@ -28,6 +28,8 @@ def test_demo_runs_every_stage_and_reports_sane_metrics(tmp_path) -> None:
             "3",
             "--max_document_length",
             "32",
+            "--pretrain_steps",
+            "4",
         ]
     )
     result = run_demo(args)
@@ -60,3 +62,20 @@ def test_demo_runs_every_stage_and_reports_sane_metrics(tmp_path) -> None:
     assert json.loads((demo / "model" / "manifest.json").read_text())["kind"] == "madr-model"
     run = pq.read_table(list((demo / "eval").glob("run-*.parquet")))
     assert set(run.column_names) == {"query_id", "product_id", "rank", "score"}
+
+    # The shipped variant annotates: every shard row carries a value and a confidence per aspect.
+    shards = pq.read_table(list((demo / "embeddings").glob("embeddings-*.parquet")))
+    values = shards.column("aspect_values").to_pylist()
+    confidences = shards.column("aspect_confidences").to_pylist()
+    assert all(len(v) == 3 for v in values) and all(len(c) == 3 for c in confidences)
+    # The gaps are filled with provenance, and the counts reconcile per aspect.
+    enriched = json.loads((demo / "enriched" / "manifest.json").read_text())["counts"]
+    assert enriched["products_read"] == enriched["enriched_products_written"] == 800
+    for aspect in ("category", "brand", "color"):
+        parts = (enriched[f"{aspect}_{kind}"] for kind in ("from_catalog", "predicted", "empty"))
+        assert sum(parts) == 800
+    # Evaluation scores the annotations on the products pre-training held out.
+    quality = json.loads((demo / "eval" / "annotation_quality.json").read_text())
+    assert set(quality["products"]["accuracy"]) == {"category", "brand", "color"}
+    assert 0 < quality["products_measured"] < 800 and "held-out products (5% of" in quality["held_out"]
+    assert "Aspect annotations on" in evaluation["table"]

@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass
 
 from index_builder import ScannIndexBuilder
-from pipelines.artifacts import read_embeddings
-from pipelines.options import VerifyOptions, add_stage_arguments
+from pipelines.artifacts import fresh_output, local_output, read_embeddings
+from pipelines.options import OverwriteOptions, VerifyOptions, add_stage_arguments
 from pipelines.verify import verified_stage_manifest
 
 LOGGER = logging.getLogger(__name__)
@@ -40,19 +40,25 @@ def add_build_index_arguments(parser: argparse.ArgumentParser) -> None:
         default=10_000,
         help="Deepest k the index must serve well (Recall@10k by default); sizes leaves and reorder",
     )
-    add_stage_arguments(parser, VerifyOptions)
+    add_stage_arguments(parser, VerifyOptions, OverwriteOptions)
 
 
-def build_index(embeddings: str, out: str, max_k: int = 10_000, verify: bool = True) -> IndexBuildReport:
+def build_index(
+    embeddings: str, out: str, max_k: int = 10_000, verify: bool = True, overwrite: bool = False
+) -> IndexBuildReport:
     """Index the shards of `embeddings` into `out`, after checking them against their manifest
-    (`verify` False: --no_verify, with a warning)."""
-    verified_stage_manifest(embeddings, "madr-embeddings", verify)
-    ids, matrix, manifest = read_embeddings(embeddings)
-    builder = ScannIndexBuilder.for_corpus(len(ids), matrix.shape[1], max_k=max_k)
-    config = builder.create_config()
-    LOGGER.info("building a ScaNN index over %d x %d vectors: %s", len(ids), matrix.shape[1], config)
-    started = time.perf_counter()
-    index = builder.build(matrix, ids)
-    seconds = time.perf_counter() - started
-    index.save(out, model_id=manifest["model_id"], model_version=manifest["model_version"])
+    (`verify` False: --no_verify, with a warning). A non-empty `out` is refused unless `overwrite`;
+    the index appears there only once it is saved whole (`artifacts.fresh_output`)."""
+    with fresh_output(out, overwrite) as staging:
+        verified_stage_manifest(embeddings, "madr-embeddings", verify)
+        ids, matrix, manifest = read_embeddings(embeddings)
+        builder = ScannIndexBuilder.for_corpus(len(ids), matrix.shape[1], max_k=max_k)
+        config = builder.create_config()
+        LOGGER.info("building a ScaNN index over %d x %d vectors: %s", len(ids), matrix.shape[1], config)
+        started = time.perf_counter()
+        index = builder.build(matrix, ids)
+        seconds = time.perf_counter() - started
+        # ScaNN saves local files only: a gs:// output is saved locally, then copied into its staging.
+        with local_output(staging) as folder:
+            index.save(folder, model_id=manifest["model_id"], model_version=manifest["model_version"])
     return IndexBuildReport(len(ids), int(matrix.shape[1]), seconds, str(config), out)

@@ -8,6 +8,23 @@ Large catalogs are read row group by row group (`ListRowGroups`, `read_row_group
 a row group is a small work item that several passes of one job can share, a
 record's (file, row) position comes for free, and a pass that needs one column
 (the ids) decodes only that column.
+
+What cannot be read never stops a job either, and its dead letter names the file:
+
+- a file that cannot be opened as Parquet (truncated, not Parquet at all, unreadable):
+  one dead letter for the file; its footer is gone, so its rows are unknown and are not
+  counted as records read (only `files_dead_lettered` counts it);
+- a file without a required column (`ListRowGroups(..., required_columns)`): one dead
+  letter for the file, whose rows (known from the footer) count as read and dead-lettered;
+- a row group that fails to decode: one dead letter for the rest of the group (rows
+  already read stay read), those rows counted as read and dead-lettered
+  (`row_groups_dead_lettered` counts the group);
+- a record with a string that is not valid UTF-8: a dead letter of its own.
+
+So "read = written + dead-lettered" still holds for records, and a file of unknown size is
+counted as a file. `ReadValidatedFn`, the pass that validates, is the one that emits these
+dead letters and counts them; the passes that only collect keys (`batches_until_unreadable`)
+skip what cannot be read, so nothing is dead-lettered or counted twice.
 """
 
 from __future__ import annotations
@@ -29,6 +46,9 @@ from schemas import InvalidRecord
 VALID = "valid"
 DEAD_LETTERS = "dead_letters"
 METRICS_NAMESPACE = "madr"
+# What `schemas.validate_product` cannot do without: a file lacking one is a dead letter as a whole.
+REQUIRED_PRODUCT_COLUMNS = ("product_id", "title")
+_ID_COLUMNS = {"product": "product_id", "query": "query_id"}
 
 
 def dead_letter(stage: str, record: Mapping[str, Any], reason: str, record_id: str | None) -> dict[str, Any]:
@@ -64,11 +84,29 @@ class _ValidateFn(beam.DoFn):
 
 
 class RowGroup(NamedTuple):
-    """One Parquet row group of one file; `first_row` is the file row number of its first record."""
+    """One Parquet row group of one file; `first_row` is the file row number of its first record.
+
+    A file that cannot be read is listed as one RowGroup with index -1 and the reason in `error`
+    (`num_rows` is -1 where the footer could not be read), so its dead letter travels with the rest.
+    """
 
     path: str
     index: int
     first_row: int
+    num_rows: int = -1
+    error: str | None = None
+
+
+class UnreadableRowGroup(OSError):
+    """A row group, or its whole file, that cannot be read; the message names the file."""
+
+
+class Undecodable(NamedTuple):
+    """A record with a string that is not valid UTF-8: the columns that hold one, and the record with
+    each such value as its bytes (invalid ones escaped), for the dead letter."""
+
+    record: dict[str, Any]
+    columns: tuple[str, ...]
 
 
 class Positioned(NamedTuple):
@@ -82,14 +120,31 @@ def _open(path: str) -> Any:
     return FileSystems.open(path, "application/octet-stream", compression_type=CompressionTypes.UNCOMPRESSED)
 
 
-def _row_groups(pattern: str) -> Iterator[RowGroup]:
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _row_groups(pattern: str, required_columns: Sequence[str] = ()) -> Iterator[RowGroup]:
     for metadata in sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path):
-        with _open(metadata.path) as handle:
-            layout = pq.ParquetFile(handle).metadata
+        try:
+            with _open(metadata.path) as handle:
+                parquet = pq.ParquetFile(handle)
+                layout, names = parquet.metadata, set(parquet.schema_arrow.names)
+        except (OSError, pa.ArrowException) as error:
+            reason = f"cannot be read as Parquet ({_one_line(error)}); its rows are unknown"
+            yield RowGroup(metadata.path, -1, 0, error=reason)
+            continue
+        missing = [name for name in required_columns if name not in names]
+        if missing:
+            absent = ", ".join(map(repr, missing))
+            reason = f"has no column {absent}; none of its {layout.num_rows} rows is read"
+            yield RowGroup(metadata.path, -1, 0, layout.num_rows, reason)
+            continue
         first_row = 0
         for index in range(layout.num_row_groups):
-            yield RowGroup(metadata.path, index, first_row)
-            first_row += layout.row_group(index).num_rows
+            rows = layout.row_group(index).num_rows
+            yield RowGroup(metadata.path, index, first_row, rows)
+            first_row += rows
 
 
 class ListRowGroups(beam.PTransform):
@@ -98,11 +153,14 @@ class ListRowGroups(beam.PTransform):
     Listing happens in the pipeline, so a job can be built before its input exists; a pattern
     that matches nothing fails at construction, as Beam's ReadFromParquet does. The Reshuffle
     spreads row groups over workers (a runner would otherwise read them all where they were listed).
+    A file that cannot be opened, or lacks one of `required_columns`, is listed as one RowGroup
+    carrying the reason (see `RowGroup`), never raised.
     """
 
-    def __init__(self, file_pattern: str) -> None:
+    def __init__(self, file_pattern: str, required_columns: Sequence[str] = ()) -> None:
         super().__init__()
         self.file_pattern = file_pattern
+        self.required_columns = tuple(required_columns)
 
     def expand(self, root: pvalue.PBegin) -> beam.PCollection:
         if not FileSystems.match([self.file_pattern])[0].metadata_list:
@@ -110,7 +168,7 @@ class ListRowGroups(beam.PTransform):
         return (
             root
             | "Pattern" >> beam.Create([self.file_pattern])
-            | "RowGroups" >> beam.FlatMap(_row_groups)
+            | "RowGroups" >> beam.FlatMap(_row_groups, self.required_columns)
             | "Spread" >> beam.Reshuffle()
         )
 
@@ -119,17 +177,86 @@ def read_row_group(
     group: RowGroup, columns: Sequence[str] | None = None, batch_rows: int = 1024
 ) -> Iterator[pa.RecordBatch]:
     """The row group's records in Arrow batches of at most `batch_rows`, so that converting them to
-    Python objects never holds more than one batch, whatever the row group size."""
-    with _open(group.path) as handle:
-        parquet = pq.ParquetFile(handle)
-        # One thread: Beam parallelises over row groups already, and Arrow's reader threads each
-        # keep freed buffers in a heap of their own (peak RSS grew with the row groups read).
-        yield from parquet.iter_batches(
-            batch_size=batch_rows,
-            row_groups=[group.index],
-            columns=list(columns) if columns else None,
-            use_threads=False,
-        )
+    Python objects never holds more than one batch, whatever the row group size.
+
+    Raises `UnreadableRowGroup`, naming the file, for a group listed as unreadable, or when a batch
+    fails to decode (after the batches before it were yielded).
+    """
+    if group.error:
+        raise UnreadableRowGroup(f"{group.path} {group.error}")
+    try:
+        with _open(group.path) as handle:
+            parquet = pq.ParquetFile(handle)
+            # One thread: Beam parallelises over row groups already, and Arrow's reader threads each
+            # keep freed buffers in a heap of their own (peak RSS grew with the row groups read).
+            yield from parquet.iter_batches(
+                batch_size=batch_rows,
+                row_groups=[group.index],
+                columns=list(columns) if columns else None,
+                use_threads=False,
+            )
+    except (OSError, pa.ArrowException) as error:
+        raise UnreadableRowGroup(
+            f"{group.path}: row group {group.index} cannot be decoded ({_one_line(error)})"
+        ) from error
+
+
+def batches_until_unreadable(
+    group: RowGroup, columns: Sequence[str] | None = None, batch_rows: int = 1024
+) -> Iterator[pa.RecordBatch]:
+    """`read_row_group` for passes that only collect keys (ids, hashes): an unreadable group just ends.
+
+    `ReadValidatedFn` reads every group too and dead-letters (and counts) what cannot be read, once.
+    A pass that reads the same columns in the same batches stops at the same record.
+    """
+    try:
+        yield from read_row_group(group, columns, batch_rows)
+    except UnreadableRowGroup:
+        return
+
+
+def column_values(column: pa.Array | pa.ChunkedArray) -> list[Any]:
+    """`column.to_pylist()`, with None for a string that is not valid UTF-8 (which would raise)."""
+    try:
+        return column.to_pylist()
+    except UnicodeDecodeError:
+        values = []
+        for value in column:
+            try:
+                values.append(value.as_py())
+            except UnicodeDecodeError:
+                values.append(None)
+        return values
+
+
+def _escaped(value: pa.Scalar) -> str:
+    if pa.types.is_string(value.type) or pa.types.is_large_string(value.type):
+        return value.cast(pa.binary()).as_py().decode("utf-8", "backslashreplace")
+    return "<holds a string that is not valid UTF-8>"  # a list or map of strings
+
+
+def batch_records(batch: pa.RecordBatch) -> list[dict[str, Any] | Undecodable]:
+    """The batch's records as dicts; one with a string that is not valid UTF-8 as `Undecodable`.
+
+    Arrow's Parquet reader does not check UTF-8, so the bytes surface only here, and converting
+    the whole batch would fail for all of its records: the slow path, value by value, runs only
+    for a batch that holds such a string.
+    """
+    try:
+        return batch.to_pylist()
+    except UnicodeDecodeError:
+        pass
+    records: list[dict[str, Any] | Undecodable] = []
+    for row in range(batch.num_rows):
+        record, bad = {}, []
+        for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            try:
+                record[name] = column[row].as_py()
+            except UnicodeDecodeError:
+                bad.append(name)
+                record[name] = _escaped(column[row])
+        records.append(Undecodable(record, tuple(bad)) if bad else record)
+    return records
 
 
 class ArrowDoFn(beam.DoFn):
@@ -147,32 +274,61 @@ class ArrowDoFn(beam.DoFn):
         pa.set_memory_pool(pa.system_memory_pool())
 
 
-def positioned_records(group: RowGroup, batch_rows: int = 1024) -> Iterator[Positioned]:
-    """Every record of a row group as a dict (as Beam's ReadFromParquet gives it), with its position."""
-    row = group.first_row
-    for batch in read_row_group(group, batch_rows=batch_rows):
-        for record in batch.to_pylist():
-            yield Positioned((group.path, row), record)
-            row += 1
-
-
 class ReadValidatedFn(ArrowDoFn):
     """RowGroup -> Positioned valid records, and TaggedOutput(DEAD_LETTERS) for the others.
 
-    Counted as ValidateRecords counts (`products_read`, `products_dead_lettered`, ...).
+    Counted as ValidateRecords counts (`products_read`, `products_dead_lettered`, ...), plus
+    `files_dead_lettered` and `row_groups_dead_lettered`; the module docstring gives the rules for
+    what cannot be read.
     """
 
     def __init__(self, kind: str, validate: Callable[[Mapping[str, Any]], dict[str, Any]]) -> None:
         super().__init__()
+        self.kind = kind
         self.validate = _ValidateFn(kind, validate)
+        self.files = Metrics.counter(METRICS_NAMESPACE, "files_dead_lettered")
+        self.groups = Metrics.counter(METRICS_NAMESPACE, "row_groups_dead_lettered")
 
     def process(self, group: RowGroup) -> Iterator[Any]:
-        for positioned in positioned_records(group):
-            for out in self.validate.process(positioned.record):
-                if isinstance(out, pvalue.TaggedOutput):
-                    yield out
-                else:
-                    yield Positioned(positioned.position, out)
+        done = 0
+        try:
+            for batch in read_row_group(group):
+                for record in batch_records(batch):
+                    position = (group.path, group.first_row + done)
+                    done += 1
+                    if isinstance(record, Undecodable):
+                        yield self._undecodable(position, record)
+                        continue
+                    for out in self.validate.process(record):
+                        yield out if isinstance(out, pvalue.TaggedOutput) else Positioned(position, out)
+        except UnreadableRowGroup as error:
+            yield self._unreadable(group, done, str(error))
+
+    def _undecodable(self, position: tuple[str, int], bad: Undecodable) -> pvalue.TaggedOutput:
+        self.validate.read.inc()
+        self.validate.rejected.inc()
+        columns = ", ".join(map(repr, bad.columns))
+        path, row = position
+        reason = f"{path} row {row}: {columns} is not valid UTF-8; fix the encoding at the source"
+        id_column = _ID_COLUMNS.get(self.kind)
+        raw_id = bad.record.get(id_column) if id_column and id_column not in bad.columns else None
+        record_id = None if raw_id is None else str(raw_id)
+        letter = dead_letter(f"read_{self.kind}", bad.record, reason, record_id)
+        return pvalue.TaggedOutput(DEAD_LETTERS, letter)
+
+    def _unreadable(self, group: RowGroup, done: int, reason: str) -> pvalue.TaggedOutput:
+        rows = group.num_rows - done if group.num_rows >= 0 else None
+        # Rows the footer vouches for count as read and dead-lettered; a file without a footer as a file.
+        self.validate.read.inc(rows or 0)
+        self.validate.rejected.inc(rows or 0)
+        (self.files if group.index < 0 else self.groups).inc()
+        record = {
+            "file": group.path,
+            "row_group": group.index if group.index >= 0 else None,
+            "first_row": group.first_row + done,
+            "rows": rows,
+        }
+        return pvalue.TaggedOutput(DEAD_LETTERS, dead_letter(f"read_{self.kind}", record, reason, None))
 
 
 class ValidateRecords(beam.PTransform):

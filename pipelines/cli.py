@@ -51,6 +51,7 @@ from pipelines.options import (
     ExportOptions,
     ModelOptions,
     OutputOptions,
+    OverwriteOptions,
     VerifyOptions,
     add_stage_arguments,
 )
@@ -133,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=BEAM_NOTE,
         description="Read products, validate them, embed them with a trained model, write Parquet shards.",
     )
-    add_stage_arguments(embed, ModelOptions, OutputOptions, EmbedOptions, VerifyOptions)
+    add_stage_arguments(embed, ModelOptions, OutputOptions, EmbedOptions, VerifyOptions, OverwriteOptions)
 
     index = commands.add_parser(
         "build-index",
@@ -166,7 +167,9 @@ def _parser() -> argparse.ArgumentParser:
         epilog=BEAM_NOTE,
         description="Embed queries, search the index, join judgments, write metrics.json and the run file.",
     )
-    add_stage_arguments(evaluate, ModelOptions, OutputOptions, EvaluateOptions, VerifyOptions)
+    add_stage_arguments(
+        evaluate, ModelOptions, OutputOptions, EvaluateOptions, VerifyOptions, OverwriteOptions
+    )
     evaluate.add_argument(
         "--products",
         help="Catalog Parquet file or glob: also report the model's aspect Accuracy@1/@3 on held-out "
@@ -199,7 +202,7 @@ def _parser() -> argparse.ArgumentParser:
         "precision at each level)",
     )
     enrich.add_argument("--aspects", default="category,brand,color", help="Aspects to fill")
-    add_stage_arguments(enrich, VerifyOptions)
+    add_stage_arguments(enrich, VerifyOptions, OverwriteOptions)
 
     export = commands.add_parser(
         "export-vertex",
@@ -218,7 +221,7 @@ def _parser() -> argparse.ArgumentParser:
         help="With --restricts predicted or both: lowest confidence of a predicted restrict (0.5)",
     )
     export.add_argument("--output", help="(required) Folder for the export files (nothing else is put there)")
-    add_stage_arguments(export, ExportOptions, VerifyOptions)
+    add_stage_arguments(export, ExportOptions, VerifyOptions, OverwriteOptions)
 
     experiment = commands.add_parser(
         "experiment",
@@ -335,15 +338,18 @@ def _run_command(args: argparse.Namespace, beam_args: list[str], stage_argv: lis
             "--num_index_shards",
             str(args.num_index_shards),
             *(["--no_verify"] if args.no_verify else []),
+            *(["--overwrite"] if args.overwrite else []),
             *beam_args,
         ]
         print(run_build_index(PipelineOptions(flags)))
     elif args.command == "build-index":
-        report = build_index(args.embeddings, args.out, args.max_k, verify=not args.no_verify)
+        report = build_index(
+            args.embeddings, args.out, args.max_k, verify=not args.no_verify, overwrite=args.overwrite
+        )
         print(f"indexed {report.count} x {report.dimension} in {report.seconds:.1f}s -> {report.directory}")
     elif args.command == "enrich":
         names = AspectSchema.parse(args.aspects).names
-        beam_options = PipelineOptions(beam_args, no_verify=args.no_verify)
+        beam_options = PipelineOptions(beam_args, no_verify=args.no_verify, overwrite=args.overwrite)
         counts = enrich_catalog(
             args.products, args.embeddings, args.output, args.min_confidence, names, beam_options
         )

@@ -14,6 +14,9 @@ id occurs once. So the work is split by how much of the catalog each step needs:
    small as the duplicates) and applies the rule per id. The kept copy is remembered by
    its position (file, row), which also tells byte-identical copies apart.
 3. The plan (`pipelines.incremental`) streams every product past these two side inputs.
+
+Both steps skip what cannot be read (`catalog_io.batches_until_unreadable`; an id that is not
+valid UTF-8 counts as no id): the plan's reading dead-letters it, once.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import apache_beam as beam
 import numpy as np
 
 from model import content_hash
-from pipelines.catalog_io import ArrowDoFn, RowGroup, read_row_group
+from pipelines.catalog_io import ArrowDoFn, RowGroup, batch_records, batches_until_unreadable, column_values
 from pipelines.inference import ModelIdentity
 from pipelines.key_index import IndexKeys, KeyIndex, as_side_input, id_key
 from schemas import InvalidRecord, validate_product
@@ -70,8 +73,8 @@ class _Copy(NamedTuple):
 
 class _RawIdKeysFn(ArrowDoFn):
     def process(self, group: RowGroup) -> Iterator[np.ndarray]:
-        for batch in read_row_group(group, columns=["product_id"], batch_rows=8192):
-            ids = (raw_product_id(value) for value in batch.column(0).to_pylist())
+        for batch in batches_until_unreadable(group, columns=["product_id"], batch_rows=8192):
+            ids = (raw_product_id(value) for value in column_values(batch.column("product_id")))
             yield np.fromiter((id_key(i) for i in ids if i is not None), dtype=np.uint64)
 
 
@@ -95,12 +98,16 @@ class _CandidateCopiesFn(ArrowDoFn):
 
     def _copies(self, group: RowGroup, wanted: set[int]) -> Iterator[tuple[int, _Copy]]:
         row = group.first_row
-        for batch in read_row_group(group):
-            ids = [raw_product_id(value) for value in batch.column("product_id").to_pylist()]
+        # The plan's reading batches (1024 rows of every column): an unreadable group stops here where
+        # it stops there, so no copy is kept that the plan dead-letters.
+        for batch in batches_until_unreadable(group):
+            ids = [raw_product_id(value) for value in column_values(batch.column("product_id"))]
             keys = [id_key(i) if i is not None else None for i in ids]
             hits = [n for n, key in enumerate(keys) if key in wanted]
-            records = batch.take(hits).to_pylist() if hits else []
+            records = batch_records(batch.take(hits)) if hits else []
             for n, record in zip(hits, records, strict=True):
+                if not isinstance(record, dict):
+                    continue  # not valid UTF-8: the main pass dead-letters it
                 try:
                     product = validate_product(record)
                 except InvalidRecord:

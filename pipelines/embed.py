@@ -7,10 +7,17 @@ Composite transforms, each testable alone on a TestPipeline:
                   -> WriteEmbeddings (+ the reused rows, + WriteDeadLetters)
 
 `build_embed` verifies the model (and --previous) against their manifests first
-(`pipelines.verify`), then wires them. `run_embed` checks that the counts reconcile
-(read = embedded + reused + dead-lettered), writes the manifest last, and fails
-the job when the dead-letter fraction exceeds --max_dead_letter_fraction. A vector
-that is non-finite or all zeros is a dead letter too (`embedding_defect`).
+(`pipelines.verify`), then wires them. `run_embed` writes into a fresh staging folder
+(`artifacts.fresh_output`: a non-empty --output is refused without --overwrite), checks
+that the counts reconcile (read = embedded + reused + dead-lettered), writes the
+manifest last, and fails the job when the dead-letter fraction exceeds
+--max_dead_letter_fraction; only a run that succeeds moves its files into --output. A
+vector that is non-finite or all zeros is a dead letter too (`embedding_defect`).
+
+A catalog file that cannot be opened, lacks a required column, or holds a row group that
+cannot be decoded is a dead letter too, and so is a record with invalid UTF-8; none stops
+the job (`pipelines.catalog_io` gives the counting rule: a file's or row group's rows count
+as read and dead-lettered where its footer says how many there are).
 
 Memory stays flat with the catalog size on Beam's local runner, which holds in memory
 every PCollection that crosses a GroupByKey or a multi-input Flatten: the products go
@@ -38,10 +45,16 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from model import Side, content_hash
 from model.annotations import ANNOTATION_COLUMNS
-from pipelines.artifacts import counter_value, previous_embeddings_folder, write_stage_manifest
+from pipelines.artifacts import (
+    counter_value,
+    fresh_output,
+    previous_embeddings_folder,
+    write_stage_manifest,
+)
 from pipelines.catalog_io import (
     DEAD_LETTERS,
     METRICS_NAMESPACE,
+    REQUIRED_PRODUCT_COLUMNS,
     ListRowGroups,
     WriteDeadLetters,
     dead_letter,
@@ -54,7 +67,7 @@ from pipelines.inference import (
     ModelIdentity,
     TextToEncode,
 )
-from pipelines.options import EmbedOptions, ModelOptions, OutputOptions
+from pipelines.options import EmbedOptions, ModelOptions, OutputOptions, OverwriteOptions
 from pipelines.runner import make_pipeline, require_options
 from pipelines.verify import verification_wanted, verified_stage_manifest, verify_model
 from schemas import embedding_schema
@@ -199,11 +212,13 @@ COUNTERS = (
     "products_new_or_changed",
     "embeddings_invalid",
     "inference_batches",
+    "files_dead_lettered",
+    "row_groups_dead_lettered",
 )
 
 
-def check_counts(counts: dict[str, int], max_dead_letter_fraction: float) -> None:
-    """Records in = embedded + reused + dead-lettered, and not too many dead letters."""
+def check_counts(counts: dict[str, int], max_dead_letter_fraction: float, folder: str = "") -> None:
+    """Records in = embedded + reused + dead-lettered, and not too many dead letters (written to `folder`)."""
     accounted = counts["products_embedded"] + counts["products_reused"] + counts["products_dead_lettered"]
     if accounted != counts["products_read"]:
         raise RuntimeError(f"counts do not reconcile: read {counts['products_read']}, accounted {accounted}")
@@ -214,17 +229,27 @@ def check_counts(counts: dict[str, int], max_dead_letter_fraction: float) -> Non
         raise DeadLetterThresholdExceeded(
             f"{dead} of {read} products are dead letters{cause}, more than --max_dead_letter_fraction="
             f"{max_dead_letter_fraction}; see the dead_letters-*.jsonl files"
+            + (f" in {folder} (the output was not published)" if folder else "")
         )
 
 
-def build_embed(options: PipelineOptions) -> tuple[beam.Pipeline, ModelIdentity]:
-    """The embed pipeline, built but not run (tests inspect how a runner fuses it)."""
-    opts, model, output = (options.view_as(c) for c in (EmbedOptions, ModelOptions, OutputOptions))
+def _check_flags(options: PipelineOptions) -> None:
+    opts = options.view_as(EmbedOptions)
     require_options(opts, "products")
-    require_options(model, "model")
-    require_options(output, "output")
+    require_options(options.view_as(ModelOptions), "model")
+    require_options(options.view_as(OutputOptions), "output")
     if not 0 <= opts.max_dead_letter_fraction <= 1:
         raise ValueError("--max_dead_letter_fraction must be in [0, 1]")
+
+
+def build_embed(options: PipelineOptions, folder: str | None = None) -> tuple[beam.Pipeline, ModelIdentity]:
+    """The embed pipeline, built but not run (tests inspect how a runner fuses it).
+
+    It writes into `folder` (`run_embed` passes its staging folder), by default --output.
+    """
+    opts, model, output = (options.view_as(c) for c in (EmbedOptions, ModelOptions, OutputOptions))
+    _check_flags(options)
+    folder = folder or output.output
     # Inputs are checked here, before anything is built or written; workers trust this check.
     verify = verification_wanted(options)
     verify_model(model.model, verify)
@@ -241,7 +266,7 @@ def build_embed(options: PipelineOptions) -> tuple[beam.Pipeline, ModelIdentity]
     )
 
     pipeline = make_pipeline(options)
-    inputs = {"groups": pipeline | "ListProducts" >> ListRowGroups(opts.products)}
+    inputs = {"groups": pipeline | "ListProducts" >> ListRowGroups(opts.products, REQUIRED_PRODUCT_COLUMNS)}
     if opts.previous:
         previous_folder = previous_embeddings_folder(opts.previous)
         verified_stage_manifest(previous_folder, EMBEDDINGS_KIND, verify)
@@ -249,37 +274,45 @@ def build_embed(options: PipelineOptions) -> tuple[beam.Pipeline, ModelIdentity]
         inputs["previous"] = pipeline | "ListPrevious" >> ListRowGroups(previous)
     plan = inputs | PlanEmbedding(identity)
     embedded = plan[TO_EMBED] | EmbedTexts(handler, identity)
-    write = (output.output, identity.dimension, opts.num_shards, opts.row_group_mb)
+    write = (folder, identity.dimension, opts.num_shards, opts.row_group_mb)
     _ = embedded[ROWS] | WriteEmbeddings(*write)
     if opts.previous:
         _ = plan[REUSED] | "WriteReused" >> WriteEmbeddings(*write, prefix="embeddings-reused")
     _ = (
         (plan[DEAD_LETTERS], embedded[DEAD_LETTERS])
         | "AllDeadLetters" >> beam.Flatten()
-        | WriteDeadLetters(FileSystems.join(output.output, "dead_letters"))
+        | WriteDeadLetters(FileSystems.join(folder, "dead_letters"))
     )
     return pipeline, identity
 
 
 def run_embed(options: PipelineOptions) -> dict[str, int]:
     """Run the embed pipeline; return its counts after writing the output manifest."""
-    pipeline, identity = build_embed(options)
+    _check_flags(options)
     opts, output = options.view_as(EmbedOptions), options.view_as(OutputOptions)
-    result = pipeline.run()
-    result.wait_until_finish()
-    counts = {name: counter_value(result, name) for name in COUNTERS}
-    LOGGER.info("embed counts: %s", counts)
-    check_counts(counts, opts.max_dead_letter_fraction)
-    write_stage_manifest(
-        output.output,
-        kind=EMBEDDINGS_KIND,
-        info={
-            "model_id": identity.model_id,
-            "model_version": identity.model_version,
-            "dimension": identity.dimension,
-            "products": opts.products,
-            "previous": opts.previous,
-            "counts": counts,
-        },
-    )
+    with fresh_output(output.output, options.view_as(OverwriteOptions).overwrite) as folder:
+        pipeline, identity = build_embed(options, folder)
+        result = pipeline.run()
+        result.wait_until_finish()
+        counts = {name: counter_value(result, name) for name in COUNTERS}
+        LOGGER.info("embed counts: %s", counts)
+        if counts["files_dead_lettered"] or counts["row_groups_dead_lettered"]:
+            LOGGER.warning(
+                "%d catalog file(s) and %d row group(s) could not be read; the dead letters name them",
+                counts["files_dead_lettered"],
+                counts["row_groups_dead_lettered"],
+            )
+        check_counts(counts, opts.max_dead_letter_fraction, folder)
+        write_stage_manifest(
+            folder,
+            kind=EMBEDDINGS_KIND,
+            info={
+                "model_id": identity.model_id,
+                "model_version": identity.model_version,
+                "dimension": identity.dimension,
+                "products": opts.products,
+                "previous": opts.previous,
+                "counts": counts,
+            },
+        )
     return counts

@@ -16,7 +16,9 @@ from transformers import PreTrainedTokenizerBase
 
 from model import DenseEncoder, new_encoder
 from model.aspects.vocabulary import AspectVocabulary
+from model.training.checkpoints import checkpoint_dir
 from pipelines.layout import DatasetLayout
+from pipelines.options import OverwriteOptions, add_stage_arguments
 from schemas import AspectSchema
 
 
@@ -38,6 +40,8 @@ class EncoderJob:
     variant_options: tuple[tuple[str, Any], ...] = ()
     # Start aspect layers from the backbone's states for the value names (model.aspects.initialisation).
     initialise_aspects: bool = True
+    # Replace a model directory that already holds files (`artifacts.fresh_output`).
+    overwrite: bool = False
 
     def encoder_settings(self) -> dict[str, Any]:
         """The variant config's fields; --variant_option is the most specific, so it wins."""
@@ -100,6 +104,7 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max_document_length", type=int, default=128, help="Product truncation, in wordpieces"
     )
+    add_stage_arguments(parser, OverwriteOptions)
 
 
 def encoder_job_fields(args: argparse.Namespace) -> dict[str, Any]:
@@ -118,6 +123,7 @@ def encoder_job_fields(args: argparse.Namespace) -> dict[str, Any]:
         "min_aspect_count": args.min_aspect_count,
         "variant_options": parse_variant_options(args.variant_option),
         "initialise_aspects": not args.random_aspect_init,
+        "overwrite": args.overwrite,
     }
 
 
@@ -134,3 +140,12 @@ def parse_variant_options(items: list[str]) -> tuple[tuple[str, Any], ...]:
             value = text
         options.append((key.strip(), value))
     return tuple(options)
+
+
+def has_checkpoint(folder: str) -> bool:
+    """Whether an interrupted run left a checkpoint in `folder` to resume from.
+
+    `artifacts.fresh_output` keeps such a staging folder for the rerun (which refuses the checkpoint
+    of another run, by its fingerprint); one without a checkpoint holds nothing to resume and is cleared.
+    """
+    return checkpoint_dir(folder).is_dir()

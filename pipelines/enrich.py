@@ -23,8 +23,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.artifacts import counter_value, write_stage_manifest
+from pipelines.artifacts import counter_value, fresh_output, write_stage_manifest
 from pipelines.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE, WriteDeadLetters, dead_letter
+from pipelines.options import OverwriteOptions
 from pipelines.runner import make_pipeline
 from pipelines.verify import verification_wanted, verified_stage_manifest
 from schemas import (
@@ -206,9 +207,26 @@ def enrich_catalog(
     aspects: Sequence[str] = ECOMMERCE_ASPECTS,
     options: PipelineOptions | None = None,
 ) -> dict[str, int]:
-    """Write `output/enriched-*.parquet` and its manifest; return the counts."""
+    """Write `output/enriched-*.parquet` and its manifest; return the counts.
+
+    A non-empty `output` is refused unless `options` has --overwrite; the files appear there only
+    when the run succeeds (`artifacts.fresh_output`).
+    """
+    options = options or PipelineOptions([])
+    with fresh_output(output, options.view_as(OverwriteOptions).overwrite) as folder:
+        return _enrich(products, embeddings, folder, min_confidence, aspects, options)
+
+
+def _enrich(
+    products: str,
+    embeddings: str,
+    output: str,
+    min_confidence: float,
+    aspects: Sequence[str],
+    options: PipelineOptions,
+) -> dict[str, int]:
     embed_manifest = verified_stage_manifest(embeddings, "madr-embeddings", verification_wanted(options))
-    pipeline = make_pipeline(options or PipelineOptions([]))
+    pipeline = make_pipeline(options)
     enriched = {
         "products": pipeline
         | "ReadProducts" >> beam.io.ReadFromParquet(products, columns=["product_id", "aspects"]),

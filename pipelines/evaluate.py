@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
@@ -26,7 +27,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from model import Side
 from pipelines.annotation_quality import DEFAULT_MIN_CONFIDENCE, AnnotationQuality, measure_annotation_quality
-from pipelines.artifacts import counter_value, write_stage_manifest
+from pipelines.artifacts import counter_value, fresh_output, write_stage_manifest
 from pipelines.catalog_io import DEAD_LETTERS, ValidateRecords, WriteDeadLetters
 from pipelines.evaluation import RelevanceRule, parse_metrics
 from pipelines.evaluation.calibration import (
@@ -36,7 +37,7 @@ from pipelines.evaluation.calibration import (
     encode_queries,
     first_queries,
 )
-from pipelines.evaluation.cutoffs import plan_cutoffs
+from pipelines.evaluation.cutoffs import CutoffPlan, plan_cutoffs
 from pipelines.evaluation.searchers import SearcherSpec
 from pipelines.evaluation.transforms import JoinJudgments, SearchAndScore, WriteRun
 from pipelines.evaluation_report import (
@@ -47,7 +48,7 @@ from pipelines.evaluation_report import (
     write_report,
 )
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode
-from pipelines.options import EmbedOptions, EvaluateOptions, ModelOptions, OutputOptions
+from pipelines.options import EmbedOptions, EvaluateOptions, ModelOptions, OutputOptions, OverwriteOptions
 from pipelines.runner import make_pipeline, require_options
 from pipelines.verify import verification_wanted, verified_stage_manifest, verify_model
 from schemas import per_query_metrics_schema, validate_judgment, validate_query
@@ -139,11 +140,30 @@ def _annotation_quality(
     return quality
 
 
-def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) -> dict[str, Any]:
-    """Run the evaluation pipeline; write metrics.json, per_query.parquet, recall_at_k.png, run-*.parquet.
+@dataclass(frozen=True)
+class EvaluationPlan:
+    """What `build_evaluate` settled on the driver, which `run_evaluate` reports after the run."""
 
-    ``rule`` lets code fix the relevance rule (e.g. float gains); otherwise positive_min_grade comes from
-    --positive_min_grade, else the dataset manifest next to --judgments, else 2.
+    folder: str
+    identity: ModelIdentity
+    specs: dict[str, SearcherSpec]
+    primary: str
+    depth: int
+    rule: RelevanceRule
+    rule_source: str
+    calibration: Calibration | None
+    cutoffs: CutoffPlan
+    split: str
+
+
+def build_evaluate(
+    options: PipelineOptions, rule: RelevanceRule | None = None, folder: str | None = None
+) -> tuple[beam.Pipeline, EvaluationPlan]:
+    """The evaluation pipeline, built but not run, and what was settled on the driver to build it.
+
+    The driver's work happens here: inputs verified, the relevance rule and cut-offs resolved, and with
+    --searcher auto the calibration (`_choose_searcher`). The pipeline writes into ``folder``, by
+    default --output. A test translates it for another runner (tests/test_dataflow_translation.py).
     """
     opts, model, output = (options.view_as(c) for c in (EvaluateOptions, ModelOptions, OutputOptions))
     require_options(opts, "queries", "judgments")
@@ -170,6 +190,7 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
     identity = ModelIdentity.of(model.model)
     handler = EncoderModelHandler(model.model, Side.QUERY, model.batch_size, model.chunk_size, model.device)
     split = opts.split
+    folder = folder or output.output
 
     pipeline = make_pipeline(options)
     queries = (
@@ -199,29 +220,52 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
         scored = joined | f"SearchAndScore{label}" >> SearchAndScore(
             spec, depth, metrics, rule, model.batch_size, emit_run=is_primary, counter_suffix=suffix
         )
-        _write_rows(
-            scored["per_query"], output.output, f"tmp-{name}-per_query", per_query_metrics_schema(names)
-        )
-        _write_rows(scored["relevant_ranks"], output.output, f"tmp-{name}-ranks", RELEVANT_RANKS_SCHEMA)
+        _write_rows(scored["per_query"], folder, f"tmp-{name}-per_query", per_query_metrics_schema(names))
+        _write_rows(scored["relevant_ranks"], folder, f"tmp-{name}-ranks", RELEVANT_RANKS_SCHEMA)
         if is_primary:
-            _ = scored["run"] | "WriteRun" >> WriteRun(FileSystems.join(output.output, "run"))
+            _ = scored["run"] | "WriteRun" >> WriteRun(FileSystems.join(folder, "run"))
     _ = (
         (queries[DEAD_LETTERS], judgments[DEAD_LETTERS])
         | beam.Flatten()
-        | WriteDeadLetters(FileSystems.join(output.output, "dead_letters"))
+        | WriteDeadLetters(FileSystems.join(folder, "dead_letters"))
     )
+    plan = EvaluationPlan(
+        folder, identity, specs, primary, depth, rule, rule_source, calibration, cutoffs, split
+    )
+    return pipeline, plan
+
+
+def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) -> dict[str, Any]:
+    """Run the evaluation pipeline; write metrics.json, per_query.parquet, recall_at_k.png, run-*.parquet.
+
+    ``rule`` lets code fix the relevance rule (e.g. float gains); otherwise positive_min_grade comes from
+    --positive_min_grade, else the dataset manifest next to --judgments, else 2. A non-empty --output is
+    refused unless --overwrite; the files appear there only when the run succeeds (`artifacts.fresh_output`).
+    """
+    output = options.view_as(OutputOptions)
+    require_options(output, "output")
+    with fresh_output(output.output, options.view_as(OverwriteOptions).overwrite) as folder:
+        return _run_evaluate(options, rule, folder)
+
+
+def _run_evaluate(options: PipelineOptions, rule: RelevanceRule | None, folder: str) -> dict[str, Any]:
+    pipeline, plan = build_evaluate(options, rule, folder)
+    opts, model = options.view_as(EvaluateOptions), options.view_as(ModelOptions)
+    folder, specs, primary, calibration = plan.folder, plan.specs, plan.primary, plan.calibration
     result = pipeline.run()
     result.wait_until_finish()
 
     branches = {
         name: SearcherRows(
-            collect_rows(output.output, f"tmp-{name}-per_query"),
-            collect_rows(output.output, f"tmp-{name}-ranks"),
+            collect_rows(folder, f"tmp-{name}-per_query"),
+            collect_rows(folder, f"tmp-{name}-ranks"),
         )
         for name in specs
     }
-    report = write_report(output.output, branches, primary, depth, rule, rule_source, calibration, cutoffs)
-    annotations = _annotation_quality(options, opts, model.model, output.output)
+    report = write_report(
+        folder, branches, primary, plan.depth, plan.rule, plan.rule_source, calibration, plan.cutoffs
+    )
+    annotations = _annotation_quality(options, opts, model.model, folder)
     counted = [
         "queries_read",
         "queries_dead_lettered",
@@ -235,18 +279,18 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
         counted += [f"queries_searched_{name}", f"queries_scored_{name}", f"queries_without_judgments_{name}"]
     counts = {name: counter_value(result, name) for name in counted}
     write_stage_manifest(
-        output.output,
+        folder,
         kind="madr-evaluation",
         info={
-            "model_id": identity.model_id,
-            "model_version": identity.model_version,
+            "model_id": plan.identity.model_id,
+            "model_version": plan.identity.model_version,
             "searcher": primary,
             "compare_exact": len(specs) > 1,
             **({"searcher_choice": calibration.to_dict()} if calibration else {}),
-            "depth": depth,
-            "cutoffs": cutoffs.to_dict(),
-            "split": split,
-            "relevance_rule": rule.to_dict(),
+            "depth": plan.depth,
+            "cutoffs": plan.cutoffs.to_dict(),
+            "split": plan.split,
+            "relevance_rule": plan.rule.to_dict(),
             "counts": counts,
             **({"annotation_quality": annotations.to_dict()} if annotations else {}),
         },
@@ -260,5 +304,5 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
         "recall_at_k": report.recall_at_k,
         "searcher": primary,
         "searcher_choice": calibration.to_dict() if calibration else None,
-        "cutoffs": cutoffs.to_dict(),
+        "cutoffs": plan.cutoffs.to_dict(),
     }

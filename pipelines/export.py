@@ -18,15 +18,16 @@ for a namespace omits that namespace, so a product without aspects gets no
 data files sit directly under the batch root and are named ``*.json`` (not ``.jsonl``),
 at most 5,000 files, and no other subdirectories. Beam's temporary files therefore
 never go inside the target folder: the files are written to a sibling staging folder
-and moved into the target once the pipeline has succeeded. For the same reason the
-folder carries no manifest.json (Vertex would read it as a data file).
+(`artifacts.fresh_output`, which every stage uses) and moved into the target once the
+pipeline has succeeded. For the same reason the folder carries no manifest.json (Vertex
+would read it as a data file), and a non-empty target is refused unless --overwrite
+replaces it: Vertex would import every file in it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -35,8 +36,9 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.runner import PipelineResult
 
-from pipelines.artifacts import counter_value, list_files
+from pipelines.artifacts import counter_value, fresh_output, list_files
 from pipelines.catalog_io import METRICS_NAMESPACE
 from pipelines.enrich import (
     DEFAULT_FILL_CONFIDENCE,
@@ -45,7 +47,7 @@ from pipelines.enrich import (
     fill_aspects,
     key_predictions,
 )
-from pipelines.options import EmbedOptions, EvaluateOptions, ExportOptions, OutputOptions
+from pipelines.options import EmbedOptions, EvaluateOptions, ExportOptions, OutputOptions, OverwriteOptions
 from pipelines.runner import make_pipeline, require_options
 from pipelines.verify import verification_wanted, verified_stage_manifest
 from schemas import ECOMMERCE_ASPECTS, PROVENANCE_PREDICTED, AspectSchema, InvalidRecord
@@ -204,25 +206,6 @@ class ExportVertexJsonl(beam.PTransform):
         )
 
 
-def _staging_folder(output: str) -> str:
-    """A fresh sibling of ``output`` (same bucket, so the final move is a cheap rename)."""
-    parent, name = FileSystems.split(output.rstrip("/"))
-    if not name:
-        raise ValueError(f"--output {output!r} must be a folder below a bucket or directory root")
-    return FileSystems.join(parent, f".{name}.staging-{uuid.uuid4().hex[:12]}")
-
-
-def _delete_folder(folder: str) -> None:
-    """Remove a folder and everything under it, locally or on an object store (where it is a prefix)."""
-    if FileSystems.get_scheme(folder) is None:
-        if FileSystems.exists(folder):
-            FileSystems.delete([folder])
-        return
-    found = FileSystems.match([FileSystems.join(folder, "**")])[0].metadata_list
-    if found:
-        FileSystems.delete([metadata.path for metadata in found])
-
-
 def export_vertex(
     products: str,
     embeddings: str,
@@ -236,17 +219,33 @@ def export_vertex(
     """Write ``output/vectors-SSSSS-of-NNNNN.json`` for Vertex AI Vector Search; return the counts.
 
     ``products`` is a catalog Parquet file or glob, ``embeddings`` an embed stage folder,
-    ``output`` a new or empty folder that will hold only the export files.
+    ``output`` a new or empty folder (or, with --overwrite in ``options``, one to replace) that will
+    hold only the export files.
     """
     if not isinstance(num_files, int) or not 0 <= num_files <= MAX_VERTEX_FILES:
         raise ValueError(f"num_files must be in [0, {MAX_VERTEX_FILES}] (Vertex's limit), got {num_files!r}")
-    embed_manifest = verified_stage_manifest(embeddings, "madr-embeddings", verification_wanted(options))
-    if FileSystems.match([FileSystems.join(output, "**")])[0].metadata_list:
-        raise FileExistsError(
-            f"{output} is not empty; Vertex would import every file in it. Choose a new folder"
-        )
-    staging = _staging_folder(output)
-    pipeline = make_pipeline(options or PipelineOptions([]))
+    options = options or PipelineOptions([])
+    with fresh_output(output, options.view_as(OverwriteOptions).overwrite) as staging:
+        embed_manifest = verified_stage_manifest(embeddings, "madr-embeddings", verification_wanted(options))
+        dimension = int(embed_manifest["dimension"])
+        export = ExportVertexJsonl(aspects, dimension, restricts, min_confidence)
+        result = _run_export(products, embeddings, staging, export, num_files, options)
+        written = list_files(staging, f"{VERTEX_FILE_PREFIX}-*{VERTEX_FILE_SUFFIX}")
+    counts = {name: counter_value(result, name) for name in COUNTERS}
+    counts["vertex_files"] = len(written)
+    LOGGER.info("exported to %s: %s", output, counts)
+    return counts
+
+
+def _run_export(
+    products: str,
+    embeddings: str,
+    staging: str,
+    export: ExportVertexJsonl,
+    num_files: int,
+    options: PipelineOptions,
+) -> PipelineResult:
+    pipeline = make_pipeline(options)
     inputs = {
         "products": pipeline
         | "ReadProducts" >> beam.io.ReadFromParquet(products, columns=["product_id", "aspects"]),
@@ -258,7 +257,7 @@ def export_vertex(
     }
     _ = (
         inputs
-        | ExportVertexJsonl(aspects, int(embed_manifest["dimension"]), restricts, min_confidence)
+        | export
         | "WriteJson"
         >> beam.io.WriteToText(
             FileSystems.join(staging, VERTEX_FILE_PREFIX),
@@ -267,21 +266,9 @@ def export_vertex(
             num_shards=num_files,
         )
     )
-    try:
-        result = pipeline.run()
-        result.wait_until_finish()
-        written = list_files(staging, f"{VERTEX_FILE_PREFIX}-*{VERTEX_FILE_SUFFIX}")
-        if not FileSystems.exists(output):
-            FileSystems.mkdirs(output)
-        FileSystems.rename(
-            written, [FileSystems.join(output, FileSystems.split(path)[1]) for path in written]
-        )
-    finally:
-        _delete_folder(staging)
-    counts = {name: counter_value(result, name) for name in COUNTERS}
-    counts["vertex_files"] = len(written)
-    LOGGER.info("exported to %s: %s", output, counts)
-    return counts
+    result = pipeline.run()
+    result.wait_until_finish()
+    return result
 
 
 def run_export_vertex(options: PipelineOptions) -> dict[str, int]:

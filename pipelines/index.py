@@ -35,8 +35,9 @@ from apache_beam.utils.windowed_value import WindowedValue
 from index_builder import ScannIndex, ScannIndexBuilder
 from index_builder.artifact import FileEntry, IndexManifest
 from index_builder.partitioned import PartitionedManifest, ShardEntry, shard_dir_name, shard_of
+from pipelines.artifacts import fresh_output
 from pipelines.catalog_io import METRICS_NAMESPACE
-from pipelines.options import EvaluateOptions, IndexOptions, OutputOptions
+from pipelines.options import EvaluateOptions, IndexOptions, OutputOptions, OverwriteOptions
 from pipelines.runner import make_pipeline, require_options
 from pipelines.verify import verification_wanted, verified_stage_manifest
 from schemas.manifest import MANIFEST_FILE
@@ -291,22 +292,44 @@ def _require_empty(folder: str) -> None:
         raise FileExistsError(f"{folder} exists and is not empty; choose a new output folder")
 
 
-def run_build_index(options: PipelineOptions) -> PartitionedBuildReport:
-    """Build a partitioned index from an embed stage's shards (--embeddings) into --output.
+@dataclass(frozen=True)
+class PartitionedBuildPlan:
+    """What `build_partitioned_index` read on the driver, which `run_build_index` needs after the run."""
 
-    ``--num_index_shards 1`` gives a one-shard artifact whose searches equal a single index
-    built from the same embeddings; `index_builder.open_index` loads either layout.
+    folder: str
+    embeddings: str
+    num_shards: int
+    max_k: int
+    model_id: str
+    model_version: str
+    dimension: int
+
+
+def build_partitioned_index(
+    options: PipelineOptions, folder: str | None = None
+) -> tuple[beam.Pipeline, PartitionedBuildPlan]:
+    """The partitioned index build, built but not run, writing its shards into ``folder`` (default --output).
+
+    The driver's checks happen here (an empty output, the embeddings against their manifest); a test
+    translates the pipeline for another runner (tests/test_dataflow_translation.py).
     """
     index_opts, inputs, output = (options.view_as(c) for c in (IndexOptions, EvaluateOptions, OutputOptions))
     require_options(inputs, "embeddings")
     require_options(output, "output")
-    _require_empty(output.output)
+    folder = folder or output.output
+    _require_empty(folder)
     # Checked once, here; the workers that read the shards trust this check.
     verify = verification_wanted(options)
     embed_manifest = verified_stage_manifest(inputs.embeddings, "madr-embeddings", verify)
-    model_id, model_version = embed_manifest["model_id"], str(embed_manifest["model_version"])
-    num_shards = index_opts.num_index_shards
-    started = time.perf_counter()
+    plan = PartitionedBuildPlan(
+        folder=folder,
+        embeddings=inputs.embeddings,
+        num_shards=index_opts.num_index_shards,
+        max_k=index_opts.max_k,
+        model_id=embed_manifest["model_id"],
+        model_version=str(embed_manifest["model_version"]),
+        dimension=int(embed_manifest["dimension"]),
+    )
     pipeline = make_pipeline(options)
     _ = (
         pipeline
@@ -317,21 +340,37 @@ def run_build_index(options: PipelineOptions) -> PartitionedBuildReport:
         )
         | "ToRows" >> beam.FlatMap(table_rows)
         | "BuildPartitionedIndex"
-        >> BuildPartitionedIndex(output.output, num_shards, index_opts.max_k, model_id, model_version)
+        >> BuildPartitionedIndex(folder, plan.num_shards, plan.max_k, plan.model_id, plan.model_version)
     )
-    pipeline.run().wait_until_finish()
-    manifest = write_partitioned_manifest(
-        output.output,
-        num_shards,
-        model_id,
-        model_version,
-        dimension=int(embed_manifest["dimension"]),
-        extra={"embeddings": inputs.embeddings, "max_k": index_opts.max_k},
-    )
+    return pipeline, plan
+
+
+def run_build_index(options: PipelineOptions) -> PartitionedBuildReport:
+    """Build a partitioned index from an embed stage's shards (--embeddings) into --output.
+
+    ``--num_index_shards 1`` gives a one-shard artifact whose searches equal a single index
+    built from the same embeddings; `index_builder.open_index` loads either layout. A non-empty
+    --output is refused unless --overwrite: the shards are built in a staging folder, which moves
+    into --output, manifest included, once every shard exists (`artifacts.fresh_output`).
+    """
+    started = time.perf_counter()
+    output = options.view_as(OutputOptions)
+    require_options(output, "output")
+    with fresh_output(output.output, options.view_as(OverwriteOptions).overwrite) as folder:
+        pipeline, plan = build_partitioned_index(options, folder)
+        pipeline.run().wait_until_finish()
+        manifest = write_partitioned_manifest(
+            plan.folder,
+            plan.num_shards,
+            plan.model_id,
+            plan.model_version,
+            dimension=plan.dimension,
+            extra={"embeddings": plan.embeddings, "max_k": plan.max_k},
+        )
     return PartitionedBuildReport(
         count=manifest.count,
         dimension=manifest.dimension,
-        num_shards=num_shards,
+        num_shards=plan.num_shards,
         shard_counts=tuple(s.count for s in manifest.shards),
         seconds=time.perf_counter() - started,
         directory=output.output,

@@ -8,7 +8,8 @@ file and renamed over the old one.
 
 Rerunning the same night (same run id) is idempotent: a stage whose manifest
 exists is finished and is skipped; a stage folder without a manifest is what a
-crash left behind, and it is cleared before the stage runs again. The previous
+crash left behind, and the stage runs again with --overwrite to replace it (a stage
+otherwise refuses a non-empty output folder, `artifacts.fresh_output`). The previous
 run for incremental embedding is whatever LATEST pointed to when the run started;
 when its embeddings have lost a file, nothing is reused (a warning names the file).
 
@@ -71,6 +72,53 @@ class NightlyJob:
 
     def stage(self, name: str) -> str:
         return FileSystems.join(self.run_folder, name)
+
+    # The flags of each stage's own pipeline, before job.beam_args (tests/test_dataflow_translation.py
+    # builds each stage with them, for Dataflow).
+    def embed_flags(self, previous_embeddings: str | None = None) -> list[str]:
+        """`madr embed` into this run's embeddings/, reusing ``previous_embeddings`` when given."""
+        flags = ["--products", self.catalog, "--model", self.model, "--output", self.stage("embeddings")]
+        return [*flags, "--previous", previous_embeddings] if previous_embeddings else flags
+
+    def index_flags(self) -> list[str]:
+        """The partitioned index build over this run's embeddings, into its index/."""
+        return [
+            "--embeddings",
+            self.stage("embeddings"),
+            "--output",
+            self.stage("index"),
+            "--num_index_shards",
+            str(self.num_index_shards),
+            "--max_k",
+            str(self.max_k),
+        ]
+
+    def evaluate_flags(self) -> list[str]:
+        """The evaluation of this run's index against --queries and --judgments, into its eval/."""
+        if not self.queries or not self.judgments:
+            raise ValueError("this nightly job evaluates nothing: it has no --queries and --judgments")
+        return [
+            "--queries",
+            self.queries,
+            "--judgments",
+            self.judgments,
+            "--model",
+            self.model,
+            "--index",
+            self.stage("index"),
+            "--embeddings",
+            self.stage("embeddings"),
+            "--output",
+            self.stage("eval"),
+            "--depth",
+            str(self.max_k),
+            # The faster of the index and exact search at this depth, by measurement (both reported).
+            "--searcher",
+            "auto",
+            # Tonight's catalog: the annotations are scored on the products the model held out.
+            "--products",
+            self.catalog,
+        ]
 
 
 @dataclass
@@ -166,16 +214,22 @@ def _finished(folder: str) -> bool:
     return FileSystems.exists(FileSystems.join(folder, MANIFEST_FILE))
 
 
-def _run_stage(report: NightlyReport, name: str, folder: str, work: Callable[[], Any]) -> None:
+def _run_stage(report: NightlyReport, name: str, folder: str, work: Callable[[list[str]], Any]) -> None:
+    """Run a stage into `folder` (`work` gets the flags to add) unless an earlier attempt finished it.
+
+    A stage folder without a manifest is unfinished: what an interrupted attempt left (stages move
+    their files into place only once they succeed, but an object store's move is a copy, and older
+    runs wrote in place). The stage is told to replace it (--overwrite); the folder of a finished
+    stage is never touched.
+    """
     if _finished(folder):
         report.skipped.append(name)
         LOGGER.info("%s: finished in an earlier attempt, skipped", name)
         return
     if FileSystems.exists(folder):
-        LOGGER.warning("%s: clearing what an interrupted attempt left in %s", name, folder)
-        FileSystems.delete([folder])
+        LOGGER.warning("%s: replacing what an interrupted attempt left in %s", name, folder)
     started = time.perf_counter()
-    report.stages[name] = work()
+    report.stages[name] = work(["--overwrite"])
     report.seconds[name] = round(time.perf_counter() - started, 1)
 
 
@@ -221,12 +275,16 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
     report = NightlyReport(job.run_id, previous)
     beam = list(job.beam_args)
 
-    embed_flags = ["--products", job.catalog, "--model", job.model, "--output", job.stage("embeddings")]
     previous_embeddings = FileSystems.join(job.out, previous, "embeddings") if previous else None
+    reused = None
     if previous_embeddings and not _finished(job.stage("embeddings")) and _reusable(previous_embeddings):
-        embed_flags += ["--previous", previous_embeddings]
+        reused = previous_embeddings
+    embed_flags = job.embed_flags(reused)
     _run_stage(
-        report, "embed", job.stage("embeddings"), lambda: run_embed(PipelineOptions([*embed_flags, *beam]))
+        report,
+        "embed",
+        job.stage("embeddings"),
+        lambda extra: run_embed(PipelineOptions([*embed_flags, *extra, *beam])),
     )
     # Checked before the index is built: a refused night costs no index, and its rerun with
     # --allow_shrink picks up from here (the embed stage is finished).
@@ -234,51 +292,21 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
     LOGGER.info("catalog size: %s", check.to_dict())
     check.enforce()
 
-    index_flags = [
-        "--embeddings",
-        job.stage("embeddings"),
-        "--output",
-        job.stage("index"),
-        "--num_index_shards",
-        str(job.num_index_shards),
-        "--max_k",
-        str(job.max_k),
-    ]
     _run_stage(
         report,
         "index",
         job.stage("index"),
-        lambda: repr(run_build_index(PipelineOptions([*index_flags, *beam]))),
+        lambda extra: repr(run_build_index(PipelineOptions([*job.index_flags(), *extra, *beam]))),
     )
 
     if job.queries:
-        eval_flags = [
-            "--queries",
-            job.queries,
-            "--judgments",
-            job.judgments,
-            "--model",
-            job.model,
-            "--index",
-            job.stage("index"),
-            "--embeddings",
-            job.stage("embeddings"),
-            "--output",
-            job.stage("eval"),
-            "--depth",
-            str(job.max_k),
-            # The faster of the index and exact search at this depth, by measurement (both reported).
-            "--searcher",
-            "auto",
-            # Tonight's catalog: the annotations are scored on the products the model held out.
-            "--products",
-            job.catalog,
-        ]
         _run_stage(
             report,
             "evaluate",
             job.stage("eval"),
-            lambda: _summary_means(run_evaluate(PipelineOptions([*eval_flags, *beam]))),
+            lambda extra: _summary_means(
+                run_evaluate(PipelineOptions([*job.evaluate_flags(), *extra, *beam]))
+            ),
         )
 
     summary = {

@@ -54,6 +54,23 @@ class OutputOptions(PipelineOptions):
         parser.add_argument("--output", help="(required) Output folder, local or gs://")
 
 
+class OverwriteOptions(PipelineOptions):
+    """Whether a stage may replace an output folder that already holds files (`artifacts.fresh_output`).
+
+    One flag for every stage, Beam or not: the non-Beam commands add it with `add_stage_arguments`.
+    """
+
+    @classmethod
+    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--overwrite",
+            action="store_true",
+            help="Replace the output folder if it already holds files (without it, such a folder is "
+            "refused, so no stale file can mix with the new ones). Either way the new output is written "
+            "beside it and moved into place only when the run succeeds",
+        )
+
+
 class EmbedOptions(PipelineOptions):
     """Flags of `madr embed`."""
 

@@ -24,7 +24,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from model import DenseEncoder, Side, text_for_model
 from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, PretrainingReport
-from pipelines.encoder_job import EncoderJob, add_encoder_arguments, encoder_job_fields
+from pipelines.artifacts import fresh_output
+from pipelines.encoder_job import EncoderJob, add_encoder_arguments, encoder_job_fields, has_checkpoint
 from pipelines.layout import DatasetLayout
 from pipelines.presets import add_preset_argument
 from pipelines.vocabulary import run_build_vocabulary
@@ -150,6 +151,17 @@ def load_pretraining_records(job: PretrainJob, encoder: DenseEncoder) -> list[Pr
 
 
 def run_pretraining(job: PretrainJob, loop: PretrainingConfig) -> PretrainingReport:
+    """Pre-train into `job.output`, which appears only once the model and its manifest are whole.
+
+    As `pipelines.train.run_training`: a non-empty `job.output` is refused unless `job.overwrite`,
+    and an interrupted run resumes from the checkpoints in its staging folder.
+    """
+    with fresh_output(job.output, job.overwrite, resumable=has_checkpoint) as staging:
+        report = _pretrain(dataclasses.replace(job, output=staging), loop)
+    return dataclasses.replace(report, model_dir=Path(job.output))
+
+
+def _pretrain(job: PretrainJob, loop: PretrainingConfig) -> PretrainingReport:
     layout = DatasetLayout(job.dataset)
     with tempfile.TemporaryDirectory() as scratch:
         vocabulary = run_build_vocabulary(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import shutil
@@ -17,7 +18,8 @@ from transformers import PreTrainedTokenizerBase
 from model import DenseEncoder, load_config, load_encoder, text_for_model
 from model.training import Trainer, TrainingConfig, TrainingReport
 from model.training.validation import VALIDATION_METRIC
-from pipelines.encoder_job import EncoderJob, add_encoder_arguments, encoder_job_fields
+from pipelines.artifacts import fresh_output
+from pipelines.encoder_job import EncoderJob, add_encoder_arguments, encoder_job_fields, has_checkpoint
 from pipelines.layout import DatasetLayout
 from pipelines.presets import add_preset_argument
 from pipelines.training_data import load_training_set
@@ -152,6 +154,18 @@ def load_pretrained_encoder(
 
 
 def run_training(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
+    """Fine-tune into `job.output`, which appears only once the model and its manifest are whole.
+
+    A non-empty `job.output` is refused unless `job.overwrite`. Training writes into the staging
+    folder of `artifacts.fresh_output`, which an interrupted run leaves behind with its checkpoints:
+    the same command run again resumes from them.
+    """
+    with fresh_output(job.output, job.overwrite, resumable=has_checkpoint) as staging:
+        report = _train(dataclasses.replace(job, output=staging), loop)
+    return dataclasses.replace(report, model_dir=Path(job.output))
+
+
+def _train(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
     if job.init_from:
         encoder, tokenizer, vocabulary_sizes = load_pretrained_encoder(job, loop.device)
     else:

@@ -171,10 +171,13 @@ def test_too_many_dead_letters_fail_the_job_after_writing_them(tmp_path, tiny_mo
     path = write_catalog(tmp_path / "products.parquet", rows)
     out = tmp_path / "embeddings"
     flags = ["--products", path, "--model", str(tiny_model_dir), "--output", str(out)]
-    with pytest.raises(DeadLetterThresholdExceeded, match="2 of 12 products are dead letters"):
+    with pytest.raises(DeadLetterThresholdExceeded, match="2 of 12 products are dead letters") as failed:
         run_embed(PipelineOptions([*flags, "--max_dead_letter_fraction", "0.1"]))
-    assert len((next(out.glob("dead_letters*.jsonl"))).read_text().splitlines()) == 2
-    assert not (out / "manifest.json").exists()  # a failed stage never looks finished
+    # The output is not published: the dead letters stay in the staging folder the message names.
+    staging = tmp_path / ".embeddings.staging"
+    assert f"in {staging} (the output was not published)" in str(failed.value)
+    assert len((next(staging.glob("dead_letters*.jsonl"))).read_text().splitlines()) == 2
+    assert not (staging / "manifest.json").exists() and not out.exists()  # never looks finished
 
 
 def test_handler_loads_the_model_once_and_batches(tiny_model_dir, local_runner) -> None:

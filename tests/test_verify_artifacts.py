@@ -274,13 +274,13 @@ def test_a_model_writing_bad_vectors_fails_the_job_with_them_dead_lettered(
         DeadLetterThresholdExceeded, match=r"6 of 6 products .*6 of them for an invalid embedding"
     ):
         run_embed(PipelineOptions(flags))
-    letters = _letters(tmp_path / "embeddings")
+    # The failed output is not published: its dead letters wait in the staging folder (fresh_output).
+    letters = _letters(tmp_path / ".embeddings.staging")
     assert sorted(letter["record_id"] for letter in letters) == [f"p{i}" for i in range(6)]
     assert all(reason in letter["reason"] for letter in letters)
-    assert not (tmp_path / "embeddings" / "manifest.json").exists()  # so no later stage can read it
+    assert not (tmp_path / "embeddings").exists()  # so no later stage can read it
 
     if value == 0.0:  # under the threshold the job succeeds, and the counts still reconcile
-        shutil.rmtree(tmp_path / "embeddings")
         counts = run_embed(PipelineOptions([*flags, "--max_dead_letter_fraction", "1"]))
         assert (counts["products_read"], counts["products_embedded"]) == (6, 0)
         assert counts["products_dead_lettered"] == counts["embeddings_invalid"] == 6

@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint bench bench-quick clean
+.PHONY: install demo test lint reliability bench bench-quick clean
 
 install: $(STAMP)
 
@@ -28,6 +28,11 @@ test: install
 
 lint: install
 	$(BIN)/ruff check .
+
+# Corrupted model, planted pickle, stale output, bad input, kill -9, tampered index, shrunk catalog:
+# a table of expected vs observed and records lost (docs/RELIABILITY.md). Also a test in `make test`.
+reliability: install
+	$(BIN)/python -m bench.reliability
 
 # The benchmarks' peers and tools (faiss-cpu, matplotlib, onnxruntime, py-spy): the "bench" extra.
 BENCH_STAMP := $(VENV)/.bench-installed

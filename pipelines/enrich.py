@@ -35,7 +35,7 @@ from schemas import (
     PROVENANCE_PREDICTED,
     InvalidRecord,
 )
-from schemas.validation import normalise_aspects
+from schemas.validation import clean_id, normalise_aspects
 
 LOGGER = logging.getLogger(__name__)
 
@@ -95,6 +95,15 @@ def fill_aspects(
     return filled
 
 
+def catalog_aspects(product: Mapping[str, Any]) -> tuple[str, dict[str, list[str]]]:
+    """(product_id, normalised aspects) of a catalog row, by the id rules of validation (I1-I3).
+
+    Raises `InvalidRecord` for a row whose id or aspects do not parse.
+    """
+    product_id = clean_id(product.get("product_id"), "product_id", "product")
+    return product_id, normalise_aspects(product.get("aspects"), "product", product_id)
+
+
 class KeyCatalog(beam.DoFn):
     """Product row -> (product_id, normalised aspects); a row that does not parse is a dead letter."""
 
@@ -105,13 +114,8 @@ class KeyCatalog(beam.DoFn):
 
     def process(self, product: Mapping[str, Any]) -> Iterator[Any]:
         self.read.inc()
-        product_id = product.get("product_id")
         try:
-            if not isinstance(product_id, str) or not product_id.strip():
-                raise InvalidRecord(
-                    "product", None, f"'product_id' must be a non-empty string, got {product_id!r}"
-                )
-            yield product_id.strip(), normalise_aspects(product.get("aspects"), "product", product_id)
+            yield catalog_aspects(product)
         except InvalidRecord as error:
             self.rejected.inc()
             yield pvalue.TaggedOutput(

@@ -44,6 +44,7 @@ from pipelines.enrich import (
     DEFAULT_FILL_CONFIDENCE,
     PREDICTION_COLUMNS,
     SOURCES,
+    catalog_aspects,
     fill_aspects,
     key_predictions,
 )
@@ -51,7 +52,6 @@ from pipelines.options import EmbedOptions, EvaluateOptions, ExportOptions, Outp
 from pipelines.runner import make_pipeline, require_options
 from pipelines.verify import verification_wanted, verified_stage_manifest
 from schemas import ECOMMERCE_ASPECTS, PROVENANCE_PREDICTED, AspectSchema, InvalidRecord
-from schemas.validation import normalise_aspects
 
 LOGGER = logging.getLogger(__name__)
 
@@ -103,13 +103,8 @@ class _KeyProducts(beam.DoFn):
         self.rejected = Metrics.counter(METRICS_NAMESPACE, "vertex_products_rejected")
 
     def process(self, product: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, list[str]]]]:
-        product_id = product.get("product_id")
         try:
-            if not isinstance(product_id, str) or not product_id.strip():
-                raise InvalidRecord(
-                    "product", None, f"'product_id' must be a non-empty string, got {product_id!r}"
-                )
-            yield product_id.strip(), normalise_aspects(product.get("aspects"), "product", product_id)
+            yield catalog_aspects(product)
         except InvalidRecord as error:
             # The embed stage dead-lettered such a product already, so it has no vector to export.
             self.rejected.inc()

@@ -17,6 +17,7 @@ from bench import (
     bucketing_bench,
     embed_throughput,
     eval_join_bench,
+    exact_search_bench,
     index_bench,
     performance_doc,
     recall10k_bench,
@@ -32,6 +33,7 @@ def plan(quick: bool) -> list[tuple[str, Callable[[list[str]], object], list[str
         ("bucketing", bucketing_bench.main, flag),
         ("index", index_bench.main, flag),
         ("recall10k", recall10k_bench.main, flag),
+        ("exact_search", exact_search_bench.main, flag),
         ("scaling", scaling_bench.main, flag),
         ("eval_join", eval_join_bench.main, flag),
     ]

@@ -209,5 +209,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return figures
 
 
+def exact_search_section(r: dict[str, Any]) -> str:
+    """This benchmark's section of docs/PERFORMANCE.md (`bench.performance_doc` renders it)."""
+    from bench.performance_doc import table  # performance_doc imports this module
+
+    rows = []
+    for case in r["figures"]["cases"]:
+        speeds = [case["queries_per_s"][m] for m in ("madr", "faiss", "torch")]
+        same = "yes" if case["agree"] else "NO"
+        rows.append([f"{case['n']:,}", case["k"], *speeds, case["speed_vs_faiss"]["madr"], same])
+    header = [
+        "corpus",
+        "k",
+        "madr QPS",
+        "FAISS IndexFlatIP QPS",
+        "torch mm+topk QPS",
+        "madr / FAISS",
+        "same ids",
+    ]
+    c = r["config"]
+    return (
+        table(header, rows)
+        + f"\n\n{c['queries']} queries × {c['dim']} dims, {c['threads']} threads, best of {c['repeats']}."
+    )
+
+
 if __name__ == "__main__":
     main()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS
+from bench.exact_search_bench import exact_search_section
 from bench.performance_notes import FINDINGS, INTRO, NOTES
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "PERFORMANCE.md"
@@ -242,6 +243,7 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("bucketing", "Embedding: length bucketing and int8 inference", bucketing_section),
     ("index", "Index: ScaNN against FAISS and exact search (recall@10)", index_section),
     ("recall10k", "Recall@10k cost", recall10k_section),
+    ("exact_search", "Exact search against FAISS IndexFlatIP", exact_search_section),
     ("scaling", "Scaling: embed → index → evaluate", scaling_section),
     ("eval_join", "Evaluation join", eval_join_section),
 ]

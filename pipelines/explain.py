@@ -20,6 +20,7 @@ from model import Side, load_encoder
 from model.annotations import RecordAnnotations, annotate
 from model.aspects.vocabulary import normalise_value
 from model.text import text_for_model
+from pipelines.verify import add_no_verify_argument, verify_model
 from schemas import InvalidRecord, validate_product, validate_query
 
 
@@ -27,6 +28,7 @@ def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="Trained model directory")
     parser.add_argument("--query", required=True, help="Query text, e.g. 'breville juicer'")
     parser.add_argument("--product", required=True, help="Product title, or a product record as JSON")
+    add_no_verify_argument(parser)
 
 
 def add_neighbours_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +38,7 @@ def add_neighbours_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--aspect", required=True, help="Aspect name, e.g. category")
     parser.add_argument("--value", required=True, help="Aspect value, e.g. Bedding")
     parser.add_argument("--top", type=int, default=5, help="How many neighbours to list (5)")
+    add_no_verify_argument(parser)
 
 
 @dataclass(frozen=True)
@@ -111,9 +114,10 @@ def _query(text: str) -> str:
 
 
 @torch.inference_mode()
-def explain(model_dir: str, query: str, product: str) -> Explanation:
+def explain(model_dir: str, query: str, product: str, verify: bool = True) -> Explanation:
     # The inputs first: a bad one is refused before the model is loaded.
     record, query = _product(product), _query(query)
+    verify_model(model_dir, verify)
     encoder, tokenizer = load_encoder(model_dir)
     query_output = encoder.embed_texts(tokenizer, [query], Side.QUERY)
     product_output = encoder.embed_texts(tokenizer, [text_for_model(record, encoder.config)], Side.DOCUMENT)
@@ -122,8 +126,11 @@ def explain(model_dir: str, query: str, product: str) -> Explanation:
 
 
 @torch.inference_mode()
-def neighbours(model_dir: str, aspect: str, value: str, top: int = 5) -> list[tuple[str, float]]:
+def neighbours(
+    model_dir: str, aspect: str, value: str, top: int = 5, verify: bool = True
+) -> list[tuple[str, float]]:
     """The `top` values nearest to `value` in U_a (itself first, at 1.0)."""
+    verify_model(model_dir, verify)
     encoder, _ = load_encoder(model_dir)
     heads = getattr(encoder, "aspect_prediction", None)
     vocabulary = getattr(encoder, "vocabulary", None)

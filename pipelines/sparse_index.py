@@ -30,6 +30,7 @@ from transformers import PreTrainedTokenizerBase
 from index_builder import InvertedIndex
 from model import DenseEncoder, Side, load_encoder, text_for_model
 from model.sparse import SparseVector
+from pipelines.verify import verify_model
 from schemas import InvalidRecord, validate_product
 
 LOGGER = logging.getLogger(__name__)
@@ -121,6 +122,7 @@ def build_inverted_index(
     batch_size: int = 64,
     device: str | None = None,
     binary: bool = True,
+    verify: bool = True,
 ) -> InvertedIndex:
     """Encode a catalog with a UHD model and save an inverted index of its buckets at ``out``.
 
@@ -131,10 +133,13 @@ def build_inverted_index(
         batch_size: products per forward pass.
         device: torch device; the GPU when there is one by default.
         binary: binarize the documents (§3.7); False keeps each posting's bucket value.
+        verify: check the model directory against its manifest first (`pipelines.verify`); False
+            (--no_verify) loads it unchecked, with a warning.
 
     Returns:
         The index, with its `manifest` set.
     """
+    verify_model(str(model_dir), verify)
     return build_inverted_indexes(model_dir, products_pattern, [(out, binary)], batch_size, device)[0]
 
 

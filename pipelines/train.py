@@ -23,6 +23,7 @@ from pipelines.encoder_job import EncoderJob, add_encoder_arguments, encoder_job
 from pipelines.layout import DatasetLayout
 from pipelines.presets import add_preset_argument
 from pipelines.training_data import load_training_set
+from pipelines.verify import add_no_verify_argument, verify_model
 from pipelines.vocabulary import run_build_vocabulary
 from schemas import write_manifest
 from schemas.manifest import MANIFEST_FILE
@@ -37,6 +38,8 @@ class TrainJob(EncoderJob):
     max_train_queries: int | None = None
     # A model directory (`madr pretrain`) to fine-tune instead of a fresh model on `backbone`.
     init_from: str | None = None
+    # Check `init_from` against its manifest before loading it; False only under --no_verify.
+    verify_init: bool = True
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +52,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         help="Fine-tune this model directory (written by `madr pretrain`) instead of a fresh model on "
         "--backbone; it keeps its architecture, settings and aspect vocabulary",
     )
+    add_no_verify_argument(parser)
     parser.add_argument(
         "--aspect_loss_weight",
         type=float,
@@ -92,7 +96,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 def train_from_args(args: argparse.Namespace) -> TrainingReport:
     job = TrainJob(
-        **encoder_job_fields(args), max_train_queries=args.max_train_queries, init_from=args.init_from
+        **encoder_job_fields(args),
+        max_train_queries=args.max_train_queries,
+        init_from=args.init_from,
+        verify_init=not args.no_verify,
     )
     loop = TrainingConfig(
         epochs=args.epochs,
@@ -158,8 +165,11 @@ def run_training(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
 
     A non-empty `job.output` is refused unless `job.overwrite`. Training writes into the staging
     folder of `artifacts.fresh_output`, which an interrupted run leaves behind with its checkpoints:
-    the same command run again resumes from them.
+    the same command run again resumes from them. An `init_from` model is checked against its
+    manifest first (`pipelines.verify`), before anything is written.
     """
+    if job.init_from:
+        verify_model(job.init_from, job.verify_init)
     with fresh_output(job.output, job.overwrite, resumable=has_checkpoint) as staging:
         report = _train(dataclasses.replace(job, output=staging), loop)
     return dataclasses.replace(report, model_dir=Path(job.output))

@@ -53,7 +53,7 @@ CASES: dict[str, list[tuple[str, str]]] = {
         ("build-index --out {tmp}/x", "required: --embeddings"),
     ],
     "build-sparse-index": [
-        (f"build-sparse-index --model {N} --products {N} --out {{tmp}}/s", "not a madr model directory"),
+        (f"build-sparse-index --model {N} --products {N} --out {{tmp}}/s", "not a madr-model artifact"),
     ],
     "evaluate": [
         (
@@ -65,7 +65,7 @@ CASES: dict[str, list[tuple[str, str]]] = {
     "export-vertex": [(f"export-vertex --products {N}", "missing required flag(s): --embeddings")],
     "experiment": [("experiment --out {tmp}/x --variants nosuch", "must be one of the variants")],
     "explain": [
-        (f"explain --model {N} --query juicer --product Juicer", "not a madr model directory"),
+        (f"explain --model {N} --query juicer --product Juicer", "not a madr-model artifact"),
         ("explain --model {model} --query '' --product Juicer", "--query: 'text' is missing"),
         ("explain --model {model} --query juicer --product \u200b", "'title' has no visible character"),
     ],

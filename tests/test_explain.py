@@ -10,6 +10,7 @@ from model.annotations import RecordAnnotations
 from model.aspects.vocabulary import AspectVocabulary
 from pipelines.cli import main
 from pipelines.explain import Explanation, explain, neighbours
+from schemas import write_manifest
 from tests.conftest import tiny_backbone
 
 RECORDS = [
@@ -34,6 +35,8 @@ def madral_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
             table[vocabulary.values("category").id_of("bedding")] * 2
         )
     encoder.save_pretrained(directory, tokenizer)
+    # explain and neighbours verify the model against its manifest before loading it.
+    write_manifest(directory, "madr-model", {"variant": "madral", "model_version": "test"})
     return str(directory)
 
 

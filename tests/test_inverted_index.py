@@ -30,7 +30,7 @@ from index_builder.artifact import file_entry
 from model import load_encoder, new_encoder
 from model.sparse import SparseVector
 from pipelines.sparse_index import build_inverted_index, sparse_queries
-from schemas import PRODUCT_SCHEMA
+from schemas import PRODUCT_SCHEMA, write_manifest
 from tests.conftest import tiny_backbone
 
 N, BUCKETS, N_DIMS, WINNERS = 2_000, 2, 4_096, 32
@@ -294,6 +294,8 @@ def test_build_inverted_index_from_a_tiny_uhd_model(tmp_path: Path, tiny_model_d
         model_id="uhd-tiny", model_version="1",
     )  # fmt: skip
     encoder.save_pretrained(tmp_path / "model", tokenizer)
+    # build-sparse-index verifies the model against its manifest before loading it.
+    write_manifest(tmp_path / "model", "madr-model", {"variant": "uhd", "model_version": "1"})
     _write_catalog(tmp_path / "products-00000-of-00001.parquet", TITLES)
     pattern = str(tmp_path / "products-*.parquet")
     index = build_inverted_index(tmp_path / "model", pattern, tmp_path / "index", batch_size=5)

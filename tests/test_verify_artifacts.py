@@ -33,6 +33,7 @@ from pipelines.evaluate import run_evaluate
 from pipelines.export import export_vertex
 from pipelines.index import run_build_index
 from pipelines.inference import ModelIdentity, TextToEncode
+from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, ArtifactError, embedding_schema, write_manifest
 from schemas.manifest import sha256_file
 from tests.test_embed_pipeline import catalog, write_catalog
@@ -284,3 +285,74 @@ def test_a_model_writing_bad_vectors_fails_the_job_with_them_dead_lettered(
         counts = run_embed(PipelineOptions([*flags, "--max_dead_letter_fraction", "1"]))
         assert (counts["products_read"], counts["products_embedded"]) == (6, 0)
         assert counts["products_dead_lettered"] == counts["embeddings_invalid"] == 6
+
+
+# --- commands that load a model outside Beam ---------------------------------------------------
+
+
+def test_explain_refuses_a_flipped_byte_and_no_verify_lets_it_through(
+    tmp_path: Path,
+    tiny_model_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = _copy(tiny_model_dir, tmp_path / "model")
+    weights = _flip_first_weight_byte(model)
+    flags = ["explain", "--model", str(model), "--query", "breville juicer", "--product", "Juicer"]
+    assert main(flags) == 2
+    error = capsys.readouterr().err
+    expected, actual = _listed_sha256(tiny_model_dir, WEIGHTS), sha256_file(weights)
+    assert error.startswith(f"madr explain: error: {weights}: sha256 {actual} does not match the manifest's ")
+    assert expected in error and actual != expected
+    with caplog.at_level(logging.WARNING, logger="pipelines.verify"):
+        assert main([*flags, "--no_verify"]) == 0
+    assert "score" in capsys.readouterr().out.lower()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("--no_verify" in w and str(model) in w for w in warnings), warnings
+
+
+def test_neighbours_refuses_a_tampered_model(
+    tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = _copy(tiny_model_dir, tmp_path / "model")
+    weights = _flip_first_weight_byte(model)
+    flags = ["neighbours", "--model", str(model), "--aspect", "category", "--value", "Bedding"]
+    assert main(flags) == 2
+    assert f"madr neighbours: error: {weights}: sha256 " in capsys.readouterr().err
+
+
+def test_train_init_from_a_tampered_model_is_refused(
+    tmp_path: Path,
+    tiny_model_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = _copy(tiny_model_dir, tmp_path / "model")
+    weights = _flip_first_weight_byte(model)
+    data = str(tmp_path / "data")
+    generate_benchmark(SyntheticConfig(num_products=80, num_queries=8, seed=5), data)
+    flags = ["train", "--data", data, "--out", str(tmp_path / "out"), "--init_from", str(model)]
+    flags += ["--max_steps", "1", "--batch_size", "4", "--max_document_length", "16"]
+    assert main(flags) == 2
+    error = capsys.readouterr().err
+    expected = _listed_sha256(tiny_model_dir, WEIGHTS)
+    actual = sha256_file(weights)
+    assert f"madr train: error: {weights}: sha256 {actual} does not match the manifest's " in error
+    assert expected in error
+    assert not (tmp_path / "out").exists() and not (tmp_path / ".out.staging").exists()
+    with caplog.at_level(logging.WARNING, logger="pipelines.verify"):
+        assert main([*flags, "--no_verify"]) == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("--no_verify" in w and str(model) in w for w in warnings), warnings
+
+
+def test_build_sparse_index_refuses_a_tampered_model(
+    tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = _copy(tiny_model_dir, tmp_path / "model")
+    weights = _flip_first_weight_byte(model)
+    products = write_catalog(tmp_path / "products.parquet", catalog(4))
+    flags = ["--model", str(model), "--products", products, "--out", str(tmp_path / "i")]
+    assert main(["build-sparse-index", *flags]) == 2
+    assert f"madr build-sparse-index: error: {weights}: sha256 " in capsys.readouterr().err
+    assert not (tmp_path / "i").exists()

@@ -65,7 +65,7 @@ PLURALS = {"product": "products", "query": "queries", "judgment": "judgments"}
 
 
 class _ValidateFn(beam.DoFn):
-    def __init__(self, kind: str, validate: Callable[[Mapping[str, Any]], dict[str, Any]]) -> None:
+    def __init__(self, kind: str, validate: Callable[[Mapping[str, Any]], Any]) -> None:
         self.kind = kind
         self.validate = validate
         plural = PLURALS.get(kind, f"{kind}s")
@@ -279,20 +279,27 @@ class ReadValidatedFn(ArrowDoFn):
 
     Counted as ValidateRecords counts (`products_read`, `products_dead_lettered`, ...), plus
     `files_dead_lettered` and `row_groups_dead_lettered`; the module docstring gives the rules for
-    what cannot be read.
+    what cannot be read. `columns`, if given, are the only ones decoded (one a file lacks is left
+    out of its records: list the ones it must have as `ListRowGroups`' required_columns).
     """
 
-    def __init__(self, kind: str, validate: Callable[[Mapping[str, Any]], dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        kind: str,
+        validate: Callable[[Mapping[str, Any]], Any],
+        columns: Sequence[str] | None = None,
+    ) -> None:
         super().__init__()
         self.kind = kind
         self.validate = _ValidateFn(kind, validate)
+        self.columns = tuple(columns) if columns else None
         self.files = Metrics.counter(METRICS_NAMESPACE, "files_dead_lettered")
         self.groups = Metrics.counter(METRICS_NAMESPACE, "row_groups_dead_lettered")
 
     def process(self, group: RowGroup) -> Iterator[Any]:
         done = 0
         try:
-            for batch in read_row_group(group):
+            for batch in read_row_group(group, self.columns):
                 for record in batch_records(batch):
                     position = (group.path, group.first_row + done)
                     done += 1

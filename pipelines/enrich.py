@@ -1,6 +1,6 @@
 """`madr enrich`: fill the catalog's aspect gaps with the model's predictions, with provenance.
 
-    products --KeyCatalog--> (product_id, catalog aspects)        \\
+    catalog --ReadCatalogAspects--> (product_id, catalog aspects)  \\
                                                                      CoGroupByKey --> FillAspects --> Parquet
     embedding rows --KeyPredictions--> (product_id, predictions)  /
 
@@ -8,6 +8,11 @@ The predictions are the annotations `madr embed` already wrote beside each vecto
 and aspect_confidences), so no model runs here. A catalog value is never overwritten; a predicted
 value is written only at or above `min_confidence` and keeps its confidence. Every product read is
 written once or dead-lettered, and per aspect: from catalog + predicted + empty = products written.
+
+The catalog is read as `madr embed` reads it (`pipelines.catalog_io`: `ListRowGroups`,
+`ReadValidatedFn`), so a file that cannot be read, lacks product_id, or holds a string that is not
+valid UTF-8 becomes dead letters naming the file, counted by that module's rule, and never stops
+the job.
 """
 
 from __future__ import annotations
@@ -24,7 +29,14 @@ from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.artifacts import counter_value, fresh_output, write_stage_manifest
-from pipelines.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE, WriteDeadLetters, dead_letter
+from pipelines.catalog_io import (
+    DEAD_LETTERS,
+    METRICS_NAMESPACE,
+    ListRowGroups,
+    ReadValidatedFn,
+    WriteDeadLetters,
+    dead_letter,
+)
 from pipelines.options import OverwriteOptions
 from pipelines.runner import make_pipeline
 from pipelines.verify import verification_wanted, verified_stage_manifest
@@ -42,6 +54,10 @@ LOGGER = logging.getLogger(__name__)
 ENRICHED_KIND = "madr-enriched-catalog"
 SOURCES = ("catalog", "predicted", "both")  # which values an output may use
 PREDICTION_COLUMNS = ["product_id", "aspect_values", "aspect_confidences"]
+# The catalog columns enrich and export-vertex read; a file without product_id is a dead letter as a
+# whole, one without aspects is read (its products have no catalog aspects).
+CATALOG_COLUMNS = ("product_id", "aspects")
+REQUIRED_CATALOG_COLUMNS = ("product_id",)
 DEFAULT_FILL_CONFIDENCE = 0.5
 
 
@@ -123,6 +139,36 @@ class KeyCatalog(beam.DoFn):
             )
 
 
+class ReadCatalogAspects(beam.PTransform):
+    """A catalog Parquet pattern (local or gs://) -> {"valid": (product_id, normalised aspects),
+    DEAD_LETTERS: DEAD_LETTER_SCHEMA rows}.
+
+    Reads through `catalog_io.ListRowGroups` and `ReadValidatedFn`, as `madr embed` does: a row whose
+    id or aspects do not parse, a record with invalid UTF-8, and a file that cannot be read or has no
+    product_id column are dead letters (the last three name the file), counted in `products_read` and
+    `products_dead_lettered` (and `files_dead_lettered`, `row_groups_dead_lettered`) by the rule in
+    `pipelines.catalog_io`.
+    """
+
+    def __init__(self, file_pattern: str) -> None:
+        super().__init__()
+        self.file_pattern = file_pattern
+
+    def expand(self, root: pvalue.PBegin) -> dict[str, beam.PCollection]:
+        read = (
+            root
+            | "ListRowGroups" >> ListRowGroups(self.file_pattern, REQUIRED_CATALOG_COLUMNS)
+            | "ReadAspects"
+            >> beam.ParDo(ReadValidatedFn("product", catalog_aspects, CATALOG_COLUMNS)).with_outputs(
+                DEAD_LETTERS, main="valid"
+            )
+        )
+        return {
+            "valid": read.valid | "DropPositions" >> beam.Map(lambda positioned: positioned.record),
+            DEAD_LETTERS: read[DEAD_LETTERS],
+        }
+
+
 def key_predictions(row: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     return row["product_id"], {
         "values": _as_dict(row.get("aspect_values")),
@@ -172,24 +218,32 @@ class _FillFn(beam.DoFn):
 
 
 class FillAspectGaps(beam.PTransform):
-    """{"products": catalog rows, "predictions": embedding rows} -> {"rows": enriched rows, dead letters}."""
+    """{"products": catalog rows, "predictions": embedding rows} -> {"rows": enriched rows, dead letters}.
 
-    def __init__(self, aspects: Sequence[str], min_confidence: float) -> None:
+    With `keyed`, "products" are (product_id, aspects) pairs already read and checked
+    (`ReadCatalogAspects`, which has the dead letters and counts them): the output is {"rows"} only.
+    """
+
+    def __init__(self, aspects: Sequence[str], min_confidence: float, keyed: bool = False) -> None:
         super().__init__()
         if not 0 <= min_confidence <= 1:
             raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
-        self.aspects, self.min_confidence = tuple(aspects), min_confidence
+        self.aspects, self.min_confidence, self.keyed = tuple(aspects), min_confidence, keyed
 
     def expand(self, inputs: Mapping[str, beam.PCollection]) -> dict[str, beam.PCollection]:
-        keyed = inputs["products"] | "KeyCatalog" >> beam.ParDo(KeyCatalog("enrich")).with_outputs(
-            DEAD_LETTERS, main="valid"
-        )
+        if self.keyed:
+            products, dead_letters = inputs["products"], None
+        else:
+            keyed = inputs["products"] | "KeyCatalog" >> beam.ParDo(KeyCatalog("enrich")).with_outputs(
+                DEAD_LETTERS, main="valid"
+            )
+            products, dead_letters = keyed.valid, keyed[DEAD_LETTERS]
         joined = {
-            "products": keyed.valid,
+            "products": products,
             "predictions": inputs["predictions"] | "KeyPredictions" >> beam.Map(key_predictions),
         } | "JoinPredictions" >> beam.CoGroupByKey()
         rows = joined | "FillAspects" >> beam.ParDo(_FillFn(self.aspects, self.min_confidence))
-        return {"rows": rows, DEAD_LETTERS: keyed[DEAD_LETTERS]}
+        return {"rows": rows} if dead_letters is None else {"rows": rows, DEAD_LETTERS: dead_letters}
 
 
 def counted(aspects: Sequence[str]) -> list[str]:
@@ -199,6 +253,8 @@ def counted(aspects: Sequence[str]) -> list[str]:
         "products_dead_lettered",
         "enriched_products_written",
         "embeddings_without_product",
+        "files_dead_lettered",
+        "row_groups_dead_lettered",
     ]
     return [*totals, *per_aspect]
 
@@ -231,15 +287,15 @@ def _enrich(
 ) -> dict[str, int]:
     embed_manifest = verified_stage_manifest(embeddings, "madr-embeddings", verification_wanted(options))
     pipeline = make_pipeline(options)
+    catalog = pipeline | "ReadProducts" >> ReadCatalogAspects(products)
     enriched = {
-        "products": pipeline
-        | "ReadProducts" >> beam.io.ReadFromParquet(products, columns=["product_id", "aspects"]),
+        "products": catalog["valid"],
         "predictions": pipeline
         | "ReadPredictions"
         >> beam.io.ReadFromParquet(
             FileSystems.join(embeddings, "embeddings*.parquet"), columns=PREDICTION_COLUMNS
         ),
-    } | FillAspectGaps(aspects, min_confidence)
+    } | FillAspectGaps(aspects, min_confidence, keyed=True)
     _ = enriched["rows"] | "WriteEnriched" >> beam.io.WriteToParquet(
         FileSystems.join(output, "enriched"),
         schema=ENRICHED_PRODUCT_SCHEMA,
@@ -247,11 +303,17 @@ def _enrich(
         file_name_suffix=".parquet",
         codec="snappy",
     )
-    _ = enriched[DEAD_LETTERS] | WriteDeadLetters(FileSystems.join(output, "dead_letters"))
+    _ = catalog[DEAD_LETTERS] | WriteDeadLetters(FileSystems.join(output, "dead_letters"))
     result = pipeline.run()
     result.wait_until_finish()
     counts = {name: counter_value(result, name) for name in counted(aspects)}
     check_reconciled(counts, aspects)
+    if counts["files_dead_lettered"] or counts["row_groups_dead_lettered"]:
+        LOGGER.warning(
+            "%d catalog file(s) and %d row group(s) could not be read; the dead letters name them",
+            counts["files_dead_lettered"],
+            counts["row_groups_dead_lettered"],
+        )
     write_stage_manifest(
         output,
         kind=ENRICHED_KIND,

@@ -1,6 +1,6 @@
 """Export embeddings for Vertex AI Vector Search: JSON records with aspect restricts.
 
-    products --KeyProducts--> (product_id, aspects)         \\
+    catalog --ReadCatalogAspects--> (product_id, aspects)   \\
                                                               CoGroupByKey --> ToVertexRecord --> JSON lines
     embedding rows --KeyEmbeddings--> (product_id, vector)  /
 
@@ -22,6 +22,12 @@ never go inside the target folder: the files are written to a sibling staging fo
 pipeline has succeeded. For the same reason the folder carries no manifest.json (Vertex
 would read it as a data file), and a non-empty target is refused unless --overwrite
 replaces it: Vertex would import every file in it.
+
+The catalog is read as `madr embed` reads it (`pipelines.enrich.ReadCatalogAspects`, over
+`pipelines.catalog_io`): a file that cannot be read, lacks product_id, or holds a string that is
+not valid UTF-8 never stops the export. With no room for dead letters in the folder, each is
+counted in `vertex_products_rejected` (once per dead letter: a row, or a file or row group that
+cannot be read) and logged as a warning that names the file.
 """
 
 from __future__ import annotations
@@ -39,11 +45,12 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineResult
 
 from pipelines.artifacts import counter_value, fresh_output, list_files
-from pipelines.catalog_io import METRICS_NAMESPACE
+from pipelines.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE
 from pipelines.enrich import (
     DEFAULT_FILL_CONFIDENCE,
     PREDICTION_COLUMNS,
     SOURCES,
+    ReadCatalogAspects,
     catalog_aspects,
     fill_aspects,
     key_predictions,
@@ -111,6 +118,22 @@ class _KeyProducts(beam.DoFn):
             LOGGER.warning("not exported: %s", error)
 
 
+class _CountRejected(beam.DoFn):
+    """A catalog dead letter (`ReadCatalogAspects`) -> nothing: counted, and its reason logged.
+
+    Vertex's folder may hold only data files, so the reason (which names the file for a file, row
+    group or string that cannot be read) goes to the log.
+    """
+
+    def __init__(self) -> None:
+        self.rejected = Metrics.counter(METRICS_NAMESPACE, "vertex_products_rejected")
+
+    def process(self, letter: Mapping[str, Any]) -> Iterator[None]:
+        self.rejected.inc()
+        LOGGER.warning("not exported: %s", letter["reason"])
+        return iter(())
+
+
 class _ToVertexRecord(beam.DoFn):
     def __init__(
         self, names: Sequence[str], dimension: int | None, source: str, min_confidence: float
@@ -170,7 +193,8 @@ class ExportVertexJsonl(beam.PTransform):
     vector at or above `min_confidence` ("predicted"), or from the catalog with predictions filling
     its gaps ("both"): one namespace per name in ``aspects`` (an `AspectSchema`'s names). Products
     without an embedding are not exported; embeddings without a catalog row are, with predicted
-    restricts only. All are counted, and so is each restrict's source.
+    restricts only. All are counted, and so is each restrict's source. With `keyed_products`,
+    "products" are (product_id, aspects) pairs already read and checked (`ReadCatalogAspects`).
     """
 
     def __init__(
@@ -179,6 +203,7 @@ class ExportVertexJsonl(beam.PTransform):
         dimension: int | None = None,
         source: str = "catalog",
         min_confidence: float = DEFAULT_FILL_CONFIDENCE,
+        keyed_products: bool = False,
     ) -> None:
         super().__init__()
         if source not in SOURCES:
@@ -187,9 +212,12 @@ class ExportVertexJsonl(beam.PTransform):
         self.dimension = dimension
         self.source = source
         self.min_confidence = min_confidence
+        self.keyed_products = keyed_products
 
     def expand(self, inputs: Mapping[str, beam.PCollection]) -> beam.PCollection:
-        products = inputs["products"] | "KeyProducts" >> beam.ParDo(_KeyProducts())
+        products = inputs["products"]
+        if not self.keyed_products:
+            products = products | "KeyProducts" >> beam.ParDo(_KeyProducts())
         embeddings = inputs["embeddings"] | "KeyEmbeddings" >> beam.Map(
             lambda row: (row["product_id"], (row["embedding"], key_predictions(row)[1]))
         )
@@ -223,7 +251,7 @@ def export_vertex(
     with fresh_output(output, options.view_as(OverwriteOptions).overwrite) as staging:
         embed_manifest = verified_stage_manifest(embeddings, "madr-embeddings", verification_wanted(options))
         dimension = int(embed_manifest["dimension"])
-        export = ExportVertexJsonl(aspects, dimension, restricts, min_confidence)
+        export = ExportVertexJsonl(aspects, dimension, restricts, min_confidence, keyed_products=True)
         result = _run_export(products, embeddings, staging, export, num_files, options)
         written = list_files(staging, f"{VERTEX_FILE_PREFIX}-*{VERTEX_FILE_SUFFIX}")
     counts = {name: counter_value(result, name) for name in COUNTERS}
@@ -241,9 +269,10 @@ def _run_export(
     options: PipelineOptions,
 ) -> PipelineResult:
     pipeline = make_pipeline(options)
+    catalog = pipeline | "ReadProducts" >> ReadCatalogAspects(products)
+    _ = catalog[DEAD_LETTERS] | "CountRejected" >> beam.ParDo(_CountRejected())
     inputs = {
-        "products": pipeline
-        | "ReadProducts" >> beam.io.ReadFromParquet(products, columns=["product_id", "aspects"]),
+        "products": catalog["valid"],
         "embeddings": pipeline
         | "ReadEmbeddings"
         >> beam.io.ReadFromParquet(

@@ -18,6 +18,7 @@ from pipelines.catalog_io import DEAD_LETTERS
 from pipelines.cli import main
 from pipelines.enrich import FillAspectGaps, FilledAspect, enrich_catalog, fill_aspects
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, ENRICHED_PRODUCT_SCHEMA, PRODUCT_SCHEMA, embedding_schema
+from tests.test_file_isolation import random_bytes, without_product_id
 
 ASPECTS = ("category", "brand", "color")
 
@@ -190,3 +191,43 @@ def test_enrich_command_prints_the_counts(tmp_path: Path, capsys: pytest.Capture
     printed = capsys.readouterr().out
     assert "products read 7, written 6, dead letters 1" in printed
     assert printed.splitlines()[-1].split()[0] == "color"
+
+
+def _invalid_utf8_id(path: Path) -> None:
+    """Two products, the second with a product_id that is not valid UTF-8 (written as binary, then
+    relabelled string: neither Arrow nor its Parquet writer checks)."""
+    ids = pa.array([b"p-utf8-ok", b"p-\xff\xfe"], pa.binary()).view(pa.string())
+    aspects = pa.array([None, None], PRODUCT_SCHEMA.field("aspects").type)
+    pq.write_table(pa.table({"product_id": ids, "aspects": aspects}), path)
+
+
+def test_broken_catalog_files_are_dead_letters_naming_the_file(tmp_path: Path) -> None:
+    """Issue 13 item 4: an unreadable file, a file without product_id and invalid UTF-8 never stop enrich."""
+    products, embeddings, _ = _catalog(tmp_path, 40)
+    folder = tmp_path / "catalog"
+    random_bytes(folder / "c-random.parquet")
+    without_product_id(folder / "d-no-id.parquet")  # 5 rows, known from the footer
+    _invalid_utf8_id(folder / "e-utf8.parquet")
+    counts = enrich_catalog(products, embeddings, str(tmp_path / "out"), 0.6, ASPECTS)
+    # Read: 40 good + p-bad + 5 rows without an id + 2 in e-utf8; the random file counts as a file only.
+    assert counts["products_read"] == 48
+    assert counts["enriched_products_written"] == 41  # all 40 of a.parquet, and p-utf8-ok
+    assert counts["products_dead_lettered"] == 1 + 5 + 1
+    assert counts["files_dead_lettered"] == 2
+    rows = pa.concat_tables(pq.read_table(f) for f in (tmp_path / "out").glob("enriched-*.parquet"))
+    assert sorted(rows.column("product_id").to_pylist()) == sorted(
+        [f"p{i:03d}" for i in range(40)] + ["p-utf8-ok"]
+    )
+    dead = [
+        json.loads(line)
+        for f in (tmp_path / "out").glob("dead_letters*")
+        for line in f.read_text().splitlines()
+    ]
+    reasons = [d["reason"] for d in dead]
+    assert len(dead) == 4
+    assert (
+        sum(str(folder / "c-random.parquet") in r and "cannot be read as Parquet" in r for r in reasons) == 1
+    )
+    assert sum(str(folder / "d-no-id.parquet") in r and "'product_id'" in r for r in reasons) == 1
+    assert sum(str(folder / "e-utf8.parquet") in r and "not valid UTF-8" in r for r in reasons) == 1
+    assert [d["record_id"] for d in dead if d["record_id"]] == ["p-bad"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 from pathlib import Path
 
 import apache_beam as beam
@@ -17,6 +19,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from pipelines.artifacts import write_stage_manifest
 from pipelines.export import ExportVertexJsonl, run_export_vertex, vertex_record, vertex_restricts
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, PRODUCT_SCHEMA, embedding_schema
+from tests.test_file_isolation import random_bytes, without_product_id
 
 DIM = 4
 
@@ -241,3 +244,29 @@ def test_predicted_restricts_fill_gaps_at_min_confidence(
         assert records[pid] == restricts, pid
     assert counts["vertex_restricts_from_catalog"] == from_catalog
     assert counts["vertex_restricts_from_predictions"] == from_predictions
+
+
+def test_broken_catalog_files_never_stop_the_export(
+    inputs, vectors, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 13 item 4: an unreadable catalog file or one without product_id is counted and logged
+    by name (Vertex's folder holds only data files), and the good file's products are all exported."""
+    products, embeddings = inputs
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    shutil.copy(products, catalog / "a-good.parquet")
+    random_bytes(catalog / "b-random.parquet")
+    without_product_id(catalog / "c-no-id.parquet")
+    output = tmp_path / "vertex"
+    with caplog.at_level(logging.WARNING, logger="pipelines.export"):
+        counts = export((str(catalog / "*.parquet"), embeddings), output)
+    assert [f.name for f in output.iterdir()] == ["vectors-00000-of-00001.json"]
+    records = [json.loads(line) for line in (output / "vectors-00000-of-00001.json").read_text().splitlines()]
+    assert sorted(r["id"] for r in records) == sorted(EMBEDDED)
+    for record in records:
+        assert record.get("restricts") == EXPECTED_RESTRICTS.get(record["id"]), record["id"]
+    assert counts["vertex_products_rejected"] == 2  # one per unreadable file
+    assert counts["vertex_records_written"] == 7 and counts["vertex_products_without_embedding"] == 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(str(catalog / "b-random.parquet") in w and "cannot be read as Parquet" in w for w in warnings)
+    assert any(str(catalog / "c-no-id.parquet") in w and "'product_id'" in w for w in warnings)

@@ -60,6 +60,7 @@ from pipelines.pretrain import add_pretrain_arguments, pretrain_from_args
 from pipelines.sparse_index import build_inverted_index
 from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from pipelines.train import add_train_arguments, train_from_args
+from pipelines.verify import add_no_verify_argument
 from schemas import AspectSchema
 
 BEAM_COMMANDS = ("embed", "evaluate", "enrich", "export-vertex", "build-index", "nightly")
@@ -160,6 +161,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Keep each posting's bucket value (Eq. 7 on the real values) instead of binarizing (§3.7)",
     )
+    add_no_verify_argument(sparse)
 
     evaluate = commands.add_parser(
         "evaluate",
@@ -360,15 +362,22 @@ def _run_command(args: argparse.Namespace, beam_args: list[str], stage_argv: lis
         run_experiment(config_from_args(args), args.out)
     elif args.command == "build-sparse-index":
         index = build_inverted_index(
-            args.model, args.products, args.out, args.batch_size, binary=not args.weighted
+            args.model,
+            args.products,
+            args.out,
+            args.batch_size,
+            binary=not args.weighted,
+            verify=not args.no_verify,
         )
         print(f"inverted index over {index.size} products, {index.nnz} postings -> {args.out}")
     elif args.command == "evaluate":
         print(run_evaluate(PipelineOptions(stage_argv))["table"])
     elif args.command == "explain":
-        print(explain(args.model, args.query, args.product).format())
+        print(explain(args.model, args.query, args.product, verify=not args.no_verify).format())
     elif args.command == "neighbours":
-        for value, similarity in neighbours(args.model, args.aspect, args.value, args.top):
+        for value, similarity in neighbours(
+            args.model, args.aspect, args.value, args.top, verify=not args.no_verify
+        ):
             print(f"({similarity:.3f}) {value}")
     elif args.command == "nightly":
         # --no_verify reaches each stage the way the Beam flags do.

@@ -7,6 +7,7 @@ satisfy the `Searcher` protocol. A saved index directory carries a manifest and 
 verified on `ScannIndex.load`; defects raise `IndexArtifactError`. A catalog beyond one
 worker's memory is built as hash-partitioned shards (`pipelines.index`) and searched
 as one corpus by `PartitionedIndex`; `open_index` loads either layout from its manifest.
+`tune_recall` measures a built index against exact search and widens its search to a target.
 
 Only `schemas`, numpy, scann and pyarrow are imported here: the index must not depend
 on how embeddings were produced.
@@ -18,6 +19,7 @@ from index_builder.config import ReorderPrecision, ScannIndexConfig, Scoring
 from index_builder.exact import ExactSearcher
 from index_builder.inverted import ExactSparseSearcher, InvertedIndex, InvertedManifest
 from index_builder.partitioned import PartitionedIndex, PartitionedManifest, open_index, shard_of
+from index_builder.recall import RecallReport, RecallTargetError, tune_recall
 from index_builder.scann_index import ScannIndex
 from index_builder.searcher import Searcher, SearchResult
 
@@ -30,6 +32,8 @@ __all__ = [
     "InvertedManifest",
     "PartitionedIndex",
     "PartitionedManifest",
+    "RecallReport",
+    "RecallTargetError",
     "ReorderPrecision",
     "ScannIndex",
     "ScannIndexBuilder",
@@ -39,4 +43,5 @@ __all__ = [
     "Searcher",
     "open_index",
     "shard_of",
+    "tune_recall",
 ]

@@ -72,6 +72,9 @@ class IndexManifest:
     scann_version: str
     files: dict[str, FileEntry]
     extra: dict[str, Any] = field(default_factory=dict)
+    # What the build measured (`index_builder.recall.RecallReport.to_dict`); None: not measured
+    # (an index saved without it, or one written before builds measured recall).
+    recall: dict[str, Any] | None = None
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION
 
@@ -91,6 +94,8 @@ class IndexManifest:
             "files": {path: {"sha256": e.sha256, "size": e.size} for path, e in sorted(self.files.items())},
             "extra": self.extra,
         }
+        if self.recall is not None:
+            data["recall"] = self.recall
         return json.dumps(data, indent=2, sort_keys=True)
 
     @classmethod
@@ -118,6 +123,7 @@ class IndexManifest:
                     for path, e in data["files"].items()
                 },
                 extra=dict(data.get("extra") or {}),
+                recall=None if data.get("recall") is None else dict(data["recall"]),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise IndexArtifactError(

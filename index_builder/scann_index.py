@@ -12,6 +12,7 @@ import logging
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -242,26 +243,41 @@ class ScannIndex:
             indices[start:stop], scores[start:stop] = found, found_scores
         return indices, scores
 
+    def with_search_settings(
+        self, num_leaves_to_search: int | None, reorder_candidates: int | None
+    ) -> ScannIndex:
+        """The same trained searcher with other stored search settings (a re-validated config).
+
+        Search always passes its settings to ScaNN explicitly, so nothing is retrained: the stored
+        ones are the floor `ScannIndexConfig.search_leaves` / `search_reorder` widen from.
+        """
+        config = replace(
+            self._config, num_leaves_to_search=num_leaves_to_search, reorder_candidates=reorder_candidates
+        )
+        return ScannIndex(self._searcher, self._ids, config, None, self._search_threads)
+
     def save(
         self,
         directory: str | Path,
         model_id: str,
         model_version: str,
         extra: dict[str, Any] | None = None,
+        recall: dict[str, Any] | None = None,
     ) -> IndexManifest:
         """Write the index to an empty (or new) directory; the manifest goes last.
 
         ``model_id``/``model_version`` name the encoder whose embeddings were indexed, so
         queries encoded by another model can be refused by whoever loads the index.
         ``extra`` (JSON-serialisable) is stored verbatim, e.g. the embeddings' source path.
+        ``recall`` is what the build measured (`index_builder.recall.tune_recall`'s report).
         """
         if not model_id or not model_version:
             raise ValueError("model_id and model_version are required: an index is valid for one encoder")
         extra = dict(extra or {})
         try:
-            json.dumps(extra)
+            json.dumps([extra, recall])
         except TypeError as err:
-            raise ValueError(f"extra must be JSON-serialisable: {err}") from err
+            raise ValueError(f"extra and recall must be JSON-serialisable: {err}") from err
         directory = Path(directory)
         prepare_directory(directory)
         # relative_path=True: the default stores absolute asset paths, and a moved index would not load.
@@ -277,6 +293,7 @@ class ScannIndex:
             scann_version=_scann_version(),
             files=list_files(directory),
             extra=extra,
+            recall=None if recall is None else dict(recall),
         )
         write_manifest(directory, manifest)
         return manifest

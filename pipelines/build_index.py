@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 
 from index_builder import ScannIndexBuilder
+from index_builder.recall import DEFAULT_TARGET_RECALL, check_target, recall_summary, tune_recall
 from pipelines.artifacts import fresh_output, local_output, read_embeddings
 from pipelines.options import OverwriteOptions, VerifyOptions, add_stage_arguments
 from pipelines.verify import verified_stage_manifest
@@ -22,6 +23,8 @@ class IndexBuildReport:
     seconds: float
     config: str
     directory: str
+    # What the build measured: `index_builder.recall.RecallReport.to_dict()`, also in the manifest.
+    recall: dict | None = None
 
 
 def add_build_index_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,15 +43,34 @@ def add_build_index_arguments(parser: argparse.ArgumentParser) -> None:
         default=10_000,
         help="Deepest k the index must serve well (Recall@10k by default); sizes leaves and reorder",
     )
+    parser.add_argument(
+        "--target_recall",
+        type=float,
+        default=DEFAULT_TARGET_RECALL,
+        help="Recall@max_k (against exact search, on 1,000 held-out corpus vectors) the index must reach: "
+        "leaves-to-search and re-ranking depth are widened until it does, or the build fails naming the "
+        "best recall reached; 0 measures and records recall without tuning (one index only)",
+    )
     add_stage_arguments(parser, VerifyOptions, OverwriteOptions)
 
 
 def build_index(
-    embeddings: str, out: str, max_k: int = 10_000, verify: bool = True, overwrite: bool = False
+    embeddings: str,
+    out: str,
+    max_k: int = 10_000,
+    verify: bool = True,
+    overwrite: bool = False,
+    target_recall: float | None = DEFAULT_TARGET_RECALL,
 ) -> IndexBuildReport:
     """Index the shards of `embeddings` into `out`, after checking them against their manifest
     (`verify` False: --no_verify, with a warning). A non-empty `out` is refused unless `overwrite`;
-    the index appears there only once it is saved whole (`artifacts.fresh_output`)."""
+    the index appears there only once it is saved whole (`artifacts.fresh_output`).
+
+    Recall@min(max_k, n - 1) against exact search is measured on held-out corpus vectors and written
+    into the manifest; with `target_recall` (0 or None: measure only) the search settings are widened
+    until it is met, else `index_builder.recall.RecallTargetError` (a ValueError) names the best
+    recall reached and nothing is written (`index_builder.recall`)."""
+    check_target(target_recall)
     with fresh_output(out, overwrite) as staging:
         verified_stage_manifest(embeddings, "madr-embeddings", verify)
         ids, matrix, manifest = read_embeddings(embeddings)
@@ -58,7 +80,14 @@ def build_index(
         started = time.perf_counter()
         index = builder.build(matrix, ids)
         seconds = time.perf_counter() - started
+        index, recall = tune_recall(index, matrix, max_k, target_recall)
+        LOGGER.info("%s; search settings: %s", recall_summary(recall), index.config)
         # ScaNN saves local files only: a gs:// output is saved locally, then copied into its staging.
         with local_output(staging) as folder:
-            index.save(folder, model_id=manifest["model_id"], model_version=manifest["model_version"])
-    return IndexBuildReport(len(ids), int(matrix.shape[1]), seconds, str(config), out)
+            index.save(
+                folder,
+                model_id=manifest["model_id"],
+                model_version=manifest["model_version"],
+                recall=recall.to_dict(),
+            )
+    return IndexBuildReport(len(ids), int(matrix.shape[1]), seconds, str(index.config), out, recall.to_dict())

@@ -346,7 +346,12 @@ def _run_command(args: argparse.Namespace, beam_args: list[str], stage_argv: lis
         print(run_build_index(PipelineOptions(flags)))
     elif args.command == "build-index":
         report = build_index(
-            args.embeddings, args.out, args.max_k, verify=not args.no_verify, overwrite=args.overwrite
+            args.embeddings,
+            args.out,
+            args.max_k,
+            verify=not args.no_verify,
+            overwrite=args.overwrite,
+            target_recall=args.target_recall,
         )
         print(f"indexed {report.count} x {report.dimension} in {report.seconds:.1f}s -> {report.directory}")
     elif args.command == "enrich":

@@ -390,7 +390,9 @@ def kill_and_rerun(fixture: Fixture) -> Outcome:
     published = json.loads((killed / "LATEST").read_text())["run_id"] if rerun.code == 0 else None
     clean_ids, clean = _sorted_embeddings(reference / "tue" / "embeddings")
     ids, vectors = _sorted_embeddings(killed / "tue" / "embeddings")
-    same = ids == clean_ids and np.array_equal(vectors, clean)
+    # Same ids, and vectors equal up to float rounding: Beam may cut bundles (and so inference batches
+    # and their padding) differently from run to run, which changes the last bits of a vector.
+    same = ids == clean_ids and vectors.shape == clean.shape and np.allclose(vectors, clean, atol=1e-5)
     records_in = rows_in(tonight)
     dead = dead_lettered(killed / "tue" / "embeddings", {})
     return Outcome(

@@ -60,7 +60,6 @@ from pipelines.pretrain import add_pretrain_arguments, pretrain_from_args
 from pipelines.sparse_index import build_inverted_index
 from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from pipelines.train import add_train_arguments, train_from_args
-from pipelines.verify import add_no_verify_argument
 from schemas import AspectSchema
 
 BEAM_COMMANDS = ("embed", "evaluate", "enrich", "export-vertex", "build-index", "nightly")
@@ -161,7 +160,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Keep each posting's bucket value (Eq. 7 on the real values) instead of binarizing (§3.7)",
     )
-    add_no_verify_argument(sparse)
+    add_stage_arguments(sparse, VerifyOptions)
 
     evaluate = commands.add_parser(
         "evaluate",

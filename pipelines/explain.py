@@ -20,7 +20,8 @@ from model import Side, load_encoder
 from model.annotations import RecordAnnotations, annotate
 from model.aspects.vocabulary import normalise_value
 from model.text import text_for_model
-from pipelines.verify import add_no_verify_argument, verify_model
+from pipelines.options import VerifyOptions, add_stage_arguments
+from pipelines.verify import verify_model
 from schemas import InvalidRecord, validate_product, validate_query
 
 
@@ -28,7 +29,7 @@ def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="Trained model directory")
     parser.add_argument("--query", required=True, help="Query text, e.g. 'breville juicer'")
     parser.add_argument("--product", required=True, help="Product title, or a product record as JSON")
-    add_no_verify_argument(parser)
+    add_stage_arguments(parser, VerifyOptions)
 
 
 def add_neighbours_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +39,7 @@ def add_neighbours_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--aspect", required=True, help="Aspect name, e.g. category")
     parser.add_argument("--value", required=True, help="Aspect value, e.g. Bedding")
     parser.add_argument("--top", type=int, default=5, help="How many neighbours to list (5)")
-    add_no_verify_argument(parser)
+    add_stage_arguments(parser, VerifyOptions)
 
 
 @dataclass(frozen=True)

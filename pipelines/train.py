@@ -21,9 +21,10 @@ from model.training.validation import VALIDATION_METRIC
 from pipelines.artifacts import fresh_output
 from pipelines.encoder_job import EncoderJob, add_encoder_arguments, encoder_job_fields, has_checkpoint
 from pipelines.layout import DatasetLayout
+from pipelines.options import VerifyOptions, add_stage_arguments
 from pipelines.presets import add_preset_argument
 from pipelines.training_data import load_training_set
-from pipelines.verify import add_no_verify_argument, verify_model
+from pipelines.verify import verify_model
 from pipelines.vocabulary import run_build_vocabulary
 from schemas import write_manifest
 from schemas.manifest import MANIFEST_FILE
@@ -52,7 +53,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         help="Fine-tune this model directory (written by `madr pretrain`) instead of a fresh model on "
         "--backbone; it keeps its architecture, settings and aspect vocabulary",
     )
-    add_no_verify_argument(parser)
+    add_stage_arguments(parser, VerifyOptions)
     parser.add_argument(
         "--aspect_loss_weight",
         type=float,

@@ -12,7 +12,7 @@ What is checked where:
   again. On the local runners the workers load the very files the driver hashed; on a cluster they
   load the same path from their container, which must be built from the verified folder.
 - a model directory read outside Beam: `verify_model` too, by explain, neighbours,
-  build-sparse-index and train --init_from, each with its own --no_verify (`add_no_verify_argument`).
+  build-sparse-index and train --init_from, which add the same --no_verify with `add_stage_arguments`.
 - an embed output (shards and dead letters): `verified_stage_manifest`, by build-index, evaluate
   (--embeddings), enrich, export-vertex and embed (--previous). Workers that read the shards later
   trust the driver's check too.
@@ -26,7 +26,6 @@ what was used unchecked.
 
 from __future__ import annotations
 
-import argparse
 import logging
 from typing import Any
 
@@ -47,17 +46,6 @@ GENERIC_FIX = "run the stage that wrote it again, into a new folder"
 def verification_wanted(options: PipelineOptions | None) -> bool:
     """False only when the stage was given --no_verify (no options: a library call, which verifies)."""
     return options is None or not options.view_as(VerifyOptions).no_verify
-
-
-def add_no_verify_argument(parser: argparse.ArgumentParser) -> None:
-    """--no_verify for a command that loads a model outside Beam (explain, neighbours, train
-    --init_from, build-sparse-index); the Beam stages take it from `VerifyOptions`."""
-    parser.add_argument(
-        "--no_verify",
-        action="store_true",
-        help="For experts: do not check the sha256 of the model's files (weights, tokenizer, "
-        "vocabularies) against its manifest; a warning names what was not checked",
-    )
 
 
 def _unchecked(what: str, path: str) -> None:

@@ -11,15 +11,13 @@ catalog's `aspects` annotations, the labels training targets (shared/notes/aspec
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
-
 from model import Side, load_encoder, text_for_model
+from pipelines.artifacts import parquet_rows
 from pipelines.judged_ranking import AspectAccuracy, aspect_accuracy
 from schemas import InvalidRecord, validate_product
 from schemas.manifest import MANIFEST_FILE
@@ -71,23 +69,17 @@ def _model_held_out(model_dir: str) -> HeldOutProducts | None:
     return HeldOutProducts.from_manifest(json.loads(path.read_text())) if path.is_file() else None
 
 
-def _rows(pattern: str, columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
-    paths = sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
-    if not paths:
-        raise FileNotFoundError(f"no Parquet file matches {pattern}; pass the catalog as --products")
-    for path in paths:
-        with FileSystems.open(path) as handle:
-            for batch in pq.ParquetFile(handle).iter_batches(batch_size=8192, columns=columns):
-                yield from batch.to_pylist()
-
-
 def tuned_products(queries: str, judgments: str, evaluated_split: str) -> set[str]:
     """Products judged for the queries of every other split: fine-tuning may have read their aspects."""
     other = {
-        row["query_id"] for row in _rows(queries, ["query_id", "split"]) if row["split"] != evaluated_split
+        row["query_id"]
+        for row in parquet_rows(queries, ["query_id", "split"])
+        if row["split"] != evaluated_split
     }
     return {
-        row["product_id"] for row in _rows(judgments, ["query_id", "product_id"]) if row["query_id"] in other
+        row["product_id"]
+        for row in parquet_rows(judgments, ["query_id", "product_id"])
+        if row["query_id"] in other
     }
 
 
@@ -99,7 +91,7 @@ def held_out_products(
     Reads the catalog as a stream and stops at `sample`, so the driver never holds the catalog.
     """
     chosen: list[dict[str, Any]] = []
-    for row in _rows(products):
+    for row in parquet_rows(products):
         if len(chosen) >= sample:
             break
         try:
@@ -149,7 +141,7 @@ def measure_annotation_quality(
     )
     if annotated is None:
         return None
-    split_queries = [row for row in _rows(queries) if row["split"] == split and row.get("aspects")]
+    split_queries = [row for row in parquet_rows(queries) if row["split"] == split and row.get("aspects")]
     query_accuracy = aspect_accuracy(
         encoder,
         tokenizer,

@@ -160,6 +160,18 @@ def read_parquet_table(folder: str, prefix: str, columns: list[str] | None = Non
     return pa.concat_tables(tables)
 
 
+def parquet_rows(pattern: str, columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
+    """The rows of every Parquet file matching `pattern`, in file-name order, streamed batch by batch
+    (a driver can read a catalog this way without holding it); FileNotFoundError when none matches."""
+    paths = sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
+    if not paths:
+        raise FileNotFoundError(f"no Parquet file matches {pattern}")
+    for path in paths:
+        with FileSystems.open(path) as handle:
+            for batch in pq.ParquetFile(handle).iter_batches(batch_size=8192, columns=columns):
+                yield from batch.to_pylist()
+
+
 def read_embeddings(folder: str) -> tuple[list[str], np.ndarray, dict[str, Any]]:
     """The ids, the (n, d) float32 matrix and the manifest of an embed stage output."""
     manifest = read_stage_manifest(folder, "madr-embeddings")

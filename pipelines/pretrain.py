@@ -14,17 +14,12 @@ import dataclasses
 import logging
 import shutil
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 
 from model import DenseEncoder, Side, text_for_model
 from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, PretrainingReport
-from pipelines.artifacts import fresh_output
+from pipelines.artifacts import fresh_output, parquet_rows
 from pipelines.encoder_job import EncoderJob, add_encoder_arguments, encoder_job_fields, has_checkpoint
 from pipelines.layout import DatasetLayout
 from pipelines.presets import add_preset_argument
@@ -108,19 +103,11 @@ def pretrain_from_args(args: argparse.Namespace) -> PretrainingReport:
     return run_pretraining(job, loop)
 
 
-def _rows(pattern: str) -> Iterator[dict[str, Any]]:
-    paths = sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
-    for path in paths:
-        with FileSystems.open(path) as handle:
-            for batch in pq.ParquetFile(handle).iter_batches(batch_size=8192):
-                yield from batch.to_pylist()
-
-
 def load_pretraining_records(job: PretrainJob, encoder: DenseEncoder) -> list[PretrainingRecord]:
     """Products (as the model reads them) on the document side, then the chosen splits' queries."""
     layout = DatasetLayout(job.dataset)
     records, skipped, held_out = [], 0, 0
-    for row in _rows(layout.products):
+    for row in parquet_rows(layout.products):
         if job.max_products is not None and len(records) >= job.max_products:
             break
         try:
@@ -134,7 +121,7 @@ def load_pretraining_records(job: PretrainJob, encoder: DenseEncoder) -> list[Pr
             continue
         text = text_for_model(product, encoder.config)
         records.append(PretrainingRecord(text, Side.DOCUMENT, product["aspects"] or None))
-    for row in _rows(layout.queries):
+    for row in parquet_rows(layout.queries):
         try:
             query = validate_query(row)
         except InvalidRecord as error:

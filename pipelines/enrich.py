@@ -59,6 +59,9 @@ PREDICTION_COLUMNS = ["product_id", "aspect_values", "aspect_confidences"]
 CATALOG_COLUMNS = ("product_id", "aspects")
 REQUIRED_CATALOG_COLUMNS = ("product_id",)
 DEFAULT_FILL_CONFIDENCE = 0.5
+# The per-aspect counters, `<aspect>_<kind>`: where each product's value came from, or that it has none.
+FILL_KINDS = ("from_catalog", "predicted", "empty")
+_KIND_OF_PROVENANCE = {PROVENANCE_CATALOG: "from_catalog", PROVENANCE_PREDICTED: "predicted"}
 
 
 @dataclass(frozen=True)
@@ -185,7 +188,7 @@ class _FillFn(beam.DoFn):
         self.counters = {
             (aspect, kind): Metrics.counter(METRICS_NAMESPACE, f"{aspect}_{kind}")
             for aspect in self.aspects
-            for kind in ("from_catalog", "predicted", "empty")
+            for kind in FILL_KINDS
         }
 
     def process(self, joined: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[dict[str, Any]]:
@@ -207,9 +210,7 @@ class _FillFn(beam.DoFn):
             self.min_confidence,
         )
         for aspect in self.aspects:
-            kind = {PROVENANCE_CATALOG: "from_catalog", PROVENANCE_PREDICTED: "predicted"}.get(
-                filled[aspect].provenance if aspect in filled else "", "empty"
-            )
+            kind = _KIND_OF_PROVENANCE[filled[aspect].provenance] if aspect in filled else "empty"
             self.counters[(aspect, kind)].inc(len(catalog_rows))
         self.written.inc(len(catalog_rows))
         aspects = [filled[a].as_row(a) for a in self.aspects if a in filled]
@@ -247,7 +248,7 @@ class FillAspectGaps(beam.PTransform):
 
 
 def counted(aspects: Sequence[str]) -> list[str]:
-    per_aspect = [f"{a}_{kind}" for a in aspects for kind in ("from_catalog", "predicted", "empty")]
+    per_aspect = [f"{a}_{kind}" for a in aspects for kind in FILL_KINDS]
     totals = [
         "products_read",
         "products_dead_lettered",
@@ -336,7 +337,7 @@ def check_reconciled(counts: Mapping[str, int], aspects: Sequence[str]) -> None:
     if counts["products_read"] != written + counts["products_dead_lettered"]:
         raise RuntimeError(f"enrich lost products: {dict(counts)}")
     for aspect in aspects:
-        total = sum(counts[f"{aspect}_{kind}"] for kind in ("from_catalog", "predicted", "empty"))
+        total = sum(counts[f"{aspect}_{kind}"] for kind in FILL_KINDS)
         if total != written:
             raise RuntimeError(
                 f"enrich counted {total} {aspect} fills for {written} products: {dict(counts)}"
@@ -350,6 +351,6 @@ def format_counts(counts: Mapping[str, int], aspects: Sequence[str]) -> str:
         f"{'aspect':<10} {'catalog':>8} {'predicted':>9} {'empty':>8}",
     ]
     for aspect in aspects:
-        row = (counts[f"{aspect}_{kind}"] for kind in ("from_catalog", "predicted", "empty"))
+        row = (counts[f"{aspect}_{kind}"] for kind in FILL_KINDS)
         lines.append(f"{aspect:<10} " + " ".join(f"{n:>8}" for n in row))
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from model import VARIANTS
 from model.training import PretrainingConfig, TrainingConfig
 from pipelines.artifacts import read_parquet_table
 from pipelines.build_index import build_index
@@ -62,6 +63,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--variant",
         default=DEMO_VARIANT,
+        choices=sorted(VARIANTS),
         help="Encoder variant; mtbert both retrieves and annotates (docs/RESULTS.md), bibert only retrieves",
     )
     parser.add_argument(

@@ -14,7 +14,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from model import DenseEncoder, new_encoder
+from model import VARIANTS, DenseEncoder, new_encoder
 from model.aspects.vocabulary import AspectVocabulary
 from model.training.checkpoints import checkpoint_dir
 from pipelines.layout import DatasetLayout
@@ -71,7 +71,9 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `EncoderJob`, for every command that builds an encoder."""
     parser.add_argument("--data", required=True, help="Dataset folder (products/, queries.parquet, ...)")
     parser.add_argument("--out", required=True, help="Model directory to write")
-    parser.add_argument("--variant", default="bibert", help="Encoder variant (default: %(default)s)")
+    parser.add_argument(
+        "--variant", default="bibert", choices=sorted(VARIANTS), help="Encoder variant (default: %(default)s)"
+    )
     parser.add_argument(
         "--backbone", default=None, help="BERT folder to start from (default: the bundled MiniLM)"
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import cli
+from pipelines import cli, commands
 from pipelines.cli import main
 from pipelines.publish_guard import PublishRefused
 from schemas import ArtifactError
@@ -181,12 +181,12 @@ def _raise(error: Exception) -> Callable[..., None]:
 
 @pytest.mark.parametrize("error", [PublishRefused("refusing to publish run x"), ArtifactError("x: changed")])
 def test_user_error_types_raised_anywhere_are_one_line(error: Exception, monkeypatch, capsys) -> None:
-    monkeypatch.setattr(cli, "compare_runs", _raise(error))
+    monkeypatch.setattr(commands, "compare_runs", _raise(error))
     assert_one_line_error(*run(["compare", "a", "b"], capsys), "compare", str(error))
 
 
 def test_a_bug_keeps_its_traceback_and_says_how_to_report_it(monkeypatch, capsys) -> None:
-    monkeypatch.setattr(cli, "compare_runs", _raise(KeyError("per_query")))
+    monkeypatch.setattr(commands, "compare_runs", _raise(KeyError("per_query")))
     code, err = run(["compare", "a", "b"], capsys)
     assert code == 1
     assert "Traceback" in err

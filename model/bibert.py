@@ -35,9 +35,6 @@ class BiBertEncoder(DenseEncoder):
         return self.projections["shared" if self.config.shared_towers else Side(side).value]
 
     def forward(self, batch: TokenizedBatch, side: Side) -> EncoderOutput:
-        hidden = self.transformer(side)(
-            input_ids=batch.input_ids, attention_mask=batch.attention_mask
-        ).last_hidden_state
-        cls_encoding = hidden[:, 0]
+        cls_encoding = self.sequence_output(batch, side, positions_read=1)[:, 0]
         embedding = functional.normalize(self.projection(side)(cls_encoding), dim=-1)
         return EncoderOutput(embedding=embedding)

@@ -21,6 +21,7 @@ from transformers import BertModel, PreTrainedTokenizerBase
 
 from model.backbone import load_pretrained_transformer, new_transformer
 from model.config import EncoderConfig
+from model.leading_positions import last_hidden_at_leading_positions
 from model.mlm import MlmHead, mask_for_mlm, masked_lm_loss
 from model.ranking_losses import in_batch_softmax_loss
 
@@ -187,6 +188,18 @@ class DenseEncoder(nn.Module):
     def transformer(self, side: Side) -> BertModel:
         key = "shared" if self.config.shared_towers else Side(side).value
         return self.transformers[key]
+
+    def sequence_output(
+        self, batch: TokenizedBatch, side: Side, positions_read: int | None = None
+    ) -> torch.Tensor:
+        """The transformer's last hidden states (B, L, H); with `positions_read` and in eval mode,
+        only the first `positions_read` of them, computed without the rest of the last layer."""
+        transformer = self.transformer(side)
+        if positions_read is not None and not self.training and batch.input_ids.shape[1] > positions_read:
+            return last_hidden_at_leading_positions(
+                transformer, batch.input_ids, batch.attention_mask, positions_read
+            )
+        return transformer(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
 
     def max_length(self, side: Side) -> int:
         if Side(side) is Side.QUERY:

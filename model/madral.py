@@ -161,9 +161,7 @@ class AspectTowerEncoder(DenseEncoder):
     def forward(self, batch: TokenizedBatch, side: Side) -> EncoderOutput:
         tower = self.aspect_tower(side)
         batch = batch.padded_to(tower.min_length, self.pad_token_id)
-        hidden = self.transformer(side)(
-            input_ids=batch.input_ids, attention_mask=batch.attention_mask
-        ).last_hidden_state
+        hidden = self.sequence_output(batch, side, tower.positions_read)
         result = tower(hidden, batch.attention_mask)
         return EncoderOutput(
             embedding=result.embedding,

@@ -2,7 +2,9 @@
 
 Each extractor maps BERT's sequence output (B, L, H) and its attention mask to
 `ExtractedSlots`: named encodings (B, S, H). The names, never positions, are what
-the prediction heads and fusion networks look up.
+the prediction heads and fusion networks look up. `positions_read` says how many
+leading positions of the sequence output an extractor reads (None: all of them),
+so inference can skip the rest of the last layer (`model.leading_positions`).
 
 - `AspectExtractionNetwork`: learned aspect queries attending over the tokens
   (madral-kdd22 Eq. 1-2; "extra k" in repro-ecir24 §4).
@@ -58,6 +60,7 @@ class AspectExtractionNetwork(nn.Module):
     """
 
     min_length = 1
+    positions_read: int | None = None  # every token is a key
 
     def __init__(self, names: Sequence[str], hidden: int, initializer_range: float = 0.02) -> None:
         super().__init__()
@@ -98,6 +101,7 @@ class FirstTokens(nn.Module):
             raise ValueError(f"first-token order {order} must name each of {self.names} once")
         self.positions = tuple(1 + order.index(name) for name in self.names)
         self.min_length = 1 + len(order)
+        self.positions_read = self.min_length
 
     def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> ExtractedSlots:
         return ExtractedSlots(self.names, hidden[:, list(self.positions)])
@@ -112,6 +116,7 @@ class MultiTokenPooling(nn.Module):
             raise ValueError(f"multi-token pooling needs at least one token, got {tokens}")
         self.names = tuple(f"token_{i}" for i in range(tokens))
         self.min_length = tokens
+        self.positions_read = tokens
 
     def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> ExtractedSlots:
         return ExtractedSlots(self.names, hidden[:, : self.min_length])
@@ -121,6 +126,7 @@ class ClsAsAspects(nn.Module):
     """MtBERT: every aspect is predicted from the one CLS encoding (madral-kdd22 §8.2)."""
 
     min_length = 1
+    positions_read = 1
 
     def __init__(self, names: Sequence[str]) -> None:
         super().__init__()

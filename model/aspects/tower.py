@@ -80,6 +80,11 @@ class AspectTower(nn.Module):
         self.projection = nn.Linear(hidden, projection_dim)
 
     @property
+    def positions_read(self) -> int | None:
+        """Leading positions of the sequence output this tower reads (None: all); CLS is always one."""
+        return getattr(self.extractor, "positions_read", None)
+
+    @property
     def min_length(self) -> int:
         """Shortest token sequence the extractor can read (first-k needs k + 1)."""
         return int(self.extractor.min_length)

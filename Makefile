@@ -34,7 +34,7 @@ lint: install
 reliability: install
 	$(BIN)/python -m bench.reliability
 
-# The benchmarks' peers and tools (faiss-cpu, matplotlib, onnxruntime, py-spy): the "bench" extra.
+# The benchmarks' peers and tools (faiss-cpu, sentence-transformers, py-spy): the "bench" extra.
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet -e '.[test,bench]'

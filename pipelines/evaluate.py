@@ -188,7 +188,15 @@ def build_evaluate(
     metrics, depth = cutoffs.metrics, cutoffs.depth
     primary, specs, calibration = _choose_searcher(opts, model, specs, depth)
     identity = ModelIdentity.of(model.model)
-    handler = EncoderModelHandler(model.model, Side.QUERY, model.batch_size, model.chunk_size, model.device)
+    handler = EncoderModelHandler(
+        model.model,
+        Side.QUERY,
+        model.batch_size,
+        model.chunk_size,
+        model.device,
+        precision=model.precision,
+        runtime=model.runtime,
+    )
     split = opts.split
     folder = folder or output.output
 

@@ -14,6 +14,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines.evaluation import DEFAULT_METRICS
 
 DEFAULT_METRICS_FLAG = ",".join(DEFAULT_METRICS)
+# How the encoder runs (pipelines.inference): fp32 anywhere; int8 on ONNX Runtime (CPU); bf16 and
+# fp16 with torch autocast on a GPU. The runtime: auto is ONNX Runtime on a CPU, torch on a GPU.
+PRECISIONS = ("fp32", "int8", "bf16", "fp16")
+RUNTIMES = ("auto", "torch", "onnxruntime")
 
 
 class ModelOptions(PipelineOptions):
@@ -31,6 +35,22 @@ class ModelOptions(PipelineOptions):
             type=int,
             default=32,
             help="Length-sorted sub-batch inside an inference batch (32)",
+        )
+        parser.add_argument(
+            "--precision",
+            choices=PRECISIONS,
+            default="fp32",
+            help="Numeric precision of inference. fp32 (default). int8: ONNX Runtime's dynamic "
+            "quantisation, about 1.5x the fp32 speed on a CPU (docs/PERFORMANCE.md). bf16, fp16: torch "
+            "autocast, GPU only",
+        )
+        parser.add_argument(
+            "--runtime",
+            choices=RUNTIMES,
+            default="auto",
+            help="What runs the model. auto (default): ONNX Runtime on a CPU (faster than torch there), "
+            "torch on a GPU. The ONNX graph is exported on first use and cached by the weights' sha256 "
+            "in $MADR_CACHE (default ~/.cache/madr)",
         )
 
 

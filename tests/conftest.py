@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# ONNX graphs exported by `--runtime auto` go to a folder of this test session, not ~/.cache/madr.
+os.environ["MADR_CACHE"] = tempfile.mkdtemp(prefix="madr-test-cache-")
 
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from transformers import BertConfig

@@ -1,0 +1,141 @@
+"""ONNX Runtime inference: the exported graph answers like the torch encoder; the cache is checked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from model import Side, load_encoder
+from model.annotations import annotate
+from model.onnx_runtime import OnnxRuntimeEncoder, cached_graph, feed_forward_output_nodes
+from pipelines.inference import EncoderModelHandler, TextToEncode, resolve_runtime
+from tests.test_baselines import build
+
+TEXTS = ["socks", "white nike running socks for men with cushioning", "a", "juicer with two speeds"]
+
+
+@pytest.fixture(scope="module")
+def mtbert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    encoder, tokenizer = build("mtbert")
+    return encoder.save_pretrained(tmp_path_factory.mktemp("mtbert"), tokenizer)
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("MADR_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.mark.parametrize("variant", ["bibert", "mtbert", "madral", "madral-en-v2", "mpbert", "mural"])
+@pytest.mark.parametrize("side", [Side.DOCUMENT, Side.QUERY])
+def test_onnx_graph_answers_like_the_torch_encoder(
+    variant: str, side: Side, tmp_path: Path, cache: Path
+) -> None:
+    encoder, tokenizer = build(variant)
+    encoder.save_pretrained(tmp_path / "model", tokenizer)
+    encoder, tokenizer = load_encoder(tmp_path / "model")
+    graph, layout = cached_graph(tmp_path / "model", encoder, tokenizer, side, "fp32")
+    batch = encoder.tokenize(tokenizer, TEXTS, side)
+    with torch.inference_mode():
+        expected = encoder(batch, side)
+    actual = OnnxRuntimeEncoder(graph, layout, side)(batch, side)
+    torch.testing.assert_close(actual.embedding, expected.embedding, atol=1e-5, rtol=1e-4)
+    assert set(actual.aspect_logits) == set(expected.aspect_logits)
+    for aspect, logits in expected.aspect_logits.items():
+        torch.testing.assert_close(actual.aspect_logits[aspect], logits, atol=1e-4, rtol=1e-4)
+    assert actual.fusion_slots == (expected.fusion_slots if expected.fusion_weights is not None else ())
+    assert annotate(encoder, actual) == pytest.approx(annotate(encoder, expected))
+
+
+def test_short_text_is_padded_for_first_token_readers(tmp_path: Path, cache: Path) -> None:
+    """madral-en-v2 reads positions 1..3; a one-word text has fewer tokens than that."""
+    encoder, tokenizer = build("madral-en-v2")
+    encoder.save_pretrained(tmp_path / "model", tokenizer)
+    encoder, tokenizer = load_encoder(tmp_path / "model")
+    graph, layout = cached_graph(tmp_path / "model", encoder, tokenizer, Side.QUERY, "fp32")
+    assert layout.min_length == 4
+    batch = encoder.tokenize(tokenizer, ["a"], Side.QUERY)
+    assert batch.input_ids.shape[1] < 4
+    with torch.inference_mode():
+        expected = encoder(batch, Side.QUERY).embedding
+    torch.testing.assert_close(
+        OnnxRuntimeEncoder(graph, layout, Side.QUERY)(batch, Side.QUERY).embedding, expected
+    )
+
+
+def test_graph_is_cached_by_checksum_and_a_damaged_one_is_exported_again(
+    mtbert_dir: Path, cache: Path
+) -> None:
+    encoder, tokenizer = load_encoder(mtbert_dir)
+    graph, _ = cached_graph(mtbert_dir, encoder, tokenizer, Side.DOCUMENT, "fp32")
+    assert graph.is_relative_to(cache) and not any(mtbert_dir.glob("*.onnx"))
+    modified = graph.stat().st_mtime_ns
+    assert (
+        cached_graph(mtbert_dir, encoder, tokenizer, Side.DOCUMENT, "fp32")[0].stat().st_mtime_ns == modified
+    )
+    graph.write_bytes(graph.read_bytes()[:-10] + b"0123456789")
+    with pytest.warns(UserWarning, match="sha256 does not match"):
+        again, _ = cached_graph(mtbert_dir, encoder, tokenizer, Side.DOCUMENT, "fp32")
+    sidecar = json.loads(graph.with_suffix(".json").read_text())
+    from model.onnx_runtime import sha256_of
+
+    assert sidecar["sha256"] == sha256_of(again)
+
+
+def test_int8_keeps_feed_forward_outputs_in_fp32_and_stays_close(mtbert_dir: Path, cache: Path) -> None:
+    encoder, tokenizer = load_encoder(mtbert_dir)
+    fp32, layout = cached_graph(mtbert_dir, encoder, tokenizer, Side.DOCUMENT, "fp32")
+    int8, _ = cached_graph(mtbert_dir, encoder, tokenizer, Side.DOCUMENT, "int8")
+    # The tiny BERT's 2 layers, and the last layer's attention output, whose name the leading-positions
+    # forward pass (model.leading_positions) does not scope: it runs on one position, so costs nothing.
+    assert len(feed_forward_output_nodes(fp32)) == 3
+    import onnx
+
+    operators = {node.op_type for node in onnx.load(str(int8)).graph.node}
+    assert "DynamicQuantizeLinear" in operators or "DynamicQuantizeMatMul" in operators
+    batch = encoder.tokenize(tokenizer, TEXTS, Side.DOCUMENT)
+    full = OnnxRuntimeEncoder(fp32, layout, Side.DOCUMENT)(batch, Side.DOCUMENT).embedding
+    quantized = OnnxRuntimeEncoder(int8, layout, Side.DOCUMENT)(batch, Side.DOCUMENT).embedding
+    assert float((full * quantized).sum(-1).min()) > 0.95
+
+
+def test_handler_runtimes_agree(mtbert_dir: Path, cache: Path) -> None:
+    examples = [TextToEncode(str(i), text) for i, text in enumerate(TEXTS)]
+    results = {}
+    for runtime in ("torch", "onnxruntime"):
+        handler = EncoderModelHandler(str(mtbert_dir), Side.DOCUMENT, annotate=True, runtime=runtime)
+        results[runtime] = handler.run_inference(examples, handler.load_model())
+    for by_torch, by_onnx in zip(results["torch"], results["onnxruntime"], strict=True):
+        np.testing.assert_allclose(by_onnx.inference.embedding, by_torch.inference.embedding, atol=1e-5)
+        assert by_onnx.inference.annotations.aspect_values == by_torch.inference.annotations.aspect_values
+
+
+@pytest.mark.parametrize(
+    ("runtime", "precision", "device", "expected"),
+    [
+        ("auto", "fp32", "cpu", "onnxruntime"),
+        ("auto", "fp32", "cuda", "torch"),
+        ("torch", "fp32", "cpu", "torch"),
+        ("auto", "int8", "cpu", "onnxruntime"),
+        ("auto", "bf16", "cuda", "torch"),
+    ],
+)
+def test_runtime_resolution(runtime: str, precision: str, device: str, expected: str) -> None:
+    assert resolve_runtime(runtime, precision, torch.device(device)) == expected
+
+
+@pytest.mark.parametrize(
+    ("runtime", "precision", "device", "message"),
+    [
+        ("auto", "bf16", "cpu", "runs with torch on a GPU"),
+        ("torch", "int8", "cpu", "int8 runs on ONNX Runtime"),
+        ("onnxruntime", "fp32", "cuda", "runs on the CPU"),
+    ],
+)
+def test_impossible_runtime_is_a_clear_error(runtime: str, precision: str, device: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        resolve_runtime(runtime, precision, torch.device(device))

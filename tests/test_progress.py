@@ -1,0 +1,40 @@
+"""Progress lines: at most one per interval, with the count, the rate and an ETA when the total is known."""
+
+from __future__ import annotations
+
+from pipelines.progress import ProgressLog, format_duration
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_one_line_per_interval_with_rate_and_eta() -> None:
+    clock, lines = FakeClock(), []
+    progress = ProgressLog("document texts encoded", total=1000, interval_s=10, clock=clock, log=lines.append)
+    clock.now += 4
+    progress.add(100)
+    assert lines == []  # too early
+    clock.now += 6
+    progress.add(100)  # 200 in 10 s: 20/s, 800 left: 40 s
+    assert lines == ["document texts encoded: 200 of 1,000 (20.0/s, ETA 0m40s)"]
+    clock.now += 1
+    progress.add(10)
+    assert len(lines) == 1
+
+
+def test_without_a_total_there_is_no_eta() -> None:
+    clock, lines = FakeClock(), []
+    progress = ProgressLog("texts", interval_s=0, clock=clock, log=lines.append)
+    clock.now += 2
+    progress.add(3000)
+    assert lines == ["texts: 3,000 (1,500.0/s)"]
+
+
+def test_durations() -> None:
+    assert format_duration(59.6) == "1m00s"
+    assert format_duration(3725) == "1h02m"

@@ -11,12 +11,14 @@ catalog's `aspects` annotations, the labels training targets (shared/notes/aspec
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from model import Side, load_encoder, text_for_model
+from model.aspects.vocabulary import UNSEEN
 from pipelines.artifacts import parquet_rows
 from pipelines.judged_ranking import AspectAccuracy, aspect_accuracy
 from schemas import InvalidRecord, validate_product
@@ -156,3 +158,44 @@ def measure_annotation_quality(
 def _as_dict(aspects: Any) -> Mapping[str, list[str]]:
     # Parquet gives a map as (key, values) pairs; validation gives a dict.
     return dict(aspects) if aspects else {}
+
+
+def written_annotation_accuracy(
+    model_dir: str,
+    embeddings: str,
+    products: str,
+    queries: str,
+    judgments: str,
+    split: str = "test",
+    sample: int = DEFAULT_SAMPLE,
+) -> dict[str, tuple[float, int]]:
+    """Accuracy@1 of the aspect values an embed run wrote, on the held-out products of
+    `measure_annotation_quality`: {aspect: (accuracy, products scored)}.
+
+    `measure_annotation_quality` scores the model itself (in torch, with every logit); this scores the
+    shards as written, so it sees what the run's precision and runtime did (`--precision int8`). A value
+    left out below the run's --min_confidence counts as a miss.
+    """
+    encoder, tokenizer = load_encoder(model_dir)
+    vocabulary = getattr(encoder, "vocabulary", None)
+    if vocabulary is None:
+        return {}
+    chosen = held_out_products(
+        products, _model_held_out(model_dir), tuned_products(queries, judgments, split), sample
+    )
+    labels = {product["product_id"]: _as_dict(product["aspects"]) for product in chosen}
+    hits: dict[str, int] = defaultdict(int)
+    scored: dict[str, int] = defaultdict(int)
+    for row in parquet_rows(f"{embeddings.rstrip('/')}/embeddings*.parquet", ["product_id", "aspect_values"]):
+        wanted = labels.get(row["product_id"])
+        if wanted is None:
+            continue
+        written = dict(row["aspect_values"] or {})
+        for aspect, values in wanted.items():
+            classes = set(vocabulary.encode(aspect, list(values), tokenizer.tokenize)) - {UNSEEN}
+            if not classes:
+                continue  # out of vocabulary: no prediction can hit it (as in aspect_accuracy)
+            scored[aspect] += 1
+            if aspect in written:
+                hits[aspect] += vocabulary.encode(aspect, [written[aspect]], tokenizer.tokenize)[0] in classes
+    return {aspect: (hits[aspect] / scored[aspect], scored[aspect]) for aspect in scored}

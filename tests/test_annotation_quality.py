@@ -8,7 +8,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.annotation_quality import held_out_products, measure_annotation_quality, tuned_products
+from pipelines.annotation_quality import (
+    held_out_products,
+    measure_annotation_quality,
+    tuned_products,
+    written_annotation_accuracy,
+)
 from pipelines.cli import main
 from pipelines.layout import DatasetLayout
 from pipelines.synthetic import SyntheticConfig, generate_benchmark
@@ -127,3 +132,25 @@ def test_a_model_without_aspect_heads_reports_none(dataset: DatasetLayout, tiny_
         measure_annotation_quality(str(tiny_model_dir), dataset.products, dataset.queries, dataset.judgments)
         is None
     )
+
+
+def test_written_annotations_score_like_the_model_and_int8_stays_close(
+    dataset: DatasetLayout, tuned: str, tmp_path: Path
+) -> None:
+    """The shards of an fp32 embed run score exactly what the model scores; int8 shards stay close."""
+    measured = measure_annotation_quality(tuned, dataset.products, dataset.queries, dataset.judgments, "test")
+    assert measured is not None
+    written = {}
+    for precision in ("fp32", "int8"):
+        output = tmp_path / precision
+        flags = ["embed", "--products", dataset.products, "--model", tuned, "--output", str(output)]
+        assert main([*flags, "--precision", precision]) == 0
+        written[precision] = written_annotation_accuracy(
+            tuned, str(output), dataset.products, dataset.queries, dataset.judgments, "test"
+        )
+    assert {aspect: accuracy for aspect, (accuracy, _) in written["fp32"].items()} == pytest.approx(
+        measured.products.accuracy
+    )
+    assert {aspect: count for aspect, (_, count) in written["fp32"].items()} == measured.products.counts
+    for aspect, (accuracy, _) in written["int8"].items():
+        assert abs(accuracy - written["fp32"][aspect][0]) <= 0.1

@@ -11,7 +11,7 @@ import torch
 
 from model import Side, load_encoder
 from model.annotations import annotate
-from model.onnx_runtime import OnnxRuntimeEncoder, cached_graph, feed_forward_output_nodes
+from model.onnx_runtime import OnnxRuntimeEncoder, cached_graph, nodes_kept_in_fp32
 from pipelines.inference import EncoderModelHandler, TextToEncode, resolve_runtime
 from tests.test_baselines import build
 
@@ -90,9 +90,11 @@ def test_int8_keeps_feed_forward_outputs_in_fp32_and_stays_close(mtbert_dir: Pat
     encoder, tokenizer = load_encoder(mtbert_dir)
     fp32, layout = cached_graph(mtbert_dir, encoder, tokenizer, Side.DOCUMENT, "fp32")
     int8, _ = cached_graph(mtbert_dir, encoder, tokenizer, Side.DOCUMENT, "int8")
-    # The tiny BERT's 2 layers, and the last layer's attention output, whose name the leading-positions
-    # forward pass (model.leading_positions) does not scope: it runs on one position, so costs nothing.
-    assert len(feed_forward_output_nodes(fp32)) == 3
+    # The first layer's feed-forward output, and the last layer's output projections, which the
+    # leading-positions forward pass (model.leading_positions) does not scope under the layer's name.
+    kept = nodes_kept_in_fp32(fp32)
+    assert [name for name in kept if "/layer." in name] == ["/encoder/layer.0/output/dense/MatMul"]
+    assert len(kept) == 3
     import onnx
 
     operators = {node.op_type for node in onnx.load(str(int8)).graph.node}

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from bench import (
     bucketing_bench,
+    embed_peer_bench,
     embed_throughput,
     eval_join_bench,
     exact_search_bench,
@@ -29,6 +30,7 @@ def plan(quick: bool) -> list[tuple[str, Callable[[list[str]], object], list[str
     """(name, main, argv) of every benchmark; full mode uses each script's own full-size defaults."""
     flag = ["--quick"] if quick else []
     return [
+        ("embed_peer", embed_peer_bench.main, flag),
         ("embed_throughput", embed_throughput.main, flag or ["--products", "3000"]),
         ("bucketing", bucketing_bench.main, flag),
         ("index", index_bench.main, flag),

@@ -1,0 +1,297 @@
+"""`madr embed` against sentence-transformers, side by side: steady-state rate and the whole command.
+
+The peer is what a user would write instead: a Python script that loads the same MiniLM with
+sentence-transformers, sets the same token limit, encodes the same document texts and saves the
+vectors. Both run as separate processes with the same thread count, one after the other, on a
+small and a full slice of the same catalog:
+
+- whole command: wall time of the full slice, start-up and writing included;
+- steady state: (full - small) products / (full - small) seconds, which cancels start-up;
+- start-up: small-slice time minus its products at the steady rate.
+
+`madr embed` runs at --precision fp32 (ONNX Runtime on a CPU, `--runtime auto`) and int8. The
+int8 embeddings are then scored against fp32 by `madr evaluate` (exact search, both precisions
+for queries too): the Recall@100 difference on the demo benchmark's test queries, and the
+held-out Accuracy@1 of the aspect values each run wrote (`written_annotation_accuracy`).
+
+    python -m bench.embed_peer_bench              # needs `make demo` (runs/demo)
+    python -m bench.embed_peer_bench --quick      # 300 / 1,200 products
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from bench.common import report
+from bench.support import command_line
+from model.backbone import bundled_backbone_path
+from pipelines.annotation_quality import written_annotation_accuracy
+
+PEER_SCRIPT = """
+import sys, numpy as np, pyarrow.parquet as pq, torch
+from sentence_transformers import SentenceTransformer
+from pipelines.inference import ModelIdentity
+torch.set_num_threads(int(sys.argv[4]))
+identity = ModelIdentity.of(sys.argv[2])
+texts = [identity.text_of(p) for p in pq.read_table(sys.argv[1]).to_pylist()]
+model = SentenceTransformer(sys.argv[3], device="cpu")
+model.max_seq_length = identity.config.max_document_length
+np.save(sys.argv[5], model.encode(texts, batch_size=32, convert_to_numpy=True))
+"""
+
+
+def timed(command: list[str], threads: int) -> float:
+    environment = {**os.environ, "OMP_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1"}
+    started = time.perf_counter()
+    done = subprocess.run(command, env=environment, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    return elapsed
+
+
+def madr(*arguments: str) -> list[str]:
+    return [sys.executable, "-m", "pipelines.cli", "--log_level", "WARNING", *arguments]
+
+
+def rates(small: int, full: int, small_s: float, full_s: float) -> dict[str, float]:
+    steady = (full - small) / (full_s - small_s)
+    return {
+        "whole_command_s": round(full_s, 2),
+        "whole_command_products_per_s": round(full / full_s, 1),
+        "steady_products_per_s": round(steady, 1),
+        "startup_s": round(small_s - small / steady, 2),
+    }
+
+
+def scored(run: Path, embeddings: Path, output: Path, precision: str, threads: int) -> dict[str, Any]:
+    """Recall@100 and NDCG@10 by `madr evaluate` (queries at the same precision), and the held-out
+    Accuracy@1 of the aspect values the embed run wrote."""
+    data = run / "data"
+    flags = [
+        "evaluate",
+        *("--queries", str(data / "queries.parquet"), "--judgments", str(data / "judgments.parquet")),
+        *("--model", str(run / "model"), "--embeddings", str(embeddings), "--output", str(output)),
+        *("--searcher", "exact", "--depth", "100", "--metrics", "recall@100,ndcg@10"),
+        *("--precision", precision, "--compare_exact", "false"),
+    ]
+    timed(madr(*flags), threads)
+    metrics = json.loads((output / "metrics.json").read_text())["metrics"]
+    written = written_annotation_accuracy(
+        str(run / "model"),
+        str(embeddings),
+        str(data / "products" / "*.parquet"),
+        str(data / "queries.parquet"),
+        str(data / "judgments.parquet"),
+    )
+    return {
+        **{name: round(value["mean"], 4) for name, value in metrics.items()},
+        "held_out_accuracy@1": {aspect: round(accuracy, 3) for aspect, (accuracy, _) in written.items()},
+    }
+
+
+def embed_peer_section(r: dict[str, Any]) -> str:
+    """The PERFORMANCE.md section of a results file of this benchmark."""
+    f, c = r["figures"], r["config"]
+    rows = [
+        [
+            name,
+            v["steady_products_per_s"],
+            v.get("steady_vs_sentence_transformers", 1.0),
+            v["whole_command_s"],
+            v.get("whole_vs_sentence_transformers", 1.0),
+            v["startup_s"],
+        ]
+        for name, v in f.items()
+        if name != "retrieval_quality"
+    ]
+    from bench.performance_doc import table
+
+    text = table(
+        [
+            "contender",
+            "steady products/s",
+            "steady vs ST",
+            f"whole command s ({c['products']['full']})",
+            "whole vs ST",
+            "start-up s",
+        ],
+        rows,
+    )
+    quality = f.get("retrieval_quality")
+    if quality:
+        text += (
+            f"\n\nRecall@100 on the demo benchmark's test queries (exact search, queries encoded at the same "
+            f"precision): fp32 {quality['fp32']['recall@100']}, int8 {quality['int8']['recall@100']} "
+            f"(Δ {quality['recall@100_change_points']} points); NDCG@10 {quality['fp32']['ndcg@10']} / "
+            f"{quality['int8']['ndcg@10']}. Held-out Accuracy@1 of the aspect values each run wrote: "
+            + "; ".join(
+                f"{aspect} {quality['fp32']['held_out_accuracy@1'][aspect]} / {accuracy}"
+                for aspect, accuracy in quality["int8"]["held_out_accuracy@1"].items()
+            )
+            + " (fp32 / int8)."
+        )
+    return text + (
+        f"\n\nSame model ({c['run']}/model), texts, {c['threads']} threads and token limit; each contender "
+        "a separate process; steady state from the difference of two catalog slices, which cancels start-up."
+    )
+
+
+def embed_peer_verdicts(r: dict[str, Any] | None) -> list[tuple[str, str, str, bool | None]]:
+    """(key, target, measured, met) rows of the targets this benchmark checks."""
+    if r is None:
+        return [
+            ("embed", "embed ≥ 1.2× sentence-transformers (steady), start-up < 10 s", "—", None),
+            ("int8", "embed int8 ≥ 1.5× fp32, Recall@100 within 0.5 points", "—", None),
+        ]
+    f = r["figures"]
+    fp32, int8 = f["madr_fp32"], f["madr_int8"]
+    quality = f.get("retrieval_quality")
+    delta = quality["recall@100_change_points"] if quality else None
+    return [
+        (
+            "embed",
+            "embed ≥ 1.2× sentence-transformers (steady), start-up < 10 s",
+            f"steady {fp32['steady_vs_sentence_transformers']}×, whole command "
+            f"{fp32['whole_vs_sentence_transformers']}×, start-up {fp32['startup_s']} s",
+            fp32["steady_vs_sentence_transformers"] >= 1.2 and fp32["startup_s"] < 10,
+        ),
+        (
+            "int8",
+            "embed int8 ≥ 1.5× fp32, Recall@100 within 0.5 points",
+            f"{int8['steady_vs_madr_fp32']}× steady, Δ {delta} points",
+            None if delta is None else int8["steady_vs_madr_fp32"] >= 1.5 and abs(delta) <= 0.5,
+        ),
+    ]
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--run", default="runs/demo", help="A `madr demo` run folder (default: %(default)s)")
+    parser.add_argument("--small", type=int, default=2000, help="Products of the small slice (%(default)s)")
+    parser.add_argument("--full", type=int, default=10_000, help="Products of the full slice (%(default)s)")
+    parser.add_argument("--threads", type=int, default=2, help="Threads of every process (%(default)s)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=2,
+        help="Runs of each contender and slice; the fastest counts (%(default)s)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="300 / 1,200 products; saved as embed_peer_quick"
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.small, args.full, args.repeats = 300, 1200, 1
+    run = Path(args.run)
+    if not (run / "model" / "config.json").is_file():
+        raise SystemExit(f"{run}/model is missing: run `make demo` first, or pass --run RUN_FOLDER")
+    catalog = pq.read_table(str(run / "data" / "products"))
+    full = min(args.full, catalog.num_rows)
+    load_at_start = round(os.getloadavg()[0], 2)
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        os.environ["MADR_CACHE"] = str(root / "cache")  # the first int8/fp32 export is part of start-up
+        slices = {}
+        for name, size in (("small", args.small), ("full", full)):
+            slices[name] = root / f"{name}.parquet"
+            pq.write_table(catalog.slice(0, size), str(slices[name]))
+        seconds: dict[str, dict[str, float]] = {}
+
+        def record(contender: str, name: str, elapsed: float) -> None:
+            times = seconds.setdefault(contender, {})
+            times[name] = min(elapsed, times.get(name, elapsed))
+
+        peer_command = [
+            sys.executable,
+            "-c",
+            PEER_SCRIPT,
+            "",
+            str(run / "model"),
+            str(bundled_backbone_path()),
+        ]
+        for name in [size for _ in range(args.repeats) for size in ("small", "full")]:
+            # Interleaved, so a change in the machine's load hits every contender alike; the fastest of
+            # the repeats counts, the run least disturbed by other work on the machine.
+            peer_command[3] = str(slices[name])
+            peer_output = str(root / f"peer-{name}.npy")
+            record(
+                "sentence_transformers",
+                name,
+                timed([*peer_command, str(args.threads), peer_output], args.threads),
+            )
+            for precision in ("fp32", "int8"):
+                # Every run exports (and quantises) the model afresh: start-up as on a new worker.
+                shutil.rmtree(root / "cache", ignore_errors=True)
+                flags = [
+                    "--products",
+                    str(slices[name]),
+                    "--model",
+                    str(run / "model"),
+                    "--precision",
+                    precision,
+                ]
+                flags += ["--output", str(root / f"{precision}-{name}"), "--overwrite"]
+                record(
+                    f"madr_{precision}",
+                    name,
+                    timed(madr("embed", *flags, "--torch_threads", str(args.threads)), args.threads),
+                )
+        for contender, times in seconds.items():
+            figures[contender] = rates(args.small, full, times["small"], times["full"])
+        peer = figures["sentence_transformers"]
+        for precision in ("fp32", "int8"):
+            mine = figures[f"madr_{precision}"]
+            mine["steady_vs_sentence_transformers"] = round(
+                mine["steady_products_per_s"] / peer["steady_products_per_s"], 3
+            )
+            mine["whole_vs_sentence_transformers"] = round(
+                peer["whole_command_s"] / mine["whole_command_s"], 3
+            )
+        figures["madr_int8"]["steady_vs_madr_fp32"] = round(
+            figures["madr_int8"]["steady_products_per_s"] / figures["madr_fp32"]["steady_products_per_s"], 3
+        )
+        if full == catalog.num_rows:
+            scores = {
+                precision: scored(
+                    run, root / f"{precision}-full", root / f"eval-{precision}", precision, args.threads
+                )
+                for precision in ("fp32", "int8")
+            }
+            scores["recall@100_change_points"] = round(
+                100 * (scores["int8"]["recall@100"] - scores["fp32"]["recall@100"]), 2
+            )
+            figures["retrieval_quality"] = scores
+    return {
+        "path": str(
+            report(
+                "embed_peer_quick" if args.quick else "embed_peer",
+                {
+                    "command": command_line("bench.embed_peer_bench", argv),
+                    **vars(args),
+                    "products": {"small": args.small, "full": full},
+                    "peer": "sentence-transformers SentenceTransformer(bundled MiniLM).encode(batch_size=32)",
+                    "load_average_1min_at_start": load_at_start,
+                },
+                figures,
+            )
+        )
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -64,6 +64,8 @@ def _stage(stage: str, arguments: list[str]) -> None:
         raise ValueError(f"unknown stage {stage!r}")
 
 
+PLOT = Path(__file__).resolve().parent.parent / "docs" / "performance_scaling.png"
+
 # The child prints its own peak RSS under this tag. The rusage figure os.wait4 returns is not enough on
 # Linux: exec() folds the forked parent's RSS into the child's ru_maxrss, so a child started from a big
 # process (bench.run_all after the index benchmarks) reports at least the parent's size. VmHWM belongs to
@@ -147,6 +149,9 @@ def one_size(
     )
     print(f"  {products}: embed {row['embed']}", flush=True)
     row["index"] = run_stage("index", [str(runs / "embeddings"), str(runs / "index")], runs / "index.log")
+    # What the build measured against exact search on held-out vectors, at the depth it serves.
+    measured = json.loads((runs / "index" / "manifest.json").read_text()).get("recall") or {}
+    row["index"]["recall"] = {key: measured.get(key) for key in ("k", "queries", "recall_at_k", "exact")}
     print(f"  {products}: index {row['index']}", flush=True)
     row["evaluate"] = run_stage(
         "evaluate",
@@ -168,6 +173,39 @@ def one_size(
     print(f"  {products}: evaluate {row['evaluate']}", flush=True)
     row["products_per_s_embed"] = round(products / row["embed"]["seconds"], 1)
     return row
+
+
+def plot(per_size: dict[str, dict[str, Any]], path: Path) -> None:
+    """Seconds and peak RSS of each stage against the catalog size, log-log."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = sorted(int(size) for size in per_size)
+    figure, (times, memory) = plt.subplots(1, 2, figsize=(10, 4))
+    for stage in ("embed", "index", "evaluate"):
+        rows = [per_size[str(size)][stage] for size in sizes]
+        times.plot(sizes, [row["seconds"] for row in rows], marker="o", label=stage)
+        memory.plot(sizes, [row["peak_rss_mb"] for row in rows], marker="o", label=stage)
+    times.plot(
+        sizes,
+        [per_size[str(sizes[0])]["embed"]["seconds"] * size / sizes[0] for size in sizes],
+        linestyle=":",
+        color="grey",
+        label="linear from the smallest embed",
+    )
+    for axis, label in ((times, "seconds"), (memory, "peak RSS, MB")):
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_xlabel("products")
+        axis.set_ylabel(label)
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend()
+    figure.suptitle("madr stages against catalog size (bench.scaling_bench)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
 
 
 def growth(rows: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -225,6 +263,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "embed_flags": embed_extra,
         "index": "build_index (ScannIndexBuilder.for_corpus, max_k 10,000)",
         "evaluate": "searcher ann, depth 10,000 (capped at the corpus), test split",
+        "plot": None if args.quick else str(PLOT.relative_to(PLOT.parent.parent)),
         **shared_machine_note(),
     }
     del config["stage"]
@@ -240,6 +279,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "load_average_1min_at_end": shared_machine_note()["load_average_1min_at_start"],
     }
     report("scaling_quick" if args.quick else "scaling", config, figures)
+    if not args.quick:
+        plot(figures["per_size"], PLOT)
     return figures
 
 

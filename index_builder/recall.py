@@ -35,6 +35,7 @@ import numpy as np
 from index_builder.config import Scoring
 from index_builder.exact import ExactSearcher
 from index_builder.scann_index import ScannIndex
+from index_builder.searcher import Searcher
 
 logger = logging.getLogger(__name__)
 
@@ -244,3 +245,24 @@ __all__: Sequence[str] = (
     "recall_summary",
     "tune_recall",
 )
+
+
+def measure_recall(
+    searcher: Searcher, embeddings: np.ndarray, max_k: int, num_queries: int = DEFAULT_RECALL_QUERIES
+) -> RecallReport:
+    """recall@min(max_k, n - 1) of any searcher at its stored settings, measure only.
+
+    For artifacts whose search settings are not tuned here, such as a partitioned index: held-out
+    corpus vectors (``recall_queries``) searched by ``searcher`` and by exact search over
+    ``embeddings``, whose row i must be ``searcher.ids[i]``.
+    """
+    n = len(searcher.ids)
+    if embeddings.shape[0] != n:
+        raise ValueError(f"{embeddings.shape[0]} embeddings for an index of {n} vectors")
+    k = max(1, min(max_k, n - 1))
+    own = recall_queries(embeddings, num_queries)
+    held_out = np.ascontiguousarray(embeddings[own], dtype=np.float32)
+    truth = _drop_self(ExactSearcher(embeddings, searcher.ids).search(held_out, k + 1).indices, own, k)
+    found = _drop_self(searcher.search(held_out, k + 1).indices, own, k)
+    recall = _overlap(found, truth, k)
+    return RecallReport(k, len(own), recall, None, [{"stored_settings": True, "recall": recall}])

@@ -137,6 +137,28 @@ def test_layout_and_top_level_manifest(built: Path, index: PartitionedIndex) -> 
     assert SearcherSpec("ann", str(built)).corpus_size() == N
 
 
+def test_the_build_measures_recall_over_the_union_and_writes_it(
+    built: Path, index: PartitionedIndex, corpus
+) -> None:
+    """The manifest's figure is the held-out recall of the shards searched as one, computed plainly."""
+    from index_builder.recall import recall_queries
+
+    embeddings, ids, _ = corpus
+    measured = json.loads((built / "manifest.json").read_text())["extra"]["recall"]
+    aligned = embeddings[[list(ids).index(pid) for pid in index.ids]]
+    rows = recall_queries(aligned)
+    k = measured["k"]
+    truth = ExactSearcher(aligned, index.ids).search(aligned[rows], k + 1).indices
+    found = index.search(aligned[rows], k + 1).indices
+    hits = [
+        len(set([r for r in t if r != own][:k]) & set([r for r in f if r != own][:k])) / k
+        for own, t, f in zip(rows, truth, found, strict=True)
+    ]
+    assert measured["queries"] == len(rows) and measured["target"] is None
+    assert measured["recall_at_k"] == pytest.approx(float(np.mean(hits)), abs=1e-9)
+    assert measured["recall_at_k"] > 0.5
+
+
 def test_every_id_in_exactly_one_shard_by_stable_hash_and_balanced(index: PartitionedIndex, corpus) -> None:
     _, ids, _ = corpus
     assert sorted(index.ids) == sorted(ids) and len(set(index.ids)) == N

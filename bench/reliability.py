@@ -41,14 +41,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from transformers import BertConfig
 
+from bench.support import tiny_model
 from index_builder.artifact import file_entry
-from model import new_encoder
 from pipelines.artifacts import read_embeddings
 from pipelines.cli import main
 from pipelines.synthetic import SyntheticConfig, generate_benchmark
-from schemas import PRODUCT_SCHEMA, write_manifest
+from schemas import PRODUCT_SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
 WEIGHTS = "model.safetensors"
@@ -100,30 +99,12 @@ def madr(*argv: str) -> Run:
     return Run(code, out.getvalue(), err.getvalue())
 
 
-def tiny_model(directory: Path) -> Path:
-    """A saved, untrained 2-layer 32-wide BiBERT (projection 16) with its manifest, as tests/conftest.py."""
-    backbone = BertConfig(
-        vocab_size=30522,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=512,
-    ).to_dict()
-    encoder, tokenizer = new_encoder(
-        "bibert", pretrained=False, backbone=backbone, projection_dim=16, model_version="reliability"
-    )
-    encoder.save_pretrained(directory, tokenizer)
-    write_manifest(directory, "madr-model", {"variant": "bibert", "model_version": "reliability"})
-    return directory
-
-
 def make_fixture(root: Path) -> Fixture:
     data = root / "benchmark"
     generate_benchmark(SyntheticConfig(num_products=NUM_PRODUCTS, num_queries=20, seed=1), str(data))
     return Fixture(
         root=root,
-        model=tiny_model(root / "model"),
+        model=tiny_model(root / "model", 16, "reliability"),
         products=str(data / "products" / "*.parquet"),
         queries=str(data / "queries.parquet"),
         judgments=str(data / "judgments.parquet"),

@@ -29,16 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import report
-from bench.support import command_line, shared_machine_note
-
-TINY_BACKBONE = {
-    "vocab_size": 30522,
-    "hidden_size": 32,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "intermediate_size": 64,
-    "max_position_embeddings": 512,
-}
+from bench.support import TINY_BACKBONE, command_line, shared_machine_note, tiny_model
 
 
 def _stage(stage: str, arguments: list[str]) -> None:
@@ -107,19 +98,6 @@ def run_stage(stage: str, arguments: list[str], log: Path) -> dict[str, float]:
     if peak_kb < 0:
         peak_kb = usage.ru_maxrss
     return {"seconds": round(seconds, 2), "peak_rss_mb": round(peak_kb / 1024, 1)}
-
-
-def tiny_model(folder: Path) -> str:
-    from transformers import BertConfig
-
-    from model import new_encoder
-
-    backbone = BertConfig(**TINY_BACKBONE).to_dict()
-    encoder, tokenizer = new_encoder(
-        "bibert", pretrained=False, backbone=backbone, projection_dim=128, model_version="bench"
-    )
-    encoder.save_pretrained(folder, tokenizer)
-    return str(folder)
 
 
 def one_size(
@@ -271,7 +249,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(args.keep) if args.keep else Path(scratch)
         root.mkdir(parents=True, exist_ok=True)
-        model_dir = tiny_model(root / "model")
+        model_dir = str(tiny_model(root / "model", 128, "bench"))
         rows = {size: one_size(size, args.queries, root, model_dir, extra, embed_extra) for size in sizes}
     figures = {
         "per_size": {str(size): row for size, row in rows.items()},

@@ -147,3 +147,34 @@ def command_line(module: str, argv: list[str] | None) -> str:
 
     arguments = sys.argv[1:] if argv is None else argv
     return " ".join(["python -m", module, *arguments])
+
+
+# The tiny random BERT of tests/conftest.py: benchmarks of the stages' plumbing, where speed must not
+# depend on the model.
+TINY_BACKBONE = {
+    "vocab_size": 30522,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "max_position_embeddings": 512,
+}
+
+
+def tiny_model(directory: Path, projection_dim: int, model_version: str) -> Path:
+    """A saved, untrained tiny BiBERT with its manifest, as `madr train` writes it (stages verify it)."""
+    from transformers import BertConfig
+
+    from model import new_encoder
+    from schemas import write_manifest
+
+    encoder, tokenizer = new_encoder(
+        "bibert",
+        pretrained=False,
+        backbone=BertConfig(**TINY_BACKBONE).to_dict(),
+        projection_dim=projection_dim,
+        model_version=model_version,
+    )
+    encoder.save_pretrained(directory, tokenizer)
+    write_manifest(directory, "madr-model", {"variant": "bibert", "model_version": model_version})
+    return directory

@@ -25,6 +25,7 @@ from model import Side, document_text, new_encoder
 from pipelines.embed import run_embed
 from pipelines.layout import DatasetLayout
 from pipelines.synthetic import SyntheticConfig, generate_benchmark
+from schemas import write_manifest
 
 
 def plain_torch_loop(model_dir: str, texts: list[str], batch_size: int) -> float:
@@ -89,6 +90,8 @@ def main(argv: list[str] | None = None) -> None:
         )
         encoder, tokenizer = new_encoder("bibert", max_document_length=args.max_document_length)
         encoder.save_pretrained(root / "model", tokenizer)
+        # The embed stage verifies its model against the manifest `madr train` writes.
+        write_manifest(root / "model", "madr-model", {"variant": "bibert", "model_version": "bench"})
         products = DatasetLayout(str(root / "data")).products
         texts = [document_text(p) for p in pq.read_table(str(root / "data" / "products")).to_pylist()]
 

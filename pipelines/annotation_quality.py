@@ -118,6 +118,14 @@ def _describe(rule: HeldOutProducts | None, count: int) -> str:
     )
 
 
+def _held_out_of_model(
+    model_dir: str, products: str, queries: str, judgments: str, split: str, sample: int
+) -> tuple[HeldOutProducts | None, list[dict[str, Any]]]:
+    """The model's held-out rule and the products it selects (`held_out_products`)."""
+    rule = _model_held_out(model_dir)
+    return rule, held_out_products(products, rule, tuned_products(queries, judgments, split), sample)
+
+
 def measure_annotation_quality(
     model_dir: str,
     products: str,
@@ -131,8 +139,7 @@ def measure_annotation_quality(
     encoder, tokenizer = load_encoder(model_dir)
     if getattr(encoder, "vocabulary", None) is None:
         return None
-    rule = _model_held_out(model_dir)
-    chosen = held_out_products(products, rule, tuned_products(queries, judgments, split), sample)
+    rule, chosen = _held_out_of_model(model_dir, products, queries, judgments, split, sample)
     annotated = aspect_accuracy(
         encoder,
         tokenizer,
@@ -180,9 +187,7 @@ def written_annotation_accuracy(
     vocabulary = getattr(encoder, "vocabulary", None)
     if vocabulary is None:
         return {}
-    chosen = held_out_products(
-        products, _model_held_out(model_dir), tuned_products(queries, judgments, split), sample
-    )
+    _, chosen = _held_out_of_model(model_dir, products, queries, judgments, split, sample)
     labels = {product["product_id"]: _as_dict(product["aspects"]) for product in chosen}
     hits: dict[str, int] = defaultdict(int)
     scored: dict[str, int] = defaultdict(int)

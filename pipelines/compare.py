@@ -20,6 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipelines.evaluation import paired_t_test
 from pipelines.evaluation.report import METRICS_FILE, PER_QUERY_FILE
+from pipelines.evaluation.text_table import format_text_table
 from schemas import ArtifactError
 
 
@@ -113,21 +114,13 @@ class ComparisonReport:
             )
             for m in self.metrics
         ]
-        widths = [max(len(line[column]) for line in [header, *body]) for column in range(len(header))]
-        lines = [
-            "  ".join(
-                text.ljust(width) if column == 0 else text.rjust(width)
-                for column, (text, width) in enumerate(zip(line, widths, strict=True))
-            ).rstrip()
-            for line in [header, *body]
-        ]
         intro = [
             f"A: {self.run_a} ({self.queries_a} queries)",
             f"B: {self.run_b} ({self.queries_b} queries)",
             f"{self.common_queries} queries in both; delta = B − A; p: two-sided paired t-test",
             "",
         ]
-        return "\n".join([*intro, *lines, *(f"note: {note}" for note in self.notes)])
+        return "\n".join([*intro, format_text_table(header, body), *(f"note: {note}" for note in self.notes)])
 
 
 def _compare_metric(

@@ -14,9 +14,8 @@ from __future__ import annotations
 import argparse
 import shutil
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -30,12 +29,11 @@ from pipelines.enrich import DEFAULT_FILL_CONFIDENCE, PREDICTION_COLUMNS, enrich
 from pipelines.evaluate import run_evaluate
 from pipelines.layout import DatasetLayout, RunLayout
 from pipelines.pretrain import PretrainJob, run_pretraining
+from pipelines.stage_runs import StageRunner
 from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from pipelines.train import TrainJob, run_training
 from schemas import ECOMMERCE_ASPECTS
 from schemas.splits import HeldOutProducts
-
-T = TypeVar("T")
 
 DEMO_VARIANT = "mtbert"
 PRETRAIN_STEPS = 250
@@ -111,25 +109,17 @@ def print_annotated_examples(catalog: str, embeddings: str, count: int, held_out
         print(f"       catalog:   {known or '(none)'}")
 
 
-def _timed(name: str, timings: dict[str, float], step: Callable[[], T]) -> T:
-    print(f"\n== {name}", flush=True)
-    started = time.perf_counter()
-    value = step()
-    timings[name] = time.perf_counter() - started
-    print(f"   {name}: {timings[name]:.1f}s", flush=True)
-    return value
-
-
 def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     run = RunLayout(args.out)
     data = DatasetLayout(str(Path(args.out) / "data"))
     for stale in ("data", "pretrained", "model", "embeddings", "enriched", "index", "eval"):
         shutil.rmtree(Path(args.out) / stale, ignore_errors=True)
     timings: dict[str, float] = {}
+    stages = StageRunner(timings, announce="\n== {name}", report="   {name}: {seconds:.1f}s")
     started = time.perf_counter()
 
     synthetic = SyntheticConfig(num_products=args.num_products, num_queries=args.num_queries, seed=args.seed)
-    summary = _timed("generate", timings, lambda: generate_benchmark(synthetic, data.root))
+    summary = stages.run("generate", lambda: generate_benchmark(synthetic, data.root))
     print(summary.format())
 
     pretrained = str(Path(args.out) / "pretrained")
@@ -147,7 +137,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
             learning_rate=PRETRAIN_LEARNING_RATE,
             head_learning_rate=PRETRAIN_HEAD_LEARNING_RATE,
         )
-        done = _timed("pretrain", timings, lambda: run_pretraining(pretrain, steps))
+        done = stages.run("pretrain", lambda: run_pretraining(pretrain, steps))
         print(f"   {done.steps} steps; aspect loss {done.initial.aspect:.3f} -> {done.final.aspect:.3f}")
     job = TrainJob(
         dataset=data.root,
@@ -157,20 +147,19 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         init_from=pretrained if args.pretrain_steps else None,
     )
     loop = TrainingConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, learning_rate=5e-5)
-    report = _timed("train", timings, lambda: run_training(job, loop))
+    report = stages.run("train", lambda: run_training(job, loop))
     print(
         f"   {report.steps} steps, final train loss {report.final_train_loss:.4f}, "
         f"best validation MRR@10 {report.best_valid_metric}"
     )
 
     embed_flags = ["--products", data.products, "--model", run.model, "--output", run.embeddings]
-    counts = _timed("embed", timings, lambda: run_embed(PipelineOptions(embed_flags)))
+    counts = stages.run("embed", lambda: run_embed(PipelineOptions(embed_flags)))
     print("   " + "  ".join(f"{name}={value}" for name, value in counts.items()))
 
     enriched = str(Path(args.out) / "enriched")
-    filled = _timed(
+    filled = stages.run(
         "enrich",
-        timings,
         lambda: enrich_catalog(data.products, run.embeddings, enriched, DEFAULT_FILL_CONFIDENCE),
     )
     print("   " + format_counts(filled, ECOMMERCE_ASPECTS).replace("\n", "\n   "))
@@ -179,7 +168,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         catalog, run.embeddings, ANNOTATED_EXAMPLES, HeldOutProducts(args.held_out_fraction)
     )
 
-    built = _timed("build-index", timings, lambda: build_index(run.embeddings, run.index, args.depth))
+    built = stages.run("build-index", lambda: build_index(run.embeddings, run.index, args.depth))
     print(f"   {built.count} x {built.dimension} vectors; {built.config}")
 
     flags = [
@@ -206,7 +195,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         data.products,
     ]
     # With both the index and the embeddings, the stage also reports the recall the index loses.
-    result = _timed("evaluate", timings, lambda: run_evaluate(PipelineOptions(flags)))
+    result = stages.run("evaluate", lambda: run_evaluate(PipelineOptions(flags)))
     total = time.perf_counter() - started
 
     print(

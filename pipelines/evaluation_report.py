@@ -26,6 +26,7 @@ from pipelines.evaluation.calibration import Calibration
 from pipelines.evaluation.cutoffs import CutoffPlan
 from pipelines.evaluation.plot import PLOT_FILE, k_grid, recall_curve, write_recall_plot
 from pipelines.evaluation.report import METRICS_FILE
+from pipelines.evaluation.text_table import format_text_table
 from schemas.manifest import MANIFEST_FILE
 
 LOGGER = logging.getLogger(__name__)
@@ -122,15 +123,7 @@ def format_ann_vs_exact(table: Mapping[str, Mapping[str, Any]]) -> str:
         (name, cell(row["exact"]), cell(row["ann"]), cell(row["loss"], signed=True))
         for name, row in table.items()
     ]
-    widths = [max(len(line[column]) for line in [header, *body]) for column in range(len(header))]
-    lines = [
-        "  ".join(
-            text.ljust(width) if column == 0 else text.rjust(width)
-            for column, (text, width) in enumerate(zip(line, widths, strict=True))
-        )
-        for line in [header, *body]
-    ]
-    return "Recall lost to the index (exact − ann):\n" + "\n".join(line.rstrip() for line in lines)
+    return "Recall lost to the index (exact − ann):\n" + format_text_table(header, body)
 
 
 def _extend_metrics_json(folder: str, fields: Mapping[str, Any]) -> None:

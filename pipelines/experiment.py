@@ -40,6 +40,7 @@ from pipelines.sparse_evaluation import (
     run_sparse_evaluation,
     sparse_ranking_rows,
 )
+from pipelines.stage_runs import StageRunner
 from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from pipelines.train import TrainJob, run_training
 
@@ -184,14 +185,7 @@ def _run_variant(
 ) -> dict[str, float]:
     """Train, embed, index, evaluate one variant; return stage timings. Finished stages are skipped."""
     timings: dict[str, float] = {}
-
-    def stage(name: str, done: Path, work: Any) -> None:
-        if done.is_file():
-            return
-        started = time.perf_counter()
-        work()
-        timings[name] = round(time.perf_counter() - started, 1)
-        print(f"   {variant}: {name} {timings[name]}s", flush=True)
+    stages = StageRunner(timings, digits=1, report=f"   {variant}: {{name}} {{seconds}}s")
 
     options = VARIANT_OPTIONS.get(variant, ())
     if variant == "dssm" and (folder.parent / "bibert" / "model" / "manifest.json").is_file():
@@ -202,13 +196,14 @@ def _run_variant(
         aspect_weight=config.pretrain_aspect_weight,
         held_out=config.held_out_products,
     )
-    init_from = None
-    if not (folder / "model" / "manifest.json").is_file():
-        started = time.perf_counter()
-        init_from = pretrained_model(
+    # Only for a model still to train: skipped, like the train stage, once its manifest exists.
+    init_from = StageRunner(timings, digits=1).run(
+        "pretrain",
+        lambda: pretrained_model(
             variant, plan, data, folder.parent, config.num_products, config.max_document_length, config.seed
-        )
-        timings["pretrain"] = round(time.perf_counter() - started, 1)
+        ),
+        folder / "model",
+    )
     job = TrainJob(
         dataset=data.root,
         output=str(folder / "model"),
@@ -228,22 +223,22 @@ def _run_variant(
         # UHD-BERT's objective is its hinge loss alone (uhd-bert Eq. 8); L_CE is madral-kdd22's.
         pointwise_loss_weight=0.0 if variant == "uhd" else 1.0,
     )
-    stage("train", folder / "model" / "manifest.json", lambda: run_training(job, loop))
+    stages.run("train", lambda: run_training(job, loop), folder / "model")
     if is_sparse_model(job.output):
         # UHD-BERT retrieves through inverted indexes (uhd-bert §3.7); a B·n-wide dense embed and a
         # ScaNN index of it would be neither the paper's retrieval nor affordable.
-        stage(
+        stages.run(
             "sparse index + evaluate",
-            folder / "eval" / "manifest.json",
             lambda: run_sparse_evaluation(data, job.output, folder / "eval", RETRIEVAL_METRICS),
+            folder / "eval",
         )
         return timings
     embed = ["--products", data.products, "--model", job.output, "--output", str(folder / "embeddings")]
-    stage("embed", folder / "embeddings" / "manifest.json", lambda: run_embed(PipelineOptions(embed)))
-    stage(
+    stages.run("embed", lambda: run_embed(PipelineOptions(embed)), folder / "embeddings")
+    stages.run(
         "index",
-        folder / "index" / "manifest.json",
         lambda: build_index(str(folder / "embeddings"), str(folder / "index")),
+        folder / "index",
     )
     evaluate = [
         "--queries",
@@ -259,7 +254,7 @@ def _run_variant(
         "--metrics",
         ",".join(RETRIEVAL_METRICS),
     ]
-    stage("evaluate", folder / "eval" / "manifest.json", lambda: run_evaluate(PipelineOptions(evaluate)))
+    stages.run("evaluate", lambda: run_evaluate(PipelineOptions(evaluate)), folder / "eval")
     return timings
 
 

@@ -24,8 +24,6 @@ import argparse
 import datetime as dt
 import json
 import logging
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +35,7 @@ from pipelines.embed import EMBEDDINGS_KIND, run_embed
 from pipelines.evaluate import run_evaluate
 from pipelines.index import run_build_index
 from pipelines.publish_guard import DEFAULT_MAX_SHRINK, CatalogSizeCheck, catalog_size
+from pipelines.stage_runs import StageRunner, is_finished
 from schemas.manifest import MANIFEST_FILE, ArtifactError
 
 LOGGER = logging.getLogger(__name__)
@@ -210,29 +209,6 @@ def publish_latest(out: str, run_id: str, summary: dict[str, Any]) -> None:
             handle.write(data)
 
 
-def _finished(folder: str) -> bool:
-    return FileSystems.exists(FileSystems.join(folder, MANIFEST_FILE))
-
-
-def _run_stage(report: NightlyReport, name: str, folder: str, work: Callable[[list[str]], Any]) -> None:
-    """Run a stage into `folder` (`work` gets the flags to add) unless an earlier attempt finished it.
-
-    A stage folder without a manifest is unfinished: what an interrupted attempt left (stages move
-    their files into place only once they succeed, but an object store's move is a copy, and older
-    runs wrote in place). The stage is told to replace it (--overwrite); the folder of a finished
-    stage is never touched.
-    """
-    if _finished(folder):
-        report.skipped.append(name)
-        LOGGER.info("%s: finished in an earlier attempt, skipped", name)
-        return
-    if FileSystems.exists(folder):
-        LOGGER.warning("%s: replacing what an interrupted attempt left in %s", name, folder)
-    started = time.perf_counter()
-    report.stages[name] = work(["--overwrite"])
-    report.seconds[name] = round(time.perf_counter() - started, 1)
-
-
 def _reusable(embeddings: str) -> bool:
     """Whether the previous run's embeddings are whole; a lost file is named, and nothing is reused."""
     try:
@@ -273,18 +249,24 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
         LOGGER.info("run %s is already published; nothing to do", job.run_id)
         return NightlyReport(job.run_id, latest.get("previous_run_id"), skipped=["all"])
     report = NightlyReport(job.run_id, previous)
-    beam = list(job.beam_args)
+    # A stage folder without a manifest is unfinished: what an interrupted attempt left (stages move
+    # their files into place only once they succeed, but an object store's move is a copy, and older
+    # runs wrote in place). The stage is told to replace it (--overwrite); the folder of a finished
+    # stage is skipped (`StageRunner`) and never touched.
+    extra = ["--overwrite", *job.beam_args]
 
     previous_embeddings = FileSystems.join(job.out, previous, "embeddings") if previous else None
     reused = None
-    if previous_embeddings and not _finished(job.stage("embeddings")) and _reusable(previous_embeddings):
+    if previous_embeddings and not is_finished(job.stage("embeddings")) and _reusable(previous_embeddings):
         reused = previous_embeddings
     embed_flags = job.embed_flags(reused)
-    _run_stage(
-        report,
+    stages = StageRunner(
+        report.seconds, digits=1, logger=LOGGER, skipped=report.skipped, results=report.stages
+    )
+    stages.run(
         "embed",
+        lambda: run_embed(PipelineOptions([*embed_flags, *extra])),
         job.stage("embeddings"),
-        lambda extra: run_embed(PipelineOptions([*embed_flags, *extra, *beam])),
     )
     # Checked before the index is built: a refused night costs no index, and its rerun with
     # --allow_shrink picks up from here (the embed stage is finished).
@@ -292,21 +274,17 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
     LOGGER.info("catalog size: %s", check.to_dict())
     check.enforce()
 
-    _run_stage(
-        report,
+    stages.run(
         "index",
+        lambda: repr(run_build_index(PipelineOptions([*job.index_flags(), *extra]))),
         job.stage("index"),
-        lambda extra: repr(run_build_index(PipelineOptions([*job.index_flags(), *extra, *beam]))),
     )
 
     if job.queries:
-        _run_stage(
-            report,
+        stages.run(
             "evaluate",
+            lambda: _summary_means(run_evaluate(PipelineOptions([*job.evaluate_flags(), *extra]))),
             job.stage("eval"),
-            lambda extra: _summary_means(
-                run_evaluate(PipelineOptions([*job.evaluate_flags(), *extra, *beam]))
-            ),
         )
 
     summary = {

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from pipelines.evaluation.metrics import MetricMean, parse_metric
 from pipelines.evaluation.relevance import RelevanceRule
+from pipelines.evaluation.text_table import format_text_table
 from schemas.records import RUN_SCHEMA, per_query_metrics_schema
 
 METRICS_FILE = "metrics.json"
@@ -163,12 +164,4 @@ def format_table(summary: Mapping[str, MetricMean]) -> str:
         (name, "n/a" if math.isnan(mean.mean) else f"{mean.mean:.4f}", str(mean.count), str(mean.undefined))
         for name, mean in summary.items()
     ]
-    widths = [max(len(line[column]) for line in [header, *body]) for column in range(len(header))]
-    lines = [
-        "  ".join(
-            cell.ljust(width) if column == 0 else cell.rjust(width)
-            for column, (cell, width) in enumerate(zip(line, widths, strict=True))
-        )
-        for line in [header, *body]
-    ]
-    return "\n".join(line.rstrip() for line in lines)
+    return format_text_table(header, body)

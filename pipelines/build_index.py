@@ -49,7 +49,8 @@ def add_build_index_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_TARGET_RECALL,
         help="Recall@max_k (against exact search, on 1,000 held-out corpus vectors) the index must reach: "
         "leaves-to-search and re-ranking depth are widened until it does, or the build fails naming the "
-        "best recall reached; 0 measures and records recall without tuning (one index only)",
+        "best recall reached; 0 measures and records recall without tuning. With --num_index_shards > 1, "
+        "each shard is tuned on its own vectors and the shards searched as one are measured",
     )
     add_stage_arguments(parser, VerifyOptions, OverwriteOptions)
 

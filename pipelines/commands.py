@@ -186,7 +186,7 @@ def _build_index(args: argparse.Namespace, beam_args: list[str], stage_argv: lis
     if args.num_index_shards > 1:
         flags = [
             *("--embeddings", args.embeddings, "--output", args.out, "--max_k", str(args.max_k)),
-            *("--num_index_shards", str(args.num_index_shards)),
+            *("--num_index_shards", str(args.num_index_shards), "--target_recall", str(args.target_recall)),
             *(["--no_verify"] if args.no_verify else []),
             *(["--overwrite"] if args.overwrite else []),
             *beam_args,

@@ -13,7 +13,6 @@ global order whatever order Beam delivered them in.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import shutil
 import tempfile
@@ -32,12 +31,13 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from index_builder import ScannIndex, ScannIndexBuilder, open_index
-from index_builder.artifact import FileEntry, IndexManifest
-from index_builder.partitioned import PartitionedManifest, ShardEntry, shard_dir_name, shard_of
-from index_builder.recall import measure_recall, recall_summary
-from pipelines.artifacts import fresh_output, is_local, read_embeddings
+from index_builder import ScannIndex, ScannIndexBuilder
+from index_builder.artifact import IndexManifest
+from index_builder.partitioned import shard_dir_name, shard_of
+from index_builder.recall import check_target, tune_recall
+from pipelines.artifacts import fresh_output
 from pipelines.catalog_io import METRICS_NAMESPACE
+from pipelines.index_manifest import measured_recall, write_partitioned_manifest
 from pipelines.options import EvaluateOptions, IndexOptions, OutputOptions, OverwriteOptions
 from pipelines.runner import make_pipeline, require_options
 from pipelines.verify import verification_wanted, verified_stage_manifest
@@ -99,9 +99,16 @@ class _BuildShardFn(beam.DoFn):
     """(shard, chunks) -> a saved ScannIndex artifact in ``output/shard-...``, and a summary dict."""
 
     def __init__(
-        self, output_dir: str, num_shards: int, max_k: int, model_id: str, model_version: str
+        self,
+        output_dir: str,
+        num_shards: int,
+        max_k: int,
+        model_id: str,
+        model_version: str,
+        target_recall: float | None = None,
     ) -> None:
         self.output_dir = output_dir
+        self.target_recall = target_recall
         self.num_shards = num_shards
         self.max_k = max_k
         self.model_id = model_id
@@ -125,11 +132,14 @@ class _BuildShardFn(beam.DoFn):
         started = time.perf_counter()
         builder = ScannIndexBuilder.for_corpus(len(ids), matrix.shape[1], max_k=self.max_k)
         index = builder.build(matrix, ids)
+        # Each shard tuned to the target on its own vectors (as `madr build-index` tunes one index): a
+        # merged top-k is as good as its shards' top-k, and the union is measured after the build.
+        index, recall = tune_recall(index, matrix, self.max_k, self.target_recall)
         seconds = time.perf_counter() - started
         name = shard_dir_name(shard, self.num_shards)
         target = FileSystems.join(self.output_dir, name)
         extra = {"shard": shard, "num_shards": self.num_shards, "max_k": self.max_k}
-        manifest = _save_shard(index, target, self.model_id, self.model_version, extra)
+        manifest = _save_shard(index, target, self.model_id, self.model_version, extra, recall.to_dict())
         self.built.inc()
         self.indexed.inc(len(ids))
         LOGGER.info("shard %s: %d × %d indexed in %.1f s", name, len(ids), matrix.shape[1], seconds)
@@ -137,7 +147,7 @@ class _BuildShardFn(beam.DoFn):
 
 
 def _save_shard(
-    index: ScannIndex, target: str, model_id: str, model_version: str, extra: dict
+    index: ScannIndex, target: str, model_id: str, model_version: str, extra: dict, recall: dict
 ) -> IndexManifest:
     """Save a shard where it belongs, replacing what a failed earlier attempt may have left.
 
@@ -148,12 +158,12 @@ def _save_shard(
     """
     if _is_local(target):
         shutil.rmtree(target, ignore_errors=True)
-        return index.save(target, model_id=model_id, model_version=model_version, extra=extra)
+        return index.save(target, model_id=model_id, model_version=model_version, extra=extra, recall=recall)
     leftovers = FileSystems.match([FileSystems.join(target, "**")])[0].metadata_list
     if leftovers:  # object stores have no directories: delete the objects under the prefix
         FileSystems.delete([metadata.path for metadata in leftovers])
     with tempfile.TemporaryDirectory(prefix="madr-shard-") as local:
-        manifest = index.save(Path(local) / "shard", model_id, model_version, extra=extra)
+        manifest = index.save(Path(local) / "shard", model_id, model_version, extra=extra, recall=recall)
         root = Path(local) / "shard"
         files = sorted(p for p in root.rglob("*") if p.is_file() and p.name != MANIFEST_FILE)
         for path in [*files, root / MANIFEST_FILE]:
@@ -194,9 +204,16 @@ class BuildPartitionedIndex(beam.PTransform):
     """
 
     def __init__(
-        self, output_dir: str, num_shards: int, max_k: int, model_id: str, model_version: str
+        self,
+        output_dir: str,
+        num_shards: int,
+        max_k: int,
+        model_id: str,
+        model_version: str,
+        target_recall: float | None = None,
     ) -> None:
         super().__init__()
+        self.target_recall = check_target(target_recall)
         for name, value in (("num_shards", num_shards), ("max_k", max_k)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -215,65 +232,16 @@ class BuildPartitionedIndex(beam.PTransform):
             | "GroupByShard" >> beam.GroupByKey()
             | "BuildShard"
             >> beam.ParDo(
-                _BuildShardFn(self.output_dir, self.num_shards, self.max_k, self.model_id, self.model_version)
+                _BuildShardFn(
+                    self.output_dir,
+                    self.num_shards,
+                    self.max_k,
+                    self.model_id,
+                    self.model_version,
+                    self.target_recall,
+                )
             )
         )
-
-
-def _read_json(path: str) -> tuple[str, FileEntry]:
-    with FileSystems.open(path) as handle:
-        data = handle.read()
-    return data.decode("utf-8"), FileEntry(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
-
-
-def write_partitioned_manifest(
-    output_dir: str,
-    num_shards: int,
-    model_id: str,
-    model_version: str,
-    dimension: int | None = None,
-    extra: dict[str, Any] | None = None,
-) -> PartitionedManifest:
-    """Check every shard's manifest, then write the top-level manifest last (temp file + rename).
-
-    ``dimension``, when given, must be every shard's: checked before anything is written, so
-    a finished-looking artifact is never a wrong one.
-    """
-    shards = []
-    dimensions = set()
-    for shard in range(num_shards):
-        name = shard_dir_name(shard, num_shards)
-        path = FileSystems.join(output_dir, name, MANIFEST_FILE)
-        if not FileSystems.exists(path):
-            raise RuntimeError(
-                f"{path} is missing: no product hashed to shard {shard} (fewer products than shards?) "
-                "or its build failed; use fewer --num_index_shards or rerun"
-            )
-        text, entry = _read_json(path)
-        inner = IndexManifest.from_json(text, Path(path))
-        if (inner.model_id, inner.model_version) != (model_id, model_version):
-            raise RuntimeError(
-                f"{path} is for {inner.model_id}/{inner.model_version}, not {model_id}/{model_version}"
-            )
-        dimensions.add(inner.dimension)
-        shards.append(ShardEntry(path=name, count=inner.count, manifest=entry))
-    if len(dimensions) != 1 or (dimension is not None and dimensions != {dimension}):
-        raise RuntimeError(
-            f"shards of {output_dir} have dimensions {sorted(dimensions)}, "
-            f"expected one ({dimension or 'any'})"
-        )
-    manifest = PartitionedManifest(
-        model_id=model_id,
-        model_version=model_version,
-        dimension=dimensions.pop(),
-        shards=tuple(shards),
-        extra=dict(extra or {}),
-    )
-    temporary = FileSystems.join(output_dir, f".{MANIFEST_FILE}.tmp")
-    with FileSystems.create(temporary) as handle:
-        handle.write((manifest.to_json() + "\n").encode("utf-8"))
-    FileSystems.rename([temporary], [FileSystems.join(output_dir, MANIFEST_FILE)])
-    return manifest
 
 
 @dataclass(frozen=True)
@@ -304,6 +272,7 @@ class PartitionedBuildPlan:
     model_id: str
     model_version: str
     dimension: int
+    target_recall: float | None
 
 
 def build_partitioned_index(
@@ -330,6 +299,7 @@ def build_partitioned_index(
         model_id=embed_manifest["model_id"],
         model_version=str(embed_manifest["model_version"]),
         dimension=int(embed_manifest["dimension"]),
+        target_recall=check_target(index_opts.target_recall),
     )
     pipeline = make_pipeline(options)
     _ = (
@@ -341,23 +311,11 @@ def build_partitioned_index(
         )
         | "ToRows" >> beam.FlatMap(table_rows)
         | "BuildPartitionedIndex"
-        >> BuildPartitionedIndex(folder, plan.num_shards, plan.max_k, plan.model_id, plan.model_version)
+        >> BuildPartitionedIndex(
+            folder, plan.num_shards, plan.max_k, plan.model_id, plan.model_version, plan.target_recall
+        )
     )
     return pipeline, plan
-
-
-def _measured_recall(folder: str, embeddings: str, max_k: int) -> dict[str, Any] | None:
-    """recall@max_k of the built shards searched as one index, against exact search over every
-    embedding, on 1,000 held-out vectors (`index_builder.recall.measure_recall`); None off local disk."""
-    if not (is_local(folder) and is_local(embeddings)):
-        LOGGER.info("recall not measured: %s or %s is not on local disk", folder, embeddings)
-        return None
-    searcher = open_index(folder)
-    ids, matrix, _ = read_embeddings(embeddings)
-    row_of = {product_id: row for row, product_id in enumerate(ids)}
-    report = measure_recall(searcher, matrix[[row_of[i] for i in searcher.ids]], max_k)
-    LOGGER.info("partitioned index: %s", recall_summary(report))
-    return report.to_dict()
 
 
 def run_build_index(options: PipelineOptions) -> PartitionedBuildReport:
@@ -382,7 +340,7 @@ def run_build_index(options: PipelineOptions) -> PartitionedBuildReport:
             dimension=plan.dimension,
             extra={"embeddings": plan.embeddings, "max_k": plan.max_k},
         )
-        recall = _measured_recall(plan.folder, plan.embeddings, plan.max_k)
+        recall = measured_recall(plan.folder, plan.embeddings, plan.max_k)
         if recall is not None:  # the manifest again, with the figure: it is still the last file written
             extra = {"embeddings": plan.embeddings, "max_k": plan.max_k, "recall": recall}
             write_partitioned_manifest(

@@ -11,6 +11,7 @@ import argparse
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from index_builder.recall import DEFAULT_TARGET_RECALL
 from pipelines.evaluation import DEFAULT_METRICS
 
 DEFAULT_METRICS_FLAG = ",".join(DEFAULT_METRICS)
@@ -213,6 +214,14 @@ class IndexOptions(PipelineOptions):
             type=int,
             default=10_000,
             help="Deepest k the index must serve well; sizes each shard's leaves and reorder (10000)",
+        )
+        parser.add_argument(
+            "--target_recall",
+            type=float,
+            default=DEFAULT_TARGET_RECALL,
+            help="Recall@max_k each shard must reach against exact search on its own vectors (widening its "
+            "search until it does, or the build fails); 0 measures without tuning (0.95). The shards "
+            "searched as one are measured too, into the manifest",
         )
 
 

@@ -95,24 +95,37 @@ class _KeyByShard(beam.DoFn):
         return shard, ([pid for pid, _ in rows], np.stack([vector for _, vector in rows]))
 
 
+@dataclass(frozen=True)
+class ShardBuild:
+    """What every shard of one partitioned build shares; validated on construction."""
+
+    output_dir: str
+    num_shards: int
+    max_k: int
+    model_id: str
+    model_version: str
+    target_recall: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "target_recall", check_target(self.target_recall))
+        for name, value in (("num_shards", self.num_shards), ("max_k", self.max_k)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not self.model_id or not self.model_version:
+            raise ValueError("model_id and model_version are required: an index is valid for one encoder")
+
+
 class _BuildShardFn(beam.DoFn):
     """(shard, chunks) -> a saved ScannIndex artifact in ``output/shard-...``, and a summary dict."""
 
-    def __init__(
-        self,
-        output_dir: str,
-        num_shards: int,
-        max_k: int,
-        model_id: str,
-        model_version: str,
-        target_recall: float | None = None,
-    ) -> None:
-        self.output_dir = output_dir
-        self.target_recall = target_recall
-        self.num_shards = num_shards
-        self.max_k = max_k
-        self.model_id = model_id
-        self.model_version = model_version
+    def __init__(self, build: ShardBuild) -> None:
+        self.build = build
+        self.output_dir, self.num_shards, self.max_k = build.output_dir, build.num_shards, build.max_k
+        self.model_id, self.model_version, self.target_recall = (
+            build.model_id,
+            build.model_version,
+            build.target_recall,
+        )
         self.built = Metrics.counter(METRICS_NAMESPACE, "index_shards_built")
         self.indexed = Metrics.counter(METRICS_NAMESPACE, "index_rows_indexed")
 
@@ -213,34 +226,15 @@ class BuildPartitionedIndex(beam.PTransform):
         target_recall: float | None = None,
     ) -> None:
         super().__init__()
-        self.target_recall = check_target(target_recall)
-        for name, value in (("num_shards", num_shards), ("max_k", max_k)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if not model_id or not model_version:
-            raise ValueError("model_id and model_version are required: an index is valid for one encoder")
-        self.output_dir = output_dir
-        self.num_shards = num_shards
-        self.max_k = max_k
-        self.model_id = model_id
-        self.model_version = model_version
+        self.build = ShardBuild(output_dir, num_shards, max_k, model_id, model_version, target_recall)
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         return (
             rows
-            | "KeyByShard" >> beam.ParDo(_KeyByShard(self.num_shards, self.model_id, self.model_version))
+            | "KeyByShard"
+            >> beam.ParDo(_KeyByShard(self.build.num_shards, self.build.model_id, self.build.model_version))
             | "GroupByShard" >> beam.GroupByKey()
-            | "BuildShard"
-            >> beam.ParDo(
-                _BuildShardFn(
-                    self.output_dir,
-                    self.num_shards,
-                    self.max_k,
-                    self.model_id,
-                    self.model_version,
-                    self.target_recall,
-                )
-            )
+            | "BuildShard" >> beam.ParDo(_BuildShardFn(self.build))
         )
 
 

@@ -97,9 +97,28 @@ def _drop_self(rows: np.ndarray, own: np.ndarray | None, k: int) -> np.ndarray:
     return rows[keep].reshape(rows.shape[0], k)
 
 
-def _overlap(found: np.ndarray, truth: np.ndarray, k: int) -> float:
-    hits = [len(np.intersect1d(a, b, assume_unique=True)) for a, b in zip(found, truth, strict=True)]
-    return float(np.mean(hits)) / k if hits else 1.0
+# Float32 dot products of the same two vectors computed in another order differ by ~1e-7 per unit;
+# a neighbour scoring within this of the k-th true neighbour is as near as it.
+TIE_TOLERANCE = 1e-5
+
+
+def _overlap(
+    found: np.ndarray, truth: np.ndarray, queries: np.ndarray, embeddings: np.ndarray, k: int
+) -> float:
+    """Mean share of each query's k found neighbours that are as near as its k-th true neighbour.
+
+    Counting by score rather than by id: a corpus with duplicate or equidistant vectors (catalogs have
+    both) has many equally right top-k lists, and exact search keeps one of them by its tie order. By
+    ids, a search that returned another, equally near, list measured 0.44 at 1M products of a tiny
+    untrained model, with every leaf searched and every candidate re-ranked.
+    """
+    if not len(found):
+        return 1.0
+    kth = np.einsum("qd,qd->q", queries, embeddings[truth[:, k - 1]])
+    hits = 0
+    for query, rows, threshold in zip(queries, found, kth, strict=True):
+        hits += int(np.count_nonzero(embeddings[rows] @ query >= threshold - TIE_TOLERANCE))
+    return hits / (len(found) * k)
 
 
 class _RecallProbe:
@@ -114,6 +133,7 @@ class _RecallProbe:
         evaluation_queries: np.ndarray | None,
     ) -> None:
         self.index = index
+        self.embeddings = embeddings
         self.k = k
         self.own = recall_queries(embeddings, num_queries)
         self.held_out = np.ascontiguousarray(embeddings[self.own], dtype=np.float32)
@@ -132,10 +152,12 @@ class _RecallProbe:
         """recall@k over every query, searched with these leaves and re-ranking depth."""
         options = {"leaves_to_search": leaves, "pre_reorder_num_neighbors": depth}
         found = self.index.search(self.held_out, self.k + 1, **options).indices
-        hits = _overlap(_drop_self(found, self.own, self.k), self.truth, self.k) * len(self.own)
+        found = _drop_self(found, self.own, self.k)
+        hits = _overlap(found, self.truth, self.held_out, self.embeddings, self.k) * len(self.own)
         if self.evaluation_truth is not None:
             found = self.index.search(self.evaluation, self.k, **options).indices
-            hits += _overlap(found, self.evaluation_truth, self.k) * len(self.evaluation_truth)
+            recall = _overlap(found, self.evaluation_truth, self.evaluation, self.embeddings, self.k)
+            hits += recall * len(self.evaluation_truth)
         return hits / self.count
 
 
@@ -264,5 +286,5 @@ def measure_recall(
     held_out = np.ascontiguousarray(embeddings[own], dtype=np.float32)
     truth = _drop_self(ExactSearcher(embeddings, searcher.ids).search(held_out, k + 1).indices, own, k)
     found = _drop_self(searcher.search(held_out, k + 1).indices, own, k)
-    recall = _overlap(found, truth, k)
+    recall = _overlap(found, truth, held_out, embeddings, k)
     return RecallReport(k, len(own), recall, None, [{"stored_settings": True, "recall": recall}])

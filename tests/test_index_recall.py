@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ from index_builder import (
     ScannIndexBuilder,
     tune_recall,
 )
-from index_builder.recall import DEFAULT_TARGET_RECALL, recall_queries
+from index_builder.recall import DEFAULT_TARGET_RECALL, measure_recall, recall_queries
 from pipelines.build_index import build_index
 from pipelines.cli import main
 from tests.test_index_partitioned import write_embeddings
@@ -204,3 +205,26 @@ def test_partitioned_build_tunes_each_shard_to_the_target_on_a_diffuse_corpus(
     assert max(untuned[0]) < DIFFUSE_DEFAULT_MAX  # the default settings lose neighbours here
     assert min(tuned[0]) >= DEFAULT_TARGET_RECALL
     assert tuned[1] >= DEFAULT_TARGET_RECALL - 0.03 > untuned[1]  # the union follows its shards
+
+
+class _ReversedTies:
+    """Exact search that breaks ties the other way round: as right as ExactSearcher, other ids."""
+
+    def __init__(self, embeddings: np.ndarray, ids: list[str]) -> None:
+        self.embeddings, self.ids = embeddings, ids
+
+    def search(self, queries: np.ndarray, k: int) -> SimpleNamespace:
+        scores = queries @ self.embeddings[::-1].T
+        order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        return SimpleNamespace(indices=len(self.ids) - 1 - order)
+
+
+def test_recall_counts_equally_near_neighbours_as_found() -> None:
+    """A catalog with duplicate vectors has many right top-k lists; each one measures 1.0."""
+    base = unit(np.random.default_rng(3).normal(size=(500, 8)))
+    duplicated = np.repeat(base, 4, axis=0)  # every vector four times: ties at every rank
+    ids = [f"p{i}" for i in range(len(duplicated))]
+    searcher = _ReversedTies(duplicated, ids)
+    exact = ExactSearcher(duplicated, ids).search(duplicated[:50], 10).indices
+    assert (searcher.search(duplicated[:50], 10).indices != exact).any()  # other ids than exact search
+    assert measure_recall(searcher, duplicated, 10, num_queries=200).recall_at_k == 1.0

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from index_builder import ScannIndexBuilder
 from index_builder.recall import DEFAULT_TARGET_RECALL, check_target, recall_summary, tune_recall
 from pipelines.artifacts import fresh_output, local_output, read_embeddings
-from pipelines.options import OverwriteOptions, VerifyOptions, add_stage_arguments
+from pipelines.options import IndexOptions, OverwriteOptions, VerifyOptions, add_stage_arguments
 from pipelines.verify import verified_stage_manifest
 
 LOGGER = logging.getLogger(__name__)
@@ -30,29 +30,7 @@ class IndexBuildReport:
 def add_build_index_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embeddings", required=True, help="Embedding shards folder written by `madr embed`")
     parser.add_argument("--out", required=True, help="Index artifact directory to write")
-    parser.add_argument(
-        "--num_index_shards",
-        type=int,
-        default=1,
-        help="1: one ScaNN index built here; more: a Beam job builds that many hash partitions in parallel "
-        "(for catalogs beyond one worker's memory; accepts Beam flags such as --runner)",
-    )
-    parser.add_argument(
-        "--max_k",
-        type=int,
-        default=10_000,
-        help="Deepest k the index must serve well (Recall@10k by default); sizes leaves and reorder",
-    )
-    parser.add_argument(
-        "--target_recall",
-        type=float,
-        default=DEFAULT_TARGET_RECALL,
-        help="Recall@max_k (against exact search, on 1,000 held-out corpus vectors) the index must reach: "
-        "leaves-to-search and re-ranking depth are widened until it does, or the build fails naming the "
-        "best recall reached; 0 measures and records recall without tuning. With --num_index_shards > 1, "
-        "each shard is tuned on its own vectors and the shards searched as one are measured",
-    )
-    add_stage_arguments(parser, VerifyOptions, OverwriteOptions)
+    add_stage_arguments(parser, IndexOptions, VerifyOptions, OverwriteOptions)
 
 
 def build_index(

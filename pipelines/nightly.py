@@ -30,10 +30,12 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from index_builder.recall import DEFAULT_TARGET_RECALL
 from pipelines.artifacts import is_local, read_stage_manifest
 from pipelines.embed import EMBEDDINGS_KIND, run_embed
 from pipelines.evaluate import run_evaluate
 from pipelines.index import run_build_index
+from pipelines.options import IndexOptions, add_stage_arguments
 from pipelines.publish_guard import DEFAULT_MAX_SHRINK, CatalogSizeCheck, catalog_size
 from pipelines.stage_runs import StageRunner, is_finished
 from schemas.manifest import MANIFEST_FILE, ArtifactError
@@ -53,6 +55,7 @@ class NightlyJob:
     judgments: str | None = None
     num_index_shards: int = 1
     max_k: int = 10_000
+    target_recall: float = DEFAULT_TARGET_RECALL
     beam_args: tuple[str, ...] = ()
     max_shrink: float = DEFAULT_MAX_SHRINK
     allow_shrink: bool = False
@@ -90,6 +93,8 @@ class NightlyJob:
             str(self.num_index_shards),
             "--max_k",
             str(self.max_k),
+            "--target_recall",
+            str(self.target_recall),
         ]
 
     def evaluate_flags(self) -> list[str]:
@@ -142,14 +147,7 @@ def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--queries", default=None, help="Query Parquet file, to evaluate the new index")
     parser.add_argument("--judgments", default=None, help="Judgment Parquet file, to evaluate the new index")
-    parser.add_argument("--num_index_shards", type=int, default=1, help="Hash partitions of the index (1)")
-    parser.add_argument(
-        "--max_k",
-        type=int,
-        default=10_000,
-        help="Deepest k the index must serve well, and the evaluation's --depth: metrics at a deeper "
-        "cut-off are not reported (10000)",
-    )
+    add_stage_arguments(parser, IndexOptions)
     parser.add_argument(
         "--max_shrink",
         type=float,
@@ -174,6 +172,7 @@ def job_from_args(args: argparse.Namespace, beam_args: list[str]) -> NightlyJob:
         judgments=args.judgments,
         num_index_shards=args.num_index_shards,
         max_k=args.max_k,
+        target_recall=args.target_recall,
         beam_args=tuple(beam_args),
         max_shrink=args.max_shrink,
         allow_shrink=args.allow_shrink,

@@ -196,9 +196,11 @@ def add_stage_arguments(parser: argparse.ArgumentParser, *option_classes: type[P
 
 
 class IndexOptions(PipelineOptions):
-    """Flags of the partitioned index build (`pipelines.index.run_build_index`).
+    """Flags of the index build: `madr build-index` (one index, or hash partitions with Beam:
+    `pipelines.index.run_build_index`) and the nightly job's index stage.
 
-    Its input and output reuse --embeddings (EvaluateOptions) and --output (OutputOptions).
+    The partitioned build's input and output reuse --embeddings (EvaluateOptions) and --output
+    (OutputOptions).
     """
 
     @classmethod
@@ -207,21 +209,24 @@ class IndexOptions(PipelineOptions):
             "--num_index_shards",
             type=int,
             default=1,
-            help="Hash partitions, one ScaNN index each, for catalogs beyond one worker's memory (1)",
+            help="1: one ScaNN index; more: a Beam job builds that many hash partitions in parallel, one "
+            "ScaNN index each (for catalogs beyond one worker's memory; accepts Beam flags such as --runner)",
         )
         parser.add_argument(
             "--max_k",
             type=int,
             default=10_000,
-            help="Deepest k the index must serve well; sizes each shard's leaves and reorder (10000)",
+            help="Deepest k the index must serve well (Recall@10k by default); sizes leaves and re-ranking. "
+            "The nightly job also evaluates to this depth: metrics at a deeper cut-off are not reported",
         )
         parser.add_argument(
             "--target_recall",
             type=float,
             default=DEFAULT_TARGET_RECALL,
-            help="Recall@max_k each shard must reach against exact search on its own vectors (widening its "
-            "search until it does, or the build fails); 0 measures without tuning (0.95). The shards "
-            "searched as one are measured too, into the manifest",
+            help="Recall@max_k (against exact search, on 1,000 held-out corpus vectors) the index, or each "
+            "shard on its own vectors, must reach: leaves-to-search and re-ranking depth are widened until "
+            "it does, or the build fails naming the best recall reached; 0 measures and records recall "
+            "without tuning. A partitioned index also records the recall of its shards searched as one",
         )
 
 

@@ -38,17 +38,21 @@ class AnnotationQuality:
     queries: AspectAccuracy | None
     held_out: str  # which products were measured, in words
     products_measured: int
+    # Acc@1 of the values the embed run wrote (its precision and runtime), when evaluate has --embeddings.
+    written: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def table(self) -> str:
-        """One line per aspect: product Acc@1/@3, query Acc@1, and coverage and Acc@1 at min_confidence."""
+        """One line per aspect: product Acc@1/@3, query Acc@1, coverage and Acc@1 at min_confidence, and
+        the Acc@1 of the values the embed run wrote, when measured."""
         sure = f"P>={self.products.min_confidence:.2f}"
         lines = [
             f"Aspect annotations on {self.held_out}",
             f"{'aspect':<10} {'products':>8} {'Acc@1':>6} {'Acc@3':>6} {'queries':>7} {'Acc@1':>6} "
-            f"{'covered ' + sure:>15} {'Acc@1 ' + sure:>13}",
+            f"{'covered ' + sure:>15} {'Acc@1 ' + sure:>13}"
+            + (f" {'written Acc@1':>13}" if self.written else ""),
         ]
         for aspect, accuracy in self.products.accuracy.items():
             queries = self.queries.counts.get(aspect, 0) if self.queries else 0
@@ -58,6 +62,7 @@ class AnnotationQuality:
                 f"{self.products.accuracy_at_3[aspect]:>6.3f} {queries:>7} {_maybe(query_accuracy):>6} "
                 f"{self.products.confident_coverage[aspect]:>15.3f} "
                 f"{_maybe(self.products.confident_accuracy.get(aspect)):>13}"
+                + (f" {_maybe(self.written.get(aspect)):>13}" if self.written else "")
             )
         return "\n".join(lines)
 

@@ -14,6 +14,7 @@ per_query.parquet, recall_at_k.png and a printed table.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass
@@ -26,7 +27,12 @@ from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from model import Side
-from pipelines.annotation_quality import DEFAULT_MIN_CONFIDENCE, AnnotationQuality, measure_annotation_quality
+from pipelines.annotation_quality import (
+    DEFAULT_MIN_CONFIDENCE,
+    AnnotationQuality,
+    measure_annotation_quality,
+    written_annotation_accuracy,
+)
 from pipelines.artifacts import counter_value, fresh_output, write_stage_manifest
 from pipelines.catalog_io import DEAD_LETTERS, ValidateRecords, WriteDeadLetters
 from pipelines.evaluation import RelevanceRule, parse_metrics
@@ -135,6 +141,11 @@ def _annotation_quality(
     if quality is None:
         LOGGER.info("%s predicts no aspects; no annotation quality to report", model_dir)
         return None
+    if opts.embeddings:  # what the run wrote, at its precision: the model in torch is scored above
+        written = written_annotation_accuracy(
+            model_dir, opts.embeddings, catalog.products, opts.queries, opts.judgments, opts.split
+        )
+        quality = dataclasses.replace(quality, written={aspect: acc for aspect, (acc, _) in written.items()})
     with FileSystems.create(FileSystems.join(output, "annotation_quality.json")) as handle:
         handle.write(json.dumps(quality.to_dict(), indent=2).encode("utf-8"))
     return quality

@@ -14,7 +14,7 @@ setup(
         "and offline evaluation on Apache Beam"
     ),
     python_requires=">=3.10",
-    packages=find_packages(include=["schemas*", "model*", "pipelines*", "index_builder*"]),
+    packages=find_packages(include=["schemas*", "model*", "pipelines*", "index_builder*", "product_data*"]),
     install_requires=[
         "apache-beam[gcp]>=2.77,<3",
         # Pin nothing tighter: a local CPU build (2.13.0) is installed first by the Makefile;

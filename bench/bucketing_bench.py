@@ -1,6 +1,6 @@
 """Embedding cost: naive padded batches against length-sorted ones, and fp32 against int8 inference.
 
-Bucketing. Texts come from a generated catalog (`pipelines.synthetic.generate_benchmark`); a seeded
+Bucketing. Texts come from a generated catalog (`product_data.synthetic.generate_benchmark`); a seeded
 share of the products is reduced to its title (marketplace listings that have nothing else), the
 rest keep title + bullets + description, truncated at the model's document length. "Naive" encodes
 consecutive batches in catalog order, each padded to its longest text; "bucketed" is the real
@@ -39,7 +39,7 @@ from model import Side, document_text, load_encoder, new_encoder
 from model.encoder import TokenizedBatch
 from pipelines.evaluation import MetricSpec, RelevanceRule, evaluate_query
 from pipelines.inference import EncoderModelHandler, LoadedEncoder, TextToEncode, length_sorted_chunks
-from pipelines.synthetic import SyntheticConfig, generate_benchmark
+from product_data.synthetic import SyntheticConfig, generate_benchmark
 
 Encode = Callable[[list[str], Side], np.ndarray]
 

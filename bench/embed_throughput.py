@@ -24,7 +24,7 @@ from bench.support import command_line
 from model import Side, document_text, new_encoder
 from pipelines.embed import run_embed
 from pipelines.layout import DatasetLayout
-from pipelines.synthetic import SyntheticConfig, generate_benchmark
+from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import write_manifest
 
 

@@ -32,7 +32,7 @@ from model.aspects.vocabulary import UNSEEN, AspectVocabulary, normalise_value
 from pipelines.artifacts import read_parquet_table
 from pipelines.embed import run_embed
 from pipelines.enrich import PREDICTION_COLUMNS, enrich_catalog
-from pipelines.synthetic import SyntheticConfig, generate_benchmark
+from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import ECOMMERCE_ASPECTS
 
 LEVELS = (0.0, 0.3, 0.5, 0.7, 0.9)

@@ -46,7 +46,7 @@ from bench.support import tiny_model
 from index_builder.artifact import file_entry
 from pipelines.artifacts import read_embeddings
 from pipelines.cli import main
-from pipelines.synthetic import SyntheticConfig, generate_benchmark
+from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import PRODUCT_SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]

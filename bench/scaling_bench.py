@@ -103,7 +103,7 @@ def run_stage(stage: str, arguments: list[str], log: Path) -> dict[str, float]:
 def one_size(
     products: int, queries: int, root: Path, model_dir: str, extra: list[str], embed_extra: list[str]
 ) -> dict[str, Any]:
-    from pipelines.synthetic import SyntheticConfig, generate_benchmark
+    from product_data.synthetic import SyntheticConfig, generate_benchmark
 
     data, runs = root / f"data-{products}", root / f"run-{products}"
     runs.mkdir(parents=True)
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         **vars(args),
         "model": "tiny random BiBERT: " + json.dumps(TINY_BACKBONE) + ", projection 128",
         "runner": "FnApiRunner in_memory (madr's local default)",
-        "data": "pipelines.synthetic.generate_benchmark at every size (the 1M catalog too; shards of "
+        "data": "product_data.synthetic.generate_benchmark at every size (the 1M catalog too; shards of "
         "50k products, row groups of 8,192)",
         "stage_flags": extra,
         "embed_flags": embed_extra,

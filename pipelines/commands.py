@@ -46,8 +46,8 @@ from pipelines.options import (
 from pipelines.presets import apply_preset, explicit_flags
 from pipelines.pretrain import add_pretrain_arguments, pretrain_from_args
 from pipelines.sparse_index import build_inverted_index
-from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from pipelines.train import add_train_arguments, train_from_args
+from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import AspectSchema
 
 BEAM_NOTE = "Any other flag is passed to Beam as a pipeline option (e.g. --runner DataflowRunner)."

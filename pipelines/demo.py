@@ -30,8 +30,8 @@ from pipelines.evaluate import run_evaluate
 from pipelines.layout import DatasetLayout, RunLayout
 from pipelines.pretrain import PretrainJob, run_pretraining
 from pipelines.stage_runs import StageRunner
-from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from pipelines.train import TrainJob, run_training
+from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import ECOMMERCE_ASPECTS
 from schemas.splits import HeldOutProducts
 

@@ -46,7 +46,7 @@ def dataset_positive_min_grade(judgments: str) -> int | None:
     """The lowest relevant grade the dataset declares in the manifest.json next to its judgments.
 
     The label scale belongs to the data: ESCI's Exact is grade 3 and WANDS' is 2, so a fixed "grade >= 2"
-    would count ESCI Substitutes as relevant. Ingested datasets (pipelines/ingest/writer.py) keep it at the
+    would count ESCI Substitutes as relevant. Ingested datasets (product_data/ingest/writer.py) keep it at the
     top level, the synthetic benchmark under "relevance"; None when there is no manifest or it says nothing.
     """
     path = FileSystems.join(FileSystems.split(judgments)[0], MANIFEST_FILE)

@@ -41,8 +41,8 @@ from pipelines.sparse_evaluation import (
     sparse_ranking_rows,
 )
 from pipelines.stage_runs import StageRunner
-from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from pipelines.train import TrainJob, run_training
+from product_data.synthetic import SyntheticConfig, generate_benchmark
 
 DEFAULT_VARIANTS = (
     "bibert",

@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from pipelines.ingest import (
+from product_data.ingest import (
     ColumnMapping,
     EsciConfig,
     IngestResult,

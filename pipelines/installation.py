@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-SIBLING_PACKAGES = ("schemas", "model", "index_builder")
+SIBLING_PACKAGES = ("schemas", "model", "index_builder", "product_data")
 
 
 class ShadowedPackageError(ImportError):

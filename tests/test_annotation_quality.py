@@ -16,7 +16,7 @@ from pipelines.annotation_quality import (
 )
 from pipelines.cli import main
 from pipelines.layout import DatasetLayout
-from pipelines.synthetic import SyntheticConfig, generate_benchmark
+from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas.splits import RULE_NAME, HeldOutProducts, held_out_bucket
 
 

@@ -66,7 +66,7 @@ def collection(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -
         pq.write_table(
             pa.Table.from_pylist(judgments, schema=JUDGMENT_SCHEMA), root / name / "judgments.parquet"
         )
-    # What pipelines/ingest/writer.py writes for ESCI (only the fields the evaluation reads matter).
+    # What product_data/ingest/writer.py writes for ESCI (only the fields the evaluation reads matter).
     manifest = {"kind": "dataset", "source": "esci", "positive_min_grade": 3, "gain_map": None, "files": {}}
     (root / "esci" / "manifest.json").write_text(json.dumps(manifest))
     paths = {

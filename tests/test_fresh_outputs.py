@@ -34,8 +34,8 @@ from pipelines.evaluate import run_evaluate
 from pipelines.export import export_vertex
 from pipelines.index import run_build_index
 from pipelines.nightly import NightlyJob, run_nightly
-from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from pipelines.train import TrainJob, run_training
+from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import JUDGMENT_SCHEMA, QUERY_SCHEMA
 from schemas.manifest import MANIFEST_FILE
 from tests.test_embed_pipeline import catalog, write_catalog

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.ingest import DeadLetter, HashSplit, IngestResult, StreamCounts
-from pipelines.ingest.common import Skip, StreamTally
-from pipelines.ingest.readers import RawRow, read_delimited
+from product_data.ingest import DeadLetter, HashSplit, IngestResult, StreamCounts
+from product_data.ingest.common import Skip, StreamTally
+from product_data.ingest.readers import RawRow, read_delimited
 from schemas import DEAD_LETTER_SCHEMA, InvalidRecord
 
 

@@ -12,7 +12,7 @@ from types import ModuleType
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.ingest import (
+from product_data.ingest import (
     ESCI_FLOAT_GAINS,
     ESCI_GRADES,
     EsciConfig,
@@ -21,7 +21,7 @@ from pipelines.ingest import (
     esci_product,
     load_esci,
 )
-from pipelines.ingest.esci import esci_grade
+from product_data.ingest.esci import esci_grade
 from schemas import InvalidRecord
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ingest"

@@ -11,14 +11,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.ingest import (
+from product_data.ingest import (
     ColumnMapping,
     IngestResult,
     combine_results,
     drop_dangling_judgments,
     load_generic,
 )
-from pipelines.ingest.generic import infer_format
+from product_data.ingest.generic import infer_format
 
 CATALOG_ROWS: list[dict[str, Any]] = [
     {"sku": "S-1", "name": "Oak Side Table", "manufacturer": "Woodly",

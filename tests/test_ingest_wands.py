@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.ingest import WANDS_GRADES, HashSplit, IngestResult, load_wands, wands_product
-from pipelines.ingest.wands import feature_colors, parse_features, split_classes, split_hierarchy
+from product_data.ingest import WANDS_GRADES, HashSplit, IngestResult, load_wands, wands_product
+from product_data.ingest.wands import feature_colors, parse_features, split_classes, split_hierarchy
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ingest" / "wands"
 QUERIES, PRODUCTS, LABELS = FIXTURES / "query.csv", FIXTURES / "product.csv", FIXTURES / "label.csv"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.ingest import DATASET_KIND, EsciConfig, load_esci, load_wands, write_dataset
+from product_data.ingest import DATASET_KIND, EsciConfig, load_esci, load_wands, write_dataset
 from schemas import DEAD_LETTER_SCHEMA, JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
 from schemas.manifest import ArtifactError, verify_manifest, write_manifest
 

@@ -15,9 +15,9 @@ from model.aspects.vocabulary import UNSEEN, AspectVocabulary
 from pipelines.evaluation import RelevanceRule
 from pipelines.judged_ranking import aspect_accuracy, rerank_judged
 from pipelines.layout import DatasetLayout
-from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from pipelines.train import TrainJob
 from pipelines.vocabulary import run_build_vocabulary
+from product_data.synthetic import SyntheticConfig, generate_benchmark
 from tests.conftest import tiny_backbone
 
 

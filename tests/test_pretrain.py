@@ -15,8 +15,8 @@ from model.mlm import IGNORE_INDEX, MlmHead, mask_for_mlm, masked_lm_loss
 from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, TrainingConfig
 from model.training.pretrain import pretraining_batches
 from pipelines.cli import main
-from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from pipelines.train import TrainJob, run_training
+from product_data.synthetic import SyntheticConfig, generate_benchmark
 from tests.conftest import tiny_backbone
 
 ASPECTS = ("category", "brand", "color")

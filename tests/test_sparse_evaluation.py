@@ -31,7 +31,7 @@ from pipelines.sparse_evaluation import (
     search_and_score,
 )
 from pipelines.sparse_index import sparse_queries
-from pipelines.synthetic import SyntheticConfig, generate_benchmark
+from product_data.synthetic import SyntheticConfig, generate_benchmark
 from tests.conftest import tiny_backbone
 
 RULE = RelevanceRule(positive_min_grade=2)

@@ -1,4 +1,4 @@
-"""Tests of the embedded synthetic benchmark (pipelines.synthetic).
+"""Tests of the embedded synthetic benchmark (product_data.synthetic).
 
 One small benchmark (3,000 products, 120 queries) is generated once per module and read
 back from its files, so every assertion is about what a later stage would actually read.
@@ -15,13 +15,13 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.synthetic import BenchmarkSummary, SyntheticConfig, generate_benchmark
-from pipelines.synthetic.catalog import CatalogModel, ProductSpec
-from pipelines.synthetic.config import PRODUCT_COVERAGE_TARGET, QUERY_COVERAGE_TARGET
-from pipelines.synthetic.listing import render_product
-from pipelines.synthetic.relevance import QueryTarget, grade
-from pipelines.synthetic.taxonomy import build_taxonomy
-from pipelines.synthetic.vocabulary import ALL_COLORS, COLOR_FAMILIES
+from product_data.synthetic import BenchmarkSummary, SyntheticConfig, generate_benchmark
+from product_data.synthetic.catalog import CatalogModel, ProductSpec
+from product_data.synthetic.config import PRODUCT_COVERAGE_TARGET, QUERY_COVERAGE_TARGET
+from product_data.synthetic.listing import render_product
+from product_data.synthetic.relevance import QueryTarget, grade
+from product_data.synthetic.taxonomy import build_taxonomy
+from product_data.synthetic.vocabulary import ALL_COLORS, COLOR_FAMILIES
 from schemas import (
     JUDGMENT_SCHEMA,
     PRODUCT_SCHEMA,
@@ -115,7 +115,7 @@ def test_layout_shards_and_progress(bench: Benchmark) -> None:
     assert [pq.ParquetFile(bench.root / "products" / s).metadata.num_rows for s in shards] == [1000] * 3
     assert sum("products-" in m for m in bench.messages) == 3  # one progress message per shard
     manifest = json.loads((bench.root / "manifest.json").read_text())
-    assert manifest["generator"] == "pipelines.synthetic"
+    assert manifest["generator"] == "product_data.synthetic"
     assert manifest["config"]["seed"] == SMALL.seed
     assert [f["path"] for f in manifest["files"]["products"]] == [f"products/{s}" for s in shards]
     assert manifest["counts"]["judgments"] == len(bench.judgments)

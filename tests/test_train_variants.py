@@ -15,8 +15,8 @@ from pipelines.artifacts import read_embeddings, read_parquet_table
 from pipelines.embed import run_embed
 from pipelines.encoder_job import parse_variant_options
 from pipelines.layout import DatasetLayout
-from pipelines.synthetic import SyntheticConfig, generate_benchmark
 from pipelines.train import TrainJob, run_training
+from product_data.synthetic import SyntheticConfig, generate_benchmark
 
 CASES = {
     "bibert": ((), 0.0),

@@ -33,7 +33,7 @@ from pipelines.evaluate import run_evaluate
 from pipelines.export import export_vertex
 from pipelines.index import run_build_index
 from pipelines.inference import ModelIdentity, TextToEncode
-from pipelines.synthetic import SyntheticConfig, generate_benchmark
+from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, ArtifactError, embedding_schema, write_manifest
 from schemas.manifest import sha256_file
 from tests.test_embed_pipeline import catalog, write_catalog

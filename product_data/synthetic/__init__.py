@@ -7,8 +7,8 @@ follow its §8.1 scale, and the hard negatives include its Table 8 case (a juici
 that names the Breville juicer). See `relevance.py` for the grading rule.
 """
 
-from pipelines.synthetic.benchmark import generate_benchmark
-from pipelines.synthetic.config import SyntheticConfig
-from pipelines.synthetic.summary import BenchmarkSummary
+from product_data.synthetic.benchmark import generate_benchmark
+from product_data.synthetic.config import SyntheticConfig
+from product_data.synthetic.summary import BenchmarkSummary
 
 __all__ = ["BenchmarkSummary", "SyntheticConfig", "generate_benchmark"]

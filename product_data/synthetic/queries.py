@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipelines.synthetic.catalog import CatalogModel, ProductSpec
-from pipelines.synthetic.config import (
+from product_data.synthetic.catalog import CatalogModel, ProductSpec
+from product_data.synthetic.config import (
     MAX_JUDGED_PER_QUERY,
     MAX_UNJUDGED_RELEVANT_PER_QUERY,
     MIN_JUDGED_PER_QUERY,
@@ -27,9 +27,9 @@ from pipelines.synthetic.config import (
     derived_random,
     derived_seed,
 )
-from pipelines.synthetic.relevance import POSITIVE_GRADE, QueryTarget, grade
-from pipelines.synthetic.taxonomy import AUDIENCES
-from pipelines.synthetic.vocabulary import COLOR_FAMILY
+from product_data.synthetic.relevance import POSITIVE_GRADE, QueryTarget, grade
+from product_data.synthetic.taxonomy import AUDIENCES
+from product_data.synthetic.vocabulary import COLOR_FAMILY
 
 # Query intents come in quotas calibrated so annotation coverage lands on Table 3 of
 # madral-kdd22 (category 96.5%, brand 11.8%, color 5.9%).

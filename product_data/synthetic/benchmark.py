@@ -12,13 +12,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pipelines.synthetic.catalog import CatalogModel, iter_shard, product_id
-from pipelines.synthetic.config import SyntheticConfig
-from pipelines.synthetic.listing import render_product
-from pipelines.synthetic.queries import BenchmarkPlan, plan_benchmark
-from pipelines.synthetic.relevance import GRADE_NAMES, POSITIVE_GRADE, RULE
-from pipelines.synthetic.summary import BenchmarkSummary, CoverageCounter
-from pipelines.synthetic.writer import remove_stale_shards, shard_name, write_json, write_parquet
+from product_data.synthetic.catalog import CatalogModel, iter_shard, product_id
+from product_data.synthetic.config import SyntheticConfig
+from product_data.synthetic.listing import render_product
+from product_data.synthetic.queries import BenchmarkPlan, plan_benchmark
+from product_data.synthetic.relevance import GRADE_NAMES, POSITIVE_GRADE, RULE
+from product_data.synthetic.summary import BenchmarkSummary, CoverageCounter
+from product_data.synthetic.writer import remove_stale_shards, shard_name, write_json, write_parquet
 from schemas import (
     ECOMMERCE_ASPECTS,
     JUDGMENT_SCHEMA,
@@ -30,7 +30,7 @@ from schemas import (
     validate_query,
 )
 
-GENERATOR = "pipelines.synthetic"
+GENERATOR = "product_data.synthetic"
 # Bump whenever the same config would produce different bytes, so manifests tell runs apart.
 GENERATOR_VERSION = 1
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipelines.synthetic.vocabulary import COLOR_FAMILIES
+from product_data.synthetic.vocabulary import COLOR_FAMILIES
 
 TITLE_STYLES: tuple[str, ...] = ("model", "home", "apparel", "book")
 

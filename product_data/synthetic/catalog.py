@@ -18,10 +18,10 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from pipelines.synthetic.config import PRODUCT_COVERAGE_TARGET, SyntheticConfig, derived_random
-from pipelines.synthetic.profiles import PROFILES, Profile
-from pipelines.synthetic.taxonomy import Leaf, Taxonomy, build_taxonomy
-from pipelines.synthetic.vocabulary import BRAND_DOMAINS, COLOR_FAMILIES, COLOR_FAMILY
+from product_data.synthetic.config import PRODUCT_COVERAGE_TARGET, SyntheticConfig, derived_random
+from product_data.synthetic.profiles import PROFILES, Profile
+from product_data.synthetic.taxonomy import Leaf, Taxonomy, build_taxonomy
+from product_data.synthetic.vocabulary import BRAND_DOMAINS, COLOR_FAMILIES, COLOR_FAMILY
 
 # Popularity decays as a power of a seeded rank: a few leaves and brands carry most products,
 # as in real catalogs, while every leaf still gets some at 20k products.

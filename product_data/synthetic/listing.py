@@ -12,9 +12,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from pipelines.synthetic.catalog import CatalogModel, ProductSpec
-from pipelines.synthetic.profiles import Profile
-from pipelines.synthetic.taxonomy import AUDIENCES, Leaf
+from product_data.synthetic.catalog import CatalogModel, ProductSpec
+from product_data.synthetic.profiles import Profile
+from product_data.synthetic.taxonomy import AUDIENCES, Leaf
 
 CATEGORY_ANNOTATION_RATE = 0.99  # Table 3, madral-kdd22: 99.0% of documents
 PARENT_ANNOTATION_RATE = 0.12  # several category values per document, e.g. {Sandals, Shoes} (§5)

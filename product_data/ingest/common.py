@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pipelines.ingest.readers import RawRow
+from product_data.ingest.readers import RawRow
 from schemas import InvalidRecord
 
 STREAMS: tuple[str, ...] = ("products", "queries", "judgments")

@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pipelines.ingest.common import (
+from product_data.ingest.common import (
     Converter,
     FirstWins,
     IngestResult,
@@ -33,8 +33,8 @@ from pipelines.ingest.common import (
     build_result,
     drop_dangling_judgments,
 )
-from pipelines.ingest.readers import read_delimited
-from pipelines.ingest.splits import HashSplit
+from product_data.ingest.readers import read_delimited
+from product_data.ingest.splits import HashSplit
 from schemas import InvalidRecord, validate_judgment, validate_product, validate_query
 
 QUERY_COLUMNS: tuple[str, ...] = ("query_id", "query", "query_class")

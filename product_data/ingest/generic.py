@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pipelines.ingest.common import FirstWins, IngestResult, Record, StreamTally, build_result
-from pipelines.ingest.readers import RawRow, parquet_columns, read_delimited, read_jsonl, read_parquet
+from product_data.ingest.common import FirstWins, IngestResult, Record, StreamTally, build_result
+from product_data.ingest.readers import RawRow, parquet_columns, read_delimited, read_jsonl, read_parquet
 from schemas import AspectSchema, InvalidRecord, validate_judgment, validate_product, validate_query
 
 Kind = Literal["products", "queries", "judgments"]

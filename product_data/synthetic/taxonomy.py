@@ -13,9 +13,9 @@ import functools
 from collections import defaultdict
 from dataclasses import dataclass
 
-from pipelines.synthetic.departments import COMPANIONS, HAND_WRITTEN
-from pipelines.synthetic.profiles import PROFILES
-from pipelines.synthetic.vocabulary import BRAND_DOMAINS
+from product_data.synthetic.departments import COMPANIONS, HAND_WRITTEN
+from product_data.synthetic.profiles import PROFILES
+from product_data.synthetic.vocabulary import BRAND_DOMAINS
 
 _SPORTS = "Sports & Outdoors"
 SPORTS: tuple[tuple[str, str, str, str], ...] = (

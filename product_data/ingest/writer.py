@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.ingest.common import IngestResult, Record
+from product_data.ingest.common import IngestResult, Record
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
 from schemas.manifest import MANIFEST_FILE, read_manifest, write_manifest
 

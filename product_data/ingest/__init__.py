@@ -7,7 +7,7 @@ pure functions, so a Beam stage can map them over a PCollection and route the
 `InvalidRecord`s they raise to a dead-letter output.
 """
 
-from pipelines.ingest.common import (
+from product_data.ingest.common import (
     STREAMS,
     DeadLetter,
     IngestResult,
@@ -15,7 +15,7 @@ from pipelines.ingest.common import (
     combine_results,
     drop_dangling_judgments,
 )
-from pipelines.ingest.esci import (
+from product_data.ingest.esci import (
     ESCI_FLOAT_GAINS,
     ESCI_GRADES,
     ESCI_POSITIVE_MIN_GRADE,
@@ -23,9 +23,9 @@ from pipelines.ingest.esci import (
     esci_product,
     load_esci,
 )
-from pipelines.ingest.generic import ColumnMapping, load_generic
-from pipelines.ingest.splits import HashSplit
-from pipelines.ingest.wands import (
+from product_data.ingest.generic import ColumnMapping, load_generic
+from product_data.ingest.splits import HashSplit
+from product_data.ingest.wands import (
     DEFAULT_WANDS_SPLIT,
     WANDS_GRADES,
     WANDS_POSITIVE_MIN_GRADE,
@@ -34,7 +34,7 @@ from pipelines.ingest.wands import (
     wands_product,
     wands_query,
 )
-from pipelines.ingest.writer import DATASET_KIND, write_dataset
+from product_data.ingest.writer import DATASET_KIND, write_dataset
 
 __all__ = [
     "DATASET_KIND",

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pipelines.synthetic.config import PRODUCT_COVERAGE_TARGET, QUERY_COVERAGE_TARGET
+from product_data.synthetic.config import PRODUCT_COVERAGE_TARGET, QUERY_COVERAGE_TARGET
 from schemas import ECOMMERCE_ASPECTS
 
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipelines.synthetic.catalog import ProductSpec
-from pipelines.synthetic.taxonomy import Taxonomy
-from pipelines.synthetic.vocabulary import COLOR_FAMILY
+from product_data.synthetic.catalog import ProductSpec
+from product_data.synthetic.taxonomy import Taxonomy
+from product_data.synthetic.vocabulary import COLOR_FAMILY
 
 GRADE_NAMES: dict[int, str] = {4: "perfect", 3: "excellent", 2: "good", 1: "fair", 0: "non-relevant"}
 POSITIVE_GRADE = 2  # rel <= 1 is negative (madral-kdd22 §8.1)

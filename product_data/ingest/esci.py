@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pipelines.ingest.common import (
+from product_data.ingest.common import (
     FirstWins,
     IngestResult,
     Record,
@@ -30,8 +30,8 @@ from pipelines.ingest.common import (
     build_result,
     drop_dangling_judgments,
 )
-from pipelines.ingest.readers import read_parquet
-from pipelines.ingest.splits import HashSplit
+from product_data.ingest.readers import read_parquet
+from product_data.ingest.splits import HashSplit
 from schemas import InvalidRecord, validate_judgment, validate_product, validate_query
 
 ESCI_LOCALES: tuple[str, ...] = ("es", "jp", "us")

@@ -34,6 +34,7 @@ from pipelines.experiment_pretraining import PretrainingPlan, pretrained_model
 from pipelines.experiment_report import write_report
 from pipelines.judged_ranking import aspect_accuracy, encode, rerank_judged
 from pipelines.layout import DatasetLayout
+from pipelines.progress import ProgressLog
 from pipelines.sparse_evaluation import (
     is_sparse_model,
     read_sparse_results,
@@ -326,8 +327,9 @@ def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
     rule = RelevanceRule()
     held_out = held_out_products(data, config.held_out_products)  # the same for every variant
     results: dict[str, Any] = {}
+    progress = ProgressLog("variants done", len(config.variants), interval_s=0, log=print)
     for variant in config.variants:
-        print(f"\n== {variant}", flush=True)
+        print(f"\n== {variant} ({config.variants.index(variant) + 1} of {len(config.variants)})", flush=True)
         folder = root / variant
         timings = _run_variant(config, variant, data, folder)
         per_query = {
@@ -340,6 +342,7 @@ def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
         sparse = read_sparse_results(folder / "eval")
         if sparse is not None:
             results[variant]["sparse_indexes"] = sparse["indexes"]
+        progress.add(1)
         if config.baseline in results:
             # After every variant, so an experiment stopped half-way still leaves its table.
             report = _write_results(config, results, root, time.perf_counter() - started)

@@ -49,7 +49,14 @@ class ProgressLog:
         elapsed = max(self.clock() - self.started, 1e-9)
         rate = self.done / elapsed
         count = f"{self.done:,}" + (f" of {self.total:,}" if self.total else "")
-        text = f"{self.what}: {count} ({rate:,.1f}/s"
+        # Slow work (variants of an experiment) reads better per minute or per hour than as 0.0/s.
+        if rate >= 1 or rate == 0:
+            pace = f"{rate:,.1f}/s"
+        elif rate * 60 >= 1:
+            pace = f"{rate * 60:,.1f}/min"
+        else:
+            pace = f"{rate * 3600:,.1f}/h"
+        text = f"{self.what}: {count} ({pace}"
         if self.total and rate > 0 and self.done < self.total:
             text += f", ETA {format_duration((self.total - self.done) / rate)}"
         return text + ")"

@@ -38,3 +38,16 @@ def test_without_a_total_there_is_no_eta() -> None:
 def test_durations() -> None:
     assert format_duration(59.6) == "1m00s"
     assert format_duration(3725) == "1h02m"
+
+
+def test_slow_work_reads_per_minute_or_hour() -> None:
+    clock, lines = FakeClock(), []
+    progress = ProgressLog("variants done", total=4, interval_s=0, clock=clock, log=lines.append)
+    clock.now += 600
+    progress.add(1)  # one per 10 minutes: 6/h, 30 minutes to go
+    clock.now += 1
+    assert lines == ["variants done: 1 of 4 (6.0/h, ETA 30m00s)"]
+    fast = ProgressLog("texts", interval_s=0, clock=clock, log=lines.append)
+    clock.now += 30
+    fast.add(2)
+    assert lines[-1] == "texts: 2 (4.0/min)"

@@ -137,14 +137,23 @@ def missing_files(folder: str, manifest: dict[str, Any]) -> list[str]:
 
 
 def previous_embeddings_folder(path: str) -> str:
-    """`--previous` may name an embed output or a run folder holding one in `embeddings/`."""
+    """`--previous` may name an embed output or a run folder holding one in `embeddings/`.
+
+    A run folder has a manifest of its own (a nightly run's, say), so a manifest of another kind
+    sends the search on to `embeddings/`; a damaged embed output is reported as such.
+    """
     for folder in (path, FileSystems.join(path, "embeddings")):
         manifest = FileSystems.join(folder, MANIFEST_FILE)
-        if FileSystems.exists(manifest):
-            read_stage_manifest(folder, "madr-embeddings")
+        if not FileSystems.exists(manifest):
+            continue
+        with FileSystems.open(manifest) as handle:
+            kind = json.loads(handle.read()).get("kind")
+        if kind == "madr-embeddings":
+            read_stage_manifest(folder, kind)  # every listed file still there
             return folder
     raise ArtifactError(
-        f"--previous {path}: neither it nor {path}/embeddings is a finished embed output (no {MANIFEST_FILE})"
+        f"--previous {path}: neither it nor {path}/embeddings is a finished embed output (no {MANIFEST_FILE} "
+        "of kind 'madr-embeddings')"
     )
 
 

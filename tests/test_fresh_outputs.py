@@ -37,7 +37,7 @@ from pipelines.nightly import NightlyJob, run_nightly
 from pipelines.train import TrainJob, run_training
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import JUDGMENT_SCHEMA, QUERY_SCHEMA
-from schemas.manifest import MANIFEST_FILE
+from schemas.manifest import MANIFEST_FILE, ArtifactError
 from tests.test_embed_pipeline import catalog, write_catalog
 from tests.test_gcs import BUCKET, gcs, gcs_emulator  # noqa: F401 - the emulator fixtures
 
@@ -375,3 +375,21 @@ def test_a_rerun_of_an_unfinished_night_replaces_its_unfinished_stage_folder(
         "index",
         MANIFEST_FILE,
     ]
+
+
+def test_previous_may_name_a_run_folder_that_has_its_own_manifest(tmp_path: Path) -> None:
+    """A nightly run folder holds its run manifest and embeddings/: --previous RUN finds the latter."""
+    from pipelines.artifacts import previous_embeddings_folder, write_stage_manifest
+
+    run = tmp_path / "2026-11-24"
+    (run / "embeddings").mkdir(parents=True)
+    (run / "embeddings" / "embeddings-00000-of-00001.parquet").write_bytes(b"rows")
+    write_stage_manifest(str(run / "embeddings"), kind="madr-embeddings", info={})
+    (run / "manifest.json").write_text('{"kind": "madr-nightly-run"}')
+    assert previous_embeddings_folder(str(run)) == str(run / "embeddings")
+    assert previous_embeddings_folder(str(run / "embeddings")) == str(run / "embeddings")
+    (run / "embeddings" / "embeddings-00000-of-00001.parquet").unlink()
+    with pytest.raises(ArtifactError, match="is incomplete"):
+        previous_embeddings_folder(str(run))
+    with pytest.raises(ArtifactError, match="neither it nor"):
+        previous_embeddings_folder(str(tmp_path))

@@ -141,3 +141,21 @@ def test_runtime_resolution(runtime: str, precision: str, device: str, expected:
 def test_impossible_runtime_is_a_clear_error(runtime: str, precision: str, device: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         resolve_runtime(runtime, precision, torch.device(device))
+
+
+def test_autocast_path_encodes_in_bfloat16_and_returns_float32(mtbert_dir: Path) -> None:
+    """The GPU path (--precision bf16/fp16) is torch autocast; CPU autocast runs the same code here."""
+    from pipelines.inference import LoadedEncoder
+
+    examples = [TextToEncode(str(i), text) for i, text in enumerate(TEXTS)]
+    handler = EncoderModelHandler(str(mtbert_dir), Side.DOCUMENT, annotate=True, runtime="torch")
+    encoder, tokenizer = load_encoder(mtbert_dir)
+    full = handler.encode_batch(examples, LoadedEncoder(encoder, tokenizer))
+    half = handler.encode_batch(examples, LoadedEncoder(encoder, tokenizer, autocast=torch.bfloat16))
+    for exact, autocast in zip(full, half, strict=True):
+        vector = autocast.inference.embedding
+        assert vector.dtype == np.float32 and np.isfinite(vector).all()
+        assert float(vector @ exact.inference.embedding) > 0.98
+        assert set(autocast.inference.annotations.aspect_values) == set(
+            exact.inference.annotations.aspect_values
+        )

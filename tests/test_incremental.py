@@ -104,5 +104,5 @@ def test_previous_may_be_a_run_folder_but_must_be_finished(tmp_path, tiny_model_
     assert counts["products_reused"] == 6
     (tmp_path / "run" / "embeddings" / "manifest.json").unlink()  # as after a crash mid-stage
     shutil.rmtree(tmp_path / "next")
-    with pytest.raises(ArtifactError, match=r"is a finished embed output \(no manifest\.json\)"):
+    with pytest.raises(ArtifactError, match=r"is a finished embed output \(no manifest\.json of kind"):
         _embed(products, str(tiny_model_dir), str(tmp_path / "next"), "--previous", str(tmp_path / "run"))

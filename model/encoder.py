@@ -124,6 +124,8 @@ class DenseEncoder(nn.Module):
         if not isinstance(config, self.config_class):
             raise TypeError(f"{type(self).__name__} needs a {self.config_class.__name__}")
         self.config = config
+        # True while a pass needs every position of the last layer (MLM pre-training reads them all).
+        self.every_position = False
         names = ("shared",) if config.shared_towers else (Side.QUERY.value, Side.DOCUMENT.value)
         self.transformers = nn.ModuleDict({name: self.build_tower() for name in names})
 
@@ -195,7 +197,8 @@ class DenseEncoder(nn.Module):
         """The transformer's last hidden states (B, L, H); with `positions_read` and in eval mode,
         only the first `positions_read` of them, computed without the rest of the last layer."""
         transformer = self.transformer(side)
-        if positions_read is not None and not self.training and batch.input_ids.shape[1] > positions_read:
+        shortcut = positions_read is not None and not (self.training or self.every_position)
+        if shortcut and batch.input_ids.shape[1] > positions_read:
             return last_hidden_at_leading_positions(
                 transformer, batch.input_ids, batch.attention_mask, positions_read
             )
@@ -372,10 +375,12 @@ class DenseEncoder(nn.Module):
             return states.last_hidden_state, None
         captured: list[torch.Tensor] = []
         handle = transformer.register_forward_hook(lambda _module, _inputs, out: captured.append(out[0]))
+        self.every_position = True  # in eval mode too (held-out MLM): no leading-positions shortcut
         try:
             output = self(masked, side)
         finally:
             handle.remove()
+            self.every_position = False
         if len(captured) != 1:
             raise RuntimeError(
                 f"{type(self).__name__}.forward ran its transformer {len(captured)} times; "

@@ -20,8 +20,9 @@ from typing import Any
 import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from model import VARIANTS
+from model import VARIANTS, pick_device
 from model.training import PretrainingConfig, TrainingConfig
+from model.training.pretrain import native_bfloat16
 from pipelines.artifacts import read_parquet_table
 from pipelines.build_index import build_index
 from pipelines.embed import run_embed
@@ -36,7 +37,10 @@ from schemas import ECOMMERCE_ASPECTS
 from schemas.splits import HeldOutProducts
 
 DEMO_VARIANT = "mtbert"
-PRETRAIN_STEPS = 250
+# One epoch over the demo catalog at 32 texts a step. With bf16 pre-training (auto, on this project's
+# CPU) it takes 259 s, less than 250 fp32 steps did (327 s), and lifts held-out category Accuracy@1 from
+# 0.909 to 0.932 and, on a fresh catalog, from 0.887-0.890 to 0.907 (README, "Measured").
+PRETRAIN_STEPS = 310
 # A short pre-training learns faster at repro-ecir24's backbone rate (1e-4) with the new layers at 3e-3:
 # at 150 steps, held-out brand / color Accuracy@1 0.940 / 0.838 against 0.925 / 0.788 at 5e-5 / 1e-3.
 PRETRAIN_LEARNING_RATE = 1e-4
@@ -69,6 +73,13 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=PRETRAIN_STEPS,
         help="Pre-training steps of 32 texts on the catalog before fine-tuning (0: none)",
+    )
+    parser.add_argument(
+        "--pretrain_precision",
+        choices=("auto", "fp32", "bf16"),
+        default="auto",
+        help="Pre-training's forward pass: bf16 autocast is 1.75x faster per step on a CPU with native "
+        "bfloat16 (AVX-512 BF16, AMX) or a GPU, slower without; auto uses it where it is native",
     )
     parser.add_argument(
         "--held_out_fraction",
@@ -136,6 +147,8 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
             seed=args.seed,
             learning_rate=PRETRAIN_LEARNING_RATE,
             head_learning_rate=PRETRAIN_HEAD_LEARNING_RATE,
+            bf16=args.pretrain_precision == "bf16"
+            or (args.pretrain_precision == "auto" and native_bfloat16(pick_device(None))),
         )
         done = stages.run("pretrain", lambda: run_pretraining(pretrain, steps))
         print(f"   {done.steps} steps; aspect loss {done.initial.aspect:.3f} -> {done.final.aspect:.3f}")

@@ -78,6 +78,12 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint_every", type=int, default=0, help="Steps between resumable checkpoints")
     parser.add_argument("--seed", type=int, default=loop.seed, help="Seed of data order, masks and init")
     parser.add_argument("--device", default=None, help="Torch device; default: GPU when present, else CPU")
+    parser.add_argument(
+        "--bf16",
+        action="store_true",
+        help="Forward pass under bfloat16 autocast: about 1.6x faster on a CPU with native bfloat16 (AVX-512 "
+        "BF16, AMX) or a GPU, slower on a CPU without it",
+    )
 
 
 def pretrain_from_args(args: argparse.Namespace) -> PretrainingReport:
@@ -99,6 +105,7 @@ def pretrain_from_args(args: argparse.Namespace) -> PretrainingReport:
         checkpoint_every=args.checkpoint_every,
         seed=args.seed,
         device=args.device,
+        bf16=args.bf16,
     )
     return run_pretraining(job, loop)
 

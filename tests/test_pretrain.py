@@ -230,6 +230,29 @@ def test_twenty_steps_lower_the_mlm_loss_and_save_a_loadable_model(tmp_path) -> 
     assert _held_out_mlm(loaded, loaded_tokenizer) == pytest.approx(after, rel=1e-6)  # MLM heads saved too
 
 
+def test_bf16_autocast_learns_like_fp32_and_keeps_fp32_weights(tmp_path) -> None:
+    """--bf16 runs the forward pass in bfloat16; the weights, the optimiser and the saved model stay fp32."""
+    encoder, tokenizer = build("mtbert")
+    before = _held_out_mlm(encoder, tokenizer)
+    report = Pretrainer(encoder, tokenizer, _config(bf16=True), tmp_path).fit(RECORDS)
+    assert report.steps == 20 and all(math.isfinite(step.mlm) for step in report.history)
+    assert _held_out_mlm(encoder, tokenizer) < before - 2.0
+    assert {parameter.dtype for parameter in encoder.parameters()} == {torch.float32}
+    loaded, _ = load_encoder(tmp_path)
+    assert {parameter.dtype for parameter in loaded.parameters()} == {torch.float32}
+
+
+def test_native_bfloat16_follows_the_cpu_flags() -> None:
+    from pathlib import Path
+
+    from model.training.pretrain import native_bfloat16
+
+    cpuinfo = Path("/proc/cpuinfo")
+    flags = cpuinfo.read_text() if cpuinfo.is_file() else ""
+    assert native_bfloat16(torch.device("cpu")) == ("avx512_bf16" in flags or "amx_bf16" in flags)
+    assert native_bfloat16(torch.device("meta")) is False
+
+
 class _InterruptedPretrainer(Pretrainer):
     """Raises after `fail_after` batches, like a pre-empted worker."""
 

@@ -19,7 +19,6 @@ so the inference handler treats it like the torch encoder.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -35,6 +34,7 @@ import torch
 from torch import nn
 
 from model.encoder import WEIGHTS_FILE, DenseEncoder, EncoderOutput, Side, TokenizedBatch
+from schemas.manifest import sha256_file
 
 ONNX_PRECISIONS = ("fp32", "int8")
 OPSET = 17
@@ -44,14 +44,6 @@ SIDECAR_FORMAT = "madr-onnx-graph"
 def cache_root() -> Path:
     """Where exported graphs are kept: $MADR_CACHE, else ~/.cache/madr."""
     return Path(os.environ.get("MADR_CACHE") or Path.home() / ".cache" / "madr")
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -219,7 +211,7 @@ def cached_graph(
     """The ONNX graph of `model_dir`'s `side` at `precision`, exported (and quantised) on first use."""
     if precision not in ONNX_PRECISIONS:
         raise ValueError(f"ONNX Runtime precision must be one of {ONNX_PRECISIONS}, got {precision!r}")
-    weights = sha256_of(Path(model_dir) / WEIGHTS_FILE)
+    weights = sha256_file(Path(model_dir) / WEIGHTS_FILE)
     folder = cache_root() / "onnx" / weights[:32]
     folder.mkdir(parents=True, exist_ok=True)
     graph, sidecar = (
@@ -237,7 +229,7 @@ def cached_graph(
     record = {
         "format": SIDECAR_FORMAT,
         "source_sha256": weights,
-        "sha256": sha256_of(graph),
+        "sha256": sha256_file(graph),
         "layout": asdict(layout),
     }
     _write_atomically(sidecar, lambda path: path.write_text(json.dumps(record, indent=1)))
@@ -254,7 +246,7 @@ def _read_sidecar(graph: Path, sidecar: Path, weights: str) -> GraphLayout | Non
         return None
     if record.get("format") != SIDECAR_FORMAT or record.get("source_sha256") != weights:
         return None
-    if record.get("sha256") != sha256_of(graph):
+    if record.get("sha256") != sha256_file(graph):
         warnings.warn(f"{graph}: sha256 does not match its sidecar; exporting it again", stacklevel=2)
         return None
     layout = record["layout"]

@@ -81,9 +81,9 @@ def test_graph_is_cached_by_checksum_and_a_damaged_one_is_exported_again(
     with pytest.warns(UserWarning, match="sha256 does not match"):
         again, _ = cached_graph(mtbert_dir, encoder, tokenizer, Side.DOCUMENT, "fp32")
     sidecar = json.loads(graph.with_suffix(".json").read_text())
-    from model.onnx_runtime import sha256_of
+    from schemas.manifest import sha256_file
 
-    assert sidecar["sha256"] == sha256_of(again)
+    assert sidecar["sha256"] == sha256_file(again)
 
 
 def test_int8_keeps_feed_forward_outputs_in_fp32_and_stays_close(mtbert_dir: Path, cache: Path) -> None:

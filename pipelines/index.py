@@ -120,12 +120,6 @@ class _BuildShardFn(beam.DoFn):
 
     def __init__(self, build: ShardBuild) -> None:
         self.build = build
-        self.output_dir, self.num_shards, self.max_k = build.output_dir, build.num_shards, build.max_k
-        self.model_id, self.model_version, self.target_recall = (
-            build.model_id,
-            build.model_version,
-            build.target_recall,
-        )
         self.built = Metrics.counter(METRICS_NAMESPACE, "index_shards_built")
         self.indexed = Metrics.counter(METRICS_NAMESPACE, "index_rows_indexed")
 
@@ -142,17 +136,18 @@ class _BuildShardFn(beam.DoFn):
         matrix = np.concatenate([matrix for _, matrix in chunks])[order]
         ids = all_ids[order].tolist()
         del chunks
+        build = self.build
         started = time.perf_counter()
-        builder = ScannIndexBuilder.for_corpus(len(ids), matrix.shape[1], max_k=self.max_k)
+        builder = ScannIndexBuilder.for_corpus(len(ids), matrix.shape[1], max_k=build.max_k)
         index = builder.build(matrix, ids)
         # Each shard tuned to the target on its own vectors (as `madr build-index` tunes one index): a
         # merged top-k is as good as its shards' top-k, and the union is measured after the build.
-        index, recall = tune_recall(index, matrix, self.max_k, self.target_recall)
+        index, recall = tune_recall(index, matrix, build.max_k, build.target_recall)
         seconds = time.perf_counter() - started
-        name = shard_dir_name(shard, self.num_shards)
-        target = FileSystems.join(self.output_dir, name)
-        extra = {"shard": shard, "num_shards": self.num_shards, "max_k": self.max_k}
-        manifest = _save_shard(index, target, self.model_id, self.model_version, extra, recall.to_dict())
+        name = shard_dir_name(shard, build.num_shards)
+        target = FileSystems.join(build.output_dir, name)
+        extra = {"shard": shard, "num_shards": build.num_shards, "max_k": build.max_k}
+        manifest = _save_shard(index, target, build.model_id, build.model_version, extra, recall.to_dict())
         self.built.inc()
         self.indexed.inc(len(ids))
         LOGGER.info("shard %s: %d × %d indexed in %.1f s", name, len(ids), matrix.shape[1], seconds)

@@ -31,8 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import apache_beam as beam
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 from apache_beam.portability import common_urns
@@ -46,8 +44,7 @@ from pipelines.evaluate import build_evaluate
 from pipelines.index import build_partitioned_index
 from pipelines.nightly import NightlyJob
 from pipelines.runner import make_pipeline
-from schemas import JUDGMENT_SCHEMA, QUERY_SCHEMA
-from tests.test_embed_pipeline import catalog, write_catalog
+from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 
 IMAGE = "us-central1-docker.pkg.dev/madr-dry-run/madr/worker:test"
 ACCELERATOR = "worker_accelerator=type:nvidia-tesla-t4;count:1;install-nvidia-driver"
@@ -143,17 +140,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> di
                                "--output", paths["embeddings"]]))  # fmt: skip
     paths["index"] = str(root / "index")
     build_index(paths["embeddings"], paths["index"], max_k=50)
-    queries = [
-        {"query_id": f"q{i}", "text": f"nike sock {i}", "aspects": None, "split": "test"} for i in range(6)
-    ]
-    judgments = [
-        {"query_id": f"q{i}", "product_id": f"p{i * 4 + j}", "grade": 3 - j, "label": None}
-        for i in range(6)
-        for j in range(3)
-    ]
-    paths["queries"], paths["judgments"] = str(root / "queries.parquet"), str(root / "judgments.parquet")
-    pq.write_table(pa.Table.from_pylist(queries, schema=QUERY_SCHEMA), paths["queries"])
-    pq.write_table(pa.Table.from_pylist(judgments, schema=JUDGMENT_SCHEMA), paths["judgments"])
+    paths["queries"], paths["judgments"] = write_test_queries(root, count=6, stride=4)
     return paths
 
 

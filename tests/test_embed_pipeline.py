@@ -20,7 +20,7 @@ from pipelines.artifacts import read_embeddings
 from pipelines.catalog_io import DEAD_LETTERS, VALID, ListRowGroups, ReadValidatedFn
 from pipelines.embed import DeadLetterThresholdExceeded, EmbedProducts, run_embed
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode, length_sorted_chunks
-from schemas import PRODUCT_SCHEMA, validate_product
+from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA, validate_product
 
 
 def catalog(count: int) -> list[dict]:
@@ -43,6 +43,24 @@ def catalog(count: int) -> list[dict]:
 def write_catalog(path: Path, rows: list[dict], row_group_size: int | None = None) -> str:
     pq.write_table(pa.Table.from_pylist(rows, schema=PRODUCT_SCHEMA), path, row_group_size=row_group_size)
     return str(path)
+
+
+def write_test_queries(folder: Path, count: int = 4, stride: int = 5) -> tuple[str, str]:
+    """`count` test queries over the products of `catalog`, each judging products p{i*stride}..+2 with
+    grades 3, 2, 1: the queries.parquet and judgments.parquet the evaluation stages read."""
+    queries = [
+        {"query_id": f"q{i}", "text": f"nike sock {i}", "aspects": None, "split": "test"}
+        for i in range(count)
+    ]
+    judgments = [
+        {"query_id": f"q{i}", "product_id": f"p{i * stride + j}", "grade": 3 - j, "label": None}
+        for i in range(count)
+        for j in range(3)
+    ]
+    paths = str(folder / "queries.parquet"), str(folder / "judgments.parquet")
+    pq.write_table(pa.Table.from_pylist(queries, schema=QUERY_SCHEMA), paths[0])
+    pq.write_table(pa.Table.from_pylist(judgments, schema=JUDGMENT_SCHEMA), paths[1])
+    return paths
 
 
 def test_length_sorted_chunks_cover_every_index_once() -> None:

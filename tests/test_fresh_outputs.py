@@ -13,8 +13,6 @@ import json
 import logging
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -36,9 +34,8 @@ from pipelines.index import run_build_index
 from pipelines.nightly import NightlyJob, run_nightly
 from pipelines.train import TrainJob, run_training
 from product_data.synthetic import SyntheticConfig, generate_benchmark
-from schemas import JUDGMENT_SCHEMA, QUERY_SCHEMA
 from schemas.manifest import MANIFEST_FILE, ArtifactError
-from tests.test_embed_pipeline import catalog, write_catalog
+from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 from tests.test_gcs import BUCKET, gcs, gcs_emulator  # noqa: F401 - the emulator fixtures
 
 STALE = "embeddings-00002-of-00003.parquet"
@@ -175,21 +172,12 @@ def embedded(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> 
     root = tmp_path_factory.mktemp("inputs")
     products = write_catalog(root / "products.parquet", catalog(40))
     run_embed(PipelineOptions(_embed_flags(products, tiny_model_dir, root / "embeddings")))
-    queries = [
-        {"query_id": f"q{i}", "text": f"nike sock {i}", "aspects": None, "split": "test"} for i in range(4)
-    ]
-    judgments = [
-        {"query_id": f"q{i}", "product_id": f"p{i * 5 + j}", "grade": 3 - j, "label": None}
-        for i in range(4)
-        for j in range(3)
-    ]
-    pq.write_table(pa.Table.from_pylist(queries, schema=QUERY_SCHEMA), root / "queries.parquet")
-    pq.write_table(pa.Table.from_pylist(judgments, schema=JUDGMENT_SCHEMA), root / "judgments.parquet")
+    queries, judgments = write_test_queries(root)
     return {
         "products": products,
         "embeddings": str(root / "embeddings"),
-        "queries": str(root / "queries.parquet"),
-        "judgments": str(root / "judgments.parquet"),
+        "queries": queries,
+        "judgments": judgments,
     }
 
 

@@ -4,28 +4,15 @@ from __future__ import annotations
 
 import json
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from pipelines.nightly import NightlyJob, read_latest, run_nightly
-from schemas import JUDGMENT_SCHEMA, QUERY_SCHEMA
-from tests.test_embed_pipeline import catalog, write_catalog
+from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 
 
 @pytest.fixture
 def evaluation_files(tmp_path) -> tuple[str, str]:
-    queries = [
-        {"query_id": f"q{i}", "text": f"nike sock {i}", "aspects": None, "split": "test"} for i in range(4)
-    ]
-    judgments = [
-        {"query_id": f"q{i}", "product_id": f"p{i * 5 + j}", "grade": 3 - j, "label": None}
-        for i in range(4)
-        for j in range(3)
-    ]
-    pq.write_table(pa.Table.from_pylist(queries, schema=QUERY_SCHEMA), tmp_path / "queries.parquet")
-    pq.write_table(pa.Table.from_pylist(judgments, schema=JUDGMENT_SCHEMA), tmp_path / "judgments.parquet")
-    return str(tmp_path / "queries.parquet"), str(tmp_path / "judgments.parquet")
+    return write_test_queries(tmp_path)
 
 
 def _job(

@@ -30,7 +30,7 @@ from transformers import BertConfig, PreTrainedTokenizerBase
 
 from model.aspects.fusion import ClsGating
 from model.aspects.vocabulary import AspectVocabulary, Granularity
-from model.backbone import load_pretrained_transformer
+from model.backbone import load_pretrained_transformer, load_tokenizer
 from model.encoder import DenseEncoder, EncoderOutput, PretrainingLoss, Side, TokenizedBatch
 from model.mlm import IGNORE_INDEX, MlmHead, mask_for_mlm
 from model.mural_aspects import (
@@ -44,6 +44,10 @@ from model.mural_config import MuralConfig, MurConfig, ValueTables
 from model.mural_tokens import grow_word_embeddings, insert_guiding_tokens
 
 WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
+
+
+def granular_vocabulary_file(granularity: str) -> str:
+    return f"aspect_vocabulary.{granularity}.json"
 
 
 @dataclass
@@ -138,8 +142,24 @@ class MuralEncoder(DenseEncoder):
             pad_token_id=tokenizer.pad_token_id,
         )
 
+    @property
+    def vocabulary(self) -> AspectVocabulary | None:
+        """The phrase-level V_a: the classes of `aspect_logits` (phrase scores, §6.4), for value names."""
+        return self._label_vocabularies.get(Granularity.PHRASE.value)
+
     def save_pretrained(self, directory: str | Path, tokenizer: PreTrainedTokenizerBase) -> Path:
-        return super().save_pretrained(directory, self.register_guiding_tokens(tokenizer))
+        """Also writes each attached V_a^g, so a loaded model names its predicted values (annotations)."""
+        target = super().save_pretrained(directory, self.register_guiding_tokens(tokenizer))
+        for granularity, vocabulary in self._label_vocabularies.items():
+            vocabulary.save(target / granular_vocabulary_file(granularity))
+        return target
+
+    def load_weights(self, directory: str | Path) -> None:
+        super().load_weights(directory)
+        files = {g: Path(directory) / granular_vocabulary_file(g) for g in self.config.granularities}
+        vocabularies = {g: AspectVocabulary.load(path) for g, path in files.items() if path.is_file()}
+        if vocabularies:
+            self.attach_vocabularies(vocabularies, load_tokenizer(directory), initialise=False)
 
     def load_backbone_weights(self, path: str | Path | None = None) -> None:
         """Pre-trained towers; the guiding rows start at the mean pre-trained embedding plus noise.

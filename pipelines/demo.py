@@ -20,16 +20,22 @@ from typing import Any
 import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from model import VARIANTS, pick_device
+from model import VARIANTS
 from model.training import PretrainingConfig, TrainingConfig
-from model.training.pretrain import native_bfloat16
 from pipelines.artifacts import read_parquet_table
 from pipelines.build_index import build_index
 from pipelines.embed import run_embed
 from pipelines.enrich import DEFAULT_FILL_CONFIDENCE, PREDICTION_COLUMNS, enrich_catalog, format_counts
 from pipelines.evaluate import run_evaluate
 from pipelines.layout import DatasetLayout, RunLayout
-from pipelines.pretrain import PretrainJob, run_pretraining
+from pipelines.pretrain import (
+    CATALOG_PRETRAIN_HEAD_LEARNING_RATE,
+    CATALOG_PRETRAIN_LEARNING_RATE,
+    PretrainJob,
+    add_pretrain_precision_argument,
+    pretrain_in_bf16,
+    run_pretraining,
+)
 from pipelines.stage_runs import StageRunner
 from pipelines.train import TrainJob, run_training
 from product_data.synthetic import SyntheticConfig, generate_benchmark
@@ -41,10 +47,6 @@ DEMO_VARIANT = "mtbert"
 # CPU) it takes 259 s, less than 250 fp32 steps did (327 s), and lifts held-out category Accuracy@1 from
 # 0.909 to 0.932 and, on a fresh catalog, from 0.887-0.890 to 0.907 (README, "Measured").
 PRETRAIN_STEPS = 310
-# A short pre-training learns faster at repro-ecir24's backbone rate (1e-4) with the new layers at 3e-3:
-# at 150 steps, held-out brand / color Accuracy@1 0.940 / 0.838 against 0.925 / 0.788 at 5e-5 / 1e-3.
-PRETRAIN_LEARNING_RATE = 1e-4
-PRETRAIN_HEAD_LEARNING_RATE = 3e-3
 HELD_OUT_FRACTION = 0.05
 ANNOTATED_EXAMPLES = 3
 
@@ -74,13 +76,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
         default=PRETRAIN_STEPS,
         help="Pre-training steps of 32 texts on the catalog before fine-tuning (0: none)",
     )
-    parser.add_argument(
-        "--pretrain_precision",
-        choices=("auto", "fp32", "bf16"),
-        default="auto",
-        help="Pre-training's forward pass: bf16 autocast is 1.75x faster per step on a CPU with native "
-        "bfloat16 (AVX-512 BF16, AMX) or a GPU, slower without; auto uses it where it is native",
-    )
+    add_pretrain_precision_argument(parser)
     parser.add_argument(
         "--held_out_fraction",
         type=float,
@@ -145,10 +141,9 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         steps = PretrainingConfig(
             max_steps=args.pretrain_steps,
             seed=args.seed,
-            learning_rate=PRETRAIN_LEARNING_RATE,
-            head_learning_rate=PRETRAIN_HEAD_LEARNING_RATE,
-            bf16=args.pretrain_precision == "bf16"
-            or (args.pretrain_precision == "auto" and native_bfloat16(pick_device(None))),
+            learning_rate=CATALOG_PRETRAIN_LEARNING_RATE,
+            head_learning_rate=CATALOG_PRETRAIN_HEAD_LEARNING_RATE,
+            bf16=pretrain_in_bf16(args.pretrain_precision),
         )
         done = stages.run("pretrain", lambda: run_pretraining(pretrain, steps))
         print(f"   {done.steps} steps; aspect loss {done.initial.aspect:.3f} -> {done.final.aspect:.3f}")

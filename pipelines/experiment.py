@@ -34,6 +34,7 @@ from pipelines.experiment_pretraining import PretrainingPlan, pretrained_model
 from pipelines.experiment_report import write_report
 from pipelines.judged_ranking import aspect_accuracy, encode, rerank_judged
 from pipelines.layout import DatasetLayout
+from pipelines.pretrain import PRETRAIN_PRECISIONS, add_pretrain_precision_argument, pretrain_in_bf16
 from pipelines.progress import ProgressLog
 from pipelines.sparse_evaluation import (
     is_sparse_model,
@@ -87,8 +88,9 @@ class ExperimentConfig:
     max_document_length: int = 64
     aspect_loss_weight: float = 0.1
     head_learning_rate: float | None = None
-    pretrain_steps: int = 300
+    pretrain_steps: int = PretrainingPlan.steps
     pretrain_aspect_weight: float = 1.0
+    pretrain_precision: str = "auto"
     held_out_products: int = 2000
     seed: int = 13
 
@@ -97,6 +99,8 @@ class ExperimentConfig:
             raise ValueError(f"the baseline {self.baseline!r} must be one of the variants {self.variants}")
         if len(set(self.variants)) != len(self.variants):
             raise ValueError(f"variants repeat: {self.variants}")
+        if self.pretrain_precision not in PRETRAIN_PRECISIONS:
+            raise ValueError(f"pretrain_precision must be one of {PRETRAIN_PRECISIONS}")
 
 
 def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
@@ -143,6 +147,7 @@ def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
         default=defaults.pretrain_aspect_weight,
         help="λp on the aspect losses in pre-training (Eq. 7)",
     )
+    add_pretrain_precision_argument(parser)
     parser.add_argument(
         "--held_out_products",
         type=int,
@@ -166,6 +171,7 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
         head_learning_rate=args.head_learning_rate,
         pretrain_steps=args.pretrain_steps,
         pretrain_aspect_weight=args.pretrain_aspect_weight,
+        pretrain_precision=args.pretrain_precision,
         held_out_products=args.held_out_products,
         seed=args.seed,
     )
@@ -196,6 +202,7 @@ def _run_variant(
         steps=config.pretrain_steps,
         aspect_weight=config.pretrain_aspect_weight,
         held_out=config.held_out_products,
+        bf16=pretrain_in_bf16(config.pretrain_precision),
     )
     # Only for a model still to train: skipped, like the train stage, once its manifest exists.
     init_from = StageRunner(timings, digits=1).run(

@@ -9,6 +9,7 @@ import pytest
 import torch
 from transformers import BertTokenizerFast, PreTrainedTokenizerBase
 
+from model.annotations import annotate
 from model.aspects.labels import AspectLabels
 from model.backbone import load_tokenizer
 from model.encoder import DenseEncoder, Side
@@ -315,3 +316,18 @@ def test_save_then_load_gives_identical_outputs(tmp_path, tokenizer, shared_towe
         actual = loaded.embed_texts(loaded_tokenizer, TEXTS, side)
         torch.testing.assert_close(actual.embedding, expected.embedding)
         torch.testing.assert_close(actual.aspect_logits["category"], expected.aspect_logits["category"])
+
+
+def test_loaded_model_names_its_predicted_values(tmp_path, tokenizer) -> None:
+    encoder, vocabularies = make_encoder(tokenizer, grouping="single")
+    encoder.eval().save_pretrained(tmp_path, tokenizer)
+    loaded = MuralEncoder.from_config_dict(json.loads((tmp_path / "config.json").read_text()))
+    loaded.load_weights(tmp_path)
+    loaded.eval()
+    assert loaded.vocabulary is not None
+    assert loaded.vocabulary.values("category").values == vocabularies["phrase"].values("category").values
+    output = loaded.embed_texts(BertTokenizerFast.from_pretrained(str(tmp_path)), TEXTS, Side.DOCUMENT)
+    rows = annotate(loaded, output)
+    # A value name of the phrase vocabulary, not a class id: annotations a reader can use.
+    assert rows[0].aspect_values["category"] in vocabularies["phrase"].values("category").values
+    assert set(rows[0].aspect_values) == {"category", "brand", "color"}

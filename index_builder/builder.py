@@ -14,8 +14,9 @@ or let the corpus size decide: ``ScannIndexBuilder.for_corpus(len(ids), 384).bui
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -189,3 +190,42 @@ class ScannIndexBuilder:
             .score_ah(min(DEFAULT_DIMENSIONS_PER_BLOCK, dimension), DEFAULT_ANISOTROPIC_THRESHOLD)
             .reorder(reorder)
         )
+
+
+def config_for_corpus(
+    num_vectors: int, dimension: int, max_k: int = 10_000, settings: Mapping[str, Any] | None = None
+) -> ScannIndexConfig:
+    """`ScannIndexBuilder.for_corpus`'s config, with `settings` (`ScannIndexConfig` fields) in place of
+    the values the corpus size gives; the config's validation names a combination that cannot work.
+
+    What a setting implies follows it: `scoring="brute_force"` drops asymmetric hashing's own fields,
+    `scoring="asymmetric_hashing"` on a corpus the rule scores exactly adds ScaNN's defaults for them,
+    `num_leaves=0` means no tree, and a leaf count without a search width searches as `for_corpus` does.
+    """
+    config = ScannIndexBuilder.for_corpus(num_vectors, dimension, max_k).create_config()
+    chosen = dict(settings or {})
+    if not chosen:
+        return config
+    implied: dict[str, Any] = {}
+    scoring = Scoring(chosen.get("scoring", config.scoring))
+    if scoring is Scoring.BRUTE_FORCE:
+        implied |= {"dimensions_per_block": None, "reorder_candidates": None}
+        implied["reorder_precision"] = ReorderPrecision.FLOAT32
+    elif config.scoring is Scoring.BRUTE_FORCE:
+        implied["dimensions_per_block"] = min(DEFAULT_DIMENSIONS_PER_BLOCK, dimension)
+        implied["reorder_candidates"] = max(
+            reorder_for_k(num_vectors, SERVING_K), min(num_vectors, MIN_REORDER)
+        )
+    leaves = chosen.get("num_leaves", config.num_leaves)
+    if leaves == 0:
+        leaves = chosen["num_leaves"] = None
+        implied |= {"num_leaves_to_search": None, "soar_lambda": None}
+    elif "num_leaves" in chosen:
+        implied["num_leaves_to_search"] = leaves_for_k(leaves, num_vectors, SERVING_K)
+    trained = leaves is not None or scoring is Scoring.ASYMMETRIC_HASHING
+    if not trained:
+        implied["training_sample_size"] = None
+    elif config.training_sample_size is None or "num_leaves" in chosen:
+        per_leaf = TRAINING_SAMPLES_PER_LEAF * (leaves or 0)
+        implied["training_sample_size"] = min(num_vectors, max(MIN_TRAINING_SAMPLE, per_leaf))
+    return dataclasses.replace(config, **{**implied, **chosen, "scoring": scoring})

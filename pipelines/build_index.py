@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from index_builder import ScannIndexBuilder
+from index_builder.builder import config_for_corpus
 from index_builder.recall import DEFAULT_TARGET_RECALL, check_target, recall_summary, tune_recall
+from index_builder.scann_index import ScannIndex
 from pipelines.artifacts import fresh_output, local_output, read_embeddings
 from pipelines.options import IndexOptions, OverwriteOptions, VerifyOptions, add_stage_arguments
 from pipelines.verify import verified_stage_manifest
@@ -29,7 +32,15 @@ class IndexBuildReport:
 
 def add_build_index_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embeddings", required=True, help="Embedding shards folder written by `madr embed`")
-    parser.add_argument("--out", required=True, help="Index artifact directory to write")
+    # --out is the name of earlier releases; --output is every stage's.
+    parser.add_argument(
+        "--output",
+        "--out",
+        dest="out",
+        metavar="OUTPUT",
+        required=True,
+        help="Index artifact directory to write",
+    )
     add_stage_arguments(parser, IndexOptions, VerifyOptions, OverwriteOptions)
 
 
@@ -40,6 +51,7 @@ def build_index(
     verify: bool = True,
     overwrite: bool = False,
     target_recall: float | None = DEFAULT_TARGET_RECALL,
+    scann: Mapping[str, Any] | None = None,
 ) -> IndexBuildReport:
     """Index the shards of `embeddings` into `out`, after checking them against their manifest
     (`verify` False: --no_verify, with a warning). A non-empty `out` is refused unless `overwrite`;
@@ -48,16 +60,16 @@ def build_index(
     Recall@min(max_k, n - 1) against exact search is measured on held-out corpus vectors and written
     into the manifest; with `target_recall` (0 or None: measure only) the search settings are widened
     until it is met, else `index_builder.recall.RecallTargetError` (a ValueError) names the best
-    recall reached and nothing is written (`index_builder.recall`)."""
+    recall reached and nothing is written (`index_builder.recall`). `scann` replaces settings the corpus
+    size would give (`ScannIndexConfig` fields, `index_builder.builder.config_for_corpus`)."""
     check_target(target_recall)
     with fresh_output(out, overwrite) as staging:
         verified_stage_manifest(embeddings, "madr-embeddings", verify)
         ids, matrix, manifest = read_embeddings(embeddings)
-        builder = ScannIndexBuilder.for_corpus(len(ids), matrix.shape[1], max_k=max_k)
-        config = builder.create_config()
+        config = config_for_corpus(len(ids), matrix.shape[1], max_k, scann)
         LOGGER.info("building a ScaNN index over %d x %d vectors: %s", len(ids), matrix.shape[1], config)
         started = time.perf_counter()
-        index = builder.build(matrix, ids)
+        index = ScannIndex.train(config, matrix, ids)
         seconds = time.perf_counter() - started
         index, recall = tune_recall(index, matrix, max_k, target_recall)
         LOGGER.info("%s; search settings: %s", recall_summary(recall), index.config)

@@ -147,10 +147,18 @@ def _row_groups(pattern: str, required_columns: Sequence[str] = ()) -> Iterator[
             first_row += rows
 
 
+def parquet_pattern(path: str) -> str:
+    """`path` as a file pattern: a folder (local or gs://) stands for the `*.parquet` files in it."""
+    if any(char in path for char in "*?["):
+        return path
+    inside = FileSystems.join(path.rstrip("/"), "*.parquet")
+    return inside if FileSystems.match([inside])[0].metadata_list else path
+
+
 def catalog_row_count(pattern: str, max_files: int = 200) -> int | None:
     """Rows of `pattern`'s readable files by their footers, for progress ETAs; None when more than
     `max_files` match (a footer read per file would then cost the driver more than it tells)."""
-    matched = FileSystems.match([pattern])[0].metadata_list
+    matched = FileSystems.match([parquet_pattern(pattern)])[0].metadata_list
     if len(matched) > max_files:
         return None
     rows = 0
@@ -164,7 +172,7 @@ def catalog_row_count(pattern: str, max_files: int = 200) -> int | None:
 
 
 class ListRowGroups(beam.PTransform):
-    """A Parquet file pattern (local or gs://) -> one `RowGroup` per row group of every matching file.
+    """A Parquet file, folder or pattern (local or gs://) -> one `RowGroup` per row group of every file.
 
     Listing happens in the pipeline, so a job can be built before its input exists; a pattern
     that matches nothing fails at construction, as Beam's ReadFromParquet does. The Reshuffle
@@ -179,11 +187,12 @@ class ListRowGroups(beam.PTransform):
         self.required_columns = tuple(required_columns)
 
     def expand(self, root: pvalue.PBegin) -> beam.PCollection:
-        if not FileSystems.match([self.file_pattern])[0].metadata_list:
+        pattern = parquet_pattern(self.file_pattern)
+        if not FileSystems.match([pattern])[0].metadata_list:
             raise FileNotFoundError(f"no files match {self.file_pattern}; check the path or glob")
         return (
             root
-            | "Pattern" >> beam.Create([self.file_pattern])
+            | "Pattern" >> beam.Create([pattern])
             | "RowGroups" >> beam.FlatMap(_row_groups, self.required_columns)
             | "Spread" >> beam.Reshuffle()
         )

@@ -15,6 +15,7 @@ line after the command's name (what a Beam stage parses its `PipelineOptions` fr
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from pipelines.options import (
     EmbedOptions,
     EvaluateOptions,
     ExportOptions,
+    IndexSettings,
     ModelOptions,
     OutputOptions,
     OverwriteOptions,
@@ -46,6 +48,7 @@ from pipelines.options import (
 from pipelines.presets import apply_preset, explicit_flags
 from pipelines.pretrain import add_pretrain_arguments, pretrain_from_args
 from pipelines.sparse_index import build_inverted_index
+from pipelines.stage_config import config_from_values
 from pipelines.train import add_train_arguments, train_from_args
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import AspectSchema
@@ -112,7 +115,9 @@ def command(
 
 
 def _generate_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, help="Dataset folder to write")
+    parser.add_argument(
+        "--output", "--out", dest="out", metavar="OUTPUT", required=True, help="Dataset folder to write"
+    )
     parser.add_argument("--num_products", type=int, default=SyntheticConfig.num_products, help="Catalog size")
     parser.add_argument(
         "--num_queries", type=int, default=SyntheticConfig.num_queries, help="Queries, all splits"
@@ -182,24 +187,30 @@ def _embed(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]
     show_defaults=True,
 )
 def _build_index(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
-    """Train a ScaNN tree + asymmetric hashing + reorder index and save it as an artifact."""
-    if args.num_index_shards > 1:
-        flags = [
-            *("--embeddings", args.embeddings, "--output", args.out, "--max_k", str(args.max_k)),
-            *("--num_index_shards", str(args.num_index_shards), "--target_recall", str(args.target_recall)),
-            *(["--no_verify"] if args.no_verify else []),
-            *(["--overwrite"] if args.overwrite else []),
-            *beam_args,
-        ]
-        print(run_build_index(PipelineOptions(flags)))
+    """Train a ScaNN tree + asymmetric hashing + reorder index and save it as an artifact.
+
+    Each ScaNN setting left unset is derived from the corpus size and --max_k; the artifact's
+    manifest records the settings used and the recall@max_k measured against exact search."""
+    settings = config_from_values(IndexSettings, args)
+    if settings.num_index_shards > 1:
+        options = PipelineOptions(
+            beam_args,
+            embeddings=args.embeddings,
+            output=args.out,
+            no_verify=args.no_verify,
+            overwrite=args.overwrite,
+            **dataclasses.asdict(settings),
+        )
+        print(run_build_index(options))
         return
     report = build_index(
         args.embeddings,
         args.out,
-        args.max_k,
+        settings.max_k,
         verify=not args.no_verify,
         overwrite=args.overwrite,
-        target_recall=args.target_recall,
+        target_recall=settings.target_recall,
+        scann=settings.scann_settings(),
     )
     print(f"indexed {report.count} x {report.dimension} in {report.seconds:.1f}s -> {report.directory}")
 
@@ -207,7 +218,14 @@ def _build_index(args: argparse.Namespace, beam_args: list[str], stage_argv: lis
 def _sparse_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="Trained UHD model directory")
     parser.add_argument("--products", required=True, help="Product Parquet file or glob")
-    parser.add_argument("--out", required=True, help="Inverted index artifact directory")
+    parser.add_argument(
+        "--output",
+        "--out",
+        dest="out",
+        metavar="OUTPUT",
+        required=True,
+        help="Inverted index artifact directory",
+    )
     parser.add_argument("--batch_size", type=int, default=64, help="Products per encoding batch")
     parser.add_argument(
         "--weighted",

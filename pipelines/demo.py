@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from model import VARIANTS
 from model.training import PretrainingConfig, TrainingConfig
 from pipelines.artifacts import read_parquet_table
 from pipelines.build_index import build_index
-from pipelines.embed import run_embed
+from pipelines.embed import EmbedConfig, embed_catalog
 from pipelines.enrich import DEFAULT_FILL_CONFIDENCE, PREDICTION_COLUMNS, enrich_catalog, format_counts
-from pipelines.evaluate import run_evaluate
+from pipelines.evaluate import EvaluateConfig, evaluate_retrieval
 from pipelines.layout import DatasetLayout, RunLayout
+from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
 from pipelines.pretrain import (
     CATALOG_PRETRAIN_HEAD_LEARNING_RATE,
     CATALOG_PRETRAIN_LEARNING_RATE,
@@ -60,7 +60,12 @@ def _searcher_name(result: dict[str, Any]) -> str:
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--out", default="runs/demo", help="Run folder (data/, model/, embeddings/, index/, eval/)"
+        "--output",
+        "--out",
+        dest="out",
+        metavar="OUTPUT",
+        default="runs/demo",
+        help="Run folder (data/, model/, embeddings/, index/, eval/)",
     )
     parser.add_argument("--num_products", type=int, default=10_000, help="Synthetic catalog size")
     parser.add_argument("--num_queries", type=int, default=600, help="Synthetic queries over all splits")
@@ -161,8 +166,8 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         f"best validation MRR@10 {report.best_valid_metric}"
     )
 
-    embed_flags = ["--products", data.products, "--model", run.model, "--output", run.embeddings]
-    counts = stages.run("embed", lambda: run_embed(PipelineOptions(embed_flags)))
+    embed = EmbedConfig(ModelSettings(run.model), EmbedSettings(data.products), output=run.embeddings)
+    counts = stages.run("embed", lambda: embed_catalog(embed))
     print("   " + "  ".join(f"{name}={value}" for name, value in counts.items()))
 
     enriched = str(Path(args.out) / "enriched")
@@ -179,31 +184,24 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     built = stages.run("build-index", lambda: build_index(run.embeddings, run.index, args.depth))
     print(f"   {built.count} x {built.dimension} vectors; {built.config}")
 
-    flags = [
-        "--queries",
-        data.queries,
-        "--judgments",
-        data.judgments,
-        "--model",
-        run.model,
-        "--depth",
-        str(args.depth),
-        # auto: time the index and exact search on a sample at this depth and keep the faster one
-        # whose recall is within 1 % of exact; both are still run and reported.
-        "--searcher",
-        "auto",
-        "--index",
-        run.index,
-        "--embeddings",
-        run.embeddings,
-        "--output",
-        run.evaluation,
+    evaluate = EvaluateConfig(
+        ModelSettings(run.model),
+        EvaluateSettings(
+            queries=data.queries,
+            judgments=data.judgments,
+            index=run.index,
+            embeddings=run.embeddings,
+            depth=args.depth,
+            # auto: time the index and exact search on a sample at this depth and keep the faster one
+            # whose recall is within 1 % of exact; both are still run and reported.
+            searcher="auto",
+        ),
+        output=run.evaluation,
         # The catalog too: the annotations are scored on the products pre-training held out.
-        "--products",
-        data.products,
-    ]
+        products=data.products,
+    )
     # With both the index and the embeddings, the stage also reports the recall the index loses.
-    result = stages.run("evaluate", lambda: run_evaluate(PipelineOptions(flags)))
+    result = stages.run("evaluate", lambda: evaluate_retrieval(evaluate))
     total = time.perf_counter() - started
 
     print(

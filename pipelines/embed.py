@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
@@ -68,8 +69,14 @@ from pipelines.inference import (
     ModelIdentity,
     TextToEncode,
 )
-from pipelines.options import EmbedOptions, ModelOptions, OutputOptions, OverwriteOptions
-from pipelines.runner import make_pipeline, require_options
+from pipelines.options import (
+    EmbedSettings,
+    ModelSettings,
+    OutputOptions,
+    OverwriteOptions,
+)
+from pipelines.runner import make_pipeline
+from pipelines.stage_config import config_from_values
 from pipelines.verify import verification_wanted, verified_stage_manifest, verify_model
 from schemas import embedding_schema
 
@@ -234,26 +241,56 @@ def check_counts(counts: dict[str, int], max_dead_letter_fraction: float, folder
         )
 
 
-def _check_flags(options: PipelineOptions) -> None:
-    opts = options.view_as(EmbedOptions)
-    require_options(opts, "products")
-    require_options(options.view_as(ModelOptions), "model")
-    require_options(options.view_as(OutputOptions), "output")
-    if not 0 <= opts.max_dead_letter_fraction <= 1:
-        raise ValueError("--max_dead_letter_fraction must be in [0, 1]")
+@dataclass(frozen=True)
+class EmbedConfig:
+    """One embed run: the model settings, the embed settings, and where it writes.
+
+    Drivers build it and call `embed_catalog`; `madr embed` builds it from its flags
+    (`from_options`). `verify=False` is `--no_verify`.
+    """
+
+    model: ModelSettings
+    embed: EmbedSettings
+    output: str
+    overwrite: bool = False
+    verify: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.output:
+            raise ValueError("missing required flag(s): --output (see --help)")
+
+    @classmethod
+    def from_options(cls, options: PipelineOptions) -> EmbedConfig:
+        """The config the flags of `madr embed` describe; names the required flags that are missing."""
+        values = options.get_all_options(drop_default=False)
+        missing = [f"--{name}" for name in ("products", "model", "output") if not values.get(name)]
+        if missing:
+            raise ValueError(f"missing required flag(s): {', '.join(missing)} (see --help)")
+        return cls(
+            model=config_from_values(ModelSettings, options),
+            embed=config_from_values(EmbedSettings, options),
+            output=options.view_as(OutputOptions).output,
+            overwrite=options.view_as(OverwriteOptions).overwrite,
+            verify=verification_wanted(options),
+        )
 
 
 def build_embed(options: PipelineOptions, folder: str | None = None) -> tuple[beam.Pipeline, ModelIdentity]:
-    """The embed pipeline, built but not run (tests inspect how a runner fuses it).
+    """The embed pipeline of `madr embed`'s flags, built but not run (tests inspect how a runner fuses it)."""
+    return build_embed_pipeline(EmbedConfig.from_options(options), options, folder)
 
-    It writes into `folder` (`run_embed` passes its staging folder), by default --output.
+
+def build_embed_pipeline(
+    config: EmbedConfig, beam_options: PipelineOptions | None = None, folder: str | None = None
+) -> tuple[beam.Pipeline, ModelIdentity]:
+    """The embed pipeline, built but not run, on the runner `beam_options` names (local by default).
+
+    It writes into `folder` (`embed_catalog` passes its staging folder), by default `config.output`.
     """
-    opts, model, output = (options.view_as(c) for c in (EmbedOptions, ModelOptions, OutputOptions))
-    _check_flags(options)
-    folder = folder or output.output
+    model, settings = config.model, config.embed
+    folder = folder or config.output
     # Inputs are checked here, before anything is built or written; workers trust this check.
-    verify = verification_wanted(options)
-    verify_model(model.model, verify)
+    verify_model(model.model, config.verify)
     identity = ModelIdentity.of(model.model)
     handler = EncoderModelHandler(
         model.model,
@@ -262,26 +299,27 @@ def build_embed(options: PipelineOptions, folder: str | None = None) -> tuple[be
         model.chunk_size,
         model.device,
         annotate=True,
-        num_threads=opts.torch_threads or None,
-        min_confidence=opts.min_confidence or 0.0,
+        num_threads=settings.torch_threads or None,
+        min_confidence=settings.min_confidence or 0.0,
         precision=model.precision,
         runtime=model.runtime,
         # Only new or changed products are encoded under --previous: their number is not known here.
-        expected_total=None if opts.previous else catalog_row_count(opts.products),
+        expected_total=None if settings.previous else catalog_row_count(settings.products),
     )
 
-    pipeline = make_pipeline(options)
-    inputs = {"groups": pipeline | "ListProducts" >> ListRowGroups(opts.products, REQUIRED_PRODUCT_COLUMNS)}
-    if opts.previous:
-        previous_folder = previous_embeddings_folder(opts.previous)
-        verified_stage_manifest(previous_folder, EMBEDDINGS_KIND, verify)
+    pipeline = make_pipeline(beam_options or PipelineOptions([]))
+    products = ListRowGroups(settings.products, REQUIRED_PRODUCT_COLUMNS)
+    inputs = {"groups": pipeline | "ListProducts" >> products}
+    if settings.previous:
+        previous_folder = previous_embeddings_folder(settings.previous)
+        verified_stage_manifest(previous_folder, EMBEDDINGS_KIND, config.verify)
         previous = previous_pattern(previous_folder)
         inputs["previous"] = pipeline | "ListPrevious" >> ListRowGroups(previous)
     plan = inputs | PlanEmbedding(identity)
     embedded = plan[TO_EMBED] | EmbedTexts(handler, identity)
-    write = (folder, identity.dimension, opts.num_shards, opts.row_group_mb)
+    write = (folder, identity.dimension, settings.num_shards, settings.row_group_mb)
     _ = embedded[ROWS] | WriteEmbeddings(*write)
-    if opts.previous:
+    if settings.previous:
         _ = plan[REUSED] | "WriteReused" >> WriteEmbeddings(*write, prefix="embeddings-reused")
     _ = (
         (plan[DEAD_LETTERS], embedded[DEAD_LETTERS])
@@ -292,11 +330,14 @@ def build_embed(options: PipelineOptions, folder: str | None = None) -> tuple[be
 
 
 def run_embed(options: PipelineOptions) -> dict[str, int]:
-    """Run the embed pipeline; return its counts after writing the output manifest."""
-    _check_flags(options)
-    opts, output = options.view_as(EmbedOptions), options.view_as(OutputOptions)
-    with fresh_output(output.output, options.view_as(OverwriteOptions).overwrite) as folder:
-        pipeline, identity = build_embed(options, folder)
+    """`madr embed`: the embed stage from its flags (Beam's own flags choose the runner)."""
+    return embed_catalog(EmbedConfig.from_options(options), options)
+
+
+def embed_catalog(config: EmbedConfig, beam_options: PipelineOptions | None = None) -> dict[str, int]:
+    """Run the embed stage; return its counts after writing the output manifest."""
+    with fresh_output(config.output, config.overwrite) as folder:
+        pipeline, identity = build_embed_pipeline(config, beam_options, folder)
         result = pipeline.run()
         result.wait_until_finish()
         counts = {name: counter_value(result, name) for name in COUNTERS}
@@ -307,7 +348,7 @@ def run_embed(options: PipelineOptions) -> dict[str, int]:
                 counts["files_dead_lettered"],
                 counts["row_groups_dead_lettered"],
             )
-        check_counts(counts, opts.max_dead_letter_fraction, folder)
+        check_counts(counts, config.embed.max_dead_letter_fraction, folder)
         write_stage_manifest(
             folder,
             kind=EMBEDDINGS_KIND,
@@ -315,8 +356,8 @@ def run_embed(options: PipelineOptions) -> dict[str, int]:
                 "model_id": identity.model_id,
                 "model_version": identity.model_version,
                 "dimension": identity.dimension,
-                "products": opts.products,
-                "previous": opts.previous,
+                "products": config.embed.products,
+                "previous": config.embed.previous,
                 "counts": counts,
             },
         )

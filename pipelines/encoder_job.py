@@ -70,7 +70,9 @@ class EncoderJob:
 def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `EncoderJob`, for every command that builds an encoder."""
     parser.add_argument("--data", required=True, help="Dataset folder (products/, queries.parquet, ...)")
-    parser.add_argument("--out", required=True, help="Model directory to write")
+    parser.add_argument(
+        "--output", "--out", dest="out", metavar="OUTPUT", required=True, help="Model directory to write"
+    )
     parser.add_argument(
         "--variant", default="bibert", choices=sorted(VARIANTS), help="Encoder variant (default: %(default)s)"
     )

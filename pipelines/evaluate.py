@@ -54,15 +54,16 @@ from pipelines.evaluation_report import (
     write_report,
 )
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode
-from pipelines.options import EmbedOptions, EvaluateOptions, ModelOptions, OutputOptions, OverwriteOptions
-from pipelines.runner import make_pipeline, require_options
+from pipelines.options import EvaluateSettings, ModelSettings
+from pipelines.runner import make_pipeline
+from pipelines.stage_config import config_from_values
 from pipelines.verify import verification_wanted, verified_stage_manifest, verify_model
 from schemas import per_query_metrics_schema, validate_judgment, validate_query
 
 LOGGER = logging.getLogger(__name__)
 
 
-def _searcher_specs(opts: EvaluateOptions) -> dict[str, SearcherSpec]:
+def _searcher_specs(opts: EvaluateSettings) -> dict[str, SearcherSpec]:
     """The searchers to run: --searcher first, then "exact" when comparing the index against exact search.
 
     The comparison is on by default whenever it is possible (--searcher ann with --embeddings too), so every
@@ -100,7 +101,7 @@ def _corpus_size(specs: dict[str, SearcherSpec]) -> int:
 
 
 def _choose_searcher(
-    opts: EvaluateOptions, model: ModelOptions, specs: dict[str, SearcherSpec], depth: int
+    opts: EvaluateSettings, model: ModelSettings, specs: dict[str, SearcherSpec], depth: int
 ) -> tuple[str, dict[str, SearcherSpec], Calibration | None]:
     """The primary searcher, the searchers to run (primary first) and --searcher auto's measurements."""
     if opts.searcher != "auto":
@@ -123,27 +124,25 @@ def _write_rows(rows: beam.PCollection, output: str, prefix: str, schema: pa.Sch
     )
 
 
-def _annotation_quality(
-    options: PipelineOptions, opts: EvaluateOptions, model_dir: str, output: str
-) -> AnnotationQuality | None:
+def _annotation_quality(config: EvaluateConfig, output: str) -> AnnotationQuality | None:
     """Aspect accuracy on held-out products, when --products is given and the model predicts aspects."""
-    catalog = options.view_as(EmbedOptions)
-    if not catalog.products:
+    opts, model_dir, products = config.evaluate, config.model.model, config.products
+    if not products:
         return None
     quality = measure_annotation_quality(
         model_dir,
-        catalog.products,
+        products,
         opts.queries,
         opts.judgments,
         opts.split,
-        DEFAULT_MIN_CONFIDENCE if catalog.min_confidence is None else catalog.min_confidence,
+        DEFAULT_MIN_CONFIDENCE if config.min_confidence is None else config.min_confidence,
     )
     if quality is None:
         LOGGER.info("%s predicts no aspects; no annotation quality to report", model_dir)
         return None
     if opts.embeddings:  # what the run wrote, at its precision: the model in torch is scored above
         written = written_annotation_accuracy(
-            model_dir, opts.embeddings, catalog.products, opts.queries, opts.judgments, opts.split
+            model_dir, opts.embeddings, products, opts.queries, opts.judgments, opts.split
         )
         quality = dataclasses.replace(quality, written={aspect: acc for aspect, (acc, _) in written.items()})
     with FileSystems.create(FileSystems.join(output, "annotation_quality.json")) as handle:
@@ -167,24 +166,71 @@ class EvaluationPlan:
     split: str
 
 
+@dataclass(frozen=True)
+class EvaluateConfig:
+    """One evaluation: the query model, what to retrieve and score, and where it writes.
+
+    Drivers build it and call `evaluate_retrieval`; `madr evaluate` builds it from its flags
+    (`from_options`). `products` (with `min_confidence`) adds the annotation quality on the
+    products the model held out. `verify=False` is `--no_verify`.
+    """
+
+    model: ModelSettings
+    evaluate: EvaluateSettings
+    output: str
+    products: str | None = None
+    min_confidence: float | None = None
+    overwrite: bool = False
+    verify: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.output:
+            raise ValueError("missing required flag(s): --output (see --help)")
+
+    @classmethod
+    def from_options(cls, options: PipelineOptions) -> EvaluateConfig:
+        """The config the flags of `madr evaluate` describe; names the required flags that are missing."""
+        values = options.get_all_options(drop_default=False)
+        required = ("queries", "judgments", "model", "output")
+        missing = [f"--{name}" for name in required if not values.get(name)]
+        if missing:
+            raise ValueError(f"missing required flag(s): {', '.join(missing)} (see --help)")
+        return cls(
+            model=config_from_values(ModelSettings, values),
+            evaluate=config_from_values(EvaluateSettings, values),
+            output=values["output"],
+            products=values.get("products"),
+            min_confidence=values.get("min_confidence"),
+            overwrite=bool(values.get("overwrite")),
+            verify=verification_wanted(options),
+        )
+
+
 def build_evaluate(
     options: PipelineOptions, rule: RelevanceRule | None = None, folder: str | None = None
+) -> tuple[beam.Pipeline, EvaluationPlan]:
+    """`build_evaluate_pipeline` from the flags of `madr evaluate` (Beam's own flags choose the runner)."""
+    return build_evaluate_pipeline(EvaluateConfig.from_options(options), options, rule, folder)
+
+
+def build_evaluate_pipeline(
+    config: EvaluateConfig,
+    beam_options: PipelineOptions | None = None,
+    rule: RelevanceRule | None = None,
+    folder: str | None = None,
 ) -> tuple[beam.Pipeline, EvaluationPlan]:
     """The evaluation pipeline, built but not run, and what was settled on the driver to build it.
 
     The driver's work happens here: inputs verified, the relevance rule and cut-offs resolved, and with
     --searcher auto the calibration (`_choose_searcher`). The pipeline writes into ``folder``, by
-    default --output. A test translates it for another runner (tests/test_dataflow_translation.py).
+    default the config's output. A test translates it for another runner (tests/test_dataflow_translation.py).
     """
-    opts, model, output = (options.view_as(c) for c in (EvaluateOptions, ModelOptions, OutputOptions))
-    require_options(opts, "queries", "judgments")
-    require_options(model, "model")
-    require_options(output, "output")
+    opts, model = config.evaluate, config.model
     # Inputs are checked once, here, before any work; workers (and the annotation quality) trust it.
     # The index is checked by its own loader whenever it is opened.
-    verify_model(model.model, verification_wanted(options))
+    verify_model(model.model, config.verify)
     if opts.embeddings:
-        verified_stage_manifest(opts.embeddings, "madr-embeddings", verification_wanted(options))
+        verified_stage_manifest(opts.embeddings, "madr-embeddings", config.verify)
     if rule is not None:
         rule_source = "the caller of run_evaluate"
     else:
@@ -209,9 +255,9 @@ def build_evaluate(
         runtime=model.runtime,
     )
     split = opts.split
-    folder = folder or output.output
+    folder = folder or config.output
 
-    pipeline = make_pipeline(options)
+    pipeline = make_pipeline(beam_options or PipelineOptions([]))
     queries = (
         pipeline
         | "ReadQueries" >> beam.io.ReadFromParquet(opts.queries)
@@ -255,21 +301,27 @@ def build_evaluate(
 
 
 def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) -> dict[str, Any]:
+    """`madr evaluate`: `evaluate_retrieval` from its flags (Beam's own flags choose the runner)."""
+    return evaluate_retrieval(EvaluateConfig.from_options(options), options, rule)
+
+
+def evaluate_retrieval(
+    config: EvaluateConfig, beam_options: PipelineOptions | None = None, rule: RelevanceRule | None = None
+) -> dict[str, Any]:
     """Run the evaluation pipeline; write metrics.json, per_query.parquet, recall_at_k.png, run-*.parquet.
 
     ``rule`` lets code fix the relevance rule (e.g. float gains); otherwise positive_min_grade comes from
-    --positive_min_grade, else the dataset manifest next to --judgments, else 2. A non-empty --output is
-    refused unless --overwrite; the files appear there only when the run succeeds (`artifacts.fresh_output`).
+    --positive_min_grade, else the dataset manifest next to --judgments, else 2. A non-empty output is
+    refused unless `overwrite`; the files appear there only when the run succeeds (`artifacts.fresh_output`).
     """
-    output = options.view_as(OutputOptions)
-    require_options(output, "output")
-    with fresh_output(output.output, options.view_as(OverwriteOptions).overwrite) as folder:
-        return _run_evaluate(options, rule, folder)
+    with fresh_output(config.output, config.overwrite) as folder:
+        return _run_evaluate(config, beam_options, rule, folder)
 
 
-def _run_evaluate(options: PipelineOptions, rule: RelevanceRule | None, folder: str) -> dict[str, Any]:
-    pipeline, plan = build_evaluate(options, rule, folder)
-    opts, model = options.view_as(EvaluateOptions), options.view_as(ModelOptions)
+def _run_evaluate(
+    config: EvaluateConfig, beam_options: PipelineOptions | None, rule: RelevanceRule | None, folder: str
+) -> dict[str, Any]:
+    pipeline, plan = build_evaluate_pipeline(config, beam_options, rule, folder)
     folder, specs, primary, calibration = plan.folder, plan.specs, plan.primary, plan.calibration
     result = pipeline.run()
     result.wait_until_finish()
@@ -284,7 +336,7 @@ def _run_evaluate(options: PipelineOptions, rule: RelevanceRule | None, folder: 
     report = write_report(
         folder, branches, primary, plan.depth, plan.rule, plan.rule_source, calibration, plan.cutoffs
     )
-    annotations = _annotation_quality(options, opts, model.model, folder)
+    annotations = _annotation_quality(config, folder)
     counted = [
         "queries_read",
         "queries_dead_lettered",

@@ -20,20 +20,20 @@ from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from model import Side, load_encoder, text_for_model
 from model.registry import learns_aspects_by_default
 from model.training import TrainingConfig
 from pipelines.artifacts import read_embeddings
 from pipelines.build_index import build_index
-from pipelines.embed import run_embed
-from pipelines.evaluate import run_evaluate
+from pipelines.embed import EmbedConfig, embed_catalog
+from pipelines.evaluate import EvaluateConfig, evaluate_retrieval
 from pipelines.evaluation import RelevanceRule, aggregate, paired_t_test
 from pipelines.experiment_pretraining import PretrainingPlan, pretrained_model
 from pipelines.experiment_report import write_report
 from pipelines.judged_ranking import aspect_accuracy, encode, rerank_judged
 from pipelines.layout import DatasetLayout
+from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
 from pipelines.pretrain import PRETRAIN_PRECISIONS, add_pretrain_precision_argument, pretrain_in_bf16
 from pipelines.progress import ProgressLog
 from pipelines.sparse_evaluation import (
@@ -105,7 +105,14 @@ class ExperimentConfig:
 
 def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = ExperimentConfig()
-    parser.add_argument("--out", default="runs/experiment", help="Experiment folder (resumable)")
+    parser.add_argument(
+        "--output",
+        "--out",
+        dest="out",
+        metavar="OUTPUT",
+        default="runs/experiment",
+        help="Experiment folder (resumable)",
+    )
     parser.add_argument("--variants", default=",".join(defaults.variants), help="Comma-separated variants")
     parser.add_argument("--baseline", default=defaults.baseline, help="Variant the t-tests compare against")
     parser.add_argument("--num_products", type=int, default=defaults.num_products, help="Catalog size")
@@ -241,28 +248,21 @@ def _run_variant(
             folder / "eval",
         )
         return timings
-    embed = ["--products", data.products, "--model", job.output, "--output", str(folder / "embeddings")]
-    stages.run("embed", lambda: run_embed(PipelineOptions(embed)), folder / "embeddings")
+    embed = EmbedConfig(ModelSettings(job.output), EmbedSettings(data.products), str(folder / "embeddings"))
+    stages.run("embed", lambda: embed_catalog(embed), folder / "embeddings")
     stages.run(
         "index",
         lambda: build_index(str(folder / "embeddings"), str(folder / "index")),
         folder / "index",
     )
-    evaluate = [
-        "--queries",
-        data.queries,
-        "--judgments",
-        data.judgments,
-        "--model",
-        job.output,
-        "--index",
-        str(folder / "index"),
-        "--output",
-        str(folder / "eval"),
-        "--metrics",
-        ",".join(RETRIEVAL_METRICS),
-    ]
-    stages.run("evaluate", lambda: run_evaluate(PipelineOptions(evaluate)), folder / "eval")
+    settings = EvaluateSettings(
+        queries=data.queries,
+        judgments=data.judgments,
+        index=str(folder / "index"),
+        metrics=",".join(RETRIEVAL_METRICS),
+    )
+    evaluate = EvaluateConfig(ModelSettings(job.output), settings, str(folder / "eval"))
+    stages.run("evaluate", lambda: evaluate_retrieval(evaluate), folder / "eval")
     return timings
 
 

@@ -6,7 +6,7 @@
 
 Rows go to shard ``shard_of(product_id, S)`` (sha256, stable across workers), so a shard
 only ever needs its own ~n/S vectors in memory, and each shard is sized by the same rule
-as a single index (`ScannIndexBuilder.for_corpus(n_shard, d, max_k)`). Within a shard,
+as a single index (`config_for_corpus(n_shard, d, max_k, settings)`). Within a shard,
 rows are sorted by product id, so a rebuild from the same embeddings gives the same
 global order whatever order Beam delivered them in.
 """
@@ -31,15 +31,17 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from index_builder import ScannIndex, ScannIndexBuilder
+from index_builder import ScannIndex
 from index_builder.artifact import IndexManifest
+from index_builder.builder import config_for_corpus
 from index_builder.partitioned import shard_dir_name, shard_of
 from index_builder.recall import check_target, tune_recall
 from pipelines.artifacts import fresh_output
 from pipelines.catalog_io import METRICS_NAMESPACE
 from pipelines.index_manifest import measured_recall, write_partitioned_manifest
-from pipelines.options import EvaluateOptions, IndexOptions, OutputOptions, OverwriteOptions
+from pipelines.options import EvaluateOptions, IndexSettings, OutputOptions, OverwriteOptions
 from pipelines.runner import make_pipeline, require_options
+from pipelines.stage_config import config_from_values
 from pipelines.verify import verification_wanted, verified_stage_manifest
 from schemas.manifest import MANIFEST_FILE
 
@@ -105,6 +107,8 @@ class ShardBuild:
     model_id: str
     model_version: str
     target_recall: float | None = None
+    # ScannIndexConfig fields in place of what each shard's size gives (`config_for_corpus`).
+    scann_settings: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target_recall", check_target(self.target_recall))
@@ -138,8 +142,8 @@ class _BuildShardFn(beam.DoFn):
         del chunks
         build = self.build
         started = time.perf_counter()
-        builder = ScannIndexBuilder.for_corpus(len(ids), matrix.shape[1], max_k=build.max_k)
-        index = builder.build(matrix, ids)
+        config = config_for_corpus(len(ids), matrix.shape[1], build.max_k, dict(build.scann_settings))
+        index = ScannIndex.train(config, matrix, ids)
         # Each shard tuned to the target on its own vectors (as `madr build-index` tunes one index): a
         # merged top-k is as good as its shards' top-k, and the union is measured after the build.
         index, recall = tune_recall(index, matrix, build.max_k, build.target_recall)
@@ -219,9 +223,12 @@ class BuildPartitionedIndex(beam.PTransform):
         model_id: str,
         model_version: str,
         target_recall: float | None = None,
+        scann_settings: tuple[tuple[str, Any], ...] = (),
     ) -> None:
         super().__init__()
-        self.build = ShardBuild(output_dir, num_shards, max_k, model_id, model_version, target_recall)
+        self.build = ShardBuild(
+            output_dir, num_shards, max_k, model_id, model_version, target_recall, scann_settings
+        )
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         return (
@@ -272,7 +279,8 @@ def build_partitioned_index(
     The driver's checks happen here (an empty output, the embeddings against their manifest); a test
     translates the pipeline for another runner (tests/test_dataflow_translation.py).
     """
-    index_opts, inputs, output = (options.view_as(c) for c in (IndexOptions, EvaluateOptions, OutputOptions))
+    inputs, output = options.view_as(EvaluateOptions), options.view_as(OutputOptions)
+    index_opts = config_from_values(IndexSettings, options)
     require_options(inputs, "embeddings")
     require_options(output, "output")
     folder = folder or output.output
@@ -301,7 +309,13 @@ def build_partitioned_index(
         | "ToRows" >> beam.FlatMap(table_rows)
         | "BuildPartitionedIndex"
         >> BuildPartitionedIndex(
-            folder, plan.num_shards, plan.max_k, plan.model_id, plan.model_version, plan.target_recall
+            folder,
+            plan.num_shards,
+            plan.max_k,
+            plan.model_id,
+            plan.model_version,
+            plan.target_recall,
+            tuple(index_opts.scann_settings().items()),
         )
     )
     return pipeline, plan

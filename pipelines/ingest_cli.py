@@ -59,7 +59,9 @@ def add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
     for source in (esci, wands, generic):
-        source.add_argument("--out", required=True, help="Dataset folder to write")
+        source.add_argument(
+            "--output", "--out", dest="out", metavar="OUTPUT", required=True, help="Dataset folder to write"
+        )
         source.add_argument("--overwrite", action="store_true", help="Replace an existing dataset folder")
 
 

@@ -32,11 +32,18 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from index_builder.recall import DEFAULT_TARGET_RECALL
 from pipelines.artifacts import is_local, read_stage_manifest
-from pipelines.embed import EMBEDDINGS_KIND, run_embed
-from pipelines.evaluate import run_evaluate
+from pipelines.embed import EMBEDDINGS_KIND, EmbedConfig, embed_catalog
+from pipelines.evaluate import EvaluateConfig, evaluate_retrieval
 from pipelines.index import run_build_index
-from pipelines.options import IndexOptions, add_stage_arguments
+from pipelines.options import (
+    EmbedSettings,
+    EvaluateSettings,
+    IndexOptions,
+    ModelSettings,
+    add_stage_arguments,
+)
 from pipelines.publish_guard import DEFAULT_MAX_SHRINK, CatalogSizeCheck, catalog_size
+from pipelines.stage_config import config_from_values
 from pipelines.stage_runs import StageRunner, is_finished
 from schemas.manifest import MANIFEST_FILE, ArtifactError
 
@@ -75,12 +82,23 @@ class NightlyJob:
     def stage(self, name: str) -> str:
         return FileSystems.join(self.run_folder, name)
 
-    # The flags of each stage's own pipeline, before job.beam_args (tests/test_dataflow_translation.py
+    def embed_config(self, previous_embeddings: str | None = None) -> EmbedConfig:
+        """`madr embed` into this run's embeddings/, reusing ``previous_embeddings`` when given.
+
+        Embed settings among the job's Beam arguments (--precision int8, --batch_size, ...) apply;
+        the catalog, model and folders are the job's own. An unfinished folder is replaced.
+        """
+        values = self._stage_values(products=self.catalog, model=self.model, previous=previous_embeddings)
+        return EmbedConfig(
+            model=config_from_values(ModelSettings, values),
+            embed=config_from_values(EmbedSettings, values),
+            output=self.stage("embeddings"),
+            overwrite=True,
+            verify=not values.get("no_verify"),
+        )
+
+    # The flags of the other stages' pipelines, before job.beam_args (tests/test_dataflow_translation.py
     # builds each stage with them, for Dataflow).
-    def embed_flags(self, previous_embeddings: str | None = None) -> list[str]:
-        """`madr embed` into this run's embeddings/, reusing ``previous_embeddings`` when given."""
-        flags = ["--products", self.catalog, "--model", self.model, "--output", self.stage("embeddings")]
-        return [*flags, "--previous", previous_embeddings] if previous_embeddings else flags
 
     def index_flags(self) -> list[str]:
         """The partitioned index build over this run's embeddings, into its index/."""
@@ -97,32 +115,34 @@ class NightlyJob:
             str(self.target_recall),
         ]
 
-    def evaluate_flags(self) -> list[str]:
+    def evaluate_config(self) -> EvaluateConfig:
         """The evaluation of this run's index against --queries and --judgments, into its eval/."""
         if not self.queries or not self.judgments:
             raise ValueError("this nightly job evaluates nothing: it has no --queries and --judgments")
-        return [
-            "--queries",
-            self.queries,
-            "--judgments",
-            self.judgments,
-            "--model",
-            self.model,
-            "--index",
-            self.stage("index"),
-            "--embeddings",
-            self.stage("embeddings"),
-            "--output",
-            self.stage("eval"),
-            "--depth",
-            str(self.max_k),
+        values = self._stage_values(
+            model=self.model,
+            queries=self.queries,
+            judgments=self.judgments,
+            index=self.stage("index"),
+            embeddings=self.stage("embeddings"),
+            depth=self.max_k,
             # The faster of the index and exact search at this depth, by measurement (both reported).
-            "--searcher",
-            "auto",
+            searcher="auto",
+        )
+        return EvaluateConfig(
+            model=config_from_values(ModelSettings, values),
+            evaluate=config_from_values(EvaluateSettings, values),
+            output=self.stage("eval"),
             # Tonight's catalog: the annotations are scored on the products the model held out.
-            "--products",
-            self.catalog,
-        ]
+            products=self.catalog,
+            min_confidence=values.get("min_confidence"),
+            overwrite=True,
+            verify=not values.get("no_verify"),
+        )
+
+    def _stage_values(self, **own: Any) -> dict[str, Any]:
+        """Stage settings among the job's Beam arguments (--precision, --batch_size, ...), under its own."""
+        return {**PipelineOptions(list(self.beam_args)).get_all_options(drop_default=False), **own}
 
 
 @dataclass
@@ -136,11 +156,22 @@ class NightlyReport:
 
 def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--catalog", required=True, help="Tonight's product Parquet file or glob (local or gs://)"
+        # --catalog is the name of earlier releases; --products is every stage's.
+        "--products",
+        "--catalog",
+        dest="catalog",
+        metavar="PRODUCTS",
+        required=True,
+        help="Tonight's product Parquet file, folder or glob (local or gs://)",
     )
     parser.add_argument("--model", required=True, help="Trained model directory")
     parser.add_argument(
-        "--out", required=True, help="Root of the nightly runs; holds <run id>/ folders and LATEST"
+        "--output",
+        "--out",
+        dest="out",
+        metavar="OUTPUT",
+        required=True,
+        help="Root of the nightly runs; holds <run id>/ folders and LATEST",
     )
     parser.add_argument(
         "--run_id", default=None, help="Run folder name (default: today's UTC date, YYYY-MM-DD)"
@@ -258,13 +289,12 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
     reused = None
     if previous_embeddings and not is_finished(job.stage("embeddings")) and _reusable(previous_embeddings):
         reused = previous_embeddings
-    embed_flags = job.embed_flags(reused)
     stages = StageRunner(
         report.seconds, digits=1, logger=LOGGER, skipped=report.skipped, results=report.stages
     )
     stages.run(
         "embed",
-        lambda: run_embed(PipelineOptions([*embed_flags, *extra])),
+        lambda: embed_catalog(job.embed_config(reused), PipelineOptions(list(job.beam_args))),
         job.stage("embeddings"),
     )
     # Checked before the index is built: a refused night costs no index, and its rerun with
@@ -282,7 +312,9 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
     if job.queries:
         stages.run(
             "evaluate",
-            lambda: _summary_means(run_evaluate(PipelineOptions([*job.evaluate_flags(), *extra]))),
+            lambda: _summary_means(
+                evaluate_retrieval(job.evaluate_config(), PipelineOptions(list(job.beam_args)))
+            ),
             job.stage("eval"),
         )
 

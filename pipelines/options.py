@@ -2,57 +2,70 @@
 
 Beam parses every `PipelineOptions` subclass into one parser, so a flag is
 declared exactly once (here) and no flag is `required=True`: each stage checks
-the flags it needs with `require_options` when it runs.
+the flags it needs when it runs. Where a concern has a settings dataclass
+(`ModelSettings`, `EmbedSettings`), its options class generates its flags from
+the dataclass's fields (`pipelines.stage_config`), and drivers build the
+dataclass instead of flags.
 """
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+from typing import Any
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from index_builder.config import ReorderPrecision, Scoring
 from index_builder.recall import DEFAULT_TARGET_RECALL
 from pipelines.evaluation import DEFAULT_METRICS
+from pipelines.stage_config import add_config_arguments, setting
 
 DEFAULT_METRICS_FLAG = ",".join(DEFAULT_METRICS)
 # How the encoder runs (pipelines.inference): fp32 anywhere; int8 on ONNX Runtime (CPU); bf16 and
 # fp16 with torch autocast on a GPU. The runtime: auto is ONNX Runtime on a CPU, torch on a GPU.
 PRECISIONS = ("fp32", "int8", "bf16", "fp16")
 RUNTIMES = ("auto", "torch", "onnxruntime")
+SEARCHERS = ("ann", "exact", "auto")
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Which trained model encodes, where, in what batches and at what precision."""
+
+    model: str = setting("", "Trained model directory, from `madr train`", required=True)
+    device: str | None = setting(None, "Torch device; default: the GPU when present, else CPU")
+    batch_size: int = setting(256, "Records per inference batch")
+    chunk_size: int = setting(32, "Length-sorted sub-batch inside an inference batch")
+    precision: str = setting(
+        "fp32",
+        "Numeric precision of inference. fp32 (default). int8: ONNX Runtime's dynamic quantisation, about "
+        "2x the fp32 speed on a CPU (docs/PERFORMANCE.md). bf16, fp16: torch autocast, GPU only",
+        choices=PRECISIONS,
+    )
+    runtime: str = setting(
+        "auto",
+        "What runs the model. auto (default): ONNX Runtime on a CPU (faster than torch there), torch on a "
+        "GPU. The ONNX graph is exported on first use and cached by the weights' sha256 in $MADR_CACHE "
+        "(default ~/.cache/madr)",
+        choices=RUNTIMES,
+    )
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.chunk_size < 1:
+            raise ValueError(
+                f"batch_size and chunk_size must be >= 1, got {self.batch_size}, {self.chunk_size}"
+            )
+        if self.precision not in PRECISIONS or self.runtime not in RUNTIMES:
+            raise ValueError(f"precision must be one of {PRECISIONS} and runtime one of {RUNTIMES}")
 
 
 class ModelOptions(PipelineOptions):
-    """Which trained model encodes, where, and in what batches."""
+    """The flags of `ModelSettings`."""
 
     @classmethod
     def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--model", help="(required) Trained model directory, from `madr train`")
-        parser.add_argument(
-            "--device", default=None, help="Torch device; default: the GPU when present, else CPU"
-        )
-        parser.add_argument("--batch_size", type=int, default=256, help="Records per inference batch (256)")
-        parser.add_argument(
-            "--chunk_size",
-            type=int,
-            default=32,
-            help="Length-sorted sub-batch inside an inference batch (32)",
-        )
-        parser.add_argument(
-            "--precision",
-            choices=PRECISIONS,
-            default="fp32",
-            help="Numeric precision of inference. fp32 (default). int8: ONNX Runtime's dynamic "
-            "quantisation, about 1.5x the fp32 speed on a CPU (docs/PERFORMANCE.md). bf16, fp16: torch "
-            "autocast, GPU only",
-        )
-        parser.add_argument(
-            "--runtime",
-            choices=RUNTIMES,
-            default="auto",
-            help="What runs the model. auto (default): ONNX Runtime on a CPU (faster than torch there), "
-            "torch on a GPU. The ONNX graph is exported on first use and cached by the weights' sha256 "
-            "in $MADR_CACHE (default ~/.cache/madr)",
-        )
+        add_config_arguments(parser, ModelSettings)
 
 
 class VerifyOptions(PipelineOptions):
@@ -92,101 +105,102 @@ class OverwriteOptions(PipelineOptions):
         )
 
 
+@dataclass(frozen=True)
+class EmbedSettings:
+    """What `madr embed` reads, how it writes, and how many bad records it tolerates."""
+
+    products: str = setting("", "Product Parquet file, folder or glob, local or gs://", required=True)
+    num_shards: int = setting(0, "Embedding Parquet shards to write (0: the runner decides)")
+    row_group_mb: int = setting(
+        8, "Parquet row-group buffer per shard writer, MB; the writer holds about twice this"
+    )
+    previous: str | None = setting(
+        None,
+        "Previous embed output (or run folder): unchanged products reuse its rows; only new or changed "
+        "products, or all of them under a new model version, are embedded",
+    )
+    torch_threads: int = setting(
+        0,
+        "torch intra-op threads per worker process (0: torch's default, one per core); 1 is much faster "
+        "for small models on shared or oversubscribed cores",
+    )
+    min_confidence: float | None = setting(
+        None,
+        "Lowest confidence P(x) of a predicted aspect value. embed: write a value only at or above it, "
+        "keeping its confidence (default 0: every prediction); evaluate: the calibration line's threshold "
+        "(default 0.5); export-vertex: a predicted restrict's threshold (default 0.5)",
+    )
+    max_dead_letter_fraction: float = setting(
+        0.01,
+        "Fail the job when more than this fraction of records are dead letters. They are still written "
+        "first, so the failure can be inspected",
+    )
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.max_dead_letter_fraction <= 1:
+            raise ValueError("--max_dead_letter_fraction must be in [0, 1]")
+        if self.min_confidence is not None and not 0 <= self.min_confidence <= 1:
+            raise ValueError(f"--min_confidence must be in [0, 1], got {self.min_confidence}")
+        if self.num_shards < 0 or self.row_group_mb < 1 or self.torch_threads < 0:
+            raise ValueError("--num_shards and --torch_threads must be >= 0, --row_group_mb >= 1")
+
+
 class EmbedOptions(PipelineOptions):
-    """Flags of `madr embed`."""
+    """The flags of `EmbedSettings`."""
 
     @classmethod
     def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--products", help="(required) Product Parquet file or glob, local or gs://")
-        parser.add_argument(
-            "--num_shards",
-            type=int,
-            default=0,
-            help="Embedding Parquet shards to write (0: the runner decides)",
-        )
-        parser.add_argument(
-            "--row_group_mb",
-            type=int,
-            default=8,
-            help="Parquet row-group buffer per shard writer, MB (8); the writer holds about twice this",
-        )
-        parser.add_argument(
-            "--previous",
-            default=None,
-            help="Previous embed output (or run folder): unchanged products reuse its rows; only new or "
-            "changed products, or all of them under a new model version, are embedded",
-        )
-        parser.add_argument(
-            "--torch_threads",
-            type=int,
-            default=0,
-            help="torch intra-op threads per worker process (0: torch's default, one per core); 1 is much "
-            "faster for small models on shared or oversubscribed cores",
-        )
-        parser.add_argument(
-            "--min_confidence",
-            type=float,
-            default=None,
-            help="Lowest confidence P(x) of a predicted aspect value. embed: write a value only at or above "
-            "it, keeping its confidence (default 0: every prediction); evaluate: the calibration line's "
-            "threshold (default 0.5); export-vertex: a predicted restrict's threshold (default 0.5)",
-        )
-        parser.add_argument(
-            "--max_dead_letter_fraction",
-            type=float,
-            default=0.01,
-            help="Fail the job when more than this fraction of records are dead letters (0.01). They are "
-            "still written first, so the failure can be inspected",
-        )
+        add_config_arguments(parser, EmbedSettings)
+
+
+@dataclass(frozen=True)
+class EvaluateSettings:
+    """What `madr evaluate` retrieves for, with which searcher, to what depth, scored how."""
+
+    queries: str = setting("", "Query Parquet file, local or gs://", required=True)
+    judgments: str = setting("", "Judgment Parquet file, local or gs://", required=True)
+    index: str | None = setting(
+        None, "Index artifact directory (from `madr build-index`), for --searcher ann"
+    )
+    embeddings: str | None = setting(None, "Embedding folder (from `madr embed`), for --searcher exact")
+    split: str = setting("test", "Query split to evaluate")
+    depth: int = setting(10_000, "Products retrieved per query, capped at the corpus")
+    metrics: str = setting(DEFAULT_METRICS_FLAG, "Comma-separated metrics")
+    searcher: str = setting(
+        "ann",
+        "ann: the ScaNN index; exact: brute force; auto (needs --index and --embeddings): whichever is "
+        "faster on a sample of the queries at --depth, the index only if its recall there is within 1%% of "
+        "exact; both are still reported unless --compare_exact false",
+        choices=SEARCHERS,
+    )
+    compare_exact: str | None = setting(
+        None,
+        "Also search exactly over --embeddings in the same pipeline and report, per recall@k, the recall the "
+        "index loses (exact − ann); default: true when --searcher ann has --embeddings too",
+        choices=("true", "false"),
+        bare="true",
+    )
+    positive_min_grade: int | None = setting(
+        None,
+        "Lowest relevant grade; default: the positive_min_grade of the dataset's manifest.json next to "
+        "--judgments (3 for ESCI, 2 for WANDS), else 2",
+    )
+
+    def __post_init__(self) -> None:
+        if self.searcher not in SEARCHERS:
+            raise ValueError(f"--searcher must be one of {SEARCHERS}, got {self.searcher!r}")
+        if self.compare_exact not in (None, "true", "false"):
+            raise ValueError(f"--compare_exact must be true or false, got {self.compare_exact!r}")
+        if self.depth < 1:
+            raise ValueError(f"--depth must be >= 1, got {self.depth}")
 
 
 class EvaluateOptions(PipelineOptions):
-    """Flags of `madr evaluate`."""
+    """The flags of `EvaluateSettings`."""
 
     @classmethod
     def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--queries", help="(required) Query Parquet file, local or gs://")
-        parser.add_argument("--judgments", help="(required) Judgment Parquet file, local or gs://")
-        parser.add_argument(
-            "--index", help="Index artifact directory (from `madr build-index`), for --searcher ann"
-        )
-        parser.add_argument("--embeddings", help="Embedding folder (from `madr embed`), for --searcher exact")
-        parser.add_argument("--split", default="test", help="Query split to evaluate (test)")
-        parser.add_argument(
-            "--depth",
-            type=int,
-            default=10_000,
-            help="Products retrieved per query, capped at the corpus (10000)",
-        )
-        parser.add_argument(
-            "--metrics",
-            default=DEFAULT_METRICS_FLAG,
-            help=f"Comma-separated metrics ({DEFAULT_METRICS_FLAG})",
-        )
-        parser.add_argument(
-            "--searcher",
-            choices=("ann", "exact", "auto"),
-            default="ann",
-            help="ann: the ScaNN index; exact: brute force; auto (needs --index and --embeddings): whichever "
-            "is faster on a sample of the queries at --depth, the index only if its recall there is within "
-            "1%% of exact; both are still reported unless --compare_exact false",
-        )
-        parser.add_argument(
-            "--compare_exact",
-            nargs="?",
-            const="true",
-            default=None,
-            choices=("true", "false"),
-            help="Also search exactly over --embeddings in the same pipeline and report, per recall@k, the "
-            "recall the index loses (exact − ann); default: true when --searcher ann has --embeddings too",
-        )
-        parser.add_argument(
-            "--positive_min_grade",
-            type=int,
-            default=None,
-            help="Lowest relevant grade; default: the positive_min_grade of the dataset's manifest.json "
-            "next to --judgments (3 for ESCI, 2 for WANDS), else 2",
-        )
+        add_config_arguments(parser, EvaluateSettings)
 
 
 def add_stage_arguments(parser: argparse.ArgumentParser, *option_classes: type[PipelineOptions]) -> None:
@@ -195,39 +209,91 @@ def add_stage_arguments(parser: argparse.ArgumentParser, *option_classes: type[P
         option_class._add_argparse_args(parser)
 
 
-class IndexOptions(PipelineOptions):
-    """Flags of the index build: `madr build-index` (one index, or hash partitions with Beam:
+@dataclass(frozen=True)
+class IndexSettings:
+    """How an index is built: `madr build-index` (one index, or hash partitions with Beam:
     `pipelines.index.run_build_index`) and the nightly job's index stage.
 
-    The partitioned build's input and output reuse --embeddings (EvaluateOptions) and --output
-    (OutputOptions).
+    The ScaNN fields are `index_builder.config.ScannIndexConfig`'s; each left unset keeps the value
+    `ScannIndexBuilder.for_corpus` derives from the corpus size (`index_builder.builder.config_for_corpus`).
     """
+
+    num_index_shards: int = setting(
+        1,
+        "1: one ScaNN index; more: a Beam job builds that many hash partitions in parallel, one ScaNN index "
+        "each (for catalogs beyond one worker's memory; accepts Beam flags such as --runner)",
+    )
+    max_k: int = setting(
+        10_000,
+        "Deepest k the index must serve well (Recall@10k by default); sizes leaves and re-ranking. The "
+        "nightly job also evaluates to this depth: metrics at a deeper cut-off are not reported",
+    )
+    target_recall: float = setting(
+        DEFAULT_TARGET_RECALL,
+        "Recall@max_k (against exact search, on 1,000 held-out corpus vectors) the index, or each shard on "
+        "its own vectors, must reach: leaves-to-search and re-ranking depth are widened until it does, or "
+        "the build fails naming the best recall reached; 0 measures and records recall without tuning (and "
+        "keeps the ScaNN settings below as given). A partitioned index also records the recall of its "
+        "shards searched as one",
+    )
+    scoring: str | None = setting(
+        None,
+        "ScaNN: asymmetric_hashing (quantised, re-ranked) or brute_force (exact); default: brute force "
+        "below 5,000 vectors or when max_k is a twentieth of the corpus or more",
+        choices=tuple(s.value for s in Scoring),
+    )
+    num_leaves: int | None = setting(None, "ScaNN: k-means leaves of the tree (0: no tree); default ~sqrt(n)")
+    num_leaves_to_search: int | None = setting(
+        None, "ScaNN: leaves a k = 10 search opens (deeper searches open more); default ~10%% of the leaves"
+    )
+    training_sample_size: int | None = setting(
+        None, "ScaNN: vectors the tree and codebooks train on; default min(n, max(100000, 100 per leaf))"
+    )
+    dimensions_per_block: int | None = setting(None, "ScaNN: asymmetric hashing block width (default 2)")
+    anisotropic_quantization_threshold: float | None = setting(
+        None, "ScaNN: anisotropic quantisation threshold in [0, 1) (default 0.2, for unit vectors)"
+    )
+    reorder_candidates: int | None = setting(
+        None, "ScaNN: candidates re-ranked exactly for a k = 10 search (default min(n, 1000))"
+    )
+    soar_lambda: float | None = setting(
+        None, "ScaNN: SOAR spilling into a second leaf, lambda in (0, 10], e.g. 1.5 (default: none)"
+    )
+    reorder_precision: str | None = setting(
+        None,
+        "ScaNN: the vectors re-ranking reads, float32 (exact scores, default) or int8",
+        choices=tuple(p.value for p in ReorderPrecision),
+    )
+
+    def __post_init__(self) -> None:
+        if self.num_index_shards < 1 or self.max_k < 1:
+            raise ValueError("--num_index_shards and --max_k must be >= 1")
+
+    def scann_settings(self) -> dict[str, Any]:
+        """The ScaNN fields given, for `config_for_corpus`."""
+        return {name: getattr(self, name) for name in SCANN_FIELDS if getattr(self, name) is not None}
+
+
+SCANN_FIELDS = (
+    "scoring",
+    "num_leaves",
+    "num_leaves_to_search",
+    "training_sample_size",
+    "dimensions_per_block",
+    "anisotropic_quantization_threshold",
+    "reorder_candidates",
+    "soar_lambda",
+    "reorder_precision",
+)
+
+
+class IndexOptions(PipelineOptions):
+    """The flags of `IndexSettings`. The partitioned build's input and output reuse --embeddings
+    (EvaluateOptions) and --output (OutputOptions)."""
 
     @classmethod
     def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--num_index_shards",
-            type=int,
-            default=1,
-            help="1: one ScaNN index; more: a Beam job builds that many hash partitions in parallel, one "
-            "ScaNN index each (for catalogs beyond one worker's memory; accepts Beam flags such as --runner)",
-        )
-        parser.add_argument(
-            "--max_k",
-            type=int,
-            default=10_000,
-            help="Deepest k the index must serve well (Recall@10k by default); sizes leaves and re-ranking. "
-            "The nightly job also evaluates to this depth: metrics at a deeper cut-off are not reported",
-        )
-        parser.add_argument(
-            "--target_recall",
-            type=float,
-            default=DEFAULT_TARGET_RECALL,
-            help="Recall@max_k (against exact search, on 1,000 held-out corpus vectors) the index, or each "
-            "shard on its own vectors, must reach: leaves-to-search and re-ranking depth are widened until "
-            "it does, or the build fails naming the best recall reached; 0 measures and records recall "
-            "without tuning. A partitioned index also records the recall of its shards searched as one",
-        )
+        add_config_arguments(parser, IndexSettings)
 
 
 class ExportOptions(PipelineOptions):

@@ -39,8 +39,8 @@ from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 from apache_beam.runners.runner import PipelineState
 
 from pipelines.build_index import build_index
-from pipelines.embed import build_embed, run_embed
-from pipelines.evaluate import build_evaluate
+from pipelines.embed import build_embed, build_embed_pipeline, run_embed
+from pipelines.evaluate import build_evaluate, build_evaluate_pipeline
 from pipelines.index import build_partitioned_index
 from pipelines.nightly import NightlyJob
 from pipelines.runner import make_pipeline
@@ -196,13 +196,15 @@ def test_the_nightly_stages_translate_for_dataflow(inputs, tmp_path) -> None:
         beam_args=DATAFLOW_FLAGS,
     )
     # Last night's run is reused, as run_nightly does when LATEST points at a finished one.
-    embed, _ = build_embed(PipelineOptions([*job.embed_flags(inputs["embeddings"]), *job.beam_args]))
+    embed, _ = build_embed_pipeline(
+        job.embed_config(inputs["embeddings"]), PipelineOptions(list(job.beam_args))
+    )
     summaries = {"embed": translate(embed).summary()}
     shutil.copytree(inputs["embeddings"], job.stage("embeddings"))
     index, _ = build_partitioned_index(PipelineOptions([*job.index_flags(), *job.beam_args]))
     summaries["index"] = translate(index).summary()
     shutil.copytree(inputs["index"], job.stage("index"))
-    evaluate, plan = build_evaluate(PipelineOptions([*job.evaluate_flags(), *job.beam_args]))
+    evaluate, plan = build_evaluate_pipeline(job.evaluate_config(), PipelineOptions(list(job.beam_args)))
     assert plan.calibration is not None  # --searcher auto measured both searchers on the driver
     summaries["evaluate"] = translate(evaluate).summary()
     print("\nnightly:" + "".join(f"\n  {stage}: {summary}" for stage, summary in summaries.items()))

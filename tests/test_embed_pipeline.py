@@ -18,8 +18,15 @@ from apache_beam.testing.util import assert_that, equal_to
 from model import Side, content_hash, document_text, load_encoder
 from pipelines.artifacts import read_embeddings
 from pipelines.catalog_io import DEAD_LETTERS, VALID, ListRowGroups, ReadValidatedFn
-from pipelines.embed import DeadLetterThresholdExceeded, EmbedProducts, run_embed
+from pipelines.embed import (
+    DeadLetterThresholdExceeded,
+    EmbedConfig,
+    EmbedProducts,
+    embed_catalog,
+    run_embed,
+)
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode, length_sorted_chunks
+from pipelines.options import EmbedSettings, ModelSettings
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA, validate_product
 
 
@@ -217,3 +224,42 @@ def test_handler_loads_the_model_once_and_batches(tiny_model_dir, local_runner) 
 def test_a_missing_model_directory_is_named(bad: str) -> None:
     with pytest.raises(FileNotFoundError, match="not a madr model directory"):
         ModelIdentity.of(bad)
+
+
+def test_a_driver_embeds_from_a_config_and_a_catalog_folder_reads_its_parquet_files(
+    tmp_path, tiny_model_dir
+) -> None:
+    folder = tmp_path / "products"
+    folder.mkdir()
+    write_catalog(folder / "part-0.parquet", catalog(6))
+    write_catalog(folder / "part-1.parquet", [{**p, "product_id": f"x{i}"} for i, p in enumerate(catalog(4))])
+    config = EmbedConfig(
+        model=ModelSettings(model=str(tiny_model_dir)),
+        embed=EmbedSettings(products=str(folder)),
+        output=str(tmp_path / "embeddings"),
+    )
+    counts = embed_catalog(config)
+    # A folder used to be read as one file and dead-lettered whole.
+    assert (counts["products_read"], counts["products_embedded"], counts["files_dead_lettered"]) == (
+        10,
+        10,
+        0,
+    )
+    ids, _, manifest = read_embeddings(config.output)
+    assert len(ids) == 10 and manifest["products"] == str(folder)
+
+
+def test_the_flags_build_the_same_config_a_driver_would(tmp_path, tiny_model_dir) -> None:
+    flags = ["--products", "p.parquet", "--model", str(tiny_model_dir), "--output", str(tmp_path / "out")]
+    config = EmbedConfig.from_options(
+        PipelineOptions([*flags, "--precision", "int8", "--min_confidence", "0.4"])
+    )
+    assert config == EmbedConfig(
+        model=ModelSettings(model=str(tiny_model_dir), precision="int8"),
+        embed=EmbedSettings(products="p.parquet", min_confidence=0.4),
+        output=str(tmp_path / "out"),
+    )
+    with pytest.raises(ValueError, match=r"missing required flag\(s\): --products, --output"):
+        EmbedConfig.from_options(PipelineOptions(["--model", str(tiny_model_dir)]))
+    with pytest.raises(ValueError, match="max_dead_letter_fraction must be in"):
+        EmbedConfig.from_options(PipelineOptions([*flags, "--max_dead_letter_fraction", "2"]))

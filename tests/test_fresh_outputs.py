@@ -381,3 +381,24 @@ def test_previous_may_name_a_run_folder_that_has_its_own_manifest(tmp_path: Path
         previous_embeddings_folder(str(run))
     with pytest.raises(ArtifactError, match="neither it nor"):
         previous_embeddings_folder(str(tmp_path))
+
+
+def test_build_index_takes_every_scann_setting_from_its_flags(embedded, tmp_path) -> None:
+    out = tmp_path / "tuned"
+    settings = {
+        "scoring": "asymmetric_hashing",
+        "num_leaves": 4,
+        "num_leaves_to_search": 2,
+        "training_sample_size": 30,
+        "dimensions_per_block": 4,
+        "anisotropic_quantization_threshold": 0.3,
+        "reorder_candidates": 20,
+        "soar_lambda": 1.5,
+        "reorder_precision": "int8",
+    }
+    flags = [part for name, value in settings.items() for part in (f"--{name}", str(value))]
+    argv = ["build-index", "--embeddings", embedded["embeddings"], "--output", str(out), "--max_k", "5"]
+    # --target_recall 0: measured, not tuned, so the search settings stay as given.
+    assert main([*argv, *flags, "--target_recall", "0"]) == 0
+    config = json.loads((out / MANIFEST_FILE).read_text())["config"]
+    assert {name: config[name] for name in settings} == settings

@@ -21,6 +21,8 @@ from index_builder import (
     Searcher,
     SearchResult,
 )
+from index_builder.builder import config_for_corpus
+from index_builder.config import leaves_for_k
 
 N, DIM, CLUSTERS = 20_000, 32, 50
 # Below n/20, so for_corpus builds a tree (141 leaves) rather than brute force.
@@ -315,3 +317,35 @@ def test_search_threads_change_speed_not_results(corpus, index: ScannIndex) -> N
     for bad in (0, True, 1.5):
         with pytest.raises(ValueError):
             index.set_search_threads(bad)
+
+
+def test_config_for_corpus_without_settings_is_the_rule() -> None:
+    assert config_for_corpus(50_000, 64, 100) == ScannIndexBuilder.for_corpus(50_000, 64, 100).create_config()
+
+
+def test_config_for_corpus_settings_bring_what_they_imply() -> None:
+    derived = config_for_corpus(50_000, 64, 100)
+    assert derived.scoring is Scoring.ASYMMETRIC_HASHING and derived.num_leaves == 224
+    exact = config_for_corpus(50_000, 64, 100, {"scoring": "brute_force", "num_leaves": 0})
+    assert (exact.scoring, exact.num_leaves, exact.dimensions_per_block, exact.reorder_candidates) == (
+        Scoring.BRUTE_FORCE,
+        None,
+        None,
+        None,
+    )
+    assert exact.training_sample_size is None  # nothing is trained
+    wider = config_for_corpus(50_000, 64, 100, {"num_leaves": 1000, "soar_lambda": 1.5})
+    assert wider.num_leaves_to_search == leaves_for_k(1000, 50_000, 10)
+    assert wider.training_sample_size == 100_000 // 2 and wider.soar_lambda == 1.5  # capped at the corpus
+    # A corpus the rule scores exactly, asked for asymmetric hashing: ScaNN's defaults for its fields.
+    small = config_for_corpus(2_000, 16, 10, {"scoring": "asymmetric_hashing", "reorder_precision": "int8"})
+    assert (small.dimensions_per_block, small.reorder_candidates, small.training_sample_size) == (
+        2,
+        1000,
+        2000,
+    )
+    assert small.reorder_precision is ReorderPrecision.INT8 and small.num_leaves is None
+    with pytest.raises(ValueError, match="soar_lambda spills vectors into a second leaf: it needs a tree"):
+        config_for_corpus(50_000, 64, 100, {"num_leaves": 0, "soar_lambda": 1.5})
+    with pytest.raises(ValueError, match="num_leaves_to_search must be in"):
+        config_for_corpus(50_000, 64, 100, {"num_leaves_to_search": 10_000})

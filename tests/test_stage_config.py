@@ -1,0 +1,71 @@
+"""Flags generated from a stage's settings dataclass, and the dataclass built back from them."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines.options import EmbedSettings, IndexSettings, ModelSettings
+from pipelines.stage_config import add_config_arguments, config_from_values, setting
+
+
+@dataclass(frozen=True)
+class Settings:
+    source: str = setting("", "Where to read", required=True)
+    size: int = setting(4, "How many")
+    rate: float | None = setting(None, "How fast")
+    mode: str = setting("fast", "Which way", choices=("fast", "slow"))
+    compare: str | None = setting(None, "Also compare", choices=("true", "false"), bare="true")
+    dry_run: bool = setting(False, "Do nothing")
+    internal: int = 7  # not a flag
+
+    def __post_init__(self) -> None:
+        if self.size < 1:
+            raise ValueError("--size must be >= 1")
+
+
+def parse(*argv: str) -> Settings:
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, Settings)
+    return config_from_values(Settings, parser.parse_args(list(argv)))
+
+
+def test_flags_carry_the_fields_types_defaults_choices_and_help() -> None:
+    assert parse("--source", "a") == Settings(source="a")
+    given = parse("--source", "a", "--size", "9", "--rate", "0.5", "--mode", "slow", "--compare", "--dry_run")
+    assert given == Settings("a", 9, 0.5, "slow", "true", True)
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, Settings)
+    text = parser.format_help()
+    assert "(required) Where to read" in text and "--internal" not in text
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--mode", "sideways"])
+
+
+def test_missing_required_flags_are_named_and_the_dataclass_validates() -> None:
+    with pytest.raises(ValueError, match=r"missing required flag\(s\): --source"):
+        parse("--size", "3")
+    with pytest.raises(ValueError, match="--size must be >= 1"):
+        parse("--source", "a", "--size", "0")
+
+
+def test_a_flag_of_an_unsupported_type_is_refused() -> None:
+    @dataclass(frozen=True)
+    class Bad:
+        names: list = setting(None, "A list")  # noqa: RUF009 - the point of the test
+
+    with pytest.raises(TypeError, match="a flag must be str, int, float or bool"):
+        add_config_arguments(argparse.ArgumentParser(), Bad)
+
+
+def test_beam_options_hold_every_stage_flag_once_with_the_dataclass_defaults() -> None:
+    options = PipelineOptions(
+        ["--model", "m", "--products", "p", "--num_leaves", "64", "--runner", "DirectRunner"]
+    )
+    assert config_from_values(ModelSettings, options) == ModelSettings(model="m")
+    assert config_from_values(EmbedSettings, options) == EmbedSettings(products="p")
+    index = config_from_values(IndexSettings, options)
+    assert index == IndexSettings(num_leaves=64) and index.scann_settings() == {"num_leaves": 64}

@@ -14,7 +14,17 @@ setup(
         "and offline evaluation on Apache Beam"
     ),
     python_requires=">=3.10",
-    packages=find_packages(include=["schemas*", "model*", "pipelines*", "index_builder*", "product_data*"]),
+    packages=find_packages(
+        include=[
+            "schemas*",
+            "model*",
+            "evaluation*",
+            "pipelines*",
+            "jobs*",
+            "index_builder*",
+            "product_data*",
+        ]
+    ),
     install_requires=[
         "apache-beam[gcp]>=2.77,<3",
         # Pin nothing tighter: a local CPU build (2.13.0) is installed first by the Makefile;
@@ -39,5 +49,5 @@ setup(
         "serving": ["tensorflow>=2.16"],
         "bench": ["faiss-cpu>=1.8", "sentence-transformers>=3", "py-spy>=0.3"],
     },
-    entry_points={"console_scripts": ["madr=pipelines.cli:main"]},
+    entry_points={"console_scripts": ["madr=jobs.cli:main"]},
 )

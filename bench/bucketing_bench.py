@@ -34,10 +34,10 @@ import torch
 
 from bench.common import report
 from bench.support import command_line, shared_machine_note
+from evaluation import MetricSpec, RelevanceRule, evaluate_query
 from index_builder import ExactSearcher
 from model import Side, document_text, load_encoder, new_encoder
 from model.encoder import TokenizedBatch
-from pipelines.evaluation import MetricSpec, RelevanceRule, evaluate_query
 from pipelines.inference import EncoderModelHandler, LoadedEncoder, TextToEncode, length_sorted_chunks
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from bench.common import report
 from bench.support import command_line
 from model.backbone import bundled_backbone_path
-from pipelines.annotation_quality import written_annotation_accuracy
+from pipelines.evaluate.annotation_quality import written_annotation_accuracy
 
 PEER_SCRIPT = """
 import sys, numpy as np, pyarrow.parquet as pq, torch
@@ -62,7 +62,7 @@ def timed(command: list[str], threads: int) -> float:
 
 
 def madr(*arguments: str) -> list[str]:
-    return [sys.executable, "-m", "pipelines.cli", "--log_level", "WARNING", *arguments]
+    return [sys.executable, "-m", "jobs.cli", "--log_level", "WARNING", *arguments]
 
 
 def rates(small: int, full: int, small_s: float, full_s: float) -> dict[str, float]:

@@ -22,7 +22,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from bench.common import report
 from bench.support import command_line
 from model import Side, document_text, new_encoder
-from pipelines.embed import run_embed
+from pipelines.embed.stage import run_embed
 from pipelines.layout import DatasetLayout
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import write_manifest

@@ -1,6 +1,6 @@
 """The evaluation join: Q queries searched to top-K, scored against their judgments, K run rows each.
 
-This runs the evaluate stage's real transforms (`pipelines.evaluation.transforms`): `JoinJudgments`
+This runs the evaluate stage's real transforms (`pipelines.evaluate.transforms`): `JoinJudgments`
 (query embeddings meet their judgments by query id), `SearchAndScore` (one DoFn searches a batch of
 joined queries and scores it) and `WriteRun` (one Arrow table of run rows per batch into Parquet), on
 the local FnApiRunner (in-memory). The searcher is synthetic, plugged in through the same `open()` seam
@@ -31,11 +31,11 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from bench.common import report
 from bench.support import command_line, measure_memory, shared_machine_note
+from evaluation import DEFAULT_METRICS, MetricSpec, RelevanceRule, parse_metrics
+from evaluation.cutoffs import cap_cutoffs
+from evaluation.ranked import CorpusIds, run_table, score_query
 from index_builder.searcher import SearchResult, as_query_matrix, effective_k, make_result
-from pipelines.evaluation import DEFAULT_METRICS, MetricSpec, RelevanceRule, parse_metrics
-from pipelines.evaluation.cutoffs import cap_cutoffs
-from pipelines.evaluation.ranked import CorpusIds, run_table, score_query
-from pipelines.evaluation.transforms import JoinJudgments, SearchAndScore, WriteRun
+from pipelines.evaluate.transforms import JoinJudgments, SearchAndScore, WriteRun
 from pipelines.runner import make_pipeline
 from schemas import RUN_SCHEMA
 

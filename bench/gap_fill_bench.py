@@ -30,8 +30,8 @@ from bench.common import report
 from bench.support import command_line
 from model.aspects.vocabulary import UNSEEN, AspectVocabulary, normalise_value
 from pipelines.artifacts import read_parquet_table
-from pipelines.embed import run_embed
-from pipelines.enrich import PREDICTION_COLUMNS, enrich_catalog
+from pipelines.embed.enrich import PREDICTION_COLUMNS, enrich_catalog
+from pipelines.embed.stage import run_embed
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import ECOMMERCE_ASPECTS
 
@@ -56,8 +56,9 @@ def annotation_figures(
 ) -> dict[str, Any]:
     """Rows annotated, and Accuracy@1 of the top value against every product's annotations.
 
-    As in `pipelines.judged_ranking.aspect_accuracy`, a product whose values are all outside the model's
-    vocabulary (below its min count in the training catalog) is left out and counted: no class matches it.
+    As in `pipelines.evaluate.judged_ranking.aspect_accuracy`, a product whose values are all outside
+    the model's vocabulary (below its min count in the training catalog) is left out and counted: no
+    class matches it.
     """
     annotated = sum(
         bool(row["aspect_values"]) and len(row["aspect_values"]) == len(ECOMMERCE_ASPECTS)

@@ -1,6 +1,6 @@
 """The reliability suite (issue 13, item 10): break things the way users and accidents do, through `madr`.
 
-Each case runs the real command line (`pipelines.cli.main`, or `python -m pipelines.cli` in a
+Each case runs the real command line (`jobs.cli.main`, or `python -m jobs.cli` in a
 subprocess for the kill) on a tiny random model and a small synthetic catalog, observes what
 happened (exit code, the one-line message, whether the output or LATEST changed, the counts), and
 prints one table row: case | expected | observed | records lost. A case passes when the observed
@@ -44,8 +44,8 @@ import pyarrow.parquet as pq
 
 from bench.support import tiny_model
 from index_builder.artifact import file_entry
+from jobs.cli import main
 from pipelines.artifacts import read_embeddings
-from pipelines.cli import main
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import PRODUCT_SCHEMA
 
@@ -350,7 +350,7 @@ def kill_and_rerun(fixture: Fixture) -> Outcome:
     latest_before = (killed / "LATEST").read_bytes()
     killed_mid_run, latest_intact = 0, True
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    argv = [sys.executable, "-m", "pipelines.cli", "--log_level", "ERROR"]
+    argv = [sys.executable, "-m", "jobs.cli", "--log_level", "ERROR"]
     for trigger in KILL_WHEN:
         process = subprocess.Popen(
             [*argv, *_nightly_argv(fixture, tonight, killed, "tue")],

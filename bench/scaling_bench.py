@@ -1,8 +1,8 @@
 """Scaling: generate, then embed → build-index → evaluate at growing catalog sizes; time and peak RSS.
 
 Each stage runs in a subprocess of its own (``python -m bench.scaling_bench --stage NAME ...``) calling
-the real stage function (`pipelines.embed.run_embed`, `pipelines.build_index.build_index`,
-`pipelines.evaluate.run_evaluate`), so its peak RSS is its own: the parent reads it from the child's
+the real stage function (`pipelines.embed.stage.run_embed`, `pipelines.index.single.build_index`,
+`pipelines.evaluate.stage.run_evaluate`), so its peak RSS is its own: the parent reads it from the child's
 own VmHWM, which the child prints last (rusage would count the parent's RSS at fork, see
 `_HIGH_WATER_TAG`). The encoder is a tiny random BiBERT (2 layers, hidden 32, the real
 MiniLM wordpiece vocabulary, projection 128) at every size, and the catalog is the synthetic
@@ -37,18 +37,18 @@ def _stage(stage: str, arguments: list[str]) -> None:
     if stage == "embed":
         from apache_beam.options.pipeline_options import PipelineOptions
 
-        from pipelines.embed import run_embed
+        from pipelines.embed.stage import run_embed
 
         print(json.dumps(run_embed(PipelineOptions(arguments))))
     elif stage == "index":
-        from pipelines.build_index import build_index
+        from pipelines.index.single import build_index
 
         embeddings, out = arguments
         print(build_index(embeddings, out).config)
     elif stage == "evaluate":
         from apache_beam.options.pipeline_options import PipelineOptions
 
-        from pipelines.evaluate import run_evaluate
+        from pipelines.evaluate.stage import run_evaluate
 
         print(run_evaluate(PipelineOptions(arguments))["table"])
     else:

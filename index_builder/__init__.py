@@ -5,7 +5,7 @@ with `for_corpus`) and trains a `ScannIndex`; `ExactSearcher` answers the same
 `search(queries, k)` exactly, so evaluation can measure what the index costs. Both
 satisfy the `Searcher` protocol. A saved index directory carries a manifest and is
 verified on `ScannIndex.load`; defects raise `IndexArtifactError`. A catalog beyond one
-worker's memory is built as hash-partitioned shards (`pipelines.index`) and searched
+worker's memory is built as hash-partitioned shards (`pipelines.index.partitioned`) and searched
 as one corpus by `PartitionedIndex`; `open_index` loads either layout from its manifest.
 `tune_recall` measures a built index against exact search and widens its search to a target.
 

@@ -48,7 +48,7 @@ INVERTED_FORMAT = "madr-inverted-index"
 INVERTED_FORMAT_VERSION = 1  # binarized documents
 WEIGHTED_FORMAT_VERSION = 2  # documents keep their bucket values (values.npy)
 INDPTR_FILE, DOCS_FILE, VALUES_FILE = "indptr.npy", "docs.npy", "values.npy"
-REBUILD_HINT = "rebuild it with `pipelines.sparse_index.build_inverted_index`"
+REBUILD_HINT = "rebuild it with `pipelines.index.sparse.build_inverted_index`"
 # Per (query, document) cell of a block: 8-byte accumulator, float32 score and its negation, argpartition's
 # int64 index, and ~8 bytes of gathered postings (a query touches ~q_terms·k/n ≈ 0.5 postings per document).
 _BLOCK_BYTES = 256 * 1024 * 1024

@@ -1,13 +1,16 @@
-"""A guard against another `model`, `schemas` or `index_builder` taking the place of madr's own.
+"""A guard against another `model`, `schemas`, `evaluation`, ... taking the place of madr's own.
 
 madr's packages keep the short top-level names the project is laid out in (schemas, model,
-index_builder, pipelines). Renaming them under one `madr.` namespace would make them unique, but
-would rewrite every import of the code base and of users' scripts; instead, importing `pipelines`
-(which every command and Beam worker does first) checks that the other three come from the same
-folder as itself, and otherwise stops with a message that names the impostor and the fix. A
-package on sys.path with one of these names would else fail later with a confusing ImportError,
-or, worse, run someone else's code. tests/test_installation.py puts a fake `model` first on the
-path and checks the message.
+index_builder, product_data, evaluation, pipelines, jobs). Renaming them under one `madr.` namespace
+would make them unique, but would rewrite every import of the code base and of users' scripts;
+instead, importing `pipelines` (which every Beam worker does first, and every command through `jobs`)
+checks that the packages it imports come from the same folder as itself, and otherwise stops with a
+message that names the impostor and the fix. A package on sys.path with one of these names would else
+fail later with a confusing ImportError, or, worse, run someone else's code. `jobs` is not among them:
+`pipelines` never imports it, and a foreign `jobs` must not stop a Beam worker; `jobs/__init__.py`
+checks the other way round, that the `pipelines` it is about to import is the one next to it.
+tests/test_installation.py puts a fake `model` (and a fake `pipelines`) first on the path and checks
+the message.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-SIBLING_PACKAGES = ("schemas", "model", "index_builder", "product_data")
+SIBLING_PACKAGES = ("schemas", "model", "index_builder", "product_data", "evaluation")
 
 
 class ShadowedPackageError(ImportError):

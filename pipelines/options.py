@@ -16,9 +16,9 @@ from typing import Any
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from evaluation import DEFAULT_METRICS
 from index_builder.config import ReorderPrecision, Scoring
 from index_builder.recall import DEFAULT_TARGET_RECALL
-from pipelines.evaluation import DEFAULT_METRICS
 from pipelines.stage_config import add_config_arguments, setting
 
 DEFAULT_METRICS_FLAG = ",".join(DEFAULT_METRICS)
@@ -212,7 +212,7 @@ def add_stage_arguments(parser: argparse.ArgumentParser, *option_classes: type[P
 @dataclass(frozen=True)
 class IndexSettings:
     """How an index is built: `madr build-index` (one index, or hash partitions with Beam:
-    `pipelines.index.run_build_index`) and the nightly job's index stage.
+    `pipelines.index.partitioned.run_build_index`) and the nightly job's index stage.
 
     The ScaNN fields are `index_builder.config.ScannIndexConfig`'s; each left unset keeps the value
     `ScannIndexBuilder.for_corpus` derives from the corpus size (`index_builder.builder.config_for_corpus`).
@@ -297,7 +297,7 @@ class IndexOptions(PipelineOptions):
 
 
 class ExportOptions(PipelineOptions):
-    """Flags of the Vertex AI Vector Search export (`pipelines.export.run_export_vertex`).
+    """Flags of the Vertex AI Vector Search export (`pipelines.embed.export.run_export_vertex`).
 
     Its inputs and output reuse --products (EmbedOptions), --embeddings (EvaluateOptions)
     and --output (OutputOptions).

@@ -8,13 +8,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.annotation_quality import (
+from jobs.cli import main
+from pipelines.evaluate.annotation_quality import (
     held_out_products,
     measure_annotation_quality,
     tuned_products,
     written_annotation_accuracy,
 )
-from pipelines.cli import main
 from pipelines.layout import DatasetLayout
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas.splits import RULE_NAME, HeldOutProducts, held_out_bucket

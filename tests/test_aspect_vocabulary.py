@@ -12,7 +12,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from model.aspects import IGNORE_INDEX, UNSEEN, AspectLabels, AspectValues, AspectVocabulary, Granularity
 from model.backbone import load_tokenizer
-from pipelines.vocabulary import BuildAspectVocabulary
+from pipelines.train.vocabulary import BuildAspectVocabulary
 
 ASPECTS = ("category", "brand", "color")
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pipelines.cli import main
+from jobs.cli import main
 
 SUBCOMMANDS = {
     "generate": ["--num_products", "--num_queries", "--seed"],
@@ -62,7 +62,7 @@ def test_unknown_flags_of_non_beam_commands_are_rejected(capsys: pytest.CaptureF
 
 def test_console_entry_point_runs() -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "generate", "--help"],
+        [sys.executable, "-m", "jobs.cli", "generate", "--help"],
         capture_output=True,
         text=True,
         check=False,

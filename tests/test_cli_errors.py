@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import cli, commands
-from pipelines.cli import main
-from pipelines.publish_guard import PublishRefused
+from jobs import cli, commands
+from jobs.cli import main
+from jobs.publish_guard import PublishRefused
 from schemas import ArtifactError
 from tests.test_embed_pipeline import catalog, write_catalog
 
@@ -196,7 +196,7 @@ def test_a_bug_keeps_its_traceback_and_says_how_to_report_it(monkeypatch, capsys
 
 def test_the_console_command_exits_2_without_and_shows_the_traceback_with_debug() -> None:
     def madr(*argv: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "pipelines.cli", *argv, "compare", NOWHERE, NOWHERE]
+        command = [sys.executable, "-m", "jobs.cli", *argv, "compare", NOWHERE, NOWHERE]
         return subprocess.run(command, capture_output=True, text=True, check=False)
 
     plain = madr()

@@ -7,10 +7,10 @@ import re
 
 import pytest
 
+from jobs import cli
+from jobs.commands import BEAM_COMMANDS, COMMANDS
 from model import VARIANTS
-from pipelines import cli
-from pipelines.commands import BEAM_COMMANDS, COMMANDS
-from pipelines.presets import PRESETS
+from pipelines.train.presets import PRESETS
 
 
 def _help(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> str:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import main
-from pipelines.compare import compare_runs
-from pipelines.evaluation import ESCI_RELEVANCE, RelevanceRule, aggregate, write_metrics
+from evaluation import ESCI_RELEVANCE, RelevanceRule, aggregate, write_metrics
+from jobs.cli import main
+from jobs.compare import compare_runs
 from schemas import ArtifactError
 
 NAN = math.nan

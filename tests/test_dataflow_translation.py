@@ -38,11 +38,11 @@ from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 from apache_beam.runners.runner import PipelineState
 
-from pipelines.build_index import build_index
-from pipelines.embed import build_embed, build_embed_pipeline, run_embed
-from pipelines.evaluate import build_evaluate, build_evaluate_pipeline
-from pipelines.index import build_partitioned_index
-from pipelines.nightly import NightlyJob
+from jobs.nightly import NightlyJob
+from pipelines.embed.stage import build_embed, build_embed_pipeline, run_embed
+from pipelines.evaluate.stage import build_evaluate, build_evaluate_pipeline
+from pipelines.index.partitioned import build_partitioned_index
+from pipelines.index.single import build_index
 from pipelines.runner import make_pipeline
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 

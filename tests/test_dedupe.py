@@ -16,9 +16,9 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from model import content_hash, document_text
 from pipelines.artifacts import read_parquet_table
-from pipelines.dedupe import KeptCopy, _Copy, _kept_copies, raw_product_id
-from pipelines.embed import build_embed, run_embed
-from pipelines.key_index import CollectKeys, IndexKeys, KeyIndex, as_side_input
+from pipelines.embed.dedupe import KeptCopy, _Copy, _kept_copies, raw_product_id
+from pipelines.embed.key_index import CollectKeys, IndexKeys, KeyIndex, as_side_input
+from pipelines.embed.stage import build_embed, run_embed
 from schemas import InvalidRecord, validate_product
 from tests.test_embed_pipeline import catalog, write_catalog
 

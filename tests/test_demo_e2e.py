@@ -9,7 +9,7 @@ import math
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.demo import add_demo_arguments, run_demo
+from jobs.demo import add_demo_arguments, run_demo
 
 
 @pytest.mark.e2e

@@ -13,10 +13,10 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from jobs.cli import main
 from pipelines.artifacts import write_stage_manifest
 from pipelines.catalog_io import DEAD_LETTERS
-from pipelines.cli import main
-from pipelines.enrich import FillAspectGaps, FilledAspect, enrich_catalog, fill_aspects
+from pipelines.embed.enrich import FillAspectGaps, FilledAspect, enrich_catalog, fill_aspects
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, ENRICHED_PRODUCT_SCHEMA, PRODUCT_SCHEMA, embedding_schema
 from tests.test_file_isolation import random_bytes, without_product_id
 

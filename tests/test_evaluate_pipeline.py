@@ -12,11 +12,11 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from ir_measures import RR, R, nDCG
 
-from pipelines.build_index import build_index
-from pipelines.embed import run_embed
-from pipelines.evaluate import run_evaluate
-from pipelines.evaluation import parse_metrics
-from pipelines.evaluation.cutoffs import cap_cutoffs, plan_cutoffs
+from evaluation import parse_metrics
+from evaluation.cutoffs import cap_cutoffs, plan_cutoffs
+from pipelines.embed.stage import run_embed
+from pipelines.evaluate.stage import run_evaluate
+from pipelines.index.single import build_index
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
 
 ITEMS = ["juicer", "blender", "socks", "sneakers", "lamp", "comforter", "toaster", "backpack"]

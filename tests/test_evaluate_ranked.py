@@ -1,4 +1,4 @@
-"""Scoring a search batch as corpus-row matrices (pipelines/evaluation/ranked.py) against the id-list path.
+"""Scoring a search batch as corpus-row matrices (evaluation/ranked.py) against the id-list path.
 
 `evaluate_query` (product-id rankings) is checked against trec_eval in tests/test_metrics.py; here the
 row-matrix path the evaluation stage uses must give the same numbers, ranks and run rows on random
@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipelines.evaluation import RelevanceRule, evaluate_query, evaluate_ranks, parse_metrics
-from pipelines.evaluation.ranked import NOT_IN_CORPUS, CorpusIds, judged_ranks, run_table, score_query
+from evaluation import RelevanceRule, evaluate_query, evaluate_ranks, parse_metrics
+from evaluation.ranked import NOT_IN_CORPUS, CorpusIds, judged_ranks, run_table, score_query
 from schemas import RUN_SCHEMA
 
 METRICS = parse_metrics(["recall@1", "recall@10", "recall@40", "ndcg@5", "ndcg@40", "mrr@10", "auc"])

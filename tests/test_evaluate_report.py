@@ -18,13 +18,13 @@ import pyarrow.parquet as pq
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from evaluation.plot import k_grid, recall_curve
 from index_builder import ExactSearcher, ScannIndexBuilder
 from pipelines.artifacts import read_embeddings
-from pipelines.embed import run_embed
-from pipelines.evaluate import SearcherSpec, _searcher_specs, run_evaluate
-from pipelines.evaluation.calibration import calibrate, choose
-from pipelines.evaluation.plot import k_grid, recall_curve
-from pipelines.evaluation_report import resolve_rule
+from pipelines.embed.stage import run_embed
+from pipelines.evaluate.calibration import calibrate, choose
+from pipelines.evaluate.report import resolve_rule
+from pipelines.evaluate.stage import SearcherSpec, _searcher_specs, run_evaluate
 from pipelines.options import EvaluateOptions
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
 

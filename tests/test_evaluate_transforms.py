@@ -16,10 +16,10 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from evaluation import RelevanceRule, evaluate_query, parse_metrics
 from index_builder import ExactSearcher
 from pipelines.artifacts import counter_value
-from pipelines.evaluation import RelevanceRule, evaluate_query, parse_metrics
-from pipelines.evaluation.transforms import JoinJudgments, SearchAndScore, WriteRun
+from pipelines.evaluate.transforms import JoinJudgments, SearchAndScore, WriteRun
 
 METRICS = parse_metrics(["recall@3", "recall@20", "ndcg@5", "mrr@10", "auc"])
 DEPTH = 20

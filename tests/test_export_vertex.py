@@ -17,7 +17,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.artifacts import write_stage_manifest
-from pipelines.export import ExportVertexJsonl, run_export_vertex, vertex_record, vertex_restricts
+from pipelines.embed.export import ExportVertexJsonl, run_export_vertex, vertex_record, vertex_restricts
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, PRODUCT_SCHEMA, embedding_schema
 from tests.test_file_isolation import random_bytes, without_product_id
 
@@ -258,7 +258,7 @@ def test_broken_catalog_files_never_stop_the_export(
     random_bytes(catalog / "b-random.parquet")
     without_product_id(catalog / "c-no-id.parquet")
     output = tmp_path / "vertex"
-    with caplog.at_level(logging.WARNING, logger="pipelines.export"):
+    with caplog.at_level(logging.WARNING, logger="pipelines.embed.export"):
         counts = export((str(catalog / "*.parquet"), embeddings), output)
     assert [f.name for f in output.iterdir()] == ["vectors-00000-of-00001.json"]
     records = [json.loads(line) for line in (output / "vectors-00000-of-00001.json").read_text().splitlines()]

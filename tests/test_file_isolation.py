@@ -21,7 +21,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.artifacts import read_embeddings, verify_stage_folder
-from pipelines.embed import run_embed
+from pipelines.embed.stage import run_embed
 from schemas import PRODUCT_SCHEMA
 from tests.test_embed_pipeline import catalog, write_catalog
 

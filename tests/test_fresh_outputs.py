@@ -17,6 +17,8 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 import model.training.trainer as trainer_module
+from jobs.cli import main
+from jobs.nightly import NightlyJob, run_nightly
 from model.training import TrainingConfig
 from pipelines.artifacts import (
     OutputNotEmpty,
@@ -26,13 +28,11 @@ from pipelines.artifacts import (
     staging_folder,
     verify_stage_folder,
 )
-from pipelines.cli import main
-from pipelines.embed import DeadLetterThresholdExceeded, run_embed
-from pipelines.evaluate import run_evaluate
-from pipelines.export import export_vertex
-from pipelines.index import run_build_index
-from pipelines.nightly import NightlyJob, run_nightly
-from pipelines.train import TrainJob, run_training
+from pipelines.embed.export import export_vertex
+from pipelines.embed.stage import DeadLetterThresholdExceeded, run_embed
+from pipelines.evaluate.stage import run_evaluate
+from pipelines.index.partitioned import run_build_index
+from pipelines.train.finetune import TrainJob, run_training
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas.manifest import MANIFEST_FILE, ArtifactError
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries

@@ -23,9 +23,9 @@ from google.auth.credentials import AnonymousCredentials
 
 from index_builder import ScannIndex
 from pipelines.artifacts import local_output, localize, publish, read_embeddings, read_stage_manifest
-from pipelines.build_index import build_index
-from pipelines.embed import run_embed
-from pipelines.evaluate import SearcherSpec, run_evaluate
+from pipelines.embed.stage import run_embed
+from pipelines.evaluate.stage import SearcherSpec, run_evaluate
+from pipelines.index.single import build_index
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
 
 BUCKET = "madr-test"

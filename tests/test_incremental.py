@@ -12,11 +12,11 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from model import content_hash, document_text, load_encoder
 from pipelines.artifacts import read_embeddings, read_parquet_table
 from pipelines.catalog_io import Positioned
-from pipelines.dedupe import KeptCopy
-from pipelines.embed import run_embed
-from pipelines.incremental import _PlanFn
+from pipelines.embed.dedupe import KeptCopy
+from pipelines.embed.incremental import _PlanFn
+from pipelines.embed.key_index import KeyIndex, content_key, id_key
+from pipelines.embed.stage import run_embed
 from pipelines.inference import ModelIdentity, TextToEncode
-from pipelines.key_index import KeyIndex, content_key, id_key
 from schemas import ArtifactError, write_manifest
 from tests.test_embed_pipeline import catalog, write_catalog
 

@@ -36,8 +36,8 @@ from index_builder import (
 )
 from index_builder.partitioned import PartitionedManifest, shard_dir_name
 from pipelines.artifacts import write_stage_manifest
-from pipelines.evaluate import SearcherSpec
-from pipelines.index import BuildPartitionedIndex, run_build_index
+from pipelines.evaluate.stage import SearcherSpec
+from pipelines.index.partitioned import BuildPartitionedIndex, run_build_index
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, embedding_schema, verify_manifest
 
 N, DIM, CLUSTERS, SHARDS, MAX_K = 18_000, 32, 50, 3, 100

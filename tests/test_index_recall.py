@@ -25,8 +25,8 @@ from index_builder import (
     tune_recall,
 )
 from index_builder.recall import DEFAULT_TARGET_RECALL, measure_recall, recall_queries
-from pipelines.build_index import build_index
-from pipelines.cli import main
+from jobs.cli import main
+from pipelines.index.single import build_index
 from tests.test_index_partitioned import write_embeddings
 
 N, DIM, CLUSTERS, MAX_K = 20_000, 32, 50, 10
@@ -180,11 +180,12 @@ def test_cli_refuses_an_impossible_target_in_one_line(tmp_path: Path, capsys: py
 def test_partitioned_build_tunes_each_shard_to_the_target_on_a_diffuse_corpus(
     diffuse: np.ndarray, tmp_path: Path
 ) -> None:
-    """The nightly's index (pipelines.index): each shard widened until it meets the target on its own
-    vectors; the shards searched as one are measured too. Without tuning, diffuse shards fall short."""
+    """The nightly's index (pipelines.index.partitioned): each shard widened until it meets the target on
+    its own vectors; the shards searched as one are measured too. Without tuning, diffuse shards fall
+    short."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipelines.index import run_build_index
+    from pipelines.index.partitioned import run_build_index
 
     write_embeddings(tmp_path / "embeddings", IDS, diffuse)
     measured = {}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.cli import main
+from jobs.cli import main
 from pipelines.layout import DatasetLayout
 
 REAL_WANDS_QUERIES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "wands" / "query.csv"

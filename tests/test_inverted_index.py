@@ -29,7 +29,7 @@ from index_builder import (
 from index_builder.artifact import file_entry
 from model import load_encoder, new_encoder
 from model.sparse import SparseVector
-from pipelines.sparse_index import build_inverted_index, sparse_queries
+from pipelines.index.sparse import build_inverted_index, sparse_queries
 from schemas import PRODUCT_SCHEMA, write_manifest
 from tests.conftest import tiny_backbone
 

@@ -10,13 +10,13 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from evaluation import RelevanceRule
 from model import Side, load_encoder, new_encoder
 from model.aspects.vocabulary import UNSEEN, AspectVocabulary
-from pipelines.evaluation import RelevanceRule
-from pipelines.judged_ranking import aspect_accuracy, rerank_judged
+from pipelines.evaluate.judged_ranking import aspect_accuracy, rerank_judged
 from pipelines.layout import DatasetLayout
-from pipelines.train import TrainJob
-from pipelines.vocabulary import run_build_vocabulary
+from pipelines.train.finetune import TrainJob
+from pipelines.train.vocabulary import run_build_vocabulary
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from tests.conftest import tiny_backbone
 

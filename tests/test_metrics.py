@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from ir_measures import RR, R, nDCG
 
-from pipelines.evaluation.metrics import (
+from evaluation.metrics import (
     DEFAULT_METRICS,
     ESCI_RELEVANCE,
     MetricMean,

@@ -11,14 +11,14 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.evaluation.metrics import (
+from evaluation.metrics import (
     ESCI_RELEVANCE,
     RelevanceRule,
     aggregate,
     evaluate_query,
     parse_metrics,
 )
-from pipelines.evaluation.report import format_table, read_run, write_metrics, write_run
+from evaluation.report import format_table, read_run, write_metrics, write_run
 from schemas.records import RUN_SCHEMA, per_query_metrics_schema
 
 

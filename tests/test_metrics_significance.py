@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from pipelines.evaluation.metrics import paired_t_test
-from pipelines.evaluation.significance import (
+from evaluation.metrics import paired_t_test
+from evaluation.significance import (
     regularized_incomplete_beta,
     student_t_cdf,
     student_t_two_sided_p,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipelines.nightly import NightlyJob, read_latest, run_nightly
+from jobs.nightly import NightlyJob, read_latest, run_nightly
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 
 

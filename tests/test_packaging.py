@@ -28,7 +28,7 @@ import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("schemas", "model", "index_builder", "pipelines")
+PACKAGES = ("schemas", "model", "index_builder", "evaluation", "pipelines", "jobs")
 # Not part of a checkout's sources: environments, outputs, caches, build leftovers.
 NOT_SOURCES = shutil.ignore_patterns(
     ".venv", "runs", ".git", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".ruff_cache"
@@ -68,7 +68,7 @@ def _run(command: list[str], cwd: Path, env: dict[str, str], timeout: float = 12
 
 
 def _source_modules() -> set[str]:
-    """Every module of the four packages in the checkout, as dotted names."""
+    """Every module of the packages in the checkout, as dotted names."""
     modules = set()
     for package in PACKAGES:
         for path in (REPO / package).rglob("*.py"):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.cli import _parser
-from pipelines.encoder_job import parse_variant_options
-from pipelines.presets import PRESETS, apply_preset, explicit_flags
-from pipelines.pretrain import add_pretrain_arguments
-from pipelines.train import add_train_arguments
+from jobs.cli import _parser
+from pipelines.train.encoder_job import parse_variant_options
+from pipelines.train.finetune import add_train_arguments
+from pipelines.train.presets import PRESETS, apply_preset, explicit_flags
+from pipelines.train.pretrain import add_pretrain_arguments
 
 
 def _train_args(*flags: str):

@@ -10,12 +10,12 @@ import torch
 from torch.nn import functional
 from transformers import BertConfig
 
+from jobs.cli import main
 from model import AspectVocabulary, DenseEncoder, Side, load_encoder, new_encoder
 from model.mlm import IGNORE_INDEX, MlmHead, mask_for_mlm, masked_lm_loss
 from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, TrainingConfig
 from model.training.pretrain import pretraining_batches
-from pipelines.cli import main
-from pipelines.train import TrainJob, run_training
+from pipelines.train.finetune import TrainJob, run_training
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from tests.conftest import tiny_backbone
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from jobs.nightly import LATEST, NightlyJob, read_latest, run_nightly
+from jobs.publish_guard import CatalogSizeCheck, PublishRefused
 from pipelines.artifacts import read_stage_manifest
-from pipelines.embed import run_embed
-from pipelines.nightly import LATEST, NightlyJob, read_latest, run_nightly
-from pipelines.publish_guard import CatalogSizeCheck, PublishRefused
+from pipelines.embed.stage import run_embed
 from schemas import ArtifactError
 from tests.test_embed_pipeline import catalog, write_catalog
 
@@ -105,7 +105,7 @@ def test_a_missing_shard_of_the_previous_run_is_named_and_nothing_reused(
     run_nightly(_job(tmp_path, tiny_model_dir, products, "mon"))
     lost = _shards(tmp_path / "nightly" / "mon" / "embeddings")[0]
     lost.unlink()
-    with caplog.at_level(logging.WARNING, logger="pipelines.nightly"):
+    with caplog.at_level(logging.WARNING, logger="jobs.nightly"):
         report = run_nightly(_job(tmp_path, tiny_model_dir, products, "tue"))
     assert any(
         lost.name in record.getMessage() and "missing" in record.getMessage() for record in caplog.records

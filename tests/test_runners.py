@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.artifacts import list_files, read_parquet_table, read_stage_manifest
-from pipelines.embed import run_embed
+from pipelines.embed.stage import run_embed
 from schemas import PRODUCT_SCHEMA
 
 # What two runs' manifests may differ in: the creation time, the files of the shard split (see above)

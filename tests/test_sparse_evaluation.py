@@ -14,23 +14,23 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from evaluation import RelevanceRule, aggregate, parse_metrics
+from evaluation.ranked import CorpusIds, score_query
 from index_builder import ExactSearcher, InvertedIndex
+from jobs.experiment import _driver_metrics, held_out_products, summarise
+from jobs.experiment_report import write_report
 from model import DenseEncoder, Side, load_encoder, new_encoder, text_for_model
 from model.sparse import SparseVector
-from pipelines.evaluation import RelevanceRule, aggregate, parse_metrics
-from pipelines.evaluation.ranked import CorpusIds, score_query
-from pipelines.evaluation_report import resolve_rule
-from pipelines.experiment import _driver_metrics, held_out_products, summarise
-from pipelines.experiment_report import write_report
-from pipelines.judged_ranking import rerank_judged
-from pipelines.layout import DatasetLayout
-from pipelines.sparse_evaluation import (
+from pipelines.evaluate.judged_ranking import rerank_judged
+from pipelines.evaluate.report import resolve_rule
+from pipelines.evaluate.sparse import (
     is_sparse_model,
     read_sparse_results,
     run_sparse_evaluation,
     search_and_score,
 )
-from pipelines.sparse_index import sparse_queries
+from pipelines.index.sparse import sparse_queries
+from pipelines.layout import DatasetLayout
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from tests.conftest import tiny_backbone
 

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipelines import stage_runs
+from evaluation.text_table import format_text_table
+from jobs import stage_runs
+from jobs.stage_runs import StageRunner, is_finished
 from pipelines.artifacts import write_stage_manifest
-from pipelines.evaluation.text_table import format_text_table
-from pipelines.stage_runs import StageRunner, is_finished
 
 KIND = "madr-test-stage"
 

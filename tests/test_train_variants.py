@@ -12,10 +12,10 @@ from model import load_encoder
 from model.registry import learns_aspects_by_default
 from model.training import TrainingConfig
 from pipelines.artifacts import read_embeddings, read_parquet_table
-from pipelines.embed import run_embed
-from pipelines.encoder_job import parse_variant_options
+from pipelines.embed.stage import run_embed
 from pipelines.layout import DatasetLayout
-from pipelines.train import TrainJob, run_training
+from pipelines.train.encoder_job import parse_variant_options
+from pipelines.train.finetune import TrainJob, run_training
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 
 CASES = {
@@ -108,7 +108,7 @@ def test_variant_options_parse_json_values() -> None:
 
 
 def test_madr_train_from_the_command_line(dataset: str, tiny_backbone_dir, tmp_path) -> None:
-    from pipelines.cli import main
+    from jobs.cli import main
 
     out = tmp_path / "cli-model"
     main(

@@ -16,7 +16,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from model import content_hash, document_text
-from pipelines.embed import run_embed
+from pipelines.embed.stage import run_embed
 from schemas import InvalidRecord, validate_judgment, validate_product, validate_query
 from schemas.validation import MAX_ID_BYTES
 from tests.test_embed_pipeline import write_catalog

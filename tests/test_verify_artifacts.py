@@ -24,14 +24,14 @@ from apache_beam.ml.inference.base import PredictionResult
 from apache_beam.options.pipeline_options import PipelineOptions
 from safetensors.torch import load_file, save_file
 
+from jobs.cli import main
 from pipelines.artifacts import write_stage_manifest
-from pipelines.build_index import build_index
-from pipelines.cli import main
-from pipelines.embed import DeadLetterThresholdExceeded, _ToEmbeddingRow, embedding_defect, run_embed
-from pipelines.enrich import enrich_catalog
-from pipelines.evaluate import run_evaluate
-from pipelines.export import export_vertex
-from pipelines.index import run_build_index
+from pipelines.embed.enrich import enrich_catalog
+from pipelines.embed.export import export_vertex
+from pipelines.embed.stage import DeadLetterThresholdExceeded, _ToEmbeddingRow, embedding_defect, run_embed
+from pipelines.evaluate.stage import run_evaluate
+from pipelines.index.partitioned import run_build_index
+from pipelines.index.single import build_index
 from pipelines.inference import ModelIdentity, TextToEncode
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, ArtifactError, embedding_schema, write_manifest

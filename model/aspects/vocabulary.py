@@ -104,7 +104,7 @@ class AspectValues:
 class AspectVocabulary:
     """Per aspect name, the ordered values a model predicts; saved as JSON next to the model.
 
-    Build it with `from_counts` (or the Beam transform `pipelines.vocabulary.BuildAspectVocabulary`).
+    Build it with `from_counts` (or the Beam transform `pipelines.train.vocabulary.BuildAspectVocabulary`).
     """
 
     aspects: dict[str, AspectValues]

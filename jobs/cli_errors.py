@@ -1,0 +1,74 @@
+"""How `madr` ends on an error: one line that names the problem and the fix, or a bug report.
+
+A user can cause an error with a bad flag value, a missing, unreadable or damaged file, an artifact
+that fails verification, a catalog with too many bad records, or a nightly run the publish guard
+refuses. None of these is a bug, and a traceback would bury the one line that matters, so each is
+printed as ``madr <command>: error: <message>`` on stderr with exit code 2, the code argparse
+gives a bad flag. The messages raised for them say what to do; an OS error gets the fix added here.
+
+`USER_ERRORS` are those exception types. ValueError is among them because it is what configuration
+checks across madr raise (and what Arrow and JSON raise for a corrupt input file); the price is
+that a ValueError from a bug is shown as one line too. ``madr --debug`` re-raises every error, for
+its traceback. Any other exception is a bug: its traceback is printed, then a line saying how to
+report it, with exit code 1.
+"""
+
+from __future__ import annotations
+
+import errno
+import sys
+import traceback
+from typing import TextIO
+
+from jobs.publish_guard import PublishRefused
+from pipelines.embed.stage import DeadLetterThresholdExceeded
+from schemas.manifest import ArtifactError
+
+# ArtifactError, DeadLetterThresholdExceeded and PublishRefused are RuntimeErrors, a type that is
+# otherwise a bug's; InvalidRecord and CheckpointError are ValueErrors.
+USER_ERRORS: tuple[type[Exception], ...] = (
+    ValueError,
+    OSError,
+    ArtifactError,
+    DeadLetterThresholdExceeded,
+    PublishRefused,
+)
+EXIT_USER_ERROR = 2
+EXIT_BUG = 1
+
+# The fix for an OS error raised by Python itself, whose message only names the problem.
+_OS_FIXES = {
+    errno.ENOENT: "check the path",
+    errno.EACCES: "check its permissions",
+    errno.EPERM: "check its permissions",
+    errno.ENOSPC: "free some space or write elsewhere",
+    errno.EISDIR: "give a file, not a folder",
+    errno.ENOTDIR: "give a folder, not a file",
+    errno.EEXIST: "remove it or choose another path",
+}
+
+
+def one_line(error: BaseException) -> str:
+    """The error's message on one line (Beam adds lines naming the step), never empty."""
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        fix = _OS_FIXES.get(error.errno or 0)
+        message = f"{error.strerror}: {error.filename}" + (f"; {fix}" if fix else "")
+    else:
+        message = str(error)
+    return " ".join(message.split()) or type(error).__name__
+
+
+def report_error(command: str, error: Exception, stream: TextIO | None = None) -> int:
+    """Print `error` for the user of `madr <command>`; the exit code main() returns."""
+    stream = stream if stream is not None else sys.stderr
+    if isinstance(error, USER_ERRORS):
+        print(f"madr {command}: error: {one_line(error)}", file=stream)
+        return EXIT_USER_ERROR
+    traceback.print_exception(type(error), error, error.__traceback__, file=stream)
+    print(
+        f"madr {command}: unexpected error: {type(error).__name__}: {one_line(error)}; if your input and "
+        "flags look right, this is a bug in madr: please report it with the command line and the "
+        "traceback above",
+        file=stream,
+    )
+    return EXIT_BUG

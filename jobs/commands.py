@@ -1,0 +1,395 @@
+"""The command table of `madr`: each command registered once, with its purpose, its flags and its run.
+
+A `Command` is a name, the one line `madr --help` shows, the description of `madr NAME --help`, a
+function that adds its flags to a parser and a function that runs it. Each command's run registers
+it with the `@command(...)` above it (its docstring is the description); `COMMANDS` keeps them in
+the order of `madr --help`. `jobs.cli` builds the parser from `COMMANDS` (each subparser
+carries its run as `set_defaults(run=...)`) and reports what a run raises. Adding a command means
+adding one decorated function here.
+
+A run is called as ``run(args, beam_args, stage_argv)``: the parsed flags, the flags argparse did
+not know (only commands with ``beam=True`` accept them, as Beam pipeline options), and the command
+line after the command's name (what a Beam stage parses its `PipelineOptions` from).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from jobs.compare import compare_runs
+from jobs.demo import add_demo_arguments, run_demo
+from jobs.experiment import add_experiment_arguments, config_from_args, run_experiment
+from jobs.explain import add_explain_arguments, add_neighbours_arguments, explain, neighbours
+from jobs.ingest_cli import add_ingest_arguments, run_ingest
+from jobs.nightly import add_nightly_arguments, job_from_args, run_nightly
+from pipelines.embed.enrich import DEFAULT_FILL_CONFIDENCE, enrich_catalog, format_counts
+from pipelines.embed.export import run_export_vertex
+from pipelines.embed.stage import run_embed
+from pipelines.evaluate.stage import run_evaluate
+from pipelines.index.partitioned import run_build_index
+from pipelines.index.single import add_build_index_arguments, build_index
+from pipelines.index.sparse import build_inverted_index
+from pipelines.options import (
+    EmbedOptions,
+    EvaluateOptions,
+    ExportOptions,
+    IndexSettings,
+    ModelOptions,
+    OutputOptions,
+    OverwriteOptions,
+    VerifyOptions,
+    add_stage_arguments,
+)
+from pipelines.stage_config import config_from_values
+from pipelines.train.finetune import add_train_arguments, train_from_args
+from pipelines.train.presets import apply_preset, explicit_flags
+from pipelines.train.pretrain import add_pretrain_arguments, pretrain_from_args
+from product_data.synthetic import SyntheticConfig, generate_benchmark
+from schemas import AspectSchema
+
+BEAM_NOTE = "Any other flag is passed to Beam as a pipeline option (e.g. --runner DataflowRunner)."
+
+Run = Callable[[argparse.Namespace, list[str], list[str]], None]
+AddArguments = Callable[[argparse.ArgumentParser], None]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    purpose: str  # the one line of `madr --help`
+    description: str  # the first paragraph of `madr NAME --help`
+    add_arguments: AddArguments
+    run: Run
+    beam: bool = False  # accepts Beam pipeline options besides its own flags
+    show_defaults: bool = False  # `--help` appends each flag's default
+    epilog: str | None = None
+
+    def register(self, commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+        formatter = argparse.ArgumentDefaultsHelpFormatter if self.show_defaults else argparse.HelpFormatter
+        parser = commands.add_parser(
+            self.name,
+            help=self.purpose,
+            description=self.description,
+            epilog=self.epilog,
+            formatter_class=formatter,
+        )
+        self.add_arguments(parser)
+        parser.set_defaults(run=self.run)
+        return parser
+
+
+# The table, filled in the order of `madr --help`. Purposes fit one line of an 80-column terminal.
+COMMANDS: dict[str, Command] = {}
+
+
+def command(
+    name: str,
+    purpose: str,
+    add_arguments: AddArguments,
+    *,
+    beam: bool = False,
+    beam_note: bool | None = None,
+    show_defaults: bool = False,
+) -> Callable[[Run], Run]:
+    """Register the decorated run as `madr NAME`, its docstring as the description of its --help.
+
+    `beam`: the command accepts Beam pipeline options; `beam_note` (default: `beam`) says so under its
+    --help. `show_defaults`: --help appends each flag's default.
+    """
+
+    def register(run: Run) -> Run:
+        if name in COMMANDS:
+            raise ValueError(f"command {name!r} is registered twice")
+        description = " ".join((run.__doc__ or purpose).split())
+        epilog = BEAM_NOTE if (beam if beam_note is None else beam_note) else None
+        COMMANDS[name] = Command(name, purpose, description, add_arguments, run, beam, show_defaults, epilog)
+        return run
+
+    return register
+
+
+def _generate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--output", "--out", dest="out", metavar="OUTPUT", required=True, help="Dataset folder to write"
+    )
+    parser.add_argument("--num_products", type=int, default=SyntheticConfig.num_products, help="Catalog size")
+    parser.add_argument(
+        "--num_queries", type=int, default=SyntheticConfig.num_queries, help="Queries, all splits"
+    )
+    parser.add_argument("--seed", type=int, default=SyntheticConfig.seed, help="Random seed")
+
+
+@command(
+    "generate", "write the seeded synthetic benchmark as Parquet", _generate_arguments, show_defaults=True
+)
+def _generate(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+    """Write a seeded synthetic e-commerce retrieval benchmark as Parquet."""
+    config = SyntheticConfig(num_products=args.num_products, num_queries=args.num_queries, seed=args.seed)
+    print(generate_benchmark(config, args.out, progress=print).format())
+
+
+@command("ingest", "ESCI, WANDS or your own files -> a dataset folder", add_ingest_arguments)
+def _ingest(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+    """Map a source's files onto madr's schemas; bad rows go to dead_letters.jsonl."""
+    result, manifest = run_ingest(args)
+    counts = {stream: counts.to_json() for stream, counts in result.counts.items()}
+    print(json.dumps(counts, indent=2))
+    print(f"dataset written; manifest {manifest}")
+
+
+@command("pretrain", "pre-train an encoder (MLM + aspect losses)", add_pretrain_arguments, show_defaults=True)
+def _pretrain(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+    """Domain pre-training (madral-kdd22 Eq. 7): MLM plus the aspect losses of variants that learn
+    aspects, on products (document side) and queries; `madr train --init_from` fine-tunes it."""
+    apply_preset(args, "pretrain", explicit_flags(add_pretrain_arguments, stage_argv))
+    pretrained = pretrain_from_args(args)
+    print(
+        f"pre-trained {pretrained.steps} steps; MLM loss {pretrained.initial.mlm:.4f} -> "
+        f"{pretrained.final.mlm:.4f}, aspect loss {pretrained.initial.aspect:.4f} -> "
+        f"{pretrained.final.aspect:.4f}; model in {pretrained.model_dir}"
+    )
+
+
+@command("train", "fine-tune an encoder variant on a dataset folder", add_train_arguments, show_defaults=True)
+def _train(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+    """Fine-tune an encoder variant with in-batch softmax plus a hard negative per query."""
+    apply_preset(args, "train", explicit_flags(add_train_arguments, stage_argv))
+    report = train_from_args(args)
+    print(
+        f"trained {report.steps} steps; best validation MRR@10 {report.best_valid_metric}; "
+        f"model in {report.model_dir}"
+    )
+
+
+def _embed_arguments(parser: argparse.ArgumentParser) -> None:
+    add_stage_arguments(parser, ModelOptions, OutputOptions, EmbedOptions, VerifyOptions, OverwriteOptions)
+
+
+@command("embed", "Beam: embed a catalog into Parquet shards", _embed_arguments, beam=True)
+def _embed(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+    """Read products, validate them, embed them with a trained model, write Parquet shards."""
+    counts = run_embed(PipelineOptions(stage_argv))
+    print("  ".join(f"{name}={value}" for name, value in counts.items()))
+
+
+@command(
+    "build-index",
+    "build a ScaNN index artifact over the shards",
+    add_build_index_arguments,
+    beam=True,  # with --num_index_shards > 1, as its help says
+    beam_note=False,
+    show_defaults=True,
+)
+def _build_index(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+    """Train a ScaNN tree + asymmetric hashing + reorder index and save it as an artifact.
+
+    Each ScaNN setting left unset is derived from the corpus size and --max_k; the artifact's
+    manifest records the settings used and the recall@max_k measured against exact search."""
+    settings = config_from_values(IndexSettings, args)
+    if settings.num_index_shards > 1:
+        options = PipelineOptions(
+            beam_args,
+            embeddings=args.embeddings,
+            output=args.out,
+            no_verify=args.no_verify,
+            overwrite=args.overwrite,
+            **dataclasses.asdict(settings),
+        )
+        print(run_build_index(options))
+        return
+    report = build_index(
+        args.embeddings,
+        args.out,
+        settings.max_k,
+        verify=not args.no_verify,
+        overwrite=args.overwrite,
+        target_recall=settings.target_recall,
+        scann=settings.scann_settings(),
+    )
+    print(f"indexed {report.count} x {report.dimension} in {report.seconds:.1f}s -> {report.directory}")
+
+
+def _sparse_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="Trained UHD model directory")
+    parser.add_argument("--products", required=True, help="Product Parquet file or glob")
+    parser.add_argument(
+        "--output",
+        "--out",
+        dest="out",
+        metavar="OUTPUT",
+        required=True,
+        help="Inverted index artifact directory",
+    )
+    parser.add_argument("--batch_size", type=int, default=64, help="Products per encoding batch")
+    parser.add_argument(
+        "--weighted",
+        action="store_true",
+        help="Keep each posting's bucket value (Eq. 7 on the real values) instead of binarizing (§3.7)",
+    )
+    add_stage_arguments(parser, VerifyOptions)
+
+
+@command(
+    "build-sparse-index",
+    "inverted index over a UHD model's sparse vectors",
+    _sparse_arguments,
+    show_defaults=True,
+)
+def _build_sparse_index(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+    """Encode the catalog with a UHD-BERT model and index its buckets, binarized (§3.7) unless
+    --weighted; search scores Eq. 7."""
+    index = build_inverted_index(
+        args.model,
+        args.products,
+        args.out,
+        args.batch_size,
+        binary=not args.weighted,
+        verify=not args.no_verify,
+    )
+    print(f"inverted index over {index.size} products, {index.nnz} postings -> {args.out}")
+
+
+def _evaluate_arguments(parser: argparse.ArgumentParser) -> None:
+    add_stage_arguments(parser, ModelOptions, OutputOptions, EvaluateOptions, VerifyOptions, OverwriteOptions)
+    parser.add_argument(
+        "--products",
+        help="Catalog Parquet file or glob: also report the model's aspect Accuracy@1/@3 on held-out "
+        "products, query Accuracy@1, and the coverage and accuracy of predictions at --min_confidence",
+    )
+    parser.add_argument(
+        "--min_confidence",
+        type=float,
+        default=None,
+        help="Threshold of the calibration line: share and Accuracy@1 of predictions this sure (0.5)",
+    )
+
+
+@command("evaluate", "Beam: retrieve for the test queries, report metrics", _evaluate_arguments, beam=True)
+def _evaluate(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+    """Embed queries, search the index, join judgments, write metrics.json and the run file."""
+    print(run_evaluate(PipelineOptions(stage_argv))["table"])
+
+
+def _enrich_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--products", required=True, help="Catalog Parquet file or glob")
+    parser.add_argument("--embeddings", required=True, help="Embedding folder written by `madr embed`")
+    parser.add_argument("--output", required=True, help="Folder for enriched-*.parquet and its manifest")
+    parser.add_argument(
+        "--min_confidence",
+        type=float,
+        default=DEFAULT_FILL_CONFIDENCE,
+        help="Lowest confidence P(x) of a prediction that fills a gap (docs/RESULTS.md measures the "
+        "precision at each level)",
+    )
+    parser.add_argument("--aspects", default="category,brand,color", help="Aspects to fill")
+    add_stage_arguments(parser, VerifyOptions, OverwriteOptions)
+
+
+@command(
+    "enrich",
+    "Beam: fill the catalog's aspect gaps with predictions",
+    _enrich_arguments,
+    beam=True,
+    show_defaults=True,
+)
+def _enrich(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+    """Join the catalog with the aspect predictions `madr embed` wrote; write each product's aspects
+    with their provenance (catalog, or predicted with its confidence). Catalog values are never
+    overwritten; a prediction fills a gap only at or above --min_confidence."""
+    names = AspectSchema.parse(args.aspects).names
+    options = PipelineOptions(beam_args, no_verify=args.no_verify, overwrite=args.overwrite)
+    counts = enrich_catalog(args.products, args.embeddings, args.output, args.min_confidence, names, options)
+    print(format_counts(counts, names))
+
+
+def _export_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--products", help="(required) Product Parquet file or glob, for the aspect restricts"
+    )
+    parser.add_argument("--embeddings", help="(required) Embedding folder written by `madr embed`")
+    parser.add_argument(
+        "--min_confidence",
+        type=float,
+        default=None,
+        help="With --restricts predicted or both: lowest confidence of a predicted restrict (0.5)",
+    )
+    parser.add_argument("--output", help="(required) Folder for the export files (nothing else is put there)")
+    add_stage_arguments(parser, ExportOptions, VerifyOptions, OverwriteOptions)
+
+
+@command("export-vertex", "Beam: export for Vertex AI Vector Search", _export_arguments, beam=True)
+def _export_vertex(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+    """Join embeddings with product aspects; write Vertex AI Vector Search JSON input files."""
+    print(run_export_vertex(PipelineOptions(stage_argv)))
+
+
+@command(
+    "experiment",
+    "train and evaluate variants under one budget",
+    add_experiment_arguments,
+    show_defaults=True,
+)
+def _experiment(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+    """Train, embed, index, evaluate each variant on the synthetic benchmark; write a table."""
+    run_experiment(config_from_args(args), args.out)
+
+
+@command("explain", "Table 8: per-aspect predictions of a query and product", add_explain_arguments)
+def _explain(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+    """Per aspect: predicted value, confidence, presence and fusion weight; then the score."""
+    print(explain(args.model, args.query, args.product, verify=not args.no_verify).format())
+
+
+@command("neighbours", "Table 9: nearest values in an aspect value table", add_neighbours_arguments)
+def _neighbours(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+    """Print the aspect values nearest to one value in the model's learned value table U_a."""
+    nearest = neighbours(args.model, args.aspect, args.value, args.top, verify=not args.no_verify)
+    for value, similarity in nearest:
+        print(f"({similarity:.3f}) {value}")
+
+
+def _nightly_arguments(parser: argparse.ArgumentParser) -> None:
+    add_nightly_arguments(parser)
+    add_stage_arguments(parser, VerifyOptions)
+
+
+@command("nightly", "the nightly job: embed, index, evaluate, publish", _nightly_arguments, beam=True)
+def _nightly(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+    """Embed tonight's catalog (reusing unchanged products of the LATEST run), build the index,
+    evaluate it, and move OUT/LATEST only when every stage has succeeded."""
+    # --no_verify reaches each stage the way the Beam flags do.
+    report = run_nightly(job_from_args(args, [*beam_args, *(["--no_verify"] if args.no_verify else [])]))
+    print(f"run {report.run_id} published (previous {report.previous_run_id}); stages {report.stages}")
+
+
+def _compare_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_a", metavar="RUN_A", help="Evaluation output or run folder (the baseline)")
+    parser.add_argument("run_b", metavar="RUN_B", help="Evaluation output or run folder (the candidate)")
+
+
+@command("compare", "compare two evaluations query by query (paired t-test)", _compare_arguments)
+def _compare(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+    """Align two evaluation outputs (or run folders with eval/ inside) by query id; print per metric
+    mean A, mean B, delta (B − A), the paired t-test p-value and the queries compared."""
+    print(compare_runs(args.run_a, args.run_b).format())
+
+
+@command(
+    "demo",
+    "the whole job end to end on the embedded default data",
+    add_demo_arguments,
+    show_defaults=True,
+)
+def _demo(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+    """generate -> pre-train and fine-tune MtBERT -> embed and annotate -> enrich -> build-index ->
+    evaluate (retrieval and annotations), into one run folder."""
+    run_demo(args)
+
+
+BEAM_COMMANDS = tuple(name for name, entry in COMMANDS.items() if entry.beam)

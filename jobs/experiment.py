@@ -1,0 +1,402 @@
+"""`madr experiment`: train and evaluate a list of variants under one budget, then compare them.
+
+Every variant gets the same data, steps, batch size and truncation; each runs
+through the production path (train -> Beam embed -> index -> Beam evaluate), and
+the ranking task and aspect Accuracy@1 are computed on the driver. A variant with
+sparse buckets (UHD-BERT) is retrieved through its inverted indexes instead,
+binarized and weighted (uhd-bert §3.7), which also report their size on disk and
+time per query (`pipelines.evaluate.sparse`). A finished
+stage (its manifest exists) is not run again, so an interrupted experiment resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from evaluation import RelevanceRule, aggregate, paired_t_test
+from jobs.experiment_pretraining import PretrainingPlan, pretrained_model
+from jobs.experiment_report import write_report
+from jobs.stage_runs import StageRunner
+from model import Side, load_encoder, text_for_model
+from model.registry import learns_aspects_by_default
+from model.training import TrainingConfig
+from pipelines.artifacts import read_embeddings
+from pipelines.embed.stage import EmbedConfig, embed_catalog
+from pipelines.evaluate.judged_ranking import aspect_accuracy, encode, rerank_judged
+from pipelines.evaluate.sparse import (
+    is_sparse_model,
+    read_sparse_results,
+    run_sparse_evaluation,
+    sparse_ranking_rows,
+)
+from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
+from pipelines.index.single import build_index
+from pipelines.layout import DatasetLayout
+from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
+from pipelines.progress import ProgressLog
+from pipelines.train.finetune import TrainJob, run_training
+from pipelines.train.pretrain import PRETRAIN_PRECISIONS, add_pretrain_precision_argument, pretrain_in_bf16
+from product_data.synthetic import SyntheticConfig, generate_benchmark
+
+DEFAULT_VARIANTS = (
+    "bibert",
+    "dssm",
+    "mpbert",
+    "mtbert",
+    "bibert-concat",
+    "madr",
+    "madral",
+    "madral-en-v1",
+    "madral-en-v2",
+    "no-fusion",
+    "mural",
+    "mur",
+    "uhd",
+)
+RETRIEVAL_METRICS = ("recall@100", "recall@500", "recall@10000")
+# UHD at the paper's 6 x 81,920 takes hours to encode 20k products on 2 cores (46 s per 64);
+# the smallest n of its grid (uhd-bert A.1) and one bucket fit the budget.
+VARIANT_OPTIONS: dict[str, tuple[tuple[str, Any], ...]] = {
+    "uhd": (("dimensions", 8192), ("bucket_layers", [6])),
+}
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """One experiment: the benchmark, the variants, and the budget every variant gets.
+
+    Fine-tuning runs up to `epochs` and stops after `patience` epochs without a better
+    validation MRR@10, keeping the best checkpoint. `pretrain_steps` optimiser steps
+    pre-train each shared model (`jobs.experiment_pretraining`); 0 turns it off.
+    """
+
+    variants: tuple[str, ...] = DEFAULT_VARIANTS
+    baseline: str = "bibert"
+    num_products: int = 20_000
+    num_queries: int = 600
+    epochs: int = 4
+    patience: int = 1
+    batch_size: int = 16
+    max_document_length: int = 64
+    aspect_loss_weight: float = 0.1
+    head_learning_rate: float | None = None
+    pretrain_steps: int = PretrainingPlan.steps
+    pretrain_aspect_weight: float = 1.0
+    pretrain_precision: str = "auto"
+    held_out_products: int = 2000
+    seed: int = 13
+
+    def __post_init__(self) -> None:
+        if self.baseline not in self.variants:
+            raise ValueError(f"the baseline {self.baseline!r} must be one of the variants {self.variants}")
+        if len(set(self.variants)) != len(self.variants):
+            raise ValueError(f"variants repeat: {self.variants}")
+        if self.pretrain_precision not in PRETRAIN_PRECISIONS:
+            raise ValueError(f"pretrain_precision must be one of {PRETRAIN_PRECISIONS}")
+
+
+def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = ExperimentConfig()
+    parser.add_argument(
+        "--output",
+        "--out",
+        dest="out",
+        metavar="OUTPUT",
+        default="runs/experiment",
+        help="Experiment folder (resumable)",
+    )
+    parser.add_argument("--variants", default=",".join(defaults.variants), help="Comma-separated variants")
+    parser.add_argument("--baseline", default=defaults.baseline, help="Variant the t-tests compare against")
+    parser.add_argument("--num_products", type=int, default=defaults.num_products, help="Catalog size")
+    parser.add_argument(
+        "--num_queries", type=int, default=defaults.num_queries, help="Queries over all splits"
+    )
+    parser.add_argument("--epochs", type=int, default=defaults.epochs, help="Fine-tuning epochs per variant")
+    parser.add_argument(
+        "--batch_size", type=int, default=defaults.batch_size, help="Training queries per step"
+    )
+    parser.add_argument(
+        "--max_document_length", type=int, default=defaults.max_document_length, help="Product truncation"
+    )
+    parser.add_argument(
+        "--patience", type=int, default=defaults.patience, help="Epochs without a better validation MRR@10"
+    )
+    parser.add_argument(
+        "--aspect_loss_weight",
+        type=float,
+        default=defaults.aspect_loss_weight,
+        help="λf, the aspect losses' weight in fine-tuning (Eq. 8), for the variants that learn aspects",
+    )
+    parser.add_argument(
+        "--head_learning_rate",
+        type=float,
+        default=defaults.head_learning_rate,
+        help="Fine-tuning AdamW rate of the layers above the backbone (fusion, projection, heads); "
+        "default: the backbone's",
+    )
+    parser.add_argument(
+        "--pretrain_steps",
+        type=int,
+        default=defaults.pretrain_steps,
+        help="Steps of each shared pre-trained model (MLM, plus AP + APP for aspect variants); 0: none",
+    )
+    parser.add_argument(
+        "--pretrain_aspect_weight",
+        type=float,
+        default=defaults.pretrain_aspect_weight,
+        help="λp on the aspect losses in pre-training (Eq. 7)",
+    )
+    add_pretrain_precision_argument(parser)
+    parser.add_argument(
+        "--held_out_products",
+        type=int,
+        default=defaults.held_out_products,
+        help="Products at the catalog's end never pre-trained on; product Accuracy@1 is measured on them",
+    )
+    parser.add_argument("--seed", type=int, default=defaults.seed, help="Seed of data and training")
+
+
+def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
+    return ExperimentConfig(
+        variants=tuple(v.strip() for v in args.variants.split(",") if v.strip()),
+        baseline=args.baseline,
+        num_products=args.num_products,
+        num_queries=args.num_queries,
+        epochs=args.epochs,
+        patience=args.patience,
+        batch_size=args.batch_size,
+        max_document_length=args.max_document_length,
+        aspect_loss_weight=args.aspect_loss_weight,
+        head_learning_rate=args.head_learning_rate,
+        pretrain_steps=args.pretrain_steps,
+        pretrain_aspect_weight=args.pretrain_aspect_weight,
+        pretrain_precision=args.pretrain_precision,
+        held_out_products=args.held_out_products,
+        seed=args.seed,
+    )
+
+
+def _dataset(config: ExperimentConfig, root: Path) -> DatasetLayout:
+    data = DatasetLayout(str(root / "data"))
+    if not (root / "data" / "manifest.json").is_file():
+        synthetic = SyntheticConfig(
+            num_products=config.num_products, num_queries=config.num_queries, seed=config.seed
+        )
+        generate_benchmark(synthetic, data.root)
+    return data
+
+
+def _run_variant(
+    config: ExperimentConfig, variant: str, data: DatasetLayout, folder: Path
+) -> dict[str, float]:
+    """Train, embed, index, evaluate one variant; return stage timings. Finished stages are skipped."""
+    timings: dict[str, float] = {}
+    stages = StageRunner(timings, digits=1, report=f"   {variant}: {{name}} {{seconds}}s")
+
+    options = VARIANT_OPTIONS.get(variant, ())
+    if variant == "dssm" and (folder.parent / "bibert" / "model" / "manifest.json").is_file():
+        # madral-kdd22 §8.2: DSSM's embedding table starts from the trained BiBERT's.
+        options = (("word_embeddings_from", str(folder.parent / "bibert" / "model")),)
+    plan = PretrainingPlan(
+        steps=config.pretrain_steps,
+        aspect_weight=config.pretrain_aspect_weight,
+        held_out=config.held_out_products,
+        bf16=pretrain_in_bf16(config.pretrain_precision),
+    )
+    # Only for a model still to train: skipped, like the train stage, once its manifest exists.
+    init_from = StageRunner(timings, digits=1).run(
+        "pretrain",
+        lambda: pretrained_model(
+            variant, plan, data, folder.parent, config.num_products, config.max_document_length, config.seed
+        ),
+        folder / "model",
+    )
+    job = TrainJob(
+        dataset=data.root,
+        output=str(folder / "model"),
+        variant=variant,
+        max_document_length=config.max_document_length,
+        variant_options=options,
+        init_from=str(init_from) if init_from else None,
+    )
+    learns_aspects = learns_aspects_by_default(variant)
+    loop = TrainingConfig(
+        epochs=config.epochs,
+        patience=config.patience,
+        batch_size=config.batch_size,
+        seed=config.seed,
+        aspect_loss_weight=config.aspect_loss_weight if learns_aspects else 0.0,
+        head_learning_rate=config.head_learning_rate,
+        # UHD-BERT's objective is its hinge loss alone (uhd-bert Eq. 8); L_CE is madral-kdd22's.
+        pointwise_loss_weight=0.0 if variant == "uhd" else 1.0,
+    )
+    stages.run("train", lambda: run_training(job, loop), folder / "model")
+    if is_sparse_model(job.output):
+        # UHD-BERT retrieves through inverted indexes (uhd-bert §3.7); a B·n-wide dense embed and a
+        # ScaNN index of it would be neither the paper's retrieval nor affordable.
+        stages.run(
+            "sparse index + evaluate",
+            lambda: run_sparse_evaluation(data, job.output, folder / "eval", RETRIEVAL_METRICS),
+            folder / "eval",
+        )
+        return timings
+    embed = EmbedConfig(ModelSettings(job.output), EmbedSettings(data.products), str(folder / "embeddings"))
+    stages.run("embed", lambda: embed_catalog(embed), folder / "embeddings")
+    stages.run(
+        "index",
+        lambda: build_index(str(folder / "embeddings"), str(folder / "index")),
+        folder / "index",
+    )
+    settings = EvaluateSettings(
+        queries=data.queries,
+        judgments=data.judgments,
+        index=str(folder / "index"),
+        metrics=",".join(RETRIEVAL_METRICS),
+    )
+    evaluate = EvaluateConfig(ModelSettings(job.output), settings, str(folder / "eval"))
+    stages.run("evaluate", lambda: evaluate_retrieval(evaluate), folder / "eval")
+    return timings
+
+
+def held_out_products(data: DatasetLayout, count: int) -> list[dict[str, Any]]:
+    """The annotated products among the catalog's last `count` that no model trained on.
+
+    Pre-training reads the products before them (`PretrainingPlan.held_out`); fine-tuning
+    reads the judged products of the train and valid queries, so those are left out too.
+    """
+    tuned = {q["query_id"] for q in pq.read_table(data.queries).to_pylist() if q["split"] != "test"}
+    seen = {
+        row["product_id"]
+        for row in pq.read_table(data.judgments, columns=["query_id", "product_id"]).to_pylist()
+        if row["query_id"] in tuned
+    }
+    products = pq.read_table(str(Path(data.root) / "products"))
+    tail = products.slice(max(0, products.num_rows - count)).to_pylist()
+    # Parquet gives the aspects map as (key, values) pairs; the text builders read a dict.
+    return [
+        {**p, "aspects": dict(p["aspects"])} for p in tail if p["aspects"] and p["product_id"] not in seen
+    ]
+
+
+def _driver_metrics(
+    data: DatasetLayout, folder: Path, rule: RelevanceRule, held_out: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Ranking-task rows per query, aspect Accuracy@1/@3 for test queries and the `held_out` products."""
+    encoder, tokenizer = load_encoder(folder / "model")
+    queries = [q for q in pq.read_table(data.queries).to_pylist() if q["split"] == "test"]
+    judgments: dict[str, dict[str, int]] = {}
+    for row in pq.read_table(data.judgments).to_pylist():
+        judgments.setdefault(row["query_id"], {})[row["product_id"]] = row["grade"]
+    if is_sparse_model(folder / "model"):
+        pairs = [(q["query_id"], q["text"]) for q in queries]
+        ranking_rows = sparse_ranking_rows(folder / "eval", encoder, tokenizer, pairs, judgments, rule)
+    else:
+        outputs = encode(encoder, tokenizer, [q["text"] for q in queries], Side.QUERY)
+        vectors = np.concatenate([o.embedding.numpy() for o in outputs]) if outputs else np.zeros((0, 1))
+        query_vectors = {q["query_id"]: vectors[i] for i, q in enumerate(queries)}
+        ids, matrix, _ = read_embeddings(str(folder / "embeddings"))
+        product_vectors = dict(zip(ids, matrix, strict=True))
+        ranking_rows = rerank_judged(query_vectors, product_vectors, judgments, rule)
+
+    def aspects_of(records: list[dict]) -> list[Any]:
+        return [dict(r["aspects"]) if r["aspects"] else None for r in records]
+
+    query_accuracy = aspect_accuracy(
+        encoder, tokenizer, [q["text"] for q in queries], aspects_of(queries), Side.QUERY
+    )
+    product_accuracy = aspect_accuracy(
+        encoder,
+        tokenizer,
+        [text_for_model(p, encoder.config) for p in held_out],
+        aspects_of(held_out),
+        Side.DOCUMENT,
+    )
+    return {
+        "ranking_rows": ranking_rows,
+        "query_accuracy": asdict(query_accuracy) if query_accuracy else None,
+        "product_accuracy": asdict(product_accuracy) if product_accuracy else None,
+    }
+
+
+def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    data = _dataset(config, root)
+    rule = RelevanceRule()
+    held_out = held_out_products(data, config.held_out_products)  # the same for every variant
+    results: dict[str, Any] = {}
+    progress = ProgressLog("variants done", len(config.variants), interval_s=0, log=print)
+    for variant in config.variants:
+        print(f"\n== {variant} ({config.variants.index(variant) + 1} of {len(config.variants)})", flush=True)
+        folder = root / variant
+        timings = _run_variant(config, variant, data, folder)
+        per_query = {
+            row["query_id"]: row for row in pq.read_table(folder / "eval" / "per_query.parquet").to_pylist()
+        }
+        driver = _driver_metrics(data, folder, rule, held_out)
+        for row in driver["ranking_rows"]:
+            per_query.setdefault(row["query_id"], {"query_id": row["query_id"]}).update(row)
+        results[variant] = {"per_query": per_query, "timings": timings, **driver}
+        sparse = read_sparse_results(folder / "eval")
+        if sparse is not None:
+            results[variant]["sparse_indexes"] = sparse["indexes"]
+        progress.add(1)
+        if config.baseline in results:
+            # After every variant, so an experiment stopped half-way still leaves its table.
+            report = _write_results(config, results, root, time.perf_counter() - started)
+    print("\n" + (root / "results.md").read_text())
+    return report
+
+
+def _write_results(
+    config: ExperimentConfig, results: dict[str, Any], root: Path, wall: float
+) -> dict[str, Any]:
+    summary = summarise(results, config.baseline)
+    report = {
+        "config": asdict(config),
+        "wall_seconds": round(wall, 1),
+        "finished_variants": list(results),
+        "summary": summary,
+    }
+    (root / "results.json").write_text(json.dumps(report, indent=2, default=float) + "\n")
+    write_report(report, root / "results.md")
+    return report
+
+
+def summarise(results: dict[str, Any], baseline: str) -> dict[str, Any]:
+    """Means per variant and metric, with the paired t-test p-value against the baseline's queries."""
+    summary: dict[str, Any] = {}
+    base = results[baseline]["per_query"]
+    for variant, result in results.items():
+        rows = list(result["per_query"].values())
+        means = {name: mean.mean for name, mean in aggregate(rows).items()}
+        pvalues = {}
+        if variant != baseline:
+            for name in means:
+                pairs = [
+                    (row[name], base[qid][name])
+                    for qid, row in result["per_query"].items()
+                    if qid in base and name in row and name in base[qid]
+                ]
+                pairs = [(a, b) for a, b in pairs if not (np.isnan(a) or np.isnan(b))]
+                if len(pairs) >= 2:
+                    pvalues[name] = paired_t_test([a for a, _ in pairs], [b for _, b in pairs]).pvalue
+        summary[variant] = {
+            "means": means,
+            "pvalues": pvalues,
+            "query_accuracy": result["query_accuracy"],
+            "product_accuracy": result["product_accuracy"],
+            "timings": result["timings"],
+        }
+        if "sparse_indexes" in result:  # per inverted index: means, size on disk, ms per query
+            summary[variant]["sparse_indexes"] = result["sparse_indexes"]
+    return summary

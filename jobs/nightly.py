@@ -1,0 +1,340 @@
+"""`madr nightly`: embed, then index, then evaluate, into OUT/<run id>/, then move LATEST.
+
+Readers find the current index through OUT/LATEST, a small JSON pointer that is
+published only after every stage of a run has succeeded. On an object store a
+folder rename is not atomic, but a single-object write is: so runs are never
+renamed into place, the pointer is. Locally the pointer is written to a temporary
+file and renamed over the old one.
+
+Rerunning the same night (same run id) is idempotent: a stage whose manifest
+exists is finished and is skipped; a stage folder without a manifest is what a
+crash left behind, and the stage runs again with --overwrite to replace it (a stage
+otherwise refuses a non-empty output folder, `artifacts.fresh_output`). The previous
+run for incremental embedding is whatever LATEST pointed to when the run started;
+when its embeddings have lost a file, nothing is reused (a warning names the file).
+
+Before anything is indexed, tonight's product count is checked against the previous
+run's (`jobs.publish_guard`): an empty catalog, or one that shrank by more than
+--max_shrink, is refused unless --allow_shrink says the shrink is intended.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from index_builder.recall import DEFAULT_TARGET_RECALL
+from jobs.publish_guard import DEFAULT_MAX_SHRINK, CatalogSizeCheck, catalog_size
+from jobs.stage_runs import StageRunner, is_finished
+from pipelines.artifacts import is_local, read_stage_manifest
+from pipelines.embed.stage import EMBEDDINGS_KIND, EmbedConfig, embed_catalog
+from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
+from pipelines.index.partitioned import run_build_index
+from pipelines.options import (
+    EmbedSettings,
+    EvaluateSettings,
+    IndexOptions,
+    ModelSettings,
+    add_stage_arguments,
+)
+from pipelines.stage_config import config_from_values
+from schemas.manifest import MANIFEST_FILE, ArtifactError
+
+LOGGER = logging.getLogger(__name__)
+LATEST = "LATEST"
+RUN_KIND = "madr-nightly-run"
+
+
+@dataclass(frozen=True)
+class NightlyJob:
+    catalog: str
+    model: str
+    out: str
+    run_id: str
+    queries: str | None = None
+    judgments: str | None = None
+    num_index_shards: int = 1
+    max_k: int = 10_000
+    target_recall: float = DEFAULT_TARGET_RECALL
+    beam_args: tuple[str, ...] = ()
+    max_shrink: float = DEFAULT_MAX_SHRINK
+    allow_shrink: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.run_id or "/" in self.run_id or self.run_id == LATEST:
+            raise ValueError(f"run id {self.run_id!r} must be a non-empty name without '/' and not {LATEST}")
+        if not 0 <= self.max_shrink <= 1:
+            raise ValueError(f"--max_shrink must be in [0, 1], got {self.max_shrink}")
+        if (self.queries is None) != (self.judgments is None):
+            raise ValueError("give both --queries and --judgments to evaluate, or neither")
+
+    @property
+    def run_folder(self) -> str:
+        return FileSystems.join(self.out, self.run_id)
+
+    def stage(self, name: str) -> str:
+        return FileSystems.join(self.run_folder, name)
+
+    def embed_config(self, previous_embeddings: str | None = None) -> EmbedConfig:
+        """`madr embed` into this run's embeddings/, reusing ``previous_embeddings`` when given.
+
+        Embed settings among the job's Beam arguments (--precision int8, --batch_size, ...) apply;
+        the catalog, model and folders are the job's own. An unfinished folder is replaced.
+        """
+        values = self._stage_values(products=self.catalog, model=self.model, previous=previous_embeddings)
+        return EmbedConfig(
+            model=config_from_values(ModelSettings, values),
+            embed=config_from_values(EmbedSettings, values),
+            output=self.stage("embeddings"),
+            overwrite=True,
+            verify=not values.get("no_verify"),
+        )
+
+    # The flags of the other stages' pipelines, before job.beam_args (tests/test_dataflow_translation.py
+    # builds each stage with them, for Dataflow).
+
+    def index_flags(self) -> list[str]:
+        """The partitioned index build over this run's embeddings, into its index/."""
+        return [
+            "--embeddings",
+            self.stage("embeddings"),
+            "--output",
+            self.stage("index"),
+            "--num_index_shards",
+            str(self.num_index_shards),
+            "--max_k",
+            str(self.max_k),
+            "--target_recall",
+            str(self.target_recall),
+        ]
+
+    def evaluate_config(self) -> EvaluateConfig:
+        """The evaluation of this run's index against --queries and --judgments, into its eval/."""
+        if not self.queries or not self.judgments:
+            raise ValueError("this nightly job evaluates nothing: it has no --queries and --judgments")
+        values = self._stage_values(
+            model=self.model,
+            queries=self.queries,
+            judgments=self.judgments,
+            index=self.stage("index"),
+            embeddings=self.stage("embeddings"),
+            depth=self.max_k,
+            # The faster of the index and exact search at this depth, by measurement (both reported).
+            searcher="auto",
+        )
+        return EvaluateConfig(
+            model=config_from_values(ModelSettings, values),
+            evaluate=config_from_values(EvaluateSettings, values),
+            output=self.stage("eval"),
+            # Tonight's catalog: the annotations are scored on the products the model held out.
+            products=self.catalog,
+            min_confidence=values.get("min_confidence"),
+            overwrite=True,
+            verify=not values.get("no_verify"),
+        )
+
+    def _stage_values(self, **own: Any) -> dict[str, Any]:
+        """Stage settings among the job's Beam arguments (--precision, --batch_size, ...), under its own."""
+        return {**PipelineOptions(list(self.beam_args)).get_all_options(drop_default=False), **own}
+
+
+@dataclass
+class NightlyReport:
+    run_id: str
+    previous_run_id: str | None
+    stages: dict[str, Any] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        # --catalog is the name of earlier releases; --products is every stage's.
+        "--products",
+        "--catalog",
+        dest="catalog",
+        metavar="PRODUCTS",
+        required=True,
+        help="Tonight's product Parquet file, folder or glob (local or gs://)",
+    )
+    parser.add_argument("--model", required=True, help="Trained model directory")
+    parser.add_argument(
+        "--output",
+        "--out",
+        dest="out",
+        metavar="OUTPUT",
+        required=True,
+        help="Root of the nightly runs; holds <run id>/ folders and LATEST",
+    )
+    parser.add_argument(
+        "--run_id", default=None, help="Run folder name (default: today's UTC date, YYYY-MM-DD)"
+    )
+    parser.add_argument("--queries", default=None, help="Query Parquet file, to evaluate the new index")
+    parser.add_argument("--judgments", default=None, help="Judgment Parquet file, to evaluate the new index")
+    add_stage_arguments(parser, IndexOptions)
+    parser.add_argument(
+        "--max_shrink",
+        type=float,
+        default=DEFAULT_MAX_SHRINK,
+        help="Largest fraction of the previous published run's products that may be gone tonight; a "
+        "larger shrink is not published without --allow_shrink (%(default)s)",
+    )
+    parser.add_argument(
+        "--allow_shrink",
+        action="store_true",
+        help="Publish even when the catalog shrank by more than --max_shrink (an empty one never is)",
+    )
+
+
+def job_from_args(args: argparse.Namespace, beam_args: list[str]) -> NightlyJob:
+    return NightlyJob(
+        catalog=args.catalog,
+        model=args.model,
+        out=args.out,
+        run_id=args.run_id or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"),
+        queries=args.queries,
+        judgments=args.judgments,
+        num_index_shards=args.num_index_shards,
+        max_k=args.max_k,
+        target_recall=args.target_recall,
+        beam_args=tuple(beam_args),
+        max_shrink=args.max_shrink,
+        allow_shrink=args.allow_shrink,
+    )
+
+
+def read_latest(out: str) -> dict[str, Any] | None:
+    """The LATEST pointer of a nightly root, or None before the first successful run."""
+    path = FileSystems.join(out, LATEST)
+    if not FileSystems.exists(path):
+        return None
+    with FileSystems.open(path) as handle:
+        return json.loads(handle.read())
+
+
+def publish_latest(out: str, run_id: str, summary: dict[str, Any]) -> None:
+    """Point LATEST at a finished run, in one atomic step."""
+    pointer = {
+        "run_id": run_id,
+        "path": FileSystems.join(out, run_id),
+        "published_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        **summary,
+    }
+    data = (json.dumps(pointer, indent=2, sort_keys=True) + "\n").encode()
+    target = FileSystems.join(out, LATEST)
+    if is_local(out):
+        staging = target + ".tmp"
+        with FileSystems.create(staging) as handle:
+            handle.write(data)
+        FileSystems.rename([staging], [target])  # os.rename: atomic on one filesystem
+    else:
+        with FileSystems.create(target) as handle:  # one object write: readers see old or new
+            handle.write(data)
+
+
+def _reusable(embeddings: str) -> bool:
+    """Whether the previous run's embeddings are whole; a lost file is named, and nothing is reused."""
+    try:
+        read_stage_manifest(embeddings, EMBEDDINGS_KIND)
+    except ArtifactError as error:
+        # The previous run is only a cache here: tonight's run is still whole without it, just slower.
+        LOGGER.warning("not reusing the previous run's embeddings, every product is embedded: %s", error)
+        return False
+    return True
+
+
+def _catalog_check(job: NightlyJob, previous: str | None, latest: dict[str, Any] | None) -> CatalogSizeCheck:
+    """Tonight's product count against the previous published run's (its LATEST entry, else its manifest)."""
+    products = catalog_size(job.stage("embeddings"))
+    before, unknown = (latest or {}).get("products"), ""
+    if previous and before is None:
+        try:
+            before = catalog_size(FileSystems.join(job.out, previous, "embeddings"), complete=False)
+        except (ArtifactError, KeyError, ValueError) as error:
+            unknown = str(error) or type(error).__name__
+    return CatalogSizeCheck(
+        job.run_id,
+        products,
+        previous,
+        before if previous else None,
+        job.max_shrink,
+        job.allow_shrink,
+        unknown,
+    )
+
+
+def run_nightly(job: NightlyJob) -> NightlyReport:
+    """Run (or finish) one night; move LATEST only when every stage has succeeded."""
+    run_manifest = FileSystems.join(job.run_folder, MANIFEST_FILE)
+    latest = read_latest(job.out)
+    previous = latest["run_id"] if latest and latest["run_id"] != job.run_id else None
+    if latest and latest["run_id"] == job.run_id and FileSystems.exists(run_manifest):
+        LOGGER.info("run %s is already published; nothing to do", job.run_id)
+        return NightlyReport(job.run_id, latest.get("previous_run_id"), skipped=["all"])
+    report = NightlyReport(job.run_id, previous)
+    # A stage folder without a manifest is unfinished: what an interrupted attempt left (stages move
+    # their files into place only once they succeed, but an object store's move is a copy, and older
+    # runs wrote in place). The stage is told to replace it (--overwrite); the folder of a finished
+    # stage is skipped (`StageRunner`) and never touched.
+    extra = ["--overwrite", *job.beam_args]
+
+    previous_embeddings = FileSystems.join(job.out, previous, "embeddings") if previous else None
+    reused = None
+    if previous_embeddings and not is_finished(job.stage("embeddings")) and _reusable(previous_embeddings):
+        reused = previous_embeddings
+    stages = StageRunner(
+        report.seconds, digits=1, logger=LOGGER, skipped=report.skipped, results=report.stages
+    )
+    stages.run(
+        "embed",
+        lambda: embed_catalog(job.embed_config(reused), PipelineOptions(list(job.beam_args))),
+        job.stage("embeddings"),
+    )
+    # Checked before the index is built: a refused night costs no index, and its rerun with
+    # --allow_shrink picks up from here (the embed stage is finished).
+    check = _catalog_check(job, previous, latest)
+    LOGGER.info("catalog size: %s", check.to_dict())
+    check.enforce()
+
+    stages.run(
+        "index",
+        lambda: repr(run_build_index(PipelineOptions([*job.index_flags(), *extra]))),
+        job.stage("index"),
+    )
+
+    if job.queries:
+        stages.run(
+            "evaluate",
+            lambda: _summary_means(
+                evaluate_retrieval(job.evaluate_config(), PipelineOptions(list(job.beam_args)))
+            ),
+            job.stage("eval"),
+        )
+
+    summary = {
+        "previous_run_id": previous,
+        "skipped": report.skipped,
+        "seconds": report.seconds,
+        "catalog": job.catalog,
+        "model": job.model,
+        "catalog_check": check.to_dict(),
+    }
+    with FileSystems.create(run_manifest) as handle:
+        handle.write(
+            (
+                json.dumps({"kind": RUN_KIND, "run_id": job.run_id, **summary}, indent=2, default=str) + "\n"
+            ).encode()
+        )
+    publish_latest(job.out, job.run_id, {"previous_run_id": previous, "products": check.products})
+    return report
+
+
+def _summary_means(result: dict[str, Any]) -> dict[str, float]:
+    return {name: mean.mean for name, mean in result["summary"].items()}

@@ -1,0 +1,316 @@
+"""Export embeddings for Vertex AI Vector Search: JSON records with aspect restricts.
+
+    catalog --ReadCatalogAspects--> (product_id, aspects)   \\
+                                                              CoGroupByKey --> ToVertexRecord --> JSON lines
+    embedding rows --KeyEmbeddings--> (product_id, vector)  /
+
+The record format is Vertex AI Vector Search's batch input format, as documented on
+"Input data format and structure" (cloud.google.com/vertex-ai/docs/vector-search/setup/
+format-structure): one JSON object per line, ``{"id": "1", "embedding": [1,1,1]}``,
+with the optional ``restricts`` field, an array of ``{"namespace": ..., "allow": [...]}``
+token restricts ("Filter vector matches", cloud.google.com/vertex-ai/docs/vector-search/
+filtering#specify-namespaces-tokens; its sample data line is
+``{"id": "42", "embedding": [0.5, 1.0], "restricts": [{"namespace": "class", "allow":
+["cat", "pet"]}, ...]}``, also used verbatim by the Terraform google provider's
+``google_vertex_ai_index`` example). The same page says that an object without a value
+for a namespace omits that namespace, so a product without aspects gets no
+``restricts`` at all. The format page also fixes the folder rules this module obeys:
+data files sit directly under the batch root and are named ``*.json`` (not ``.jsonl``),
+at most 5,000 files, and no other subdirectories. Beam's temporary files therefore
+never go inside the target folder: the files are written to a sibling staging folder
+(`artifacts.fresh_output`, which every stage uses) and moved into the target once the
+pipeline has succeeded. For the same reason the folder carries no manifest.json (Vertex
+would read it as a data file), and a non-empty target is refused unless --overwrite
+replaces it: Vertex would import every file in it.
+
+The catalog is read as `madr embed` reads it (`pipelines.embed.enrich.ReadCatalogAspects`, over
+`pipelines.catalog_io`): a file that cannot be read, lacks product_id, or holds a string that is
+not valid UTF-8 never stops the export. With no room for dead letters in the folder, each is
+counted in `vertex_products_rejected` (once per dead letter: a row, or a file or row group that
+cannot be read) and logged as a warning that names the file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.runner import PipelineResult
+
+from pipelines.artifacts import counter_value, fresh_output, list_files
+from pipelines.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE
+from pipelines.embed.enrich import (
+    DEFAULT_FILL_CONFIDENCE,
+    PREDICTION_COLUMNS,
+    SOURCES,
+    ReadCatalogAspects,
+    catalog_aspects,
+    fill_aspects,
+    key_predictions,
+)
+from pipelines.options import EmbedOptions, EvaluateOptions, ExportOptions, OutputOptions, OverwriteOptions
+from pipelines.runner import make_pipeline, require_options
+from pipelines.verify import verification_wanted, verified_stage_manifest
+from schemas import ECOMMERCE_ASPECTS, PROVENANCE_PREDICTED, AspectSchema, InvalidRecord
+
+LOGGER = logging.getLogger(__name__)
+
+VERTEX_FILE_PREFIX = "vectors"
+# Vertex picks the parser by suffix: .json (JSON lines), .csv or .avro.
+VERTEX_FILE_SUFFIX = ".json"
+# "There is a limit of 5000 objects (files) in the batch root directory."
+MAX_VERTEX_FILES = 5_000
+COUNTERS = (
+    "vertex_records_written",
+    "vertex_records_with_restricts",
+    "vertex_embeddings_without_product",
+    "vertex_products_without_embedding",
+    "vertex_products_rejected",
+    "vertex_restricts_from_catalog",
+    "vertex_restricts_from_predictions",
+)
+
+
+def vertex_restricts(aspects: Mapping[str, Sequence[str]], names: Sequence[str]) -> list[dict[str, Any]]:
+    """Token restricts for the named aspects a product has: ``[{"namespace", "allow"}]``, in ``names`` order.
+
+    Values keep their catalog order with repeats removed; an aspect without values is left
+    out (Vertex: omit a namespace the object has no token for).
+    """
+    restricts = []
+    for name in names:
+        values = list(dict.fromkeys(value for value in aspects.get(name) or () if value))
+        if values:
+            restricts.append({"namespace": name, "allow": values})
+    return restricts
+
+
+def vertex_record(product_id: str, embedding: Sequence[float], restricts: list[dict[str, Any]]) -> str:
+    """One JSON line. Each float32 is written in its shortest exact form ("0.1", not "0.10000000149")."""
+    vector = np.asarray(embedding, dtype=np.float32)
+    if vector.ndim != 1 or vector.size == 0 or not np.isfinite(vector).all():
+        raise ValueError(f"product {product_id!r}: the embedding must be a non-empty finite vector")
+    fields = [f'"id": {json.dumps(product_id)}', f'"embedding": [{", ".join(map(str, vector))}]']
+    if restricts:
+        fields.append(f'"restricts": {json.dumps(restricts)}')
+    return "{" + ", ".join(fields) + "}"
+
+
+class _KeyProducts(beam.DoFn):
+    """Product row -> (product_id, normalised aspects); rows whose aspects do not parse are counted."""
+
+    def __init__(self) -> None:
+        self.rejected = Metrics.counter(METRICS_NAMESPACE, "vertex_products_rejected")
+
+    def process(self, product: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, list[str]]]]:
+        try:
+            yield catalog_aspects(product)
+        except InvalidRecord as error:
+            # The embed stage dead-lettered such a product already, so it has no vector to export.
+            self.rejected.inc()
+            LOGGER.warning("not exported: %s", error)
+
+
+class _CountRejected(beam.DoFn):
+    """A catalog dead letter (`ReadCatalogAspects`) -> nothing: counted, and its reason logged.
+
+    Vertex's folder may hold only data files, so the reason (which names the file for a file, row
+    group or string that cannot be read) goes to the log.
+    """
+
+    def __init__(self) -> None:
+        self.rejected = Metrics.counter(METRICS_NAMESPACE, "vertex_products_rejected")
+
+    def process(self, letter: Mapping[str, Any]) -> Iterator[None]:
+        self.rejected.inc()
+        LOGGER.warning("not exported: %s", letter["reason"])
+        return iter(())
+
+
+class _ToVertexRecord(beam.DoFn):
+    def __init__(
+        self, names: Sequence[str], dimension: int | None, source: str, min_confidence: float
+    ) -> None:
+        self.names = tuple(names)
+        self.dimension = dimension
+        self.source = source
+        self.min_confidence = min_confidence
+        self.counters = {name: Metrics.counter(METRICS_NAMESPACE, name) for name in COUNTERS}
+
+    def process(self, joined: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[str]:
+        product_id, groups = joined
+        vectors, aspect_rows = list(groups["embeddings"]), list(groups["products"])
+        if not vectors:
+            self.counters["vertex_products_without_embedding"].inc()
+            return
+        if len(vectors) > 1:
+            # "A single ID should only appear once in a batch": Vertex would keep an arbitrary one.
+            raise ValueError(f"product {product_id!r} has {len(vectors)} embedding rows; ids must be unique")
+        vector, predictions = vectors[0]
+        if self.dimension is not None and len(vector) != self.dimension:
+            raise ValueError(
+                f"product {product_id!r}: embedding of {len(vector)} values, expected {self.dimension}"
+            )
+        if not aspect_rows:
+            self.counters["vertex_embeddings_without_product"].inc()
+        aspects: dict[str, list[str]] = {}
+        # Several catalog rows for one id: the union of their values, sorted so reruns agree.
+        for row in aspect_rows:
+            for name, values in row.items():
+                aspects.setdefault(name, []).extend(values)
+        if len(aspect_rows) > 1:
+            aspects = {name: sorted(set(values)) for name, values in aspects.items()}
+        filled = fill_aspects(
+            aspects,
+            predictions["values"],
+            predictions["confidences"],
+            self.names,
+            self.min_confidence,
+            self.source,
+        )
+        restricts = vertex_restricts({name: a.values for name, a in filled.items()}, self.names)
+        for aspect in filled.values():
+            source = "predictions" if aspect.provenance == PROVENANCE_PREDICTED else "catalog"
+            self.counters[f"vertex_restricts_from_{source}"].inc()
+        self.counters["vertex_records_written"].inc()
+        if restricts:
+            self.counters["vertex_records_with_restricts"].inc()
+        yield vertex_record(product_id, vector, restricts)
+
+
+class ExportVertexJsonl(beam.PTransform):
+    """{"products": product rows, "embeddings": embedding rows} -> Vertex AI JSON lines (str).
+
+    One line per embedded product; its ``restricts`` come, per `source`
+    (`pipelines.embed.enrich.fill_aspects`), from the product's ``aspects`` map ("catalog"), from the
+    predictions `madr embed` wrote beside the vector at or above `min_confidence` ("predicted"), or
+    from the catalog with predictions filling its gaps ("both"): one namespace per name in
+    ``aspects`` (an `AspectSchema`'s names). Products without an embedding are not exported;
+    embeddings without a catalog row are, with predicted restricts only. All are counted, and so is
+    each restrict's source. With `keyed_products`, "products" are (product_id, aspects) pairs already
+    read and checked (`ReadCatalogAspects`).
+    """
+
+    def __init__(
+        self,
+        aspects: Sequence[str] = ECOMMERCE_ASPECTS,
+        dimension: int | None = None,
+        source: str = "catalog",
+        min_confidence: float = DEFAULT_FILL_CONFIDENCE,
+        keyed_products: bool = False,
+    ) -> None:
+        super().__init__()
+        if source not in SOURCES:
+            raise ValueError(f"restricts source must be one of {SOURCES}, got {source!r}")
+        self.aspects = AspectSchema(tuple(aspects)).names
+        self.dimension = dimension
+        self.source = source
+        self.min_confidence = min_confidence
+        self.keyed_products = keyed_products
+
+    def expand(self, inputs: Mapping[str, beam.PCollection]) -> beam.PCollection:
+        products = inputs["products"]
+        if not self.keyed_products:
+            products = products | "KeyProducts" >> beam.ParDo(_KeyProducts())
+        embeddings = inputs["embeddings"] | "KeyEmbeddings" >> beam.Map(
+            lambda row: (row["product_id"], (row["embedding"], key_predictions(row)[1]))
+        )
+        to_record = _ToVertexRecord(self.aspects, self.dimension, self.source, self.min_confidence)
+        return (
+            {"embeddings": embeddings, "products": products}
+            | "JoinByProduct" >> beam.CoGroupByKey()
+            | "ToVertexRecord" >> beam.ParDo(to_record)
+        )
+
+
+def export_vertex(
+    products: str,
+    embeddings: str,
+    output: str,
+    aspects: Sequence[str] = ECOMMERCE_ASPECTS,
+    num_files: int = 0,
+    options: PipelineOptions | None = None,
+    restricts: str = "catalog",
+    min_confidence: float = DEFAULT_FILL_CONFIDENCE,
+) -> dict[str, int]:
+    """Write ``output/vectors-SSSSS-of-NNNNN.json`` for Vertex AI Vector Search; return the counts.
+
+    ``products`` is a catalog Parquet file or glob, ``embeddings`` an embed stage folder,
+    ``output`` a new or empty folder (or, with --overwrite in ``options``, one to replace) that will
+    hold only the export files.
+    """
+    if not isinstance(num_files, int) or not 0 <= num_files <= MAX_VERTEX_FILES:
+        raise ValueError(f"num_files must be in [0, {MAX_VERTEX_FILES}] (Vertex's limit), got {num_files!r}")
+    options = options or PipelineOptions([])
+    with fresh_output(output, options.view_as(OverwriteOptions).overwrite) as staging:
+        embed_manifest = verified_stage_manifest(embeddings, "madr-embeddings", verification_wanted(options))
+        dimension = int(embed_manifest["dimension"])
+        export = ExportVertexJsonl(aspects, dimension, restricts, min_confidence, keyed_products=True)
+        result = _run_export(products, embeddings, staging, export, num_files, options)
+        written = list_files(staging, f"{VERTEX_FILE_PREFIX}-*{VERTEX_FILE_SUFFIX}")
+    counts = {name: counter_value(result, name) for name in COUNTERS}
+    counts["vertex_files"] = len(written)
+    LOGGER.info("exported to %s: %s", output, counts)
+    return counts
+
+
+def _run_export(
+    products: str,
+    embeddings: str,
+    staging: str,
+    export: ExportVertexJsonl,
+    num_files: int,
+    options: PipelineOptions,
+) -> PipelineResult:
+    pipeline = make_pipeline(options)
+    catalog = pipeline | "ReadProducts" >> ReadCatalogAspects(products)
+    _ = catalog[DEAD_LETTERS] | "CountRejected" >> beam.ParDo(_CountRejected())
+    inputs = {
+        "products": catalog["valid"],
+        "embeddings": pipeline
+        | "ReadEmbeddings"
+        >> beam.io.ReadFromParquet(
+            FileSystems.join(embeddings, "embeddings*.parquet"), columns=[*PREDICTION_COLUMNS, "embedding"]
+        ),
+    }
+    _ = (
+        inputs
+        | export
+        | "WriteJson"
+        >> beam.io.WriteToText(
+            FileSystems.join(staging, VERTEX_FILE_PREFIX),
+            file_name_suffix=VERTEX_FILE_SUFFIX,
+            shard_name_template="-SSSSS-of-NNNNN",
+            num_shards=num_files,
+        )
+    )
+    result = pipeline.run()
+    result.wait_until_finish()
+    return result
+
+
+def run_export_vertex(options: PipelineOptions) -> dict[str, int]:
+    """`export_vertex` from pipeline flags: --products, --embeddings, --output, --vertex_aspects, ..."""
+    export, products, inputs, output = (
+        options.view_as(c) for c in (ExportOptions, EmbedOptions, EvaluateOptions, OutputOptions)
+    )
+    require_options(products, "products")
+    require_options(inputs, "embeddings")
+    require_options(output, "output")
+    return export_vertex(
+        products.products,
+        inputs.embeddings,
+        output.output,
+        AspectSchema.parse(export.vertex_aspects).names,
+        export.vertex_num_files,
+        options,
+        export.restricts,
+        DEFAULT_FILL_CONFIDENCE if products.min_confidence is None else products.min_confidence,
+    )

@@ -1,0 +1,234 @@
+"""Nightly incremental embedding: reuse what has not changed, embed only what has.
+
+Tonight's validated products are matched with the previous run's embedding rows by
+`product_id`. For each id:
+
+- not in tonight's catalog: dropped (it disappears from the output, counted);
+- several products share the id: the duplicate rule below keeps one, the others
+  become dead letters naming the id;
+- same content hash, same model id and version as the previous row: the previous
+  row is reused as is;
+- otherwise (new, changed, or a new model version): embedded tonight.
+
+Duplicate rule: the copy whose canonical JSON (sorted keys) sorts first is kept.
+Beam guarantees no order between records, so "first seen" or "last seen" would
+change from run to run; this rule gives the same winner on every runner.
+
+How, without a join of whole records (which Beam's local runner holds in memory;
+see `pipelines.embed.key_index`): products stream through `_PlanFn` once, past side inputs
+that are small or compact —
+
+- the duplicates (`pipelines.embed.dedupe`): a handful of ids and where their kept copy is;
+- the previous rows this model may reuse, as 64-bit keys of (id, content hash): 16
+  bytes per previous row;
+
+and, with --previous, leave behind the same 16 bytes per product ("tonight"). The
+reused rows themselves are read again from the previous shards by `_ReusedRowsFn`,
+which writes exactly the rows whose product the plan skipped. A match needs both
+64-bit keys to agree and neither to be shared by two ids on its side, so a wrong
+reuse needs two independent 64-bit coincidences.
+
+What still grows with the catalog, with --previous only: the two key indexes. The
+local runner holds each in a few copies (combiner buffer, encoded result, side-input
+state, decoded value), so re-embedding an unchanged catalog peaked at 620 MB for 10k
+products and 886 MB for 1M (tiny model); Dataflow keeps side inputs in its state backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from apache_beam import pvalue
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+
+from model import content_hash
+from model.annotations import ANNOTATION_COLUMNS
+from pipelines.catalog_io import (
+    METRICS_NAMESPACE,
+    ArrowDoFn,
+    Positioned,
+    ReadValidatedFn,
+    RowGroup,
+    dead_letter,
+    read_row_group,
+)
+from pipelines.embed.dedupe import CANDIDATES, KEPT, FindDuplicates, KeptCopy, canonical_json
+from pipelines.embed.key_index import IndexKeys, KeyIndex, as_side_input, content_key, id_key
+from pipelines.inference import ModelIdentity, TextToEncode
+from schemas import validate_product
+
+TO_EMBED = "to_embed"
+REUSED = "reused"
+DEAD_LETTERS = "dead_letters"
+TONIGHT = "tonight"
+
+__all__ = ["DEAD_LETTERS", "REUSED", "TO_EMBED", "PlanEmbedding", "canonical_json", "previous_pattern"]
+
+
+def previous_pattern(folder: str) -> str:
+    return FileSystems.join(folder, "embeddings-*.parquet")
+
+
+def _reusable_mask(batch: pa.RecordBatch, identity: ModelIdentity) -> np.ndarray:
+    """Rows made by this model id and version, of its dimension: the only ones it may reuse."""
+    same = pc.and_(
+        pc.equal(batch.column("model_id"), identity.model_id),
+        pc.equal(batch.column("model_version"), identity.model_version),
+    )
+    same = pc.and_(same, pc.equal(pc.list_value_length(batch.column("embedding")), identity.dimension))
+    return same.fill_null(False).to_numpy(zero_copy_only=False)
+
+
+class _PreviousKeysFn(ArrowDoFn):
+    COLUMNS = ("product_id", "content_hash", "model_id", "model_version", "embedding")
+
+    def __init__(self, identity: ModelIdentity) -> None:
+        super().__init__()
+        self.identity = identity
+
+    def process(self, group: RowGroup) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for batch in read_row_group(group, columns=self.COLUMNS, batch_rows=8192):
+            mask = _reusable_mask(batch, self.identity)
+            ids = batch.column("product_id").filter(mask).to_pylist()
+            hashes = batch.column("content_hash").filter(mask).to_pylist()
+            yield (
+                np.fromiter((id_key(i) for i in ids), dtype=np.uint64, count=len(ids)),
+                np.fromiter((content_key(h) for h in hashes), dtype=np.uint64, count=len(hashes)),
+            )
+
+
+class _PlanFn(ArrowDoFn):
+    """Product RowGroups -> read, validate, dedupe, then embed or leave to reuse, record by record.
+
+    Reading is part of this DoFn, not a step before it, on purpose: a step of its own would
+    be fused with the listing of row groups, upstream of the side inputs, and the runner
+    would then hold every product it read until the side inputs are ready.
+    """
+
+    def __init__(self, identity: ModelIdentity, with_previous: bool) -> None:
+        super().__init__()
+        self.identity = identity
+        self.with_previous = with_previous
+        self.read = ReadValidatedFn("product", validate_product)
+        self.duplicates = Metrics.counter(METRICS_NAMESPACE, "products_dead_lettered")
+        self.changed = Metrics.counter(METRICS_NAMESPACE, "products_new_or_changed")
+        self._candidates: tuple[KeyIndex, set[int]] | None = None
+
+    def _is_candidate(self, candidates: KeyIndex, key: int) -> bool:
+        # A set of the (few) candidate keys, rebuilt only when the runner hands over a new side input.
+        if self._candidates is None or self._candidates[0] is not candidates:
+            self._candidates = (candidates, set(candidates.repeated.tolist()))
+        return key in self._candidates[1]
+
+    def process(
+        self,
+        group: RowGroup,
+        candidates: KeyIndex,
+        kept: dict[str, KeptCopy],
+        previous: KeyIndex | None = None,
+    ) -> Iterator[Any]:
+        for product in self.read.process(group):
+            if isinstance(product, pvalue.TaggedOutput):
+                yield product  # an invalid record's dead letter
+            else:
+                yield from self.plan(product, candidates, kept, previous)
+
+    def plan(
+        self, product: Positioned, candidates: KeyIndex, kept: dict[str, KeptCopy], previous: KeyIndex | None
+    ) -> Iterator[Any]:
+        record = product.record
+        product_id = record["product_id"]
+        key = id_key(product_id)
+        copy = kept[product_id] if self._is_candidate(candidates, key) else None
+        if copy is not None and copy.position != product.position:
+            self.duplicates.inc()
+            reason = (
+                f"product {product_id!r}: duplicate product_id; kept the copy whose canonical JSON sorts "
+                f"first (content hash {copy.content_hash[:12]})"
+            )
+            yield pvalue.TaggedOutput(DEAD_LETTERS, dead_letter("dedupe", record, reason, product_id))
+            return
+        text = self.identity.text_of(record)
+        digest = content_key(content_hash(text))
+        if self.with_previous:
+            yield pvalue.TaggedOutput(TONIGHT, (key, digest))
+            if previous is not None and (copy is None or copy.sole_id) and previous.get(key) == digest:
+                return  # unchanged: `_ReusedRowsFn` writes the previous row
+        self.changed.inc()
+        yield TextToEncode(product_id, text)
+
+
+class _ReusedRowsFn(ArrowDoFn):
+    """Previous rows -> the rows `_PlanFn` decided to reuse, as they are; counts reused and dropped."""
+
+    def __init__(self, identity: ModelIdentity) -> None:
+        super().__init__()
+        self.identity = identity
+        self.reused = Metrics.counter(METRICS_NAMESPACE, "products_reused")
+        self.dropped = Metrics.counter(METRICS_NAMESPACE, "products_dropped_since_previous")
+
+    def process(self, group: RowGroup, tonight: KeyIndex, previous: KeyIndex) -> Iterator[dict[str, Any]]:
+        for batch in read_row_group(group):
+            reusable = _reusable_mask(batch, self.identity)
+            ids = batch.column("product_id").to_pylist()
+            hashes = batch.column("content_hash").to_pylist()
+            take = []
+            for n, (product_id, digest) in enumerate(zip(ids, hashes, strict=True)):
+                key = id_key(product_id)
+                if key not in tonight:
+                    self.dropped.inc()
+                    continue
+                wanted = content_key(digest)
+                # The plan's test, seen from this side: both keys unshared and equal.
+                if reusable[n] and tonight.get(key) == wanted and previous.get(key) == wanted:
+                    take.append(n)
+            for row in batch.take(take).to_pylist() if take else []:
+                self.reused.inc()
+                # Rows written before the annotation columns existed read back without them.
+                yield {**dict.fromkeys(ANNOTATION_COLUMNS), **row}
+
+
+class PlanEmbedding(beam.PTransform):
+    """{groups: product RowGroups[, previous: previous embedding RowGroups]}
+    -> {to_embed: TextToEncode, reused: embedding rows, dead_letters: invalid and duplicate products}.
+
+    Without `previous`, every kept product is embedded and `reused` is empty.
+    """
+
+    def __init__(self, identity: ModelIdentity) -> None:
+        super().__init__()
+        self.identity = identity
+
+    def expand(self, inputs: dict[str, beam.PCollection]) -> dict[str, beam.PCollection]:
+        duplicates = inputs["groups"] | FindDuplicates(self.identity)
+        side_inputs: dict[str, Any] = {
+            "candidates": as_side_input(duplicates[CANDIDATES]),
+            "kept": pvalue.AsDict(duplicates[KEPT]),
+        }
+        previous_groups = inputs.get("previous")
+        if previous_groups is not None:
+            previous_index = (
+                previous_groups
+                | "PreviousKeys" >> beam.ParDo(_PreviousKeysFn(self.identity))
+                | "IndexPrevious" >> IndexKeys()
+            )
+            side_inputs["previous"] = as_side_input(previous_index)
+        planned = inputs["groups"] | "Plan" >> beam.ParDo(
+            _PlanFn(self.identity, with_previous=previous_groups is not None), **side_inputs
+        ).with_outputs(TONIGHT, DEAD_LETTERS, main=TO_EMBED)
+        if previous_groups is None:
+            reused = inputs["groups"].pipeline | "NothingReused" >> beam.Create([])
+        else:
+            tonight = planned[TONIGHT] | "IndexTonight" >> IndexKeys()
+            reused = previous_groups | "ReusedRows" >> beam.ParDo(
+                _ReusedRowsFn(self.identity),
+                tonight=as_side_input(tonight),
+                previous=side_inputs["previous"],
+            )
+        return {TO_EMBED: planned[TO_EMBED], REUSED: reused, DEAD_LETTERS: planned[DEAD_LETTERS]}

@@ -1,0 +1,364 @@
+"""The embed stage: catalog Parquet -> validated products -> embeddings -> Parquet shards.
+
+Composite transforms, each testable alone on a TestPipeline:
+
+    ListRowGroups -> PlanEmbedding (read, validate, dedupe, reuse unchanged rows of --previous)
+                  -> EmbedTexts (RunInference; a failed batch is retried record by record)
+                  -> WriteEmbeddings (+ the reused rows, + WriteDeadLetters)
+
+`build_embed` verifies the model (and --previous) against their manifests first
+(`pipelines.verify`), then wires them. `run_embed` writes into a fresh staging folder
+(`artifacts.fresh_output`: a non-empty --output is refused without --overwrite), checks
+that the counts reconcile (read = embedded + reused + dead-lettered), writes the
+manifest last, and fails the job when the dead-letter fraction exceeds
+--max_dead_letter_fraction; only a run that succeeds moves its files into --output. A
+vector that is non-finite or all zeros is a dead letter too (`embedding_defect`).
+
+A catalog file that cannot be opened, lacks a required column, or holds a row group that
+cannot be decoded is a dead letter too, and so is a record with invalid UTF-8; none stops
+the job (`pipelines.catalog_io` gives the counting rule: a file's or row group's rows count
+as read and dead-lettered where its footer says how many there are).
+
+Memory stays flat with the catalog size on Beam's local runner, which holds in memory
+every PCollection that crosses a GroupByKey or a multi-input Flatten: the products go
+from reading to writing in one fused step with neither (embedded and reused rows are
+written as two file sets rather than flattened; inference failures leave on a side
+output rather than through a second RunInference), and what the plan must know about
+the whole catalog comes as small or compact side inputs (`pipelines.embed.incremental`).
+Two exceptions stay: --num_shards > 0 makes Beam's writer group all rows by shard, and
+dead letters are flattened (they are few, or the job fails anyway).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+from apache_beam import pvalue
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+from apache_beam.ml.inference.base import PredictionResult, RunInference
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from model import Side, content_hash
+from model.annotations import ANNOTATION_COLUMNS
+from pipelines.artifacts import (
+    counter_value,
+    fresh_output,
+    previous_embeddings_folder,
+    write_stage_manifest,
+)
+from pipelines.catalog_io import (
+    DEAD_LETTERS,
+    METRICS_NAMESPACE,
+    REQUIRED_PRODUCT_COLUMNS,
+    ListRowGroups,
+    WriteDeadLetters,
+    catalog_row_count,
+    dead_letter,
+)
+from pipelines.embed.incremental import REUSED, TO_EMBED, PlanEmbedding, previous_pattern
+from pipelines.inference import (
+    AnnotatedEmbedding,
+    EncoderModelHandler,
+    EncodingFailed,
+    ModelIdentity,
+    TextToEncode,
+)
+from pipelines.options import (
+    EmbedSettings,
+    ModelSettings,
+    OutputOptions,
+    OverwriteOptions,
+)
+from pipelines.runner import make_pipeline
+from pipelines.stage_config import config_from_values
+from pipelines.verify import verification_wanted, verified_stage_manifest, verify_model
+from schemas import embedding_schema
+
+LOGGER = logging.getLogger(__name__)
+EMBEDDINGS_KIND = "madr-embeddings"
+ROWS = "rows"
+
+
+class DeadLetterThresholdExceeded(RuntimeError):
+    """More records were rejected than --max_dead_letter_fraction allows."""
+
+
+def embedding_defect(vector: np.ndarray) -> str | None:
+    """Why a vector must not be written, or None for a usable one.
+
+    A damaged model does not raise: one with a byte of its weights flipped was seen to write all-zero
+    vectors and exit 0, and exact search and the Vertex export take such rows as they are. Non-finite
+    values poison every dot product they enter. Both are caught here, per vector, as dead letters.
+    """
+    finite = np.isfinite(vector)
+    if not finite.all():
+        return (
+            f"invalid embedding: {int(vector.size - finite.sum())} of {vector.size} values are not finite "
+            "(NaN or infinity); is the model damaged?"
+        )
+    if not vector.any():
+        return "invalid embedding: every value is zero; is the model damaged?"
+    return None
+
+
+class _ToEmbeddingRow(beam.DoFn):
+    """Inference results -> embedding rows; a record that failed alone, or whose vector is
+    non-finite or all zeros -> `dead_letters`."""
+
+    def __init__(self, identity: ModelIdentity) -> None:
+        self.identity = identity
+        self.embedded = Metrics.counter(METRICS_NAMESPACE, "products_embedded")
+        self.rejected = Metrics.counter(METRICS_NAMESPACE, "products_dead_lettered")
+        self.invalid = Metrics.counter(METRICS_NAMESPACE, "embeddings_invalid")
+
+    def process(self, result: PredictionResult) -> Iterator[Any]:
+        example: TextToEncode = result.example
+        if isinstance(result.inference, EncodingFailed):
+            yield self._dead_letter(example, f"inference failed: {result.inference.error}")
+            return
+        if isinstance(result.inference, AnnotatedEmbedding):
+            vector, annotations = result.inference.embedding, result.inference.annotations.as_row()
+        else:  # a handler built without annotate=True
+            vector, annotations = result.inference, dict.fromkeys(ANNOTATION_COLUMNS)
+        defect = embedding_defect(vector)
+        if defect:
+            self.invalid.inc()
+            yield self._dead_letter(example, defect)
+            return
+        self.embedded.inc()
+        yield {
+            "product_id": example.key,
+            "embedding": vector,  # float32 numpy: Arrow takes it as is, no Python floats
+            "model_id": self.identity.model_id,
+            "model_version": self.identity.model_version,
+            "content_hash": content_hash(example.text),
+            **annotations,
+        }
+
+    def _dead_letter(self, example: TextToEncode, reason: str) -> pvalue.TaggedOutput:
+        self.rejected.inc()
+        record = {"product_id": example.key, "text": example.text}
+        return pvalue.TaggedOutput(DEAD_LETTERS, dead_letter("embed", record, reason, example.key))
+
+
+class EmbedTexts(beam.PTransform):
+    """TextToEncode -> {"rows": embedding rows, "dead_letters": products that cannot be embedded}.
+
+    A batch that raises must not take its good records down with it: the handler retries
+    its records one at a time (`with_failures_isolated`), and only those that fail alone
+    become dead letters. Both leave one ParDo, so rows flow on to the writer unmerged.
+    """
+
+    def __init__(self, handler: EncoderModelHandler, identity: ModelIdentity) -> None:
+        super().__init__()
+        self.handler = handler.with_failures_isolated()
+        self.identity = identity
+
+    def expand(self, texts: beam.PCollection) -> dict[str, beam.PCollection]:
+        results = texts | "Encode" >> RunInference(self.handler)
+        rows = results | "ToRows" >> beam.ParDo(_ToEmbeddingRow(self.identity)).with_outputs(
+            DEAD_LETTERS, main=ROWS
+        )
+        return {ROWS: rows[ROWS], DEAD_LETTERS: rows[DEAD_LETTERS]}
+
+
+class EmbedProducts(beam.PTransform):
+    """Validated products -> {"rows", "dead_letters"}: every product embedded, no reuse."""
+
+    def __init__(self, handler: EncoderModelHandler, identity: ModelIdentity):
+        super().__init__()
+        self.embed = EmbedTexts(handler, identity)
+
+    def expand(self, products: beam.PCollection) -> dict[str, beam.PCollection]:
+        identity = self.embed.identity
+        texts = products | "ToText" >> beam.Map(lambda p: TextToEncode(p["product_id"], identity.text_of(p)))
+        return texts | self.embed
+
+
+class WriteEmbeddings(beam.PTransform):
+    """Embedding rows -> `<prefix>-SSSSS-of-NNNNN.parquet` shards; readers take every `embeddings*` file."""
+
+    def __init__(
+        self,
+        output: str,
+        dimension: int,
+        num_shards: int = 0,
+        row_group_mb: int = 8,
+        prefix: str = "embeddings",
+    ) -> None:
+        super().__init__()
+        self.output = output
+        self.prefix = prefix
+        self.dimension = dimension
+        self.num_shards = num_shards
+        self.row_group_bytes = row_group_mb * 1024 * 1024
+
+    def expand(self, rows: beam.PCollection) -> pvalue.PDone:
+        return rows | beam.io.WriteToParquet(
+            FileSystems.join(self.output, self.prefix),
+            schema=embedding_schema(self.dimension),
+            num_shards=self.num_shards,
+            row_group_buffer_size=self.row_group_bytes,
+            shard_name_template="-SSSSS-of-NNNNN",
+            file_name_suffix=".parquet",
+            codec="snappy",
+        )
+
+
+COUNTERS = (
+    "products_read",
+    "products_embedded",
+    "products_reused",
+    "products_dead_lettered",
+    "products_dropped_since_previous",
+    "products_new_or_changed",
+    "embeddings_invalid",
+    "inference_batches",
+    "files_dead_lettered",
+    "row_groups_dead_lettered",
+)
+
+
+def check_counts(counts: dict[str, int], max_dead_letter_fraction: float, folder: str = "") -> None:
+    """Records in = embedded + reused + dead-lettered, and not too many dead letters (written to `folder`)."""
+    accounted = counts["products_embedded"] + counts["products_reused"] + counts["products_dead_lettered"]
+    if accounted != counts["products_read"]:
+        raise RuntimeError(f"counts do not reconcile: read {counts['products_read']}, accounted {accounted}")
+    read, dead = counts["products_read"], counts["products_dead_lettered"]
+    if read and dead > max_dead_letter_fraction * read:
+        invalid = counts.get("embeddings_invalid", 0)
+        cause = f" ({invalid} of them for an invalid embedding: check the model)" if invalid else ""
+        raise DeadLetterThresholdExceeded(
+            f"{dead} of {read} products are dead letters{cause}, more than --max_dead_letter_fraction="
+            f"{max_dead_letter_fraction}; see the dead_letters-*.jsonl files"
+            + (f" in {folder} (the output was not published)" if folder else "")
+        )
+
+
+@dataclass(frozen=True)
+class EmbedConfig:
+    """One embed run: the model settings, the embed settings, and where it writes.
+
+    Drivers build it and call `embed_catalog`; `madr embed` builds it from its flags
+    (`from_options`). `verify=False` is `--no_verify`.
+    """
+
+    model: ModelSettings
+    embed: EmbedSettings
+    output: str
+    overwrite: bool = False
+    verify: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.output:
+            raise ValueError("missing required flag(s): --output (see --help)")
+
+    @classmethod
+    def from_options(cls, options: PipelineOptions) -> EmbedConfig:
+        """The config the flags of `madr embed` describe; names the required flags that are missing."""
+        values = options.get_all_options(drop_default=False)
+        missing = [f"--{name}" for name in ("products", "model", "output") if not values.get(name)]
+        if missing:
+            raise ValueError(f"missing required flag(s): {', '.join(missing)} (see --help)")
+        return cls(
+            model=config_from_values(ModelSettings, options),
+            embed=config_from_values(EmbedSettings, options),
+            output=options.view_as(OutputOptions).output,
+            overwrite=options.view_as(OverwriteOptions).overwrite,
+            verify=verification_wanted(options),
+        )
+
+
+def build_embed(options: PipelineOptions, folder: str | None = None) -> tuple[beam.Pipeline, ModelIdentity]:
+    """The embed pipeline of `madr embed`'s flags, built but not run (tests inspect how a runner fuses it)."""
+    return build_embed_pipeline(EmbedConfig.from_options(options), options, folder)
+
+
+def build_embed_pipeline(
+    config: EmbedConfig, beam_options: PipelineOptions | None = None, folder: str | None = None
+) -> tuple[beam.Pipeline, ModelIdentity]:
+    """The embed pipeline, built but not run, on the runner `beam_options` names (local by default).
+
+    It writes into `folder` (`embed_catalog` passes its staging folder), by default `config.output`.
+    """
+    model, settings = config.model, config.embed
+    folder = folder or config.output
+    # Inputs are checked here, before anything is built or written; workers trust this check.
+    verify_model(model.model, config.verify)
+    identity = ModelIdentity.of(model.model)
+    handler = EncoderModelHandler(
+        model.model,
+        Side.DOCUMENT,
+        model.batch_size,
+        model.chunk_size,
+        model.device,
+        annotate=True,
+        num_threads=settings.torch_threads or None,
+        min_confidence=settings.min_confidence or 0.0,
+        precision=model.precision,
+        runtime=model.runtime,
+        # Only new or changed products are encoded under --previous: their number is not known here.
+        expected_total=None if settings.previous else catalog_row_count(settings.products),
+    )
+
+    pipeline = make_pipeline(beam_options or PipelineOptions([]))
+    products = ListRowGroups(settings.products, REQUIRED_PRODUCT_COLUMNS)
+    inputs = {"groups": pipeline | "ListProducts" >> products}
+    if settings.previous:
+        previous_folder = previous_embeddings_folder(settings.previous)
+        verified_stage_manifest(previous_folder, EMBEDDINGS_KIND, config.verify)
+        previous = previous_pattern(previous_folder)
+        inputs["previous"] = pipeline | "ListPrevious" >> ListRowGroups(previous)
+    plan = inputs | PlanEmbedding(identity)
+    embedded = plan[TO_EMBED] | EmbedTexts(handler, identity)
+    write = (folder, identity.dimension, settings.num_shards, settings.row_group_mb)
+    _ = embedded[ROWS] | WriteEmbeddings(*write)
+    if settings.previous:
+        _ = plan[REUSED] | "WriteReused" >> WriteEmbeddings(*write, prefix="embeddings-reused")
+    _ = (
+        (plan[DEAD_LETTERS], embedded[DEAD_LETTERS])
+        | "AllDeadLetters" >> beam.Flatten()
+        | WriteDeadLetters(FileSystems.join(folder, "dead_letters"))
+    )
+    return pipeline, identity
+
+
+def run_embed(options: PipelineOptions) -> dict[str, int]:
+    """`madr embed`: the embed stage from its flags (Beam's own flags choose the runner)."""
+    return embed_catalog(EmbedConfig.from_options(options), options)
+
+
+def embed_catalog(config: EmbedConfig, beam_options: PipelineOptions | None = None) -> dict[str, int]:
+    """Run the embed stage; return its counts after writing the output manifest."""
+    with fresh_output(config.output, config.overwrite) as folder:
+        pipeline, identity = build_embed_pipeline(config, beam_options, folder)
+        result = pipeline.run()
+        result.wait_until_finish()
+        counts = {name: counter_value(result, name) for name in COUNTERS}
+        LOGGER.info("embed counts: %s", counts)
+        if counts["files_dead_lettered"] or counts["row_groups_dead_lettered"]:
+            LOGGER.warning(
+                "%d catalog file(s) and %d row group(s) could not be read; the dead letters name them",
+                counts["files_dead_lettered"],
+                counts["row_groups_dead_lettered"],
+            )
+        check_counts(counts, config.embed.max_dead_letter_fraction, folder)
+        write_stage_manifest(
+            folder,
+            kind=EMBEDDINGS_KIND,
+            info={
+                "model_id": identity.model_id,
+                "model_version": identity.model_version,
+                "dimension": identity.dimension,
+                "products": config.embed.products,
+                "previous": config.embed.previous,
+                "counts": counts,
+            },
+        )
+    return counts

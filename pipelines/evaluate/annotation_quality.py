@@ -1,0 +1,211 @@
+"""How good the annotations are: aspect Accuracy@1/@3 on held-out products, on queries, and calibrated.
+
+`madr evaluate --products` runs this on the driver next to the retrieval metrics. The products are the
+ones the model never learned the aspects of: those the model's manifest records as held out by
+pre-training (`schemas.splits`), minus those judged for the train and valid queries (fine-tuning reads
+those). A model whose manifest records no held-out rule is measured on every product not judged for
+training, and the report says that pre-training may have seen them. Accuracy counts against the
+catalog's `aspects` annotations, the labels training targets (shared/notes/aspect-learning-probe.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from model import Side, load_encoder, text_for_model
+from model.aspects.vocabulary import UNSEEN
+from pipelines.artifacts import parquet_rows
+from pipelines.evaluate.judged_ranking import AspectAccuracy, aspect_accuracy
+from schemas import InvalidRecord, validate_product
+from schemas.manifest import MANIFEST_FILE
+from schemas.splits import HeldOutProducts
+
+# Without --min_confidence, the calibration line reads at 0.5: a prediction likelier than all others together.
+DEFAULT_MIN_CONFIDENCE = 0.5
+DEFAULT_SAMPLE = 2_000  # Accuracy@1 within about ±0.015 (95 %) at 0.9, in seconds on a CPU
+
+
+@dataclass(frozen=True)
+class AnnotationQuality:
+    """Aspect accuracy of one model on held-out products and on one query split."""
+
+    products: AspectAccuracy
+    queries: AspectAccuracy | None
+    held_out: str  # which products were measured, in words
+    products_measured: int
+    # Acc@1 of the values the embed run wrote (its precision and runtime), when evaluate has --embeddings.
+    written: dict[str, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def table(self) -> str:
+        """One line per aspect: product Acc@1/@3, query Acc@1, coverage and Acc@1 at min_confidence, and
+        the Acc@1 of the values the embed run wrote, when measured."""
+        sure = f"P>={self.products.min_confidence:.2f}"
+        lines = [
+            f"Aspect annotations on {self.held_out}",
+            f"{'aspect':<10} {'products':>8} {'Acc@1':>6} {'Acc@3':>6} {'queries':>7} {'Acc@1':>6} "
+            f"{'covered ' + sure:>15} {'Acc@1 ' + sure:>13}"
+            + (f" {'written Acc@1':>13}" if self.written else ""),
+        ]
+        for aspect, accuracy in self.products.accuracy.items():
+            queries = self.queries.counts.get(aspect, 0) if self.queries else 0
+            query_accuracy = self.queries.accuracy.get(aspect) if self.queries else None
+            lines.append(
+                f"{aspect:<10} {self.products.counts[aspect]:>8} {accuracy:>6.3f} "
+                f"{self.products.accuracy_at_3[aspect]:>6.3f} {queries:>7} {_maybe(query_accuracy):>6} "
+                f"{self.products.confident_coverage[aspect]:>15.3f} "
+                f"{_maybe(self.products.confident_accuracy.get(aspect)):>13}"
+                + (f" {_maybe(self.written.get(aspect)):>13}" if self.written else "")
+            )
+        return "\n".join(lines)
+
+
+def _maybe(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def _model_held_out(model_dir: str) -> HeldOutProducts | None:
+    path = Path(model_dir) / MANIFEST_FILE
+    return HeldOutProducts.from_manifest(json.loads(path.read_text())) if path.is_file() else None
+
+
+def tuned_products(queries: str, judgments: str, evaluated_split: str) -> set[str]:
+    """Products judged for the queries of every other split: fine-tuning may have read their aspects."""
+    other = {
+        row["query_id"]
+        for row in parquet_rows(queries, ["query_id", "split"])
+        if row["split"] != evaluated_split
+    }
+    return {
+        row["product_id"]
+        for row in parquet_rows(judgments, ["query_id", "product_id"])
+        if row["query_id"] in other
+    }
+
+
+def held_out_products(
+    products: str, rule: HeldOutProducts | None, excluded: set[str], sample: int
+) -> list[dict[str, Any]]:
+    """The first `sample` annotated, valid products in catalog order that the rule holds out.
+
+    Reads the catalog as a stream and stops at `sample`, so the driver never holds the catalog.
+    """
+    chosen: list[dict[str, Any]] = []
+    for row in parquet_rows(products):
+        if len(chosen) >= sample:
+            break
+        try:
+            product = validate_product(row)
+        except InvalidRecord:
+            continue  # the embed stage dead-letters it; it has no annotation to score
+        if not product["aspects"] or product["product_id"] in excluded:
+            continue
+        if rule is None or rule.contains(product["product_id"]):
+            chosen.append(product)
+    return chosen
+
+
+def _describe(rule: HeldOutProducts | None, count: int) -> str:
+    if rule is None:
+        return (
+            f"{count} products not judged for training (the model records no held-out products: "
+            "pre-training may have read them)"
+        )
+    return (
+        f"{count} held-out products ({rule.fraction:.0%} of the catalog by product-id hash, never trained on)"
+    )
+
+
+def _held_out_of_model(
+    model_dir: str, products: str, queries: str, judgments: str, split: str, sample: int
+) -> tuple[HeldOutProducts | None, list[dict[str, Any]]]:
+    """The model's held-out rule and the products it selects (`held_out_products`)."""
+    rule = _model_held_out(model_dir)
+    return rule, held_out_products(products, rule, tuned_products(queries, judgments, split), sample)
+
+
+def measure_annotation_quality(
+    model_dir: str,
+    products: str,
+    queries: str,
+    judgments: str,
+    split: str = "test",
+    min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+    sample: int = DEFAULT_SAMPLE,
+) -> AnnotationQuality | None:
+    """Accuracy of the model's aspect predictions; None when the model predicts no aspects."""
+    encoder, tokenizer = load_encoder(model_dir)
+    if getattr(encoder, "vocabulary", None) is None:
+        return None
+    rule, chosen = _held_out_of_model(model_dir, products, queries, judgments, split, sample)
+    annotated = aspect_accuracy(
+        encoder,
+        tokenizer,
+        [text_for_model(p, encoder.config) for p in chosen],
+        [_as_dict(p["aspects"]) for p in chosen],
+        Side.DOCUMENT,
+        min_confidence,
+    )
+    if annotated is None:
+        return None
+    split_queries = [row for row in parquet_rows(queries) if row["split"] == split and row.get("aspects")]
+    query_accuracy = aspect_accuracy(
+        encoder,
+        tokenizer,
+        [q["text"] for q in split_queries],
+        [_as_dict(q["aspects"]) for q in split_queries],
+        Side.QUERY,
+        min_confidence,
+    )
+    return AnnotationQuality(annotated, query_accuracy, _describe(rule, len(chosen)), len(chosen))
+
+
+def _as_dict(aspects: Any) -> Mapping[str, list[str]]:
+    # Parquet gives a map as (key, values) pairs; validation gives a dict.
+    return dict(aspects) if aspects else {}
+
+
+def written_annotation_accuracy(
+    model_dir: str,
+    embeddings: str,
+    products: str,
+    queries: str,
+    judgments: str,
+    split: str = "test",
+    sample: int = DEFAULT_SAMPLE,
+) -> dict[str, tuple[float, int]]:
+    """Accuracy@1 of the aspect values an embed run wrote, on the held-out products of
+    `measure_annotation_quality`: {aspect: (accuracy, products scored)}.
+
+    `measure_annotation_quality` scores the model itself (in torch, with every logit); this scores the
+    shards as written, so it sees what the run's precision and runtime did (`--precision int8`). A value
+    left out below the run's --min_confidence counts as a miss.
+    """
+    encoder, tokenizer = load_encoder(model_dir)
+    vocabulary = getattr(encoder, "vocabulary", None)
+    if vocabulary is None:
+        return {}
+    _, chosen = _held_out_of_model(model_dir, products, queries, judgments, split, sample)
+    labels = {product["product_id"]: _as_dict(product["aspects"]) for product in chosen}
+    hits: dict[str, int] = defaultdict(int)
+    scored: dict[str, int] = defaultdict(int)
+    for row in parquet_rows(f"{embeddings.rstrip('/')}/embeddings*.parquet", ["product_id", "aspect_values"]):
+        wanted = labels.get(row["product_id"])
+        if wanted is None:
+            continue
+        written = dict(row["aspect_values"] or {})
+        for aspect, values in wanted.items():
+            classes = set(vocabulary.encode(aspect, list(values), tokenizer.tokenize)) - {UNSEEN}
+            if not classes:
+                continue  # out of vocabulary: no prediction can hit it (as in aspect_accuracy)
+            scored[aspect] += 1
+            if aspect in written:
+                hits[aspect] += vocabulary.encode(aspect, [written[aspect]], tokenizer.tokenize)[0] in classes
+    return {aspect: (hits[aspect] / scored[aspect], scored[aspect]) for aspect in scored}

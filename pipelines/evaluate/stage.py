@@ -1,0 +1,379 @@
+"""The evaluation stage: embed queries, join their judgments, search and score, combine.
+
+    queries --ReadQueries--> valid --EncodeQueries--> (query_id, embedding) --+
+    judgments --ReadJudgments--> valid -----------------------------------JoinJudgments--> JudgedQuery
+    JudgedQuery --SearchAndScore (one per searcher)--> per-query metrics, relevant ranks, run tables
+
+Judgments meet the small query embeddings before search, and each searcher's DoFn scores its own
+batches (pipelines/evaluate/transforms.py), so 10,000-deep rankings never cross a shuffle. With
+--compare_exact (the default when --searcher ann also has --embeddings) the joined queries are searched a
+second time, exactly, and scored the same way, so one job reports how much recall the index loses.
+Per-query rows are combined on the driver (pipelines/evaluate/report.py) into metrics.json,
+per_query.parquet, recall_at_k.png and a printed table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import apache_beam as beam
+import pyarrow as pa
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.ml.inference.base import RunInference
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from evaluation import RelevanceRule, parse_metrics
+from evaluation.cutoffs import CutoffPlan, plan_cutoffs
+from model import Side
+from pipelines.artifacts import counter_value, fresh_output, write_stage_manifest
+from pipelines.catalog_io import DEAD_LETTERS, ValidateRecords, WriteDeadLetters
+from pipelines.evaluate.annotation_quality import (
+    DEFAULT_MIN_CONFIDENCE,
+    AnnotationQuality,
+    measure_annotation_quality,
+    written_annotation_accuracy,
+)
+from pipelines.evaluate.calibration import (
+    CALIBRATION_QUERIES,
+    Calibration,
+    calibrate,
+    encode_queries,
+    first_queries,
+)
+from pipelines.evaluate.report import (
+    RELEVANT_RANKS_SCHEMA,
+    SearcherRows,
+    collect_rows,
+    resolve_rule,
+    write_report,
+)
+from pipelines.evaluate.searchers import SearcherSpec
+from pipelines.evaluate.transforms import JoinJudgments, SearchAndScore, WriteRun
+from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode
+from pipelines.options import EvaluateSettings, ModelSettings
+from pipelines.runner import make_pipeline
+from pipelines.stage_config import config_from_values
+from pipelines.verify import verification_wanted, verified_stage_manifest, verify_model
+from schemas import per_query_metrics_schema, validate_judgment, validate_query
+
+LOGGER = logging.getLogger(__name__)
+
+
+def _searcher_specs(opts: EvaluateSettings) -> dict[str, SearcherSpec]:
+    """The searchers to run: --searcher first, then "exact" when comparing the index against exact search.
+
+    The comparison is on by default whenever it is possible (--searcher ann with --embeddings too), so every
+    report of an index says what the index costs in recall. --searcher auto gives both, to measure first
+    (`_choose_searcher`).
+    """
+    if opts.searcher == "auto":
+        if not (opts.index and opts.embeddings):
+            raise ValueError(
+                "--searcher auto needs both --index and --embeddings: it measures one against the other"
+            )
+        return {"ann": SearcherSpec("ann", opts.index), "exact": SearcherSpec("exact", opts.embeddings)}
+    path = opts.index if opts.searcher == "ann" else opts.embeddings
+    if not path:
+        flag = "--index" if opts.searcher == "ann" else "--embeddings"
+        raise ValueError(f"--searcher {opts.searcher} needs {flag}")
+    specs = {opts.searcher: SearcherSpec(opts.searcher, path)}
+    possible = opts.searcher == "ann" and bool(opts.embeddings)
+    if (opts.compare_exact is None and not possible) or opts.compare_exact == "false":
+        return specs
+    if not possible:
+        raise ValueError("--compare_exact needs --searcher ann with both --index and --embeddings")
+    specs["exact"] = SearcherSpec("exact", opts.embeddings)
+    return specs
+
+
+def _corpus_size(specs: dict[str, SearcherSpec]) -> int:
+    sizes = {name: spec.corpus_size() for name, spec in specs.items()}
+    if len(set(sizes.values())) > 1:
+        raise ValueError(
+            f"--compare_exact: the index holds {sizes['ann']} products but --embeddings {sizes['exact']}; "
+            "compare an index with the embeddings it was built from (or pass --compare_exact false)"
+        )
+    return next(iter(sizes.values()))
+
+
+def _choose_searcher(
+    opts: EvaluateSettings, model: ModelSettings, specs: dict[str, SearcherSpec], depth: int
+) -> tuple[str, dict[str, SearcherSpec], Calibration | None]:
+    """The primary searcher, the searchers to run (primary first) and --searcher auto's measurements."""
+    if opts.searcher != "auto":
+        return opts.searcher, specs, None
+    sample = first_queries(opts.queries, opts.split, CALIBRATION_QUERIES)
+    vectors = encode_queries(sample, model.model, model.batch_size, model.chunk_size, model.device)
+    calibration = calibrate(specs["ann"], specs["exact"], vectors, depth)
+    primary = calibration.choice
+    other = "exact" if primary == "ann" else "ann"
+    chosen = {primary: specs[primary]}
+    if opts.compare_exact != "false":  # both are reported unless asked not to
+        chosen[other] = specs[other]
+    return primary, chosen, calibration
+
+
+def _write_rows(rows: beam.PCollection, output: str, prefix: str, schema: pa.Schema) -> None:
+    """Small per-query rows for the driver, in one temporary Parquet file (read back and deleted)."""
+    _ = rows | f"Write-{prefix}" >> beam.io.WriteToParquet(
+        FileSystems.join(output, prefix), schema=schema, file_name_suffix=".parquet", num_shards=1
+    )
+
+
+def _annotation_quality(config: EvaluateConfig, output: str) -> AnnotationQuality | None:
+    """Aspect accuracy on held-out products, when --products is given and the model predicts aspects."""
+    opts, model_dir, products = config.evaluate, config.model.model, config.products
+    if not products:
+        return None
+    quality = measure_annotation_quality(
+        model_dir,
+        products,
+        opts.queries,
+        opts.judgments,
+        opts.split,
+        DEFAULT_MIN_CONFIDENCE if config.min_confidence is None else config.min_confidence,
+    )
+    if quality is None:
+        LOGGER.info("%s predicts no aspects; no annotation quality to report", model_dir)
+        return None
+    if opts.embeddings:  # what the run wrote, at its precision: the model in torch is scored above
+        written = written_annotation_accuracy(
+            model_dir, opts.embeddings, products, opts.queries, opts.judgments, opts.split
+        )
+        quality = dataclasses.replace(quality, written={aspect: acc for aspect, (acc, _) in written.items()})
+    with FileSystems.create(FileSystems.join(output, "annotation_quality.json")) as handle:
+        handle.write(json.dumps(quality.to_dict(), indent=2).encode("utf-8"))
+    return quality
+
+
+@dataclass(frozen=True)
+class EvaluationPlan:
+    """What `build_evaluate` settled on the driver, which `run_evaluate` reports after the run."""
+
+    folder: str
+    identity: ModelIdentity
+    specs: dict[str, SearcherSpec]
+    primary: str
+    depth: int
+    rule: RelevanceRule
+    rule_source: str
+    calibration: Calibration | None
+    cutoffs: CutoffPlan
+    split: str
+
+
+@dataclass(frozen=True)
+class EvaluateConfig:
+    """One evaluation: the query model, what to retrieve and score, and where it writes.
+
+    Drivers build it and call `evaluate_retrieval`; `madr evaluate` builds it from its flags
+    (`from_options`). `products` (with `min_confidence`) adds the annotation quality on the
+    products the model held out. `verify=False` is `--no_verify`.
+    """
+
+    model: ModelSettings
+    evaluate: EvaluateSettings
+    output: str
+    products: str | None = None
+    min_confidence: float | None = None
+    overwrite: bool = False
+    verify: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.output:
+            raise ValueError("missing required flag(s): --output (see --help)")
+
+    @classmethod
+    def from_options(cls, options: PipelineOptions) -> EvaluateConfig:
+        """The config the flags of `madr evaluate` describe; names the required flags that are missing."""
+        values = options.get_all_options(drop_default=False)
+        required = ("queries", "judgments", "model", "output")
+        missing = [f"--{name}" for name in required if not values.get(name)]
+        if missing:
+            raise ValueError(f"missing required flag(s): {', '.join(missing)} (see --help)")
+        return cls(
+            model=config_from_values(ModelSettings, values),
+            evaluate=config_from_values(EvaluateSettings, values),
+            output=values["output"],
+            products=values.get("products"),
+            min_confidence=values.get("min_confidence"),
+            overwrite=bool(values.get("overwrite")),
+            verify=verification_wanted(options),
+        )
+
+
+def build_evaluate(
+    options: PipelineOptions, rule: RelevanceRule | None = None, folder: str | None = None
+) -> tuple[beam.Pipeline, EvaluationPlan]:
+    """`build_evaluate_pipeline` from the flags of `madr evaluate` (Beam's own flags choose the runner)."""
+    return build_evaluate_pipeline(EvaluateConfig.from_options(options), options, rule, folder)
+
+
+def build_evaluate_pipeline(
+    config: EvaluateConfig,
+    beam_options: PipelineOptions | None = None,
+    rule: RelevanceRule | None = None,
+    folder: str | None = None,
+) -> tuple[beam.Pipeline, EvaluationPlan]:
+    """The evaluation pipeline, built but not run, and what was settled on the driver to build it.
+
+    The driver's work happens here: inputs verified, the relevance rule and cut-offs resolved, and with
+    --searcher auto the calibration (`_choose_searcher`). The pipeline writes into ``folder``, by
+    default the config's output. A test translates it for another runner (tests/test_dataflow_translation.py).
+    """
+    opts, model = config.evaluate, config.model
+    # Inputs are checked once, here, before any work; workers (and the annotation quality) trust it.
+    # The index is checked by its own loader whenever it is opened.
+    verify_model(model.model, config.verify)
+    if opts.embeddings:
+        verified_stage_manifest(opts.embeddings, "madr-embeddings", config.verify)
+    if rule is not None:
+        rule_source = "the caller of run_evaluate"
+    else:
+        rule, rule_source = resolve_rule(opts.judgments, opts.positive_min_grade)
+    metrics = parse_metrics(part for part in opts.metrics.split(",") if part.strip())
+    specs = _searcher_specs(opts)
+    corpus_size = _corpus_size(specs)
+    # A cut-off deeper than the search is dropped, never scored on a shorter ranking (see cutoffs.py).
+    cutoffs = plan_cutoffs(metrics, opts.depth, corpus_size)
+    if cutoffs.warning():
+        LOGGER.warning("%s", cutoffs.warning())
+    metrics, depth = cutoffs.metrics, cutoffs.depth
+    primary, specs, calibration = _choose_searcher(opts, model, specs, depth)
+    identity = ModelIdentity.of(model.model)
+    handler = EncoderModelHandler(
+        model.model,
+        Side.QUERY,
+        model.batch_size,
+        model.chunk_size,
+        model.device,
+        precision=model.precision,
+        runtime=model.runtime,
+    )
+    split = opts.split
+    folder = folder or config.output
+
+    pipeline = make_pipeline(beam_options or PipelineOptions([]))
+    queries = (
+        pipeline
+        | "ReadQueries" >> beam.io.ReadFromParquet(opts.queries)
+        | "ValidateQueries" >> ValidateRecords("query", validate_query)
+    )
+    embedded = (
+        queries.valid
+        | "InSplit" >> beam.Filter(lambda q: q["split"] == split)
+        | "ToText" >> beam.Map(lambda q: TextToEncode(q["query_id"], q["text"]))
+        | "EncodeQueries" >> RunInference(handler)
+    )
+    judgments = (
+        pipeline
+        | "ReadJudgments" >> beam.io.ReadFromParquet(opts.judgments)
+        | "ValidateJudgments" >> ValidateRecords("judgment", validate_judgment)
+    )
+    joined = {
+        "embedded": embedded | "ByQueryId" >> beam.Map(lambda result: (result.example.key, result.inference)),
+        "judgments": judgments.valid,
+    } | "JoinJudgments" >> JoinJudgments()
+    names = [spec.key for spec in metrics]
+    for name, spec in specs.items():
+        is_primary = name == primary
+        suffix, label = ("", "") if is_primary else (f"_{name}", name.title())
+        scored = joined | f"SearchAndScore{label}" >> SearchAndScore(
+            spec, depth, metrics, rule, model.batch_size, emit_run=is_primary, counter_suffix=suffix
+        )
+        _write_rows(scored["per_query"], folder, f"tmp-{name}-per_query", per_query_metrics_schema(names))
+        _write_rows(scored["relevant_ranks"], folder, f"tmp-{name}-ranks", RELEVANT_RANKS_SCHEMA)
+        if is_primary:
+            _ = scored["run"] | "WriteRun" >> WriteRun(FileSystems.join(folder, "run"))
+    _ = (
+        (queries[DEAD_LETTERS], judgments[DEAD_LETTERS])
+        | beam.Flatten()
+        | WriteDeadLetters(FileSystems.join(folder, "dead_letters"))
+    )
+    plan = EvaluationPlan(
+        folder, identity, specs, primary, depth, rule, rule_source, calibration, cutoffs, split
+    )
+    return pipeline, plan
+
+
+def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) -> dict[str, Any]:
+    """`madr evaluate`: `evaluate_retrieval` from its flags (Beam's own flags choose the runner)."""
+    return evaluate_retrieval(EvaluateConfig.from_options(options), options, rule)
+
+
+def evaluate_retrieval(
+    config: EvaluateConfig, beam_options: PipelineOptions | None = None, rule: RelevanceRule | None = None
+) -> dict[str, Any]:
+    """Run the evaluation pipeline; write metrics.json, per_query.parquet, recall_at_k.png, run-*.parquet.
+
+    ``rule`` lets code fix the relevance rule (e.g. float gains); otherwise positive_min_grade comes from
+    --positive_min_grade, else the dataset manifest next to --judgments, else 2. A non-empty output is
+    refused unless `overwrite`; the files appear there only when the run succeeds (`artifacts.fresh_output`).
+    """
+    with fresh_output(config.output, config.overwrite) as folder:
+        return _run_evaluate(config, beam_options, rule, folder)
+
+
+def _run_evaluate(
+    config: EvaluateConfig, beam_options: PipelineOptions | None, rule: RelevanceRule | None, folder: str
+) -> dict[str, Any]:
+    pipeline, plan = build_evaluate_pipeline(config, beam_options, rule, folder)
+    folder, specs, primary, calibration = plan.folder, plan.specs, plan.primary, plan.calibration
+    result = pipeline.run()
+    result.wait_until_finish()
+
+    branches = {
+        name: SearcherRows(
+            collect_rows(folder, f"tmp-{name}-per_query"),
+            collect_rows(folder, f"tmp-{name}-ranks"),
+        )
+        for name in specs
+    }
+    report = write_report(
+        folder, branches, primary, plan.depth, plan.rule, plan.rule_source, calibration, plan.cutoffs
+    )
+    annotations = _annotation_quality(config, folder)
+    counted = [
+        "queries_read",
+        "queries_dead_lettered",
+        "queries_searched",
+        "queries_scored",
+        "queries_without_judgments",
+        "judgments_read",
+        "judgments_dead_lettered",
+    ]
+    for name in specs.keys() - {primary}:
+        counted += [f"queries_searched_{name}", f"queries_scored_{name}", f"queries_without_judgments_{name}"]
+    counts = {name: counter_value(result, name) for name in counted}
+    write_stage_manifest(
+        folder,
+        kind="madr-evaluation",
+        info={
+            "model_id": plan.identity.model_id,
+            "model_version": plan.identity.model_version,
+            "searcher": primary,
+            "compare_exact": len(specs) > 1,
+            **({"searcher_choice": calibration.to_dict()} if calibration else {}),
+            "depth": plan.depth,
+            "cutoffs": plan.cutoffs.to_dict(),
+            "split": plan.split,
+            "relevance_rule": plan.rule.to_dict(),
+            "counts": counts,
+            **({"annotation_quality": annotations.to_dict()} if annotations else {}),
+        },
+    )
+    return {
+        "summary": report.summary,
+        "counts": counts,
+        "table": report.table + (f"\n\n{annotations.table()}" if annotations else ""),
+        "annotation_quality": annotations.to_dict() if annotations else None,
+        "ann_vs_exact": report.ann_vs_exact,
+        "recall_at_k": report.recall_at_k,
+        "searcher": primary,
+        "searcher_choice": calibration.to_dict() if calibration else None,
+        "cutoffs": plan.cutoffs.to_dict(),
+    }

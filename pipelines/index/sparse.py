@@ -1,0 +1,194 @@
+"""Build the UHD variant's inverted index from a catalog (uhd-bert §3.4, §3.7), on one machine.
+
+UHD-BERT's buckets are sparse enough (k winners of n per token, max-pooled, Eq. 2-4) to binarize
+and index like terms (§3.7): `build_inverted_index` encodes every product on the document side,
+keeps each bucket's active dimensions (`UhdEncoder.sparse_buckets`, then `SparseVector.binarized`,
+the `model.sparse.binarize` rule on the non-zeros) and writes an `index_builder.InvertedIndex`
+artifact. With ``binary=False`` the postings keep their bucket values instead (a weighted index,
+which scores Eq. 7 on the real values). `build_inverted_indexes` writes several indexes from one
+encoding of the catalog. Search them with `sparse_queries` output, or with dense embeddings
+through `open_index`.
+
+This is a driver-side build: the whole catalog is read, encoded and held in one process. A Beam
+build (encoding on workers, merging per-shard postings as `pipelines.index.partitioned` does for ScaNN) is out
+of scope. `InvertedIndex.build` also takes the embed pipeline's dense rows (their non-zeros are the
+active dims), but at the paper's sizes a row is B·n = 491,520 floats, so this driver encodes directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+from transformers import PreTrainedTokenizerBase
+
+from index_builder import InvertedIndex
+from model import DenseEncoder, Side, load_encoder, text_for_model
+from model.sparse import SparseVector
+from pipelines.verify import verify_model
+from schemas import InvalidRecord, validate_product
+
+LOGGER = logging.getLogger(__name__)
+
+
+def require_sparse(encoder: DenseEncoder, source: str | Path) -> None:
+    """Refuse a model without sparse buckets: only they can be binarized into postings.
+
+    Checked by capability, not by variant name, so a future sparse variant is accepted as is.
+    """
+    if not callable(getattr(encoder, "sparse_buckets", None)):
+        raise ValueError(
+            f"{source} holds a {encoder.config.variant!r} model, which has no sparse buckets "
+            f"(`sparse_buckets`); an inverted index needs a UHD model (train one with --variant uhd)"
+        )
+
+
+def encode_sparse(
+    encoder: DenseEncoder,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    side: Side,
+    batch_size: int = 64,
+    binary: bool = True,
+) -> list[list[SparseVector]]:
+    """Per text, per bucket, the active dimensions: binarized (§3.7) or with their bucket values.
+
+    Texts are encoded in length-sorted batches (less padding) and returned in input order. A
+    binary query scores by counting shared winners (§3.4); ``binary=False`` keeps the query's
+    weights, so `InvertedIndex.search` computes Eq. 7 against the binarized documents.
+    """
+    require_sparse(encoder, "the encoder")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    vectors: list[list[SparseVector]] = [[] for _ in texts]
+    for start in range(0, len(order), batch_size):
+        chosen = order[start : start + batch_size]
+        output = encoder.embed_texts(tokenizer, [texts[i] for i in chosen], side)
+        for i, buckets in zip(chosen, encoder.sparse_buckets(output), strict=True):
+            vectors[i] = [bucket.binarized() for bucket in buckets] if binary else buckets
+    return vectors
+
+
+def sparse_queries(
+    encoder: DenseEncoder,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    batch_size: int = 64,
+    binary: bool = True,
+) -> list[list[SparseVector]]:
+    """Query-side `encode_sparse`: what `InvertedIndex.search` takes."""
+    return encode_sparse(encoder, tokenizer, texts, Side.QUERY, batch_size, binary)
+
+
+def read_products(products_pattern: str) -> tuple[list[dict[str, Any]], int]:
+    """Valid products of every Parquet file matching the pattern (local or gs://), and the skip count.
+
+    Invalid records and repeated product ids are skipped with a warning rather than failing the
+    build (the embed pipeline dead-letters them the same way); an index needs unique ids.
+    """
+    paths = sorted(m.path for m in FileSystems.match([products_pattern])[0].metadata_list)
+    if not paths:
+        raise FileNotFoundError(f"no product files match {products_pattern!r}")
+    products: dict[str, dict[str, Any]] = {}
+    skipped = 0
+    for path in paths:
+        with FileSystems.open(path) as handle:
+            records = [row for batch in pq.ParquetFile(handle).iter_batches() for row in batch.to_pylist()]
+        for record in records:
+            try:
+                product = validate_product(record)
+            except InvalidRecord as error:
+                LOGGER.warning("skipping product: %s", error)
+                skipped += 1
+                continue
+            if product["product_id"] in products:
+                LOGGER.warning("skipping repeated product id %r in %s", product["product_id"], path)
+                skipped += 1
+                continue
+            products[product["product_id"]] = product
+    return list(products.values()), skipped
+
+
+def build_inverted_index(
+    model_dir: str | Path,
+    products_pattern: str,
+    out: str | Path,
+    batch_size: int = 64,
+    device: str | None = None,
+    binary: bool = True,
+    verify: bool = True,
+) -> InvertedIndex:
+    """Encode a catalog with a UHD model and save an inverted index of its buckets at ``out``.
+
+    Args:
+        model_dir: a saved model directory; its model must have sparse buckets (UHD).
+        products_pattern: Parquet files with `schemas.PRODUCT_SCHEMA` rows.
+        out: a new or empty local directory for the artifact (manifest written last).
+        batch_size: products per forward pass.
+        device: torch device; the GPU when there is one by default.
+        binary: binarize the documents (§3.7); False keeps each posting's bucket value.
+        verify: check the model directory against its manifest first (`pipelines.verify`); False
+            (--no_verify) loads it unchecked, with a warning.
+
+    Returns:
+        The index, with its `manifest` set.
+    """
+    verify_model(str(model_dir), verify)
+    return build_inverted_indexes(model_dir, products_pattern, [(out, binary)], batch_size, device)[0]
+
+
+def build_inverted_indexes(
+    model_dir: str | Path,
+    products_pattern: str,
+    outs: Sequence[tuple[str | Path, bool]],
+    batch_size: int = 64,
+    device: str | None = None,
+) -> list[InvertedIndex]:
+    """`build_inverted_index` for several (out, binary) targets, encoding the catalog once.
+
+    Encoding dominates the cost (every product through the backbone and B WTA layers), so a
+    binarized and a weighted index of the same model share it.
+    """
+    encoder, tokenizer = load_encoder(model_dir, device)
+    require_sparse(encoder, model_dir)
+    for out, _ in outs:
+        if Path(out).exists() and (not Path(out).is_dir() or any(Path(out).iterdir())):
+            raise FileExistsError(f"{out} exists and is not an empty directory; choose a new path")
+    started = time.perf_counter()
+    products, skipped = read_products(products_pattern)
+    if not products:
+        raise ValueError(f"{products_pattern!r} holds no valid products ({skipped} skipped)")
+    texts = [text_for_model(product, encoder.config) for product in products]
+    binary_only = all(binary for _, binary in outs)
+    documents = encode_sparse(encoder, tokenizer, texts, Side.DOCUMENT, batch_size, binary=binary_only)
+    encoded = time.perf_counter()
+    buckets = len(documents[0])
+    # Every variant's embedding is the B buckets concatenated, so its width gives n without asking
+    # for variant-specific config fields.
+    width = encoder.config.projection_dim
+    dimensions, remainder = divmod(width, buckets)
+    if remainder:
+        raise ValueError(f"projection_dim {width} is not a multiple of {buckets} buckets")
+    ids = [product["product_id"] for product in products]
+    extra = {
+        "products": str(products_pattern),
+        "products_indexed": len(ids),
+        "products_skipped": skipped,
+        "winners": getattr(encoder, "winners", None),
+        "max_document_length": encoder.config.max_document_length,
+        "encode_seconds": round(encoded - started, 3),
+    }
+    indexes = []
+    for out, binary in outs:
+        index = InvertedIndex.build(documents, ids, buckets=buckets, dimensions=dimensions, binary=binary)
+        index.save(out, encoder.config.model_id, encoder.config.model_version, extra=extra)
+        indexes.append(index)
+        LOGGER.info("indexed %d products (%d skipped) into %s: %s", len(ids), skipped, out, index)
+    LOGGER.info("encode %.1fs, build + save %.1fs", encoded - started, time.perf_counter() - encoded)
+    return indexes

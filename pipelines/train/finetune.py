@@ -1,0 +1,270 @@
+"""`madr train`: fine-tune a variant on a dataset folder and write a model directory."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import shutil
+import tempfile
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from transformers import PreTrainedTokenizerBase
+
+from model import DenseEncoder, load_config, load_encoder, text_for_model
+from model.training import Trainer, TrainingConfig, TrainingReport
+from model.training.validation import VALIDATION_METRIC
+from pipelines.artifacts import fresh_output
+from pipelines.layout import DatasetLayout
+from pipelines.options import VerifyOptions, add_stage_arguments
+from pipelines.train.encoder_job import EncoderJob, add_encoder_arguments, encoder_job_fields, has_checkpoint
+from pipelines.train.presets import add_preset_argument
+from pipelines.train.training_data import load_training_set
+from pipelines.train.vocabulary import run_build_vocabulary
+from pipelines.verify import verify_model
+from schemas import write_manifest
+from schemas.manifest import MANIFEST_FILE
+
+LOGGER = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainJob(EncoderJob):
+    """What to fine-tune on and where to write it; the loop's settings are a separate dataclass."""
+
+    max_train_queries: int | None = None
+    # A model directory (`madr pretrain`) to fine-tune instead of a fresh model on `backbone`.
+    init_from: str | None = None
+    # Check `init_from` against its manifest before loading it; False only under --no_verify.
+    verify_init: bool = True
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    add_encoder_arguments(parser)
+    add_preset_argument(parser)
+    parser.add_argument(
+        "--init_from",
+        default=None,
+        metavar="MODEL_DIR",
+        help="Fine-tune this model directory (written by `madr pretrain`) instead of a fresh model on "
+        "--backbone; it keeps its architecture, settings and aspect vocabulary",
+    )
+    add_stage_arguments(parser, VerifyOptions)
+    parser.add_argument(
+        "--aspect_loss_weight",
+        type=float,
+        default=0.0,
+        help="λf of Eq. 8 on the aspect losses (repro: 0 is best)",
+    )
+    parser.add_argument(
+        "--pointwise_loss_weight", type=float, default=1.0, help="Weight of L_CE over judged pairs (Eq. 8)"
+    )
+    parser.add_argument(
+        "--hard_negatives",
+        type=int,
+        choices=(0, 1),
+        default=1,
+        help="Hard negatives per query (0: in-batch only)",
+    )
+    parser.add_argument("--epochs", type=int, default=1, help="Passes over the training queries (a ceiling)")
+    parser.add_argument(
+        "--patience",
+        type=int,
+        default=0,
+        help="Stop after this many validations (once per epoch) without a better validation MRR@10; 0: never",
+    )
+    parser.add_argument("--max_steps", type=int, default=None, help="Stop after this many optimiser steps")
+    parser.add_argument(
+        "--batch_size", type=int, default=32, help="Queries per micro-batch (default: %(default)s)"
+    )
+    parser.add_argument("--grad_accumulation", type=int, default=1, help="Micro-batches per optimiser step")
+    parser.add_argument("--learning_rate", type=float, default=5e-5, help="AdamW rate, backbone")
+    parser.add_argument(
+        "--head_learning_rate",
+        type=float,
+        default=None,
+        help="AdamW rate for the layers above the backbone (default: --learning_rate)",
+    )
+    parser.add_argument("--checkpoint_every", type=int, default=0, help="Steps between resumable checkpoints")
+    parser.add_argument("--seed", type=int, default=13, help="Seed of data order, sampling and init")
+    parser.add_argument("--max_train_queries", type=int, default=None, help="Use at most this many queries")
+    parser.add_argument("--device", default=None, help="Torch device; default: GPU when present, else CPU")
+
+
+def train_from_args(args: argparse.Namespace) -> TrainingReport:
+    job = TrainJob(
+        **encoder_job_fields(args),
+        max_train_queries=args.max_train_queries,
+        init_from=args.init_from,
+        verify_init=not args.no_verify,
+    )
+    loop = TrainingConfig(
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        batch_size=args.batch_size,
+        gradient_accumulation=args.grad_accumulation,
+        learning_rate=args.learning_rate,
+        head_learning_rate=args.head_learning_rate,
+        checkpoint_every=args.checkpoint_every,
+        seed=args.seed,
+        device=args.device,
+        aspect_loss_weight=args.aspect_loss_weight,
+        pointwise_loss_weight=args.pointwise_loss_weight,
+        hard_negatives=args.hard_negatives,
+        patience=args.patience,
+    )
+    return run_training(job, loop)
+
+
+def load_pretrained_encoder(
+    job: TrainJob, device: str | None = None
+) -> tuple[DenseEncoder, PreTrainedTokenizerBase, dict[str, int] | None]:
+    """The encoder of `job.init_from`, its tokenizer and, from its manifest, its aspect vocabulary sizes.
+
+    The directory fixes the architecture and settings; only `model_version` is the job's.
+    A model of another variant is refused; other settings that differ are logged and ignored.
+    """
+    directory = Path(str(job.init_from))
+    config = load_config(directory)  # names the problem when DIR is no model directory
+    if config.variant != job.variant:
+        return _warm_started_encoder(job, directory, config.variant)
+    wanted = {
+        "projection_dim": job.projection_dim,
+        "shared_towers": job.shared_towers,
+        "aspects": list(job.aspects.names),
+        "max_query_length": job.max_query_length,
+        "max_document_length": job.max_document_length,
+        **dict(job.variant_options),
+    }
+    saved = config.to_dict()
+    ignored = {
+        name: saved.get(name)
+        for name, value in wanted.items()
+        if json.loads(json.dumps(value)) != saved.get(name)
+    }
+    if ignored:
+        LOGGER.warning(
+            "--init_from %s keeps its own settings %s; the job's differ and are ignored", directory, ignored
+        )
+    encoder, tokenizer = load_encoder(directory, device=device)
+    encoder.config = encoder.config.replace(model_version=job.model_version)
+    manifest_path = directory / MANIFEST_FILE
+    sizes = (
+        json.loads(manifest_path.read_text()).get("aspect_vocabulary_sizes")
+        if manifest_path.is_file()
+        else None
+    )
+    return encoder, tokenizer, sizes
+
+
+def run_training(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
+    """Fine-tune into `job.output`, which appears only once the model and its manifest are whole.
+
+    A non-empty `job.output` is refused unless `job.overwrite`. Training writes into the staging
+    folder of `artifacts.fresh_output`, which an interrupted run leaves behind with its checkpoints:
+    the same command run again resumes from them. An `init_from` model is checked against its
+    manifest first (`pipelines.verify`), before anything is written.
+    """
+    if job.init_from:
+        verify_model(job.init_from, job.verify_init)
+    with fresh_output(job.output, job.overwrite, resumable=has_checkpoint) as staging:
+        report = _train(dataclasses.replace(job, output=staging), loop)
+    return dataclasses.replace(report, model_dir=Path(job.output))
+
+
+def _train(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
+    if job.init_from:
+        encoder, tokenizer, vocabulary_sizes = load_pretrained_encoder(job, loop.device)
+    else:
+        encoder, tokenizer, vocabulary_sizes = _new_job_encoder(job)
+    text_of = partial(text_for_model, config=encoder.config)
+    train = load_training_set(job.dataset, "train", text_of)
+    valid = load_training_set(job.dataset, "valid", text_of)
+    examples = train.examples[: job.max_train_queries] if job.max_train_queries else train.examples
+    LOGGER.info("training on %d queries, validating on %d", len(examples), len(valid.examples))
+    trainer = Trainer(encoder, tokenizer, loop, job.output)
+    report = trainer.fit(examples, valid.examples)
+    # Checkpoints only serve to resume an interrupted run; the finished artifact is the selected model.
+    shutil.rmtree(trainer.checkpoint_dir.parent, ignore_errors=True)
+    write_manifest(
+        Path(job.output),
+        kind="madr-model",
+        info={
+            "variant": job.variant,
+            "variant_options": dict(job.variant_options),
+            "model_version": job.model_version,
+            "dataset": job.dataset,
+            "init_from": job.init_from,
+            **_inherited_from_init(job),
+            "aspect_vocabulary_sizes": vocabulary_sizes,
+            "loss": {"pointwise": loop.pointwise_loss_weight, "aspect": loop.aspect_loss_weight},
+            "train_queries": len(examples),
+            "valid_queries": len(valid.examples),
+            "steps": report.steps,
+            "best_step": report.best_step,
+            "best_valid_metric": {VALIDATION_METRIC: report.best_valid_metric},
+            "final_train_loss": report.final_train_loss,
+        },
+    )
+    return report
+
+
+def _inherited_from_init(job: TrainJob) -> dict[str, Any]:
+    """What the init model's manifest says about the data it saw, so evaluation can hold it out.
+
+    Fine-tuning reads only the judged products of the train and valid queries, which evaluation
+    leaves out by itself; the products pre-training held out stay unseen.
+    """
+    if not job.init_from:
+        return {}
+    path = Path(str(job.init_from)) / MANIFEST_FILE
+    manifest = json.loads(path.read_text()) if path.is_file() else {}
+    return {key: manifest[key] for key in ("held_out_products", "pretrained") if key in manifest}
+
+
+def _warm_started_encoder(
+    job: TrainJob, directory: Path, source_variant: str
+) -> tuple[DenseEncoder, PreTrainedTokenizerBase, dict[str, int]]:
+    """A new `job.variant` encoder that takes every matching tensor of another variant's model.
+
+    repro-ecir24 fine-tunes en-v1 and "Only CLS" from MADRAL-ori's pre-trained model
+    (§5.2, §8.1); a model whose transformer does not match is refused, since nothing
+    pre-trained would carry over.
+    """
+    encoder, tokenizer, sizes = _new_job_encoder(job)
+    left = encoder.warm_start_from(directory)
+    backbone_left = [name for name in left if name.startswith("transformers.")]
+    if backbone_left:
+        raise ValueError(
+            f"--init_from {directory} holds a {source_variant!r} model whose transformer does not fit a "
+            f"{job.variant!r} model (e.g. {backbone_left[0]}): fine-tune it with --variant {source_variant}, "
+            f"or pre-train a {job.variant} model"
+        )
+    LOGGER.info(
+        "warm start of %s from the %s model in %s; left at initialisation: %s",
+        job.variant,
+        source_variant,
+        directory,
+        left or "nothing",
+    )
+    return encoder, tokenizer, sizes
+
+
+def _new_job_encoder(job: TrainJob) -> tuple[DenseEncoder, PreTrainedTokenizerBase, dict[str, int]]:
+    """A fresh encoder on the job's backbone, its heads sized by the dataset's aspect vocabulary."""
+    layout = DatasetLayout(job.dataset)
+    with tempfile.TemporaryDirectory() as scratch:
+        vocabulary = run_build_vocabulary(
+            layout.products,
+            layout.queries,
+            job.aspects.names,
+            job.min_aspect_count,
+            f"{scratch}/vocabulary.json",
+        )
+    LOGGER.info("aspect vocabulary sizes: %s", vocabulary.sizes())
+    encoder, tokenizer = job.new_encoder(vocabulary)
+    return encoder, tokenizer, vocabulary.sizes()

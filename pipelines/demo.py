@@ -36,6 +36,7 @@ from pipelines.pretrain import (
     pretrain_in_bf16,
     run_pretraining,
 )
+from pipelines.stage_config import add_output_argument
 from pipelines.stage_runs import StageRunner
 from pipelines.train import TrainJob, run_training
 from product_data.synthetic import SyntheticConfig, generate_benchmark
@@ -59,13 +60,8 @@ def _searcher_name(result: dict[str, Any]) -> str:
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--output",
-        "--out",
-        dest="out",
-        metavar="OUTPUT",
-        default="runs/demo",
-        help="Run folder (data/, model/, embeddings/, index/, eval/)",
+    add_output_argument(
+        parser, default="runs/demo", help="Run folder (data/, model/, embeddings/, index/, eval/)"
     )
     parser.add_argument("--num_products", type=int, default=10_000, help="Synthetic catalog size")
     parser.add_argument("--num_queries", type=int, default=600, help="Synthetic queries over all splits")
@@ -166,7 +162,9 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         f"best validation MRR@10 {report.best_valid_metric}"
     )
 
-    embed = EmbedConfig(ModelSettings(run.model), EmbedSettings(data.products), output=run.embeddings)
+    embed = EmbedConfig(
+        model=ModelSettings(run.model), embed=EmbedSettings(data.products), output=run.embeddings
+    )
     counts = stages.run("embed", lambda: embed_catalog(embed))
     print("   " + "  ".join(f"{name}={value}" for name, value in counts.items()))
 
@@ -185,8 +183,8 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     print(f"   {built.count} x {built.dimension} vectors; {built.config}")
 
     evaluate = EvaluateConfig(
-        ModelSettings(run.model),
-        EvaluateSettings(
+        model=ModelSettings(run.model),
+        evaluate=EvaluateSettings(
             queries=data.queries,
             judgments=data.judgments,
             index=run.index,

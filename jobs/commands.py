@@ -46,7 +46,7 @@ from pipelines.options import (
     VerifyOptions,
     add_stage_arguments,
 )
-from pipelines.stage_config import config_from_values
+from pipelines.stage_config import add_output_argument, config_from_values
 from pipelines.train.finetune import add_train_arguments, train_from_args
 from pipelines.train.presets import apply_preset, explicit_flags
 from pipelines.train.pretrain import add_pretrain_arguments, pretrain_from_args
@@ -115,9 +115,7 @@ def command(
 
 
 def _generate_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--output", "--out", dest="out", metavar="OUTPUT", required=True, help="Dataset folder to write"
-    )
+    add_output_argument(parser, required=True, help="Dataset folder to write")
     parser.add_argument("--num_products", type=int, default=SyntheticConfig.num_products, help="Catalog size")
     parser.add_argument(
         "--num_queries", type=int, default=SyntheticConfig.num_queries, help="Queries, all splits"
@@ -218,14 +216,7 @@ def _build_index(args: argparse.Namespace, beam_args: list[str], stage_argv: lis
 def _sparse_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="Trained UHD model directory")
     parser.add_argument("--products", required=True, help="Product Parquet file or glob")
-    parser.add_argument(
-        "--output",
-        "--out",
-        dest="out",
-        metavar="OUTPUT",
-        required=True,
-        help="Inverted index artifact directory",
-    )
+    add_output_argument(parser, required=True, help="Inverted index artifact directory")
     parser.add_argument("--batch_size", type=int, default=64, help="Products per encoding batch")
     parser.add_argument(
         "--weighted",

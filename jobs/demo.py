@@ -29,6 +29,7 @@ from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
 from pipelines.index.single import build_index
 from pipelines.layout import DatasetLayout, RunLayout
 from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
+from pipelines.stage_config import add_output_argument
 from pipelines.train.finetune import TrainJob, run_training
 from pipelines.train.pretrain import (
     CATALOG_PRETRAIN_HEAD_LEARNING_RATE,
@@ -59,13 +60,8 @@ def _searcher_name(result: dict[str, Any]) -> str:
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--output",
-        "--out",
-        dest="out",
-        metavar="OUTPUT",
-        default="runs/demo",
-        help="Run folder (data/, model/, embeddings/, index/, eval/)",
+    add_output_argument(
+        parser, default="runs/demo", help="Run folder (data/, model/, embeddings/, index/, eval/)"
     )
     parser.add_argument("--num_products", type=int, default=10_000, help="Synthetic catalog size")
     parser.add_argument("--num_queries", type=int, default=600, help="Synthetic queries over all splits")
@@ -166,7 +162,9 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         f"best validation MRR@10 {report.best_valid_metric}"
     )
 
-    embed = EmbedConfig(ModelSettings(run.model), EmbedSettings(data.products), output=run.embeddings)
+    embed = EmbedConfig(
+        model=ModelSettings(run.model), embed=EmbedSettings(data.products), output=run.embeddings
+    )
     counts = stages.run("embed", lambda: embed_catalog(embed))
     print("   " + "  ".join(f"{name}={value}" for name, value in counts.items()))
 
@@ -185,8 +183,8 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     print(f"   {built.count} x {built.dimension} vectors; {built.config}")
 
     evaluate = EvaluateConfig(
-        ModelSettings(run.model),
-        EvaluateSettings(
+        model=ModelSettings(run.model),
+        evaluate=EvaluateSettings(
             queries=data.queries,
             judgments=data.judgments,
             index=run.index,

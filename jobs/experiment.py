@@ -42,6 +42,7 @@ from pipelines.index.single import build_index
 from pipelines.layout import DatasetLayout
 from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
 from pipelines.progress import ProgressLog
+from pipelines.stage_config import add_output_argument
 from pipelines.train.finetune import TrainJob, run_training
 from pipelines.train.pretrain import PRETRAIN_PRECISIONS, add_pretrain_precision_argument, pretrain_in_bf16
 from product_data.synthetic import SyntheticConfig, generate_benchmark
@@ -105,14 +106,7 @@ class ExperimentConfig:
 
 def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = ExperimentConfig()
-    parser.add_argument(
-        "--output",
-        "--out",
-        dest="out",
-        metavar="OUTPUT",
-        default="runs/experiment",
-        help="Experiment folder (resumable)",
-    )
+    add_output_argument(parser, default="runs/experiment", help="Experiment folder (resumable)")
     parser.add_argument("--variants", default=",".join(defaults.variants), help="Comma-separated variants")
     parser.add_argument("--baseline", default=defaults.baseline, help="Variant the t-tests compare against")
     parser.add_argument("--num_products", type=int, default=defaults.num_products, help="Catalog size")
@@ -248,7 +242,8 @@ def _run_variant(
             folder / "eval",
         )
         return timings
-    embed = EmbedConfig(ModelSettings(job.output), EmbedSettings(data.products), str(folder / "embeddings"))
+    model = ModelSettings(job.output)
+    embed = EmbedConfig(model=model, embed=EmbedSettings(data.products), output=str(folder / "embeddings"))
     stages.run("embed", lambda: embed_catalog(embed), folder / "embeddings")
     stages.run(
         "index",
@@ -261,7 +256,7 @@ def _run_variant(
         index=str(folder / "index"),
         metrics=",".join(RETRIEVAL_METRICS),
     )
-    evaluate = EvaluateConfig(ModelSettings(job.output), settings, str(folder / "eval"))
+    evaluate = EvaluateConfig(model=model, evaluate=settings, output=str(folder / "eval"))
     stages.run("evaluate", lambda: evaluate_retrieval(evaluate), folder / "eval")
     return timings
 

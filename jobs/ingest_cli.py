@@ -11,6 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
+from pipelines.stage_config import add_output_argument
 from product_data.ingest import (
     ColumnMapping,
     EsciConfig,
@@ -59,9 +60,7 @@ def add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
     for source in (esci, wands, generic):
-        source.add_argument(
-            "--output", "--out", dest="out", metavar="OUTPUT", required=True, help="Dataset folder to write"
-        )
+        add_output_argument(source, required=True, help="Dataset folder to write")
         source.add_argument("--overwrite", action="store_true", help="Replace an existing dataset folder")
 
 

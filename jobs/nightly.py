@@ -44,7 +44,7 @@ from pipelines.options import (
     ModelSettings,
     add_stage_arguments,
 )
-from pipelines.stage_config import config_from_values
+from pipelines.stage_config import add_output_argument, config_from_values
 from schemas.manifest import MANIFEST_FILE, ArtifactError
 
 LOGGER = logging.getLogger(__name__)
@@ -165,13 +165,8 @@ def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
         help="Tonight's product Parquet file, folder or glob (local or gs://)",
     )
     parser.add_argument("--model", required=True, help="Trained model directory")
-    parser.add_argument(
-        "--output",
-        "--out",
-        dest="out",
-        metavar="OUTPUT",
-        required=True,
-        help="Root of the nightly runs; holds <run id>/ folders and LATEST",
+    add_output_argument(
+        parser, required=True, help="Root of the nightly runs; holds <run id>/ folders and LATEST"
     )
     parser.add_argument(
         "--run_id", default=None, help="Run folder name (default: today's UTC date, YYYY-MM-DD)"

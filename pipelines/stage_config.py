@@ -15,6 +15,7 @@ import dataclasses
 import types
 import typing
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -90,10 +91,42 @@ def config_from_values(
         values = values.get_all_options(drop_default=False)
     elif isinstance(values, argparse.Namespace):
         values = vars(values)
-    chosen = {f.name: values[f.name] for f in flag_fields(config_class) if values.get(f.name) is not None}
-    missing = [
-        f"--{f.name}" for f in flag_fields(config_class) if f.metadata["required"] and not chosen.get(f.name)
-    ]
+    require_flags(values, *(f.name for f in flag_fields(config_class) if f.metadata["required"]))
+    return config_class(
+        **{f.name: values[f.name] for f in flag_fields(config_class) if values.get(f.name) is not None}
+    )
+
+
+def require_flags(values: Mapping[str, Any], *names: str) -> None:
+    """Raise ValueError naming every flag of `names` that `values` (parsed flags) lacks or leaves empty."""
+    missing = [f"--{name}" for name in names if not values.get(name)]
     if missing:
         raise ValueError(f"missing required flag(s): {', '.join(missing)} (see --help)")
-    return config_class(**chosen)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageOutput:
+    """Where a stage writes, shared by the stage configs: `output` (required), `overwrite` (a folder
+    that already holds files is refused without it) and `verify` (False is `--no_verify`)."""
+
+    output: str
+    overwrite: bool = False
+    verify: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.output:
+            raise ValueError("missing required flag(s): --output (see --help)")
+
+    @staticmethod
+    def values_from(options: PipelineOptions) -> dict[str, Any]:
+        """The `StageOutput` fields that a stage's flags give."""
+        values = options.get_all_options(drop_default=False)
+        return {"output": values.get("output"), "overwrite": bool(values.get("overwrite"))} | {
+            "verify": not values.get("no_verify")
+        }
+
+
+def add_output_argument(parser: argparse.ArgumentParser, help: str, **settings: Any) -> None:
+    """`--output`, every command's name for the folder it writes (also `--out`, the name of earlier
+    releases), parsed into `args.out`."""
+    parser.add_argument("--output", "--out", dest="out", metavar="OUTPUT", help=help, **settings)

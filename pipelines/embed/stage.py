@@ -72,12 +72,10 @@ from pipelines.inference import (
 from pipelines.options import (
     EmbedSettings,
     ModelSettings,
-    OutputOptions,
-    OverwriteOptions,
 )
 from pipelines.runner import make_pipeline
-from pipelines.stage_config import config_from_values
-from pipelines.verify import verification_wanted, verified_stage_manifest, verify_model
+from pipelines.stage_config import StageOutput, config_from_values, require_flags
+from pipelines.verify import verified_stage_manifest, verify_model
 from schemas import embedding_schema
 
 LOGGER = logging.getLogger(__name__)
@@ -241,37 +239,24 @@ def check_counts(counts: dict[str, int], max_dead_letter_fraction: float, folder
         )
 
 
-@dataclass(frozen=True)
-class EmbedConfig:
-    """One embed run: the model settings, the embed settings, and where it writes.
+@dataclass(frozen=True, kw_only=True)
+class EmbedConfig(StageOutput):
+    """One embed run: the model settings, the embed settings, and where it writes (`StageOutput`).
 
-    Drivers build it and call `embed_catalog`; `madr embed` builds it from its flags
-    (`from_options`). `verify=False` is `--no_verify`.
+    Drivers build it and call `embed_catalog`; `madr embed` builds it from its flags (`from_options`).
     """
 
     model: ModelSettings
     embed: EmbedSettings
-    output: str
-    overwrite: bool = False
-    verify: bool = True
-
-    def __post_init__(self) -> None:
-        if not self.output:
-            raise ValueError("missing required flag(s): --output (see --help)")
 
     @classmethod
     def from_options(cls, options: PipelineOptions) -> EmbedConfig:
         """The config the flags of `madr embed` describe; names the required flags that are missing."""
-        values = options.get_all_options(drop_default=False)
-        missing = [f"--{name}" for name in ("products", "model", "output") if not values.get(name)]
-        if missing:
-            raise ValueError(f"missing required flag(s): {', '.join(missing)} (see --help)")
+        require_flags(options.get_all_options(drop_default=False), "products", "model", "output")
         return cls(
             model=config_from_values(ModelSettings, options),
             embed=config_from_values(EmbedSettings, options),
-            output=options.view_as(OutputOptions).output,
-            overwrite=options.view_as(OverwriteOptions).overwrite,
-            verify=verification_wanted(options),
+            **StageOutput.values_from(options),
         )
 
 

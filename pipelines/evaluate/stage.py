@@ -56,8 +56,8 @@ from pipelines.evaluate.transforms import JoinJudgments, SearchAndScore, WriteRu
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode
 from pipelines.options import EvaluateSettings, ModelSettings
 from pipelines.runner import make_pipeline
-from pipelines.stage_config import config_from_values
-from pipelines.verify import verification_wanted, verified_stage_manifest, verify_model
+from pipelines.stage_config import StageOutput, config_from_values, require_flags
+from pipelines.verify import verified_stage_manifest, verify_model
 from schemas import per_query_metrics_schema, validate_judgment, validate_query
 
 LOGGER = logging.getLogger(__name__)
@@ -166,43 +166,31 @@ class EvaluationPlan:
     split: str
 
 
-@dataclass(frozen=True)
-class EvaluateConfig:
-    """One evaluation: the query model, what to retrieve and score, and where it writes.
+@dataclass(frozen=True, kw_only=True)
+class EvaluateConfig(StageOutput):
+    """One evaluation: the query model, what to retrieve and score, and where it writes (`StageOutput`).
 
     Drivers build it and call `evaluate_retrieval`; `madr evaluate` builds it from its flags
     (`from_options`). `products` (with `min_confidence`) adds the annotation quality on the
-    products the model held out. `verify=False` is `--no_verify`.
+    products the model held out.
     """
 
     model: ModelSettings
     evaluate: EvaluateSettings
-    output: str
     products: str | None = None
     min_confidence: float | None = None
-    overwrite: bool = False
-    verify: bool = True
-
-    def __post_init__(self) -> None:
-        if not self.output:
-            raise ValueError("missing required flag(s): --output (see --help)")
 
     @classmethod
     def from_options(cls, options: PipelineOptions) -> EvaluateConfig:
         """The config the flags of `madr evaluate` describe; names the required flags that are missing."""
         values = options.get_all_options(drop_default=False)
-        required = ("queries", "judgments", "model", "output")
-        missing = [f"--{name}" for name in required if not values.get(name)]
-        if missing:
-            raise ValueError(f"missing required flag(s): {', '.join(missing)} (see --help)")
+        require_flags(values, "queries", "judgments", "model", "output")
         return cls(
             model=config_from_values(ModelSettings, values),
             evaluate=config_from_values(EvaluateSettings, values),
-            output=values["output"],
             products=values.get("products"),
             min_confidence=values.get("min_confidence"),
-            overwrite=bool(values.get("overwrite")),
-            verify=verification_wanted(options),
+            **StageOutput.values_from(options),
         )
 
 

@@ -14,6 +14,7 @@ from index_builder.recall import DEFAULT_TARGET_RECALL, check_target, recall_sum
 from index_builder.scann_index import ScannIndex
 from pipelines.artifacts import fresh_output, local_output, read_embeddings
 from pipelines.options import IndexOptions, OverwriteOptions, VerifyOptions, add_stage_arguments
+from pipelines.stage_config import add_output_argument
 from pipelines.verify import verified_stage_manifest
 
 LOGGER = logging.getLogger(__name__)
@@ -33,14 +34,7 @@ class IndexBuildReport:
 def add_build_index_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embeddings", required=True, help="Embedding shards folder written by `madr embed`")
     # --out is the name of earlier releases; --output is every stage's.
-    parser.add_argument(
-        "--output",
-        "--out",
-        dest="out",
-        metavar="OUTPUT",
-        required=True,
-        help="Index artifact directory to write",
-    )
+    add_output_argument(parser, required=True, help="Index artifact directory to write")
     add_stage_arguments(parser, IndexOptions, VerifyOptions, OverwriteOptions)
 
 

@@ -19,6 +19,7 @@ from model.aspects.vocabulary import AspectVocabulary
 from model.training.checkpoints import checkpoint_dir
 from pipelines.layout import DatasetLayout
 from pipelines.options import OverwriteOptions, add_stage_arguments
+from pipelines.stage_config import add_output_argument
 from schemas import AspectSchema
 
 
@@ -70,9 +71,7 @@ class EncoderJob:
 def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `EncoderJob`, for every command that builds an encoder."""
     parser.add_argument("--data", required=True, help="Dataset folder (products/, queries.parquet, ...)")
-    parser.add_argument(
-        "--output", "--out", dest="out", metavar="OUTPUT", required=True, help="Model directory to write"
-    )
+    add_output_argument(parser, required=True, help="Model directory to write")
     parser.add_argument(
         "--variant", default="bibert", choices=sorted(VARIANTS), help="Encoder variant (default: %(default)s)"
     )

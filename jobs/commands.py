@@ -328,7 +328,7 @@ def _export_vertex(args: argparse.Namespace, beam_args: list[str], stage_argv: l
 )
 def _experiment(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
     """Train, embed, index, evaluate each variant on the synthetic benchmark; write a table."""
-    run_experiment(config_from_args(args), args.out)
+    run_experiment(config_from_args(args, explicit_flags(add_experiment_arguments, stage_argv)), args.out)
 
 
 @command("explain", "Table 8: per-aspect predictions of a query and product", add_explain_arguments)

@@ -52,15 +52,24 @@ def flag_fields(config_class: type) -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(config_class) if "help" in f.metadata]
 
 
+def comma_separated(text: str) -> tuple[str, ...]:
+    """A flag's `a,b,c` as ("a", "b", "c"), blanks dropped."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
 def _scalar_type(annotation: Any) -> type:
-    """str / int / float / bool from `X` or `X | None`."""
+    """str / int / float / bool from `X` or `X | None`; tuple for `tuple[str, ...]` (comma-separated)."""
     if annotation in _SCALARS:
         return annotation
+    if typing.get_origin(annotation) is tuple and typing.get_args(annotation) == (str, ...):
+        return tuple
     arguments = [a for a in typing.get_args(annotation) if a is not type(None)]
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType) and len(arguments) == 1 and arguments[0] in _SCALARS:
         return arguments[0]
-    raise TypeError(f"a flag must be str, int, float or bool (or one of them | None), not {annotation}")
+    raise TypeError(
+        f"a flag must be str, int, float, bool (or one of them | None) or tuple[str, ...], not {annotation}"
+    )
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, config_class: type) -> None:
@@ -75,8 +84,12 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_class: type) ->
             parser.add_argument(f"--{f.name}", action="store_true", help=text)
             continue
         bare = {"nargs": "?", "const": f.metadata["bare"]} if f.metadata["bare"] is not None else {}
+        if kind is tuple:  # argparse converts a string default with `type` too
+            kind, default = comma_separated, ",".join(f.default)
+        else:
+            default = f.default
         parser.add_argument(
-            f"--{f.name}", type=kind, default=f.default, choices=f.metadata["choices"], help=text, **bare
+            f"--{f.name}", type=kind, default=default, choices=f.metadata["choices"], help=text, **bare
         )
 
 

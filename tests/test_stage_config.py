@@ -8,8 +8,10 @@ from dataclasses import dataclass
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from jobs.experiment import PROFILES, ExperimentConfig, add_experiment_arguments, config_from_args
 from pipelines.options import EmbedSettings, IndexSettings, ModelSettings
 from pipelines.stage_config import add_config_arguments, config_from_values, setting
+from pipelines.train.presets import explicit_flags
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ def test_a_flag_of_an_unsupported_type_is_refused() -> None:
     class Bad:
         names: list = setting(None, "A list")  # noqa: RUF009 - the point of the test
 
-    with pytest.raises(TypeError, match="a flag must be str, int, float or bool"):
+    with pytest.raises(TypeError, match="a flag must be str, int, float, bool"):
         add_config_arguments(argparse.ArgumentParser(), Bad)
 
 
@@ -69,3 +71,13 @@ def test_beam_options_hold_every_stage_flag_once_with_the_dataclass_defaults() -
     assert config_from_values(EmbedSettings, options) == EmbedSettings(products="p")
     index = config_from_values(IndexSettings, options)
     assert index == IndexSettings(num_leaves=64) and index.scann_settings() == {"num_leaves": 64}
+
+
+def test_madr_experiment_flags_come_from_its_config_and_a_profile_yields_to_explicit_flags() -> None:
+    parser = argparse.ArgumentParser()
+    add_experiment_arguments(parser)
+    argv = ["--profile", "full", "--epochs", "3", "--variants", "bibert, mtbert"]
+    config = config_from_args(parser.parse_args(argv), explicit_flags(add_experiment_arguments, argv))
+    assert config.variants == ("bibert", "mtbert") and config.epochs == 3  # given: kept
+    assert (config.pretrain_steps, config.patience) == (PROFILES["full"]["pretrain_steps"], 2)  # the profile
+    assert config_from_args(parser.parse_args([])) == ExperimentConfig()

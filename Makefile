@@ -20,7 +20,7 @@ $(STAMP): setup.py
 	touch $(STAMP)
 
 demo: install
-	$(BIN)/madr demo --out runs/demo
+	$(BIN)/madr demo --output runs/demo
 
 test: install
 	$(BIN)/ruff check .

@@ -77,19 +77,19 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_class: type) ->
     hints = typing.get_type_hints(config_class)
     for f in flag_fields(config_class):
         kind = _scalar_type(hints[f.name])
-        text = ("(required) " if f.metadata["required"] else "") + f.metadata["help"]
+        text = ("(required) " if f.metadata.get("required") else "") + f.metadata["help"]
         if kind is bool:
             if f.default is not False:
                 raise TypeError(f"{config_class.__name__}.{f.name}: a bool flag must default to False")
             parser.add_argument(f"--{f.name}", action="store_true", help=text)
             continue
-        bare = {"nargs": "?", "const": f.metadata["bare"]} if f.metadata["bare"] is not None else {}
+        bare = {"nargs": "?", "const": f.metadata["bare"]} if f.metadata.get("bare") is not None else {}
         if kind is tuple:  # argparse converts a string default with `type` too
             kind, default = comma_separated, ",".join(f.default)
         else:
             default = f.default
         parser.add_argument(
-            f"--{f.name}", type=kind, default=default, choices=f.metadata["choices"], help=text, **bare
+            f"--{f.name}", type=kind, default=default, choices=f.metadata.get("choices"), help=text, **bare
         )
 
 
@@ -104,7 +104,7 @@ def config_from_values(
         values = values.get_all_options(drop_default=False)
     elif isinstance(values, argparse.Namespace):
         values = vars(values)
-    require_flags(values, *(f.name for f in flag_fields(config_class) if f.metadata["required"]))
+    require_flags(values, *(f.name for f in flag_fields(config_class) if f.metadata.get("required")))
     return config_class(
         **{f.name: values[f.name] for f in flag_fields(config_class) if values.get(f.name) is not None}
     )

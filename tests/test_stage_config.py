@@ -9,8 +9,10 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from jobs.experiment import PROFILES, ExperimentConfig, add_experiment_arguments, config_from_args
+from model.training import TrainingConfig
 from pipelines.options import EmbedSettings, IndexSettings, ModelSettings
 from pipelines.stage_config import add_config_arguments, config_from_values, setting
+from pipelines.train.finetune import add_train_arguments
 from pipelines.train.presets import explicit_flags
 
 
@@ -81,3 +83,23 @@ def test_madr_experiment_flags_come_from_its_config_and_a_profile_yields_to_expl
     assert config.variants == ("bibert", "mtbert") and config.epochs == 3  # given: kept
     assert (config.pretrain_steps, config.patience) == (PROFILES["full"]["pretrain_steps"], 2)  # the profile
     assert config_from_args(parser.parse_args([])) == ExperimentConfig()
+
+
+def test_madr_train_flags_are_the_training_configs_fields() -> None:
+    parser = argparse.ArgumentParser()
+    add_train_arguments(parser)
+    argv = [
+        "--data",
+        "d",
+        "--output",
+        "m",
+        "--epochs",
+        "3",
+        "--gradient_accumulation",
+        "2",
+        "--validate_every",
+        "5",
+    ]
+    loop = config_from_values(TrainingConfig, parser.parse_args(argv))
+    assert loop == TrainingConfig(epochs=3, gradient_accumulation=2, validate_every=5)
+    assert config_from_values(TrainingConfig, parser.parse_args(argv[:4])) == TrainingConfig()

@@ -21,6 +21,7 @@ from model.training.validation import VALIDATION_METRIC
 from pipelines.artifacts import fresh_output
 from pipelines.layout import DatasetLayout
 from pipelines.options import VerifyOptions, add_stage_arguments
+from pipelines.stage_config import add_config_arguments, config_from_values
 from pipelines.train.encoder_job import EncoderJob, add_encoder_arguments, encoder_job_fields, has_checkpoint
 from pipelines.train.presets import add_preset_argument
 from pipelines.train.training_data import load_training_set
@@ -54,45 +55,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         "--backbone; it keeps its architecture, settings and aspect vocabulary",
     )
     add_stage_arguments(parser, VerifyOptions)
-    parser.add_argument(
-        "--aspect_loss_weight",
-        type=float,
-        default=0.0,
-        help="λf of Eq. 8 on the aspect losses (repro: 0 is best)",
-    )
-    parser.add_argument(
-        "--pointwise_loss_weight", type=float, default=1.0, help="Weight of L_CE over judged pairs (Eq. 8)"
-    )
-    parser.add_argument(
-        "--hard_negatives",
-        type=int,
-        choices=(0, 1),
-        default=1,
-        help="Hard negatives per query (0: in-batch only)",
-    )
-    parser.add_argument("--epochs", type=int, default=1, help="Passes over the training queries (a ceiling)")
-    parser.add_argument(
-        "--patience",
-        type=int,
-        default=0,
-        help="Stop after this many validations (once per epoch) without a better validation MRR@10; 0: never",
-    )
-    parser.add_argument("--max_steps", type=int, default=None, help="Stop after this many optimiser steps")
-    parser.add_argument(
-        "--batch_size", type=int, default=32, help="Queries per micro-batch (default: %(default)s)"
-    )
-    parser.add_argument("--grad_accumulation", type=int, default=1, help="Micro-batches per optimiser step")
-    parser.add_argument("--learning_rate", type=float, default=5e-5, help="AdamW rate, backbone")
-    parser.add_argument(
-        "--head_learning_rate",
-        type=float,
-        default=None,
-        help="AdamW rate for the layers above the backbone (default: --learning_rate)",
-    )
-    parser.add_argument("--checkpoint_every", type=int, default=0, help="Steps between resumable checkpoints")
-    parser.add_argument("--seed", type=int, default=13, help="Seed of data order, sampling and init")
+    add_config_arguments(parser, TrainingConfig)
     parser.add_argument("--max_train_queries", type=int, default=None, help="Use at most this many queries")
-    parser.add_argument("--device", default=None, help="Torch device; default: GPU when present, else CPU")
 
 
 def train_from_args(args: argparse.Namespace) -> TrainingReport:
@@ -102,21 +66,7 @@ def train_from_args(args: argparse.Namespace) -> TrainingReport:
         init_from=args.init_from,
         verify_init=not args.no_verify,
     )
-    loop = TrainingConfig(
-        epochs=args.epochs,
-        max_steps=args.max_steps,
-        batch_size=args.batch_size,
-        gradient_accumulation=args.grad_accumulation,
-        learning_rate=args.learning_rate,
-        head_learning_rate=args.head_learning_rate,
-        checkpoint_every=args.checkpoint_every,
-        seed=args.seed,
-        device=args.device,
-        aspect_loss_weight=args.aspect_loss_weight,
-        pointwise_loss_weight=args.pointwise_loss_weight,
-        hard_negatives=args.hard_negatives,
-        patience=args.patience,
-    )
+    loop = config_from_values(TrainingConfig, args)
     return run_training(job, loop)
 
 

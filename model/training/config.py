@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-def _flag(default: Any, help: str, choices: tuple[Any, ...] | None = None) -> Any:
+def cli_field(default: Any, help: str, choices: tuple[Any, ...] | None = None) -> Any:
     """A field with its command-line help: what `pipelines.stage_config` makes a flag of."""
     return field(default=default, metadata={"help": help, "choices": choices})
 
@@ -35,25 +35,27 @@ class TrainingConfig:
     """
 
     # `help` metadata makes a field a flag of `madr train` (pipelines/stage_config.py generates them).
-    epochs: int = _flag(1, "Passes over the training queries (a ceiling)")
-    max_steps: int | None = _flag(None, "Stop after this many optimiser steps")
-    batch_size: int = _flag(32, "Queries per micro-batch")
-    gradient_accumulation: int = _flag(1, "Micro-batches per optimiser step")
-    learning_rate: float = _flag(5e-5, "AdamW rate, backbone")
-    head_learning_rate: float | None = _flag(
+    epochs: int = cli_field(1, "Passes over the training queries (a ceiling)")
+    max_steps: int | None = cli_field(None, "Stop after this many optimiser steps")
+    batch_size: int = cli_field(32, "Queries per micro-batch")
+    gradient_accumulation: int = cli_field(1, "Micro-batches per optimiser step")
+    learning_rate: float = cli_field(5e-5, "AdamW rate, backbone")
+    head_learning_rate: float | None = cli_field(
         None, "AdamW rate for the layers above the backbone (default: --learning_rate)"
     )
-    warmup_fraction: float = _flag(0.1, "Share of the steps the learning rate warms up over")
-    weight_decay: float = _flag(0.01, "AdamW weight decay")
-    max_grad_norm: float = _flag(1.0, "Gradient norm clipping")
-    pointwise_loss_weight: float = _flag(1.0, "Weight of L_CE over judged pairs (Eq. 8)")
-    aspect_loss_weight: float = _flag(0.0, "λf of Eq. 8 on the aspect losses (repro: 0 is best)")
-    hard_negatives: int = _flag(1, "Hard negatives per query (0: in-batch only)", choices=(0, 1))
-    seed: int = _flag(13, "Seed of data order, sampling and init")
-    checkpoint_every: int = _flag(0, "Steps between resumable checkpoints")
-    validate_every: int = _flag(0, "Steps between validations (0: once per epoch)")
-    patience: int = _flag(0, "Stop after this many validations without a better validation MRR@10; 0: never")
-    device: str | None = _flag(None, "Torch device; default: GPU when present, else CPU")
+    warmup_fraction: float = cli_field(0.1, "Share of the steps the learning rate warms up over")
+    weight_decay: float = cli_field(0.01, "AdamW weight decay")
+    max_grad_norm: float = cli_field(1.0, "Gradient norm clipping")
+    pointwise_loss_weight: float = cli_field(1.0, "Weight of L_CE over judged pairs (Eq. 8)")
+    aspect_loss_weight: float = cli_field(0.0, "λf of Eq. 8 on the aspect losses (repro: 0 is best)")
+    hard_negatives: int = cli_field(1, "Hard negatives per query (0: in-batch only)", choices=(0, 1))
+    seed: int = cli_field(13, "Seed of data order, sampling and init")
+    checkpoint_every: int = cli_field(0, "Steps between resumable checkpoints")
+    validate_every: int = cli_field(0, "Steps between validations (0: once per epoch)")
+    patience: int = cli_field(
+        0, "Stop after this many validations without a better validation MRR@10; 0: never"
+    )
+    device: str | None = cli_field(None, "Torch device; default: GPU when present, else CPU")
     show_progress: bool = True
 
     def __post_init__(self) -> None:

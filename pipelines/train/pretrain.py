@@ -23,6 +23,7 @@ from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, Pre
 from model.training.pretrain import native_bfloat16
 from pipelines.artifacts import fresh_output, parquet_rows
 from pipelines.layout import DatasetLayout
+from pipelines.stage_config import add_config_arguments, config_from_values
 from pipelines.train.encoder_job import EncoderJob, add_encoder_arguments, encoder_job_fields, has_checkpoint
 from pipelines.train.presets import add_preset_argument
 from pipelines.train.vocabulary import run_build_vocabulary
@@ -70,7 +71,6 @@ class PretrainJob(EncoderJob):
 
 
 def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
-    loop = PretrainingConfig()
     add_encoder_arguments(parser)
     add_preset_argument(parser)
     parser.add_argument(
@@ -84,32 +84,7 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
         help="Share of products never pre-trained on, chosen by a hash of the product id and recorded in "
         "the model's manifest; `madr evaluate --products` measures aspect predictions on them (0: none)",
     )
-    parser.add_argument("--epochs", type=int, default=loop.epochs, help="Passes over the records")
-    parser.add_argument("--max_steps", type=int, default=None, help="Stop after this many optimiser steps")
-    parser.add_argument("--batch_size", type=int, default=loop.batch_size, help="Texts per step (one side)")
-    parser.add_argument("--learning_rate", type=float, default=loop.learning_rate, help="AdamW, backbone")
-    parser.add_argument(
-        "--head_learning_rate",
-        type=float,
-        default=loop.head_learning_rate,
-        help="AdamW rate for the layers above the backbone (aspect extraction, heads, MLM heads)",
-    )
-    parser.add_argument("--warmup_fraction", type=float, default=loop.warmup_fraction, help="Linear warmup")
-    parser.add_argument(
-        "--aspect_weight", type=float, default=loop.aspect_weight, help="λp on the aspect losses (Eq. 7: 1)"
-    )
-    parser.add_argument(
-        "--mask_probability", type=float, default=loop.mask_probability, help="MLM masking ratio"
-    )
-    parser.add_argument("--checkpoint_every", type=int, default=0, help="Steps between resumable checkpoints")
-    parser.add_argument("--seed", type=int, default=loop.seed, help="Seed of data order, masks and init")
-    parser.add_argument("--device", default=None, help="Torch device; default: GPU when present, else CPU")
-    parser.add_argument(
-        "--bf16",
-        action="store_true",
-        help="Forward pass under bfloat16 autocast: about 1.6x faster on a CPU with native bfloat16 (AVX-512 "
-        "BF16, AMX) or a GPU, slower on a CPU without it",
-    )
+    add_config_arguments(parser, PretrainingConfig)
 
 
 def pretrain_from_args(args: argparse.Namespace) -> PretrainingReport:
@@ -119,20 +94,7 @@ def pretrain_from_args(args: argparse.Namespace) -> PretrainingReport:
         max_products=args.max_products,
         held_out=HeldOutProducts(args.held_out_fraction),
     )
-    loop = PretrainingConfig(
-        epochs=args.epochs,
-        max_steps=args.max_steps,
-        batch_size=args.batch_size,
-        learning_rate=args.learning_rate,
-        head_learning_rate=args.head_learning_rate,
-        warmup_fraction=args.warmup_fraction,
-        aspect_weight=args.aspect_weight,
-        mask_probability=args.mask_probability,
-        checkpoint_every=args.checkpoint_every,
-        seed=args.seed,
-        device=args.device,
-        bf16=args.bf16,
-    )
+    loop = config_from_values(PretrainingConfig, args)
     return run_pretraining(job, loop)
 
 

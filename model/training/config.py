@@ -7,6 +7,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def check_optimiser_settings(config: Any) -> None:
+    """The checks `TrainingConfig` and `PretrainingConfig` share: epochs, steps, rates, warmup."""
+    if config.epochs < 1:
+        raise ValueError(f"epochs must be >= 1, got {config.epochs}")
+    if config.max_steps is not None and config.max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1 when set, got {config.max_steps}")
+    for name in ("learning_rate", "head_learning_rate"):
+        rate = getattr(config, name)
+        if rate is not None and not 0 < rate < 1:
+            raise ValueError(f"{name} must be in (0, 1), got {rate}")
+    if not 0 <= config.warmup_fraction < 1:
+        raise ValueError("warmup_fraction must be in [0, 1)")
+
+
 def cli_field(default: Any, help: str, choices: tuple[Any, ...] | None = None) -> Any:
     """A field with its command-line help: what `pipelines.stage_config` makes a flag of."""
     return field(default=default, metadata={"help": help, "choices": choices})
@@ -59,20 +73,11 @@ class TrainingConfig:
     show_progress: bool = True
 
     def __post_init__(self) -> None:
-        if self.epochs < 1:
-            raise ValueError(f"epochs must be >= 1, got {self.epochs}")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1 when set, got {self.max_steps}")
+        check_optimiser_settings(self)
         if self.batch_size < 2:
             raise ValueError("batch_size must be >= 2: in-batch negatives need other queries")
         if self.gradient_accumulation < 1:
             raise ValueError("gradient_accumulation must be >= 1")
-        for name in ("learning_rate", "head_learning_rate"):
-            rate = getattr(self, name)
-            if rate is not None and not 0 < rate < 1:
-                raise ValueError(f"{name} must be in (0, 1), got {rate}")
-        if not 0 <= self.warmup_fraction < 1:
-            raise ValueError("warmup_fraction must be in [0, 1)")
         if self.pointwise_loss_weight < 0 or self.aspect_loss_weight < 0:
             raise ValueError("loss weights must be >= 0")
         if self.hard_negatives not in (0, 1):

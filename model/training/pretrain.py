@@ -28,7 +28,7 @@ from model.training.checkpoints import (
     run_fingerprint,
     save_checkpoint,
 )
-from model.training.config import Annotations, cli_field
+from model.training.config import Annotations, check_optimiser_settings, cli_field
 from model.training.optimizer import adamw_with_head_rate
 
 
@@ -93,18 +93,9 @@ class PretrainingConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.epochs < 1:
-            raise ValueError(f"epochs must be >= 1, got {self.epochs}")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1 when set, got {self.max_steps}")
+        check_optimiser_settings(self)
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        for name in ("learning_rate", "head_learning_rate"):
-            rate = getattr(self, name)
-            if rate is not None and not 0 < rate < 1:
-                raise ValueError(f"{name} must be in (0, 1), got {rate}")
-        if not 0 <= self.warmup_fraction < 1:
-            raise ValueError("warmup_fraction must be in [0, 1)")
         if self.aspect_weight < 0:
             raise ValueError(f"aspect_weight must be >= 0, got {self.aspect_weight}")
         if not 0 < self.mask_probability < 1:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +22,10 @@ from model.training.checkpoints import checkpoint_dir
 from pipelines.layout import DatasetLayout
 from pipelines.options import OverwriteOptions, add_stage_arguments
 from pipelines.stage_config import add_output_argument
+from pipelines.train.vocabulary import run_build_vocabulary
 from schemas import AspectSchema
+
+LOGGER = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,20 @@ class EncoderJob:
         }
         settings.update(self.variant_options)
         return settings
+
+    def new_encoder_for_dataset(self) -> tuple[DenseEncoder, PreTrainedTokenizerBase, AspectVocabulary]:
+        """A fresh encoder on the job's backbone, its heads sized by the dataset's aspect vocabulary."""
+        layout = DatasetLayout(self.dataset)
+        with tempfile.TemporaryDirectory() as scratch:
+            vocabulary = run_build_vocabulary(
+                layout.products,
+                layout.queries,
+                self.aspects.names,
+                self.min_aspect_count,
+                f"{scratch}/v.json",
+            )
+        LOGGER.info("aspect vocabulary sizes: %s", vocabulary.sizes())
+        return (*self.new_encoder(vocabulary), vocabulary)
 
     def new_encoder(self, vocabulary: AspectVocabulary) -> tuple[DenseEncoder, PreTrainedTokenizerBase]:
         return new_encoder(

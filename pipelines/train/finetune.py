@@ -7,7 +7,6 @@ import dataclasses
 import json
 import logging
 import shutil
-import tempfile
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -19,13 +18,11 @@ from model import DenseEncoder, load_config, load_encoder, text_for_model
 from model.training import Trainer, TrainingConfig, TrainingReport
 from model.training.validation import VALIDATION_METRIC
 from pipelines.artifacts import fresh_output
-from pipelines.layout import DatasetLayout
 from pipelines.options import VerifyOptions, add_stage_arguments
 from pipelines.stage_config import add_config_arguments, config_from_values
 from pipelines.train.encoder_job import EncoderJob, add_encoder_arguments, encoder_job_fields, has_checkpoint
 from pipelines.train.presets import add_preset_argument
 from pipelines.train.training_data import load_training_set
-from pipelines.train.vocabulary import run_build_vocabulary
 from pipelines.verify import verify_model
 from schemas import write_manifest
 from schemas.manifest import MANIFEST_FILE
@@ -206,15 +203,5 @@ def _warm_started_encoder(
 
 def _new_job_encoder(job: TrainJob) -> tuple[DenseEncoder, PreTrainedTokenizerBase, dict[str, int]]:
     """A fresh encoder on the job's backbone, its heads sized by the dataset's aspect vocabulary."""
-    layout = DatasetLayout(job.dataset)
-    with tempfile.TemporaryDirectory() as scratch:
-        vocabulary = run_build_vocabulary(
-            layout.products,
-            layout.queries,
-            job.aspects.names,
-            job.min_aspect_count,
-            f"{scratch}/vocabulary.json",
-        )
-    LOGGER.info("aspect vocabulary sizes: %s", vocabulary.sizes())
-    encoder, tokenizer = job.new_encoder(vocabulary)
+    encoder, tokenizer, vocabulary = job.new_encoder_for_dataset()
     return encoder, tokenizer, vocabulary.sizes()

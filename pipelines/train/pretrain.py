@@ -13,7 +13,6 @@ import argparse
 import dataclasses
 import logging
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +25,6 @@ from pipelines.layout import DatasetLayout
 from pipelines.stage_config import add_config_arguments, config_from_values
 from pipelines.train.encoder_job import EncoderJob, add_encoder_arguments, encoder_job_fields, has_checkpoint
 from pipelines.train.presets import add_preset_argument
-from pipelines.train.vocabulary import run_build_vocabulary
 from schemas import InvalidRecord, validate_product, validate_query, write_manifest
 from schemas.splits import HeldOutProducts
 
@@ -144,17 +142,7 @@ def run_pretraining(job: PretrainJob, loop: PretrainingConfig) -> PretrainingRep
 
 
 def _pretrain(job: PretrainJob, loop: PretrainingConfig) -> PretrainingReport:
-    layout = DatasetLayout(job.dataset)
-    with tempfile.TemporaryDirectory() as scratch:
-        vocabulary = run_build_vocabulary(
-            layout.products,
-            layout.queries,
-            job.aspects.names,
-            job.min_aspect_count,
-            f"{scratch}/vocabulary.json",
-        )
-    LOGGER.info("aspect vocabulary sizes: %s", vocabulary.sizes())
-    encoder, tokenizer = job.new_encoder(vocabulary)
+    encoder, tokenizer, vocabulary = job.new_encoder_for_dataset()
     records = load_pretraining_records(job, encoder)
     sides = {side.value: sum(r.side is side for r in records) for side in Side}
     LOGGER.info("pre-training on %d products and %d queries", sides["document"], sides["query"])

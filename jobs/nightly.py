@@ -36,11 +36,12 @@ from jobs.stage_runs import StageRunner, is_finished
 from pipelines.artifacts import is_local, read_stage_manifest
 from pipelines.embed.stage import EMBEDDINGS_KIND, EmbedConfig, embed_catalog
 from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
-from pipelines.index.partitioned import run_build_index
+from pipelines.index.partitioned import PartitionedIndexConfig, build_partitioned
 from pipelines.options import (
     EmbedSettings,
     EvaluateSettings,
     IndexOptions,
+    IndexSettings,
     ModelSettings,
     add_stage_arguments,
 )
@@ -97,23 +98,19 @@ class NightlyJob:
             verify=not values.get("no_verify"),
         )
 
-    # The flags of the other stages' pipelines, before job.beam_args (tests/test_dataflow_translation.py
-    # builds each stage with them, for Dataflow).
-
-    def index_flags(self) -> list[str]:
-        """The partitioned index build over this run's embeddings, into its index/."""
-        return [
-            "--embeddings",
-            self.stage("embeddings"),
-            "--output",
-            self.stage("index"),
-            "--num_index_shards",
-            str(self.num_index_shards),
-            "--max_k",
-            str(self.max_k),
-            "--target_recall",
-            str(self.target_recall),
-        ]
+    def index_config(self) -> PartitionedIndexConfig:
+        """The partitioned index build over this run's embeddings, into its index/; ScaNN settings among
+        the job's Beam arguments (--num_leaves, --soar_lambda, ...) apply."""
+        values = self._stage_values(
+            num_index_shards=self.num_index_shards, max_k=self.max_k, target_recall=self.target_recall
+        )
+        return PartitionedIndexConfig(
+            embeddings=self.stage("embeddings"),
+            index=config_from_values(IndexSettings, values),
+            output=self.stage("index"),
+            overwrite=True,
+            verify=not values.get("no_verify"),
+        )
 
     def evaluate_config(self) -> EvaluateConfig:
         """The evaluation of this run's index against --queries and --judgments, into its eval/."""
@@ -276,9 +273,8 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
     report = NightlyReport(job.run_id, previous)
     # A stage folder without a manifest is unfinished: what an interrupted attempt left (stages move
     # their files into place only once they succeed, but an object store's move is a copy, and older
-    # runs wrote in place). The stage is told to replace it (--overwrite); the folder of a finished
+    # runs wrote in place). Each stage's config replaces it (`overwrite=True`); the folder of a finished
     # stage is skipped (`StageRunner`) and never touched.
-    extra = ["--overwrite", *job.beam_args]
 
     previous_embeddings = FileSystems.join(job.out, previous, "embeddings") if previous else None
     reused = None
@@ -300,7 +296,7 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
 
     stages.run(
         "index",
-        lambda: repr(run_build_index(PipelineOptions([*job.index_flags(), *extra]))),
+        lambda: repr(build_partitioned(job.index_config(), PipelineOptions(list(job.beam_args)))),
         job.stage("index"),
     )
 

@@ -41,7 +41,7 @@ from apache_beam.runners.runner import PipelineState
 from jobs.nightly import NightlyJob
 from pipelines.embed.stage import build_embed, build_embed_pipeline, run_embed
 from pipelines.evaluate.stage import build_evaluate, build_evaluate_pipeline
-from pipelines.index.partitioned import build_partitioned_index
+from pipelines.index.partitioned import build_partitioned_index, build_partitioned_index_pipeline
 from pipelines.index.single import build_index
 from pipelines.runner import make_pipeline
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
@@ -201,7 +201,7 @@ def test_the_nightly_stages_translate_for_dataflow(inputs, tmp_path) -> None:
     )
     summaries = {"embed": translate(embed).summary()}
     shutil.copytree(inputs["embeddings"], job.stage("embeddings"))
-    index, _ = build_partitioned_index(PipelineOptions([*job.index_flags(), *job.beam_args]))
+    index, _ = build_partitioned_index_pipeline(job.index_config(), PipelineOptions(list(job.beam_args)))
     summaries["index"] = translate(index).summary()
     shutil.copytree(inputs["index"], job.stage("index"))
     evaluate, plan = build_evaluate_pipeline(job.evaluate_config(), PipelineOptions(list(job.beam_args)))

@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +39,10 @@ from index_builder.recall import check_target, tune_recall
 from pipelines.artifacts import fresh_output
 from pipelines.catalog_io import METRICS_NAMESPACE
 from pipelines.index.manifest import measured_recall, write_partitioned_manifest
-from pipelines.options import EvaluateOptions, IndexSettings, OutputOptions, OverwriteOptions
-from pipelines.runner import make_pipeline, require_options
-from pipelines.stage_config import config_from_values
-from pipelines.verify import verification_wanted, verified_stage_manifest
+from pipelines.options import IndexSettings
+from pipelines.runner import make_pipeline
+from pipelines.stage_config import StageOutput, config_from_values, require_flags
+from pipelines.verify import verified_stage_manifest
 from schemas.manifest import MANIFEST_FILE
 
 LOGGER = logging.getLogger(__name__)
@@ -271,39 +271,59 @@ class PartitionedBuildPlan:
     target_recall: float | None
 
 
+@dataclass(frozen=True, kw_only=True)
+class PartitionedIndexConfig(StageOutput):
+    """One partitioned index build: the embed stage's folder, the index settings, where it writes."""
+
+    embeddings: str
+    index: IndexSettings = field(default_factory=IndexSettings)
+
+    @classmethod
+    def from_options(cls, options: PipelineOptions) -> PartitionedIndexConfig:
+        """The config the flags of `madr build-index --num_index_shards N` describe."""
+        values = options.get_all_options(drop_default=False)
+        require_flags(values, "embeddings", "output")
+        index = config_from_values(IndexSettings, values)
+        return cls(embeddings=values["embeddings"], index=index, **StageOutput.values_from(options))
+
+
 def build_partitioned_index(
     options: PipelineOptions, folder: str | None = None
 ) -> tuple[beam.Pipeline, PartitionedBuildPlan]:
-    """The partitioned index build, built but not run, writing its shards into ``folder`` (default --output).
+    """`build_partitioned_index_pipeline` from the flags (Beam's own flags choose the runner)."""
+    return build_partitioned_index_pipeline(PartitionedIndexConfig.from_options(options), options, folder)
+
+
+def build_partitioned_index_pipeline(
+    config: PartitionedIndexConfig, beam_options: PipelineOptions | None = None, folder: str | None = None
+) -> tuple[beam.Pipeline, PartitionedBuildPlan]:
+    """The partitioned index build, built but not run, writing its shards into ``folder`` (default: the
+    config's output).
 
     The driver's checks happen here (an empty output, the embeddings against their manifest); a test
     translates the pipeline for another runner (tests/test_dataflow_translation.py).
     """
-    inputs, output = options.view_as(EvaluateOptions), options.view_as(OutputOptions)
-    index_opts = config_from_values(IndexSettings, options)
-    require_options(inputs, "embeddings")
-    require_options(output, "output")
-    folder = folder or output.output
+    settings = config.index
+    folder = folder or config.output
     _require_empty(folder)
     # Checked once, here; the workers that read the shards trust this check.
-    verify = verification_wanted(options)
-    embed_manifest = verified_stage_manifest(inputs.embeddings, "madr-embeddings", verify)
+    embed_manifest = verified_stage_manifest(config.embeddings, "madr-embeddings", config.verify)
     plan = PartitionedBuildPlan(
         folder=folder,
-        embeddings=inputs.embeddings,
-        num_shards=index_opts.num_index_shards,
-        max_k=index_opts.max_k,
+        embeddings=config.embeddings,
+        num_shards=settings.num_index_shards,
+        max_k=settings.max_k,
         model_id=embed_manifest["model_id"],
         model_version=str(embed_manifest["model_version"]),
         dimension=int(embed_manifest["dimension"]),
-        target_recall=check_target(index_opts.target_recall),
+        target_recall=check_target(settings.target_recall),
     )
-    pipeline = make_pipeline(options)
+    pipeline = make_pipeline(beam_options or PipelineOptions([]))
     _ = (
         pipeline
         | "ReadEmbeddings"
         >> beam.io.ReadFromParquetBatched(
-            FileSystems.join(inputs.embeddings, "embeddings*.parquet"),
+            FileSystems.join(config.embeddings, "embeddings*.parquet"),
             columns=["product_id", "embedding", "model_id", "model_version"],
         )
         | "ToRows" >> beam.FlatMap(table_rows)
@@ -315,25 +335,30 @@ def build_partitioned_index(
             plan.model_id,
             plan.model_version,
             plan.target_recall,
-            tuple(index_opts.scann_settings().items()),
+            tuple(settings.scann_settings().items()),
         )
     )
     return pipeline, plan
 
 
 def run_build_index(options: PipelineOptions) -> PartitionedBuildReport:
-    """Build a partitioned index from an embed stage's shards (--embeddings) into --output.
+    """`madr build-index --num_index_shards N`: `build_partitioned` from the flags."""
+    return build_partitioned(PartitionedIndexConfig.from_options(options), options)
 
-    ``--num_index_shards 1`` gives a one-shard artifact whose searches equal a single index
+
+def build_partitioned(
+    config: PartitionedIndexConfig, beam_options: PipelineOptions | None = None
+) -> PartitionedBuildReport:
+    """Build a partitioned index from an embed stage's shards into the config's output.
+
+    ``num_index_shards=1`` gives a one-shard artifact whose searches equal a single index
     built from the same embeddings; `index_builder.open_index` loads either layout. A non-empty
-    --output is refused unless --overwrite: the shards are built in a staging folder, which moves
-    into --output, manifest included, once every shard exists (`artifacts.fresh_output`).
+    output is refused unless `overwrite`: the shards are built in a staging folder, which moves
+    into the output, manifest included, once every shard exists (`artifacts.fresh_output`).
     """
     started = time.perf_counter()
-    output = options.view_as(OutputOptions)
-    require_options(output, "output")
-    with fresh_output(output.output, options.view_as(OverwriteOptions).overwrite) as folder:
-        pipeline, plan = build_partitioned_index(options, folder)
+    with fresh_output(config.output, config.overwrite) as folder:
+        pipeline, plan = build_partitioned_index_pipeline(config, beam_options, folder)
         pipeline.run().wait_until_finish()
         manifest = write_partitioned_manifest(
             plan.folder,
@@ -355,5 +380,5 @@ def run_build_index(options: PipelineOptions) -> PartitionedBuildReport:
         num_shards=plan.num_shards,
         shard_counts=tuple(s.count for s in manifest.shards),
         seconds=time.perf_counter() - started,
-        directory=output.output,
+        directory=config.output,
     )

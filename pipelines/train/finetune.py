@@ -20,11 +20,16 @@ from model.training.validation import VALIDATION_METRIC
 from pipelines.artifacts import fresh_output
 from pipelines.options import VerifyOptions, add_stage_arguments
 from pipelines.stage_config import add_config_arguments, config_from_values
-from pipelines.train.encoder_job import EncoderJob, add_encoder_arguments, encoder_job_fields, has_checkpoint
+from pipelines.train.encoder_job import (
+    EncoderJob,
+    add_encoder_arguments,
+    encoder_job_fields,
+    has_checkpoint,
+    seeded,
+)
 from pipelines.train.presets import add_preset_argument
 from pipelines.train.training_data import load_training_set
 from pipelines.verify import verify_model
-from schemas import write_manifest
 from schemas.manifest import MANIFEST_FILE
 
 LOGGER = logging.getLogger(__name__)
@@ -124,10 +129,11 @@ def run_training(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
 
 
 def _train(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
-    if job.init_from:
-        encoder, tokenizer, vocabulary_sizes = load_pretrained_encoder(job, loop.device)
-    else:
-        encoder, tokenizer, vocabulary_sizes = _new_job_encoder(job)
+    with seeded(loop.seed):
+        if job.init_from:
+            encoder, tokenizer, vocabulary_sizes = load_pretrained_encoder(job, loop.device)
+        else:
+            encoder, tokenizer, vocabulary_sizes = _new_job_encoder(job)
     text_of = partial(text_for_model, config=encoder.config)
     train = load_training_set(job.dataset, "train", text_of)
     valid = load_training_set(job.dataset, "valid", text_of)
@@ -137,14 +143,8 @@ def _train(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
     report = trainer.fit(examples, valid.examples)
     # Checkpoints only serve to resume an interrupted run; the finished artifact is the selected model.
     shutil.rmtree(trainer.checkpoint_dir.parent, ignore_errors=True)
-    write_manifest(
-        Path(job.output),
-        kind="madr-model",
-        info={
-            "variant": job.variant,
-            "variant_options": dict(job.variant_options),
-            "model_version": job.model_version,
-            "dataset": job.dataset,
+    job.write_model_manifest(
+        {
             "init_from": job.init_from,
             **_inherited_from_init(job),
             "aspect_vocabulary_sizes": vocabulary_sizes,
@@ -155,7 +155,7 @@ def _train(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
             "best_step": report.best_step,
             "best_valid_metric": {VALIDATION_METRIC: report.best_valid_metric},
             "final_train_loss": report.final_train_loss,
-        },
+        }
     )
     return report
 

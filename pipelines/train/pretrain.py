@@ -23,9 +23,15 @@ from model.training.pretrain import native_bfloat16
 from pipelines.artifacts import fresh_output, parquet_rows
 from pipelines.layout import DatasetLayout
 from pipelines.stage_config import add_config_arguments, config_from_values
-from pipelines.train.encoder_job import EncoderJob, add_encoder_arguments, encoder_job_fields, has_checkpoint
+from pipelines.train.encoder_job import (
+    EncoderJob,
+    add_encoder_arguments,
+    encoder_job_fields,
+    has_checkpoint,
+    seeded,
+)
 from pipelines.train.presets import add_preset_argument
-from schemas import InvalidRecord, validate_product, validate_query, write_manifest
+from schemas import InvalidRecord, validate_product, validate_query
 from schemas.splits import HeldOutProducts
 
 LOGGER = logging.getLogger(__name__)
@@ -142,7 +148,8 @@ def run_pretraining(job: PretrainJob, loop: PretrainingConfig) -> PretrainingRep
 
 
 def _pretrain(job: PretrainJob, loop: PretrainingConfig) -> PretrainingReport:
-    encoder, tokenizer, vocabulary = job.new_encoder_for_dataset()
+    with seeded(loop.seed):
+        encoder, tokenizer, vocabulary = job.new_encoder_for_dataset()
     records = load_pretraining_records(job, encoder)
     sides = {side.value: sum(r.side is side for r in records) for side in Side}
     LOGGER.info("pre-training on %d products and %d queries", sides["document"], sides["query"])
@@ -150,14 +157,8 @@ def _pretrain(job: PretrainJob, loop: PretrainingConfig) -> PretrainingReport:
     report = pretrainer.fit(records)
     # Checkpoints only serve to resume an interrupted run; the finished artifact is the model.
     shutil.rmtree(pretrainer.checkpoint_dir.parent, ignore_errors=True)
-    write_manifest(
-        Path(job.output),
-        kind="madr-model",
-        info={
-            "variant": job.variant,
-            "variant_options": dict(job.variant_options),
-            "model_version": job.model_version,
-            "dataset": job.dataset,
+    job.write_model_manifest(
+        {
             "pretrained": True,
             "initialise_aspects": job.initialise_aspects,
             "aspect_vocabulary_sizes": vocabulary.sizes(),
@@ -171,6 +172,6 @@ def _pretrain(job: PretrainJob, loop: PretrainingConfig) -> PretrainingReport:
                 "initial": dataclasses.asdict(report.initial),
                 "final": dataclasses.asdict(report.final),
             },
-        },
+        }
     )
     return report

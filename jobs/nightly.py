@@ -45,7 +45,7 @@ from pipelines.options import (
     ModelSettings,
     add_stage_arguments,
 )
-from pipelines.stage_config import add_output_argument, config_from_values
+from pipelines.stage_config import StageOutput, add_output_argument, config_from_values
 from schemas.manifest import MANIFEST_FILE, ArtifactError
 
 LOGGER = logging.getLogger(__name__)
@@ -89,27 +89,28 @@ class NightlyJob:
         Embed settings among the job's Beam arguments (--precision int8, --batch_size, ...) apply;
         the catalog, model and folders are the job's own. An unfinished folder is replaced.
         """
-        values = self._stage_values(products=self.catalog, model=self.model, previous=previous_embeddings)
+        values = self._stage_values(
+            "embeddings", products=self.catalog, model=self.model, previous=previous_embeddings
+        )
         return EmbedConfig(
             model=config_from_values(ModelSettings, values),
             embed=config_from_values(EmbedSettings, values),
-            output=self.stage("embeddings"),
-            overwrite=True,
-            verify=not values.get("no_verify"),
+            **StageOutput.values_from(values),
         )
 
     def index_config(self) -> PartitionedIndexConfig:
         """The partitioned index build over this run's embeddings, into its index/; ScaNN settings among
         the job's Beam arguments (--num_leaves, --soar_lambda, ...) apply."""
         values = self._stage_values(
-            num_index_shards=self.num_index_shards, max_k=self.max_k, target_recall=self.target_recall
+            "index",
+            num_index_shards=self.num_index_shards,
+            max_k=self.max_k,
+            target_recall=self.target_recall,
         )
         return PartitionedIndexConfig(
             embeddings=self.stage("embeddings"),
             index=config_from_values(IndexSettings, values),
-            output=self.stage("index"),
-            overwrite=True,
-            verify=not values.get("no_verify"),
+            **StageOutput.values_from(values),
         )
 
     def evaluate_config(self) -> EvaluateConfig:
@@ -117,6 +118,7 @@ class NightlyJob:
         if not self.queries or not self.judgments:
             raise ValueError("this nightly job evaluates nothing: it has no --queries and --judgments")
         values = self._stage_values(
+            "eval",
             model=self.model,
             queries=self.queries,
             judgments=self.judgments,
@@ -129,17 +131,17 @@ class NightlyJob:
         return EvaluateConfig(
             model=config_from_values(ModelSettings, values),
             evaluate=config_from_values(EvaluateSettings, values),
-            output=self.stage("eval"),
             # Tonight's catalog: the annotations are scored on the products the model held out.
             products=self.catalog,
             min_confidence=values.get("min_confidence"),
-            overwrite=True,
-            verify=not values.get("no_verify"),
+            **StageOutput.values_from(values),
         )
 
-    def _stage_values(self, **own: Any) -> dict[str, Any]:
-        """Stage settings among the job's Beam arguments (--precision, --batch_size, ...), under its own."""
-        return {**PipelineOptions(list(self.beam_args)).get_all_options(drop_default=False), **own}
+    def _stage_values(self, stage: str, **own: Any) -> dict[str, Any]:
+        """Stage settings among the job's Beam arguments (--precision, --batch_size, ...), under the job's
+        own; the stage writes into this run's `stage` folder, replacing what an interrupted attempt left."""
+        given = PipelineOptions(list(self.beam_args)).get_all_options(drop_default=False)
+        return {**given, **own, "output": self.stage(stage), "overwrite": True}
 
 
 @dataclass

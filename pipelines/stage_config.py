@@ -131,11 +131,12 @@ class StageOutput:
             raise ValueError("missing required flag(s): --output (see --help)")
 
     @staticmethod
-    def values_from(options: PipelineOptions) -> dict[str, Any]:
-        """The `StageOutput` fields that a stage's flags give."""
-        values = options.get_all_options(drop_default=False)
-        return {"output": values.get("output"), "overwrite": bool(values.get("overwrite"))} | {
-            "verify": not values.get("no_verify")
+    def values_from(values: Mapping[str, Any]) -> dict[str, Any]:
+        """The `StageOutput` fields that a stage's parsed flags give."""
+        return {
+            "output": values.get("output"),
+            "overwrite": bool(values.get("overwrite")),
+            "verify": not values.get("no_verify"),
         }
 
 

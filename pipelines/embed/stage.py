@@ -252,11 +252,12 @@ class EmbedConfig(StageOutput):
     @classmethod
     def from_options(cls, options: PipelineOptions) -> EmbedConfig:
         """The config the flags of `madr embed` describe; names the required flags that are missing."""
-        require_flags(options.get_all_options(drop_default=False), "products", "model", "output")
+        values = options.get_all_options(drop_default=False)
+        require_flags(values, "products", "model", "output")
         return cls(
-            model=config_from_values(ModelSettings, options),
-            embed=config_from_values(EmbedSettings, options),
-            **StageOutput.values_from(options),
+            model=config_from_values(ModelSettings, values),
+            embed=config_from_values(EmbedSettings, values),
+            **StageOutput.values_from(values),
         )
 
 

@@ -190,7 +190,7 @@ class EvaluateConfig(StageOutput):
             evaluate=config_from_values(EvaluateSettings, values),
             products=values.get("products"),
             min_confidence=values.get("min_confidence"),
-            **StageOutput.values_from(options),
+            **StageOutput.values_from(values),
         )
 
 

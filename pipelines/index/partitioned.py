@@ -284,7 +284,7 @@ class PartitionedIndexConfig(StageOutput):
         values = options.get_all_options(drop_default=False)
         require_flags(values, "embeddings", "output")
         index = config_from_values(IndexSettings, values)
-        return cls(embeddings=values["embeddings"], index=index, **StageOutput.values_from(options))
+        return cls(embeddings=values["embeddings"], index=index, **StageOutput.values_from(values))
 
 
 def build_partitioned_index(

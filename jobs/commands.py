@@ -15,7 +15,6 @@ line after the command's name (what a Beam stage parses its `PipelineOptions` fr
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from pipelines.embed.enrich import DEFAULT_FILL_CONFIDENCE, enrich_catalog, form
 from pipelines.embed.export import run_export_vertex
 from pipelines.embed.stage import run_embed
 from pipelines.evaluate.stage import run_evaluate
-from pipelines.index.partitioned import run_build_index
+from pipelines.index.partitioned import PartitionedIndexConfig, build_partitioned
 from pipelines.index.single import add_build_index_arguments, build_index
 from pipelines.index.sparse import build_inverted_index
 from pipelines.options import (
@@ -191,15 +190,14 @@ def _build_index(args: argparse.Namespace, beam_args: list[str], stage_argv: lis
     manifest records the settings used and the recall@max_k measured against exact search."""
     settings = config_from_values(IndexSettings, args)
     if settings.num_index_shards > 1:
-        options = PipelineOptions(
-            beam_args,
+        config = PartitionedIndexConfig(
             embeddings=args.embeddings,
+            index=settings,
             output=args.out,
-            no_verify=args.no_verify,
             overwrite=args.overwrite,
-            **dataclasses.asdict(settings),
+            verify=not args.no_verify,
         )
-        print(run_build_index(options))
+        print(build_partitioned(config, PipelineOptions(beam_args)))
         return
     report = build_index(
         args.embeddings,

@@ -44,7 +44,7 @@ from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
 from pipelines.progress import ProgressLog
 from pipelines.stage_config import add_config_arguments, add_output_argument, config_from_values, setting
 from pipelines.train.finetune import TrainJob, run_training
-from pipelines.train.pretrain import PRETRAIN_PRECISIONS, pretrain_in_bf16
+from pipelines.train.pretrain import PRETRAIN_PRECISION_HELP, PRETRAIN_PRECISIONS, pretrain_in_bf16
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 
 DEFAULT_VARIANTS = (
@@ -109,12 +109,7 @@ class ExperimentConfig:
         "Steps of each shared pre-trained model (MLM, plus AP + APP for aspect variants); 0: none",
     )
     pretrain_aspect_weight: float = setting(1.0, "λp on the aspect losses in pre-training (Eq. 7)")
-    pretrain_precision: str = setting(
-        "auto",
-        "Pre-training's forward pass: bf16 autocast is 1.75x faster per step on a CPU with native "
-        "bfloat16 (AVX-512 BF16, AMX) or a GPU, slower without; auto uses it where it is native",
-        choices=PRETRAIN_PRECISIONS,
-    )
+    pretrain_precision: str = setting("auto", PRETRAIN_PRECISION_HELP, choices=PRETRAIN_PRECISIONS)
     held_out_products: int = setting(
         2000, "Products at the catalog's end never pre-trained on; product Accuracy@1 is measured on them"
     )

@@ -45,7 +45,14 @@ setup(
         "onnx>=1.16",
     ],
     extras_require={
-        "test": ["pytest>=8", "ir-measures>=0.3", "ruff>=0.6", "gcp-storage-emulator>=2024.1"],
+        # sentence-transformers: the zero-shot model must embed exactly as it does (tests/test_zero_shot.py).
+        "test": [
+            "pytest>=8",
+            "ir-measures>=0.3",
+            "ruff>=0.6",
+            "gcp-storage-emulator>=2024.1",
+            "sentence-transformers>=3",
+        ],
         "serving": ["tensorflow>=2.16"],
         "bench": ["faiss-cpu>=1.8", "sentence-transformers>=3", "py-spy>=0.3"],
     },

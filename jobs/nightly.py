@@ -128,6 +128,9 @@ class NightlyJob:
             # The faster of the index and exact search at this depth, by measurement (both reported).
             searcher="auto",
         )
+        # The zero-shot row embeds the whole catalog a second time: off every night unless asked for
+        # (--zero_shot true); `madr evaluate` and the demo report it by default.
+        values["zero_shot"] = values.get("zero_shot") or "false"
         return EvaluateConfig(
             model=config_from_values(ModelSettings, values),
             evaluate=config_from_values(EvaluateSettings, values),

@@ -79,7 +79,12 @@ class MpBertEncoder(AspectTowerEncoder):
     def build_aspect_tower(self) -> AspectTower:
         cfg = self.config
         return AspectTower(
-            MultiTokenPooling(int(cfg.pooled_tokens or 0)), cfg.fusion, cfg.hidden_size, cfg.projection_dim
+            MultiTokenPooling(int(cfg.pooled_tokens or 0)),
+            cfg.fusion,
+            cfg.hidden_size,
+            int(cfg.projection_dim or cfg.hidden_size),
+            pooling=cfg.pooling,
+            projection_init=cfg.projection_init,
         )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from model.pooling import Pooling, ProjectionInit
 from schemas import ECOMMERCE_ASPECTS, AspectSchema
 
 CONFIG_FILE = "config.json"
@@ -27,7 +28,12 @@ class EncoderConfig:
         backbone: the transformer's `BertConfig.to_dict()`; weights come from the
             model directory (or from the bundled MiniLM when training starts).
         projection_dim: embeddings are projected to this size (128, madral-kdd22 §8.2)
-            to keep nearest-neighbour search cheap.
+            to keep nearest-neighbour search cheap; None: the backbone's hidden size.
+        pooling: the encoding that summarises a text, CLS (the papers) or the mean of the
+            token encodings (what a sentence-embedding backbone such as MiniLM was trained
+            with; `model.pooling`). Variants that read "the CLS encoding" read this one.
+        projection_init: a random projection (the papers) or the identity (needs
+            projection_dim = hidden size): a new model then embeds as its backbone does.
         max_query_length / max_document_length: truncation lengths in wordpieces
             (32 and 128 in madral-kdd22 §8.2).
         shared_towers: one transformer for queries and documents (the later papers)
@@ -40,7 +46,9 @@ class EncoderConfig:
     variant: ClassVar[str] = "base"
 
     backbone: dict[str, Any] = field(default_factory=dict)
-    projection_dim: int = 128
+    projection_dim: int | None = 128
+    pooling: Pooling = Pooling.CLS
+    projection_init: ProjectionInit = ProjectionInit.RANDOM
     max_query_length: int = 32
     max_document_length: int = 128
     shared_towers: bool = True
@@ -54,6 +62,15 @@ class EncoderConfig:
         object.__setattr__(self, "backbone", json.loads(json.dumps(self.backbone, sort_keys=True)))
         if not self.backbone.get("hidden_size"):
             raise ValueError("backbone must be a BertConfig dict with a hidden_size")
+        object.__setattr__(self, "pooling", Pooling(self.pooling))
+        object.__setattr__(self, "projection_init", ProjectionInit(self.projection_init))
+        if self.projection_dim is None:
+            object.__setattr__(self, "projection_dim", self.hidden_size)
+        if self.projection_init is ProjectionInit.IDENTITY and self.projection_dim != self.hidden_size:
+            raise ValueError(
+                f"projection_init='identity' needs projection_dim = the hidden size {self.hidden_size} "
+                f"(or None), got {self.projection_dim}"
+            )
         if self.projection_dim <= 0:
             raise ValueError(f"projection_dim must be positive, got {self.projection_dim}")
         for name in ("max_query_length", "max_document_length"):

@@ -320,8 +320,13 @@ class DenseEncoder(nn.Module):
         generator: torch.Generator,
         aspect_weight: float = 1.0,
         mask_probability: float = 0.15,
+        mlm_weight: float = 1.0,
     ) -> PretrainingLoss:
         """Eq. 7 (madral-kdd22) on one side's batch, with λp = `aspect_weight` (Eq. 7 has none: 1).
+
+        `mlm_weight` scales L_MLM (Eq. 7: 1). At 0 nothing is masked and the aspect losses are
+        computed on the text as it is: a sentence-embedding backbone learns the aspects without
+        the MLM steps that pull it away from what it knew (docs/RESULTS.md, "zero-shot").
 
         Content tokens are masked with BERT's 80/10/10 scheme ([CLS], [SEP], [PAD] and the
         other special tokens never are); the masked batch goes through the model once, the
@@ -330,10 +335,26 @@ class DenseEncoder(nn.Module):
         computed on the same pass's output. `annotations` run parallel to the batch.
         """
         side = Side(side)
-        self.prepare_pretraining()
         size = batch.input_ids.shape[0]
         if len(annotations) != size:
             raise ValueError(f"{len(annotations)} annotations for a batch of {size} texts")
+        learns = aspect_weight > 0 and self.config.uses_aspect_labels
+        if mlm_weight == 0:
+            if not learns:
+                raise ValueError(
+                    f"mlm_weight=0 leaves {self.config.variant} nothing to pre-train: it learns no aspects "
+                    "(or aspect_weight is 0)"
+                )
+            labels = self.aspect_labels(annotations, tokenizer.tokenize).to(batch.input_ids.device)
+            output = self(batch, side)
+            aspect = self.auxiliary_loss(output, labels)
+            return PretrainingLoss(
+                total=aspect_weight * aspect,
+                mlm=aspect.new_zeros(()),
+                aspect=aspect,
+                aspect_accuracy=labels.top1_accuracy(output.aspect_logits),
+            )
+        self.prepare_pretraining()
         if tokenizer.mask_token_id is None:
             raise ValueError("the tokenizer has no [MASK] token; MLM pre-training needs one")
         masked_ids, mlm_labels = mask_for_mlm(
@@ -345,17 +366,16 @@ class DenseEncoder(nn.Module):
             vocab_size=int(self.config.backbone["vocab_size"]),
         )
         masked = TokenizedBatch(masked_ids, batch.attention_mask)
-        learns = aspect_weight > 0 and self.config.uses_aspect_labels
         labels = self.aspect_labels(annotations, tokenizer.tokenize) if learns else None
         hidden, output = self._pretraining_pass(masked, side, with_output=labels is not None)
         words = self.transformer(side).get_input_embeddings().weight
         mlm = masked_lm_loss(self.mlm_head(side), hidden, words, mlm_labels)
         if output is None or labels is None:
-            return PretrainingLoss(total=mlm, mlm=mlm, aspect=mlm.new_zeros(()))
+            return PretrainingLoss(total=mlm_weight * mlm, mlm=mlm, aspect=mlm.new_zeros(()))
         labels = labels.to(hidden.device)
         aspect = self.auxiliary_loss(output, labels)
         return PretrainingLoss(
-            total=mlm + aspect_weight * aspect,
+            total=mlm_weight * mlm + aspect_weight * aspect,
             mlm=mlm,
             aspect=aspect,
             aspect_accuracy=labels.top1_accuracy(output.aspect_logits),

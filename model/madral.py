@@ -274,6 +274,7 @@ class MultiAspectEncoder(AspectTowerEncoder):
             cfg.hidden_size,
             order=cfg.first_token_order or None,
             initializer_range=float(cfg.backbone.get("initializer_range", 0.02)),
+            pooling=cfg.pooling,
         )
         return AspectTower(
             extractor,
@@ -282,6 +283,8 @@ class MultiAspectEncoder(AspectTowerEncoder):
             cfg.projection_dim,
             cls_slot=cfg.implicit_slot is ImplicitSlot.CLS,
             presence_learning=cfg.aspects if cfg.presence_learning else (),
+            pooling=cfg.pooling,
+            projection_init=cfg.projection_init,
         )
 
     def prediction_vocabulary_sizes(self) -> dict[str, int]:

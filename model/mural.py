@@ -356,12 +356,13 @@ class MuralEncoder(DenseEncoder):
         generator: torch.Generator,
         aspect_weight: float = 1.0,
         mask_probability: float = 0.15,
+        mlm_weight: float = 1.0,
     ) -> PretrainingLoss:
         """Eq. 9 through `mask_tokens` and `pretraining_losses`.
 
         MURAL's own settings rule: λ is the config's `aspect_loss_weight` and the masking
-        ratios its per-side `*_mask_probability` (§5.3.1), so `aspect_weight` and
-        `mask_probability` are not used. Labels come from the attached vocabularies.
+        ratios its per-side `*_mask_probability` (§5.3.1), so `aspect_weight`,
+        `mask_probability` and `mlm_weight` are not used. Labels come from the attached vocabularies.
         """
         size = batch.input_ids.shape[0]
         if len(annotations) != size:

@@ -15,7 +15,7 @@ from transformers import PreTrainedTokenizerBase
 from model.aspects.vocabulary import AspectVocabulary
 from model.backbone import backbone_config_dict, bundled_backbone_path, load_tokenizer
 from model.baselines import BASELINE_ENCODERS
-from model.bibert import BiBertEncoder
+from model.bibert import BiBertEncoder, ZeroShotEncoder
 from model.config import EncoderConfig, read_config_dict
 from model.encoder import DenseEncoder, pick_device
 from model.madral import MADRAL_ENCODERS
@@ -24,7 +24,15 @@ from model.uhd import UhdEncoder
 
 VARIANTS: dict[str, type[DenseEncoder]] = {
     cls.config_class.variant: cls
-    for cls in (BiBertEncoder, *MADRAL_ENCODERS, *BASELINE_ENCODERS, MuralEncoder, MurEncoder, UhdEncoder)
+    for cls in (
+        ZeroShotEncoder,
+        BiBertEncoder,
+        *MADRAL_ENCODERS,
+        *BASELINE_ENCODERS,
+        MuralEncoder,
+        MurEncoder,
+        UhdEncoder,
+    )
 }
 
 

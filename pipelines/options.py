@@ -180,6 +180,14 @@ class EvaluateSettings:
         choices=("true", "false"),
         bare="true",
     )
+    zero_shot: str | None = setting(
+        None,
+        "Also evaluate the bundled backbone used zero-shot (mean pooling, untrained: what "
+        "sentence-transformers gives) on the same queries over --products, and report each metric's "
+        "difference from it with a paired t-test; default: true when --products is given",
+        choices=("true", "false"),
+        bare="true",
+    )
     positive_min_grade: int | None = setting(
         None,
         "Lowest relevant grade; default: the positive_min_grade of the dataset's manifest.json next to "
@@ -189,8 +197,9 @@ class EvaluateSettings:
     def __post_init__(self) -> None:
         if self.searcher not in SEARCHERS:
             raise ValueError(f"--searcher must be one of {SEARCHERS}, got {self.searcher!r}")
-        if self.compare_exact not in (None, "true", "false"):
-            raise ValueError(f"--compare_exact must be true or false, got {self.compare_exact!r}")
+        for name in ("compare_exact", "zero_shot"):
+            if getattr(self, name) not in (None, "true", "false"):
+                raise ValueError(f"--{name} must be true or false, got {getattr(self, name)!r}")
         if self.depth < 1:
             raise ValueError(f"--depth must be >= 1, got {self.depth}")
 

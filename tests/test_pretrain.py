@@ -153,7 +153,7 @@ def test_aspect_part_is_zero_without_aspect_learning_and_positive_with_it() -> N
         )
         losses[variant].total.backward()
     madr, madral, mural = losses["madr"], losses["madral"], losses["mural"]
-    assert madr.aspect.item() == 0 and madr.total is madr.mlm
+    assert madr.aspect.item() == 0 and torch.equal(madr.total, madr.mlm)
     assert madral.aspect.item() > 0 and madral.mlm.item() > 0
     torch.testing.assert_close(madral.total, madral.mlm + madral.aspect)  # Eq. 7: no λ
     assert mural.aspect.item() > 0

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from model.pooling import Pooling, pool, positions_for
+
 
 class Representation(str, enum.Enum):
     """Where the aspect embeddings come from (repro-ecir24 §4)."""
@@ -123,18 +125,23 @@ class MultiTokenPooling(nn.Module):
 
 
 class ClsAsAspects(nn.Module):
-    """MtBERT: every aspect is predicted from the one CLS encoding (madral-kdd22 §8.2)."""
+    """MtBERT: every aspect is predicted from the one summary encoding (madral-kdd22 §8.2: CLS).
+
+    With `Pooling.MEAN` the summary is the mean of the token encodings (`model.pooling`), the
+    encoding a sentence-embedding backbone was trained to produce.
+    """
 
     min_length = 1
-    positions_read = 1
 
-    def __init__(self, names: Sequence[str]) -> None:
+    def __init__(self, names: Sequence[str], pooling: Pooling = Pooling.CLS) -> None:
         super().__init__()
         self.names = tuple(names)
+        self.pooling = Pooling(pooling)
+        self.positions_read = positions_for(self.pooling)
 
     def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> ExtractedSlots:
-        cls = hidden[:, :1]
-        return ExtractedSlots(self.names, cls.expand(-1, len(self.names), -1))
+        summary = pool(hidden, attention_mask, self.pooling)[:, None]
+        return ExtractedSlots(self.names, summary.expand(-1, len(self.names), -1))
 
 
 def build_extractor(
@@ -143,11 +150,12 @@ def build_extractor(
     hidden: int,
     order: Sequence[str] | None = None,
     initializer_range: float = 0.02,
+    pooling: Pooling = Pooling.CLS,
 ) -> nn.Module:
     """The extractor a config's `representation` names, over slots `names`."""
     builders = {
         Representation.ATTENTION: lambda: AspectExtractionNetwork(names, hidden, initializer_range),
         Representation.FIRST_TOKENS: lambda: FirstTokens(names, order),
-        Representation.CLS: lambda: ClsAsAspects(names),
+        Representation.CLS: lambda: ClsAsAspects(names, pooling),
     }
     return builders[Representation(representation)]()

@@ -19,6 +19,7 @@ from torch.nn import functional
 from model.aspects.extraction import ExtractedSlots
 from model.aspects.fusion import CLS, FusionType, build_fusion
 from model.aspects.heads import PresenceHeads
+from model.pooling import Pooling, ProjectionInit, initialise_projection, pool, positions_for
 
 
 @dataclass
@@ -49,6 +50,8 @@ class AspectTower(nn.Module):
             Presence weighting adds a head on every other extracted slot it fuses (OTHER,
             MpBERT's tokens); the CLS slot has none and counts as always present (P = 1),
             since CLS summarises the whole text and γ_CLS alone sets its share.
+        pooling: the summary encoding read as "CLS" (the CLS slot, gating, fusion NONE's embedding).
+        projection_init: how the projection starts (`model.pooling.ProjectionInit`).
     """
 
     def __init__(
@@ -59,6 +62,8 @@ class AspectTower(nn.Module):
         projection_dim: int,
         cls_slot: bool = False,
         presence_learning: Sequence[str] = (),
+        pooling: Pooling = Pooling.CLS,
+        projection_init: ProjectionInit = ProjectionInit.RANDOM,
     ) -> None:
         super().__init__()
         fusion = FusionType(fusion)
@@ -78,10 +83,15 @@ class AspectTower(nn.Module):
         self.presence = PresenceHeads(hidden, tuple(presence)) if presence else None
         self.fusion = build_fusion(fusion, hidden, len(self.fusion_slots))
         self.projection = nn.Linear(hidden, projection_dim)
+        initialise_projection(self.projection, projection_init)
+        self.pooling = Pooling(pooling)
 
     @property
     def positions_read(self) -> int | None:
-        """Leading positions of the sequence output this tower reads (None: all); CLS is always one."""
+        """Leading positions of the sequence output this tower reads (None: all); the summary
+        encoding needs one (CLS) or all of them (mean pooling)."""
+        if positions_for(self.pooling) is None:
+            return None
         return getattr(self.extractor, "positions_read", None)
 
     @property
@@ -91,7 +101,7 @@ class AspectTower(nn.Module):
 
     def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> TowerOutput:
         slots: ExtractedSlots = self.extractor(hidden, attention_mask)
-        cls_encoding = hidden[:, 0]
+        cls_encoding = pool(hidden, attention_mask, self.pooling)  # CLS, or the mean (model.pooling)
         presence_names = self.presence.names if self.presence is not None else ()
         presence_logits = self.presence(slots) if self.presence is not None else None
         weights = fusion_presence = None

@@ -61,6 +61,7 @@ class PretrainingConfig:
             (docs/RESULTS.md, "aspect learning").
         aspect_weight: λp on the aspect losses. Eq. 7 (madral-kdd22) adds them unweighted,
             hence 1; MURAL uses its config's λ instead (Eq. 9).
+        mlm_weight: weight of L_MLM; 0 leaves MLM out (no masking, no MLM heads' gradient).
         mask_probability: share of content tokens chosen for L_MLM (BERT's 0.15); MURAL
             uses its config's per-side ratios.
         checkpoint_every: steps between resumable checkpoints (0: only at the end).
@@ -82,6 +83,9 @@ class PretrainingConfig:
     max_grad_norm: float = cli_field(1.0, "Gradient norm clipping")
     aspect_weight: float = cli_field(1.0, "λp on the aspect losses (Eq. 7: 1)")
     mask_probability: float = cli_field(0.15, "MLM masking ratio")
+    mlm_weight: float = cli_field(
+        1.0, "Weight of L_MLM (Eq. 7: 1); 0 trains the aspect losses alone, on unmasked text"
+    )
     seed: int = cli_field(13, "Seed of data order, masks and init")
     checkpoint_every: int = cli_field(0, "Steps between resumable checkpoints")
     device: str | None = cli_field(None, "Torch device; default: GPU when present, else CPU")
@@ -96,8 +100,11 @@ class PretrainingConfig:
         check_optimiser_settings(self)
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.aspect_weight < 0:
-            raise ValueError(f"aspect_weight must be >= 0, got {self.aspect_weight}")
+        if self.aspect_weight < 0 or self.mlm_weight < 0:
+            raise ValueError(
+                f"loss weights must be >= 0, got aspect_weight {self.aspect_weight}, "
+                f"mlm_weight {self.mlm_weight}"
+            )
         if not 0 < self.mask_probability < 1:
             raise ValueError(f"mask_probability must be in (0, 1), got {self.mask_probability}")
         if self.checkpoint_every < 0:
@@ -224,6 +231,7 @@ class Pretrainer:
             mask_generator(cfg.seed, step),
             aspect_weight=cfg.aspect_weight,
             mask_probability=cfg.mask_probability,
+            mlm_weight=cfg.mlm_weight,
         )
 
     def fit(self, records: Sequence[PretrainingRecord]) -> PretrainingReport:

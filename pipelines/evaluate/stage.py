@@ -53,6 +53,7 @@ from pipelines.evaluate.report import (
 )
 from pipelines.evaluate.searchers import SearcherSpec
 from pipelines.evaluate.transforms import JoinJudgments, SearchAndScore, WriteRun
+from pipelines.evaluate.zero_shot import ZeroShotComparison, compare_with_zero_shot, wants_zero_shot
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode
 from pipelines.options import EvaluateSettings, ModelSettings
 from pipelines.runner import make_pipeline
@@ -325,6 +326,17 @@ def _run_evaluate(
         folder, branches, primary, plan.depth, plan.rule, plan.rule_source, calibration, plan.cutoffs
     )
     annotations = _annotation_quality(config, folder)
+    zero_shot: ZeroShotComparison | None = None
+    if wants_zero_shot(config):
+        side = "exact" if "exact" in branches else primary
+        zero_shot = compare_with_zero_shot(
+            config,
+            folder,
+            branches[side].per_query,
+            side,
+            beam_options,
+            lambda baseline: evaluate_retrieval(baseline, beam_options, plan.rule),
+        )
     counted = [
         "queries_read",
         "queries_dead_lettered",
@@ -352,12 +364,16 @@ def _run_evaluate(
             "relevance_rule": plan.rule.to_dict(),
             "counts": counts,
             **({"annotation_quality": annotations.to_dict()} if annotations else {}),
+            **({"zero_shot": zero_shot.to_dict()} if zero_shot else {}),
         },
     )
     return {
         "summary": report.summary,
         "counts": counts,
-        "table": report.table + (f"\n\n{annotations.table()}" if annotations else ""),
+        "table": report.table
+        + (f"\n\n{zero_shot.table()}" if zero_shot else "")
+        + (f"\n\n{annotations.table()}" if annotations else ""),
+        "zero_shot": zero_shot.to_dict() if zero_shot else None,
         "annotation_quality": annotations.to_dict() if annotations else None,
         "ann_vs_exact": report.ann_vs_exact,
         "recall_at_k": report.recall_at_k,

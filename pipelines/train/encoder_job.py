@@ -53,7 +53,8 @@ class EncoderJob:
     variant: str = "bibert"
     backbone: str | None = None
     model_version: str = "1"
-    projection_dim: int = 128
+    # None: the variant's own (128 for the papers' variants; the hidden size with an identity projection).
+    projection_dim: int | None = None
     shared_towers: bool = True
     aspects: AspectSchema = field(default_factory=AspectSchema)
     max_query_length: int = 32
@@ -70,12 +71,13 @@ class EncoderJob:
         settings: dict[str, Any] = {
             "model_id": self.variant,
             "model_version": self.model_version,
-            "projection_dim": self.projection_dim,
             "shared_towers": self.shared_towers,
             "aspects": self.aspects.names,
             "max_query_length": self.max_query_length,
             "max_document_length": self.max_document_length,
         }
+        if self.projection_dim is not None:
+            settings["projection_dim"] = self.projection_dim
         settings.update(self.variant_options)
         return settings
 
@@ -125,7 +127,10 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--model_version", default="1", help="Version stamped on every embedding row")
     parser.add_argument(
-        "--projection_dim", type=int, default=128, help="Embedding size (default: %(default)s)"
+        "--projection_dim",
+        type=int,
+        default=None,
+        help="Embedding size (default: the variant's: 128, or the hidden size with projection_init=identity)",
     )
     parser.add_argument("--separate_towers", action="store_true", help="Separate query and document encoders")
     parser.add_argument(

@@ -85,7 +85,7 @@ def load_pretrained_encoder(
     if config.variant != job.variant:
         return _warm_started_encoder(job, directory, config.variant)
     wanted = {
-        "projection_dim": job.projection_dim,
+        **({"projection_dim": job.projection_dim} if job.projection_dim is not None else {}),
         "shared_towers": job.shared_towers,
         "aspects": list(job.aspects.names),
         "max_query_length": job.max_query_length,

@@ -162,7 +162,11 @@ def _pretrain(job: PretrainJob, loop: PretrainingConfig) -> PretrainingReport:
             "pretrained": True,
             "initialise_aspects": job.initialise_aspects,
             "aspect_vocabulary_sizes": vocabulary.sizes(),
-            "loss": {"aspect_weight": loop.aspect_weight, "mask_probability": loop.mask_probability},
+            "loss": {
+                "aspect_weight": loop.aspect_weight,
+                "mask_probability": loop.mask_probability,
+                "mlm_weight": loop.mlm_weight,
+            },
             "records": sides,
             "query_splits": list(job.query_splits),
             **({"held_out_products": job.held_out.to_dict()} if job.held_out.fraction else {}),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -45,9 +46,12 @@ from pipelines.progress import ProgressLog
 from pipelines.stage_config import add_config_arguments, add_output_argument, config_from_values, setting
 from pipelines.train.finetune import TrainJob, run_training
 from pipelines.train.pretrain import PRETRAIN_PRECISION_HELP, PRETRAIN_PRECISIONS, pretrain_in_bf16
+from pipelines.zero_shot import zero_shot_model
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 
+ZERO_SHOT = "zero-shot"  # the bundled backbone, mean pooling, untrained: the row every variant must beat
 DEFAULT_VARIANTS = (
+    ZERO_SHOT,
     "bibert",
     "dssm",
     "mpbert",
@@ -160,6 +164,14 @@ def _run_variant(
     timings: dict[str, float] = {}
     stages = StageRunner(timings, digits=1, report=f"   {variant}: {{name}} {{seconds}}s")
 
+    if variant == ZERO_SHOT:
+        # Nothing to train: the cached zero-shot model directory, copied in with its manifest.
+        stages.run(
+            "zero-shot model",
+            lambda: shutil.copytree(zero_shot_model(32, config.max_document_length), folder / "model"),
+            folder / "model",
+        )
+        return _embed_index_evaluate(folder, data, stages, timings)
     options = VARIANT_OPTIONS.get(variant, ())
     if variant == "dssm" and (folder.parent / "bibert" / "model" / "manifest.json").is_file():
         # madral-kdd22 §8.2: DSSM's embedding table starts from the trained BiBERT's.
@@ -207,7 +219,13 @@ def _run_variant(
             folder / "eval",
         )
         return timings
-    model = ModelSettings(job.output)
+    return _embed_index_evaluate(folder, data, stages, timings)
+
+
+def _embed_index_evaluate(
+    folder: Path, data: DatasetLayout, stages: StageRunner, timings: dict[str, float]
+) -> dict[str, float]:
+    model = ModelSettings(str(folder / "model"))
     embed = EmbedConfig(model=model, embed=EmbedSettings(data.products), output=str(folder / "embeddings"))
     stages.run("embed", lambda: embed_catalog(embed), folder / "embeddings")
     stages.run(
@@ -332,27 +350,37 @@ def _write_results(
     return report
 
 
+def _pvalues(per_query: dict[str, Any], base: dict[str, Any], names: list[str]) -> dict[str, float]:
+    """Paired t-test p-value per metric, over the queries where both define it."""
+    pvalues = {}
+    for name in names:
+        pairs = [
+            (row[name], base[qid][name])
+            for qid, row in per_query.items()
+            if qid in base and name in row and name in base[qid]
+        ]
+        pairs = [(a, b) for a, b in pairs if not (np.isnan(a) or np.isnan(b))]
+        if len(pairs) >= 2:
+            pvalues[name] = paired_t_test([a for a, _ in pairs], [b for _, b in pairs]).pvalue
+    return pvalues
+
+
 def summarise(results: dict[str, Any], baseline: str) -> dict[str, Any]:
-    """Means per variant and metric, with the paired t-test p-value against the baseline's queries."""
+    """Means per variant and metric, with paired t-test p-values against the baseline's queries and,
+    when the experiment has it, against the backbone used zero-shot (`pvalues_zero_shot`)."""
     summary: dict[str, Any] = {}
     base = results[baseline]["per_query"]
+    zero_shot = results[ZERO_SHOT]["per_query"] if ZERO_SHOT in results else None
     for variant, result in results.items():
         rows = list(result["per_query"].values())
         means = {name: mean.mean for name, mean in aggregate(rows).items()}
-        pvalues = {}
-        if variant != baseline:
-            for name in means:
-                pairs = [
-                    (row[name], base[qid][name])
-                    for qid, row in result["per_query"].items()
-                    if qid in base and name in row and name in base[qid]
-                ]
-                pairs = [(a, b) for a, b in pairs if not (np.isnan(a) or np.isnan(b))]
-                if len(pairs) >= 2:
-                    pvalues[name] = paired_t_test([a for a, _ in pairs], [b for _, b in pairs]).pvalue
+        pvalues = _pvalues(result["per_query"], base, list(means)) if variant != baseline else {}
+        if zero_shot is not None and variant != ZERO_SHOT:
+            result["pvalues_zero_shot"] = _pvalues(result["per_query"], zero_shot, list(means))
         summary[variant] = {
             "means": means,
             "pvalues": pvalues,
+            "pvalues_zero_shot": result.get("pvalues_zero_shot", {}),
             "query_accuracy": result["query_accuracy"],
             "product_accuracy": result["product_accuracy"],
             "timings": result["timings"],

@@ -18,14 +18,28 @@ COLUMNS = (
 SIGNIFICANCE = 0.01  # p < 0.01, madral-kdd22 §8.3
 
 
-def _cell(means: dict[str, float], pvalues: dict[str, float], baseline: dict[str, float], key: str) -> str:
-    """The mean, marked ↑ or ↓ when it differs from the baseline's with p < 0.01."""
+def _mark(value: float, pvalue: float, other: float | None, up: str, down: str) -> str:
+    if other is None or pvalue >= SIGNIFICANCE:
+        return ""
+    return up if value > other else down
+
+
+def _cell(
+    means: dict[str, float],
+    pvalues: dict[str, float],
+    baseline: dict[str, float],
+    key: str,
+    zero_shot: tuple[dict[str, float], dict[str, float]] | None = None,
+) -> str:
+    """The mean, marked ↑ or ↓ when it differs from the baseline's with p < 0.01, and ▲ or ▼ when it
+    differs so from the zero-shot backbone's (`zero_shot`: its means, and this row's p-values against it)."""
     value = means.get(key)
     if value is None or math.isnan(value):
         return "–"
-    mark = ""
-    if pvalues.get(key, 1.0) < SIGNIFICANCE:
-        mark = " ↑" if value > baseline.get(key, value) else " ↓"
+    mark = _mark(value, pvalues.get(key, 1.0), baseline.get(key), " ↑", " ↓")
+    if zero_shot is not None:
+        zero_means, zero_pvalues = zero_shot
+        mark += _mark(value, zero_pvalues.get(key, 1.0), zero_means.get(key), " ▲", " ▼")
     return f"{value:.4f}{mark}"
 
 
@@ -86,14 +100,19 @@ def write_report(report: dict[str, Any], path: Path) -> str:
         f"{config['num_products']:,} products) and the ranking task "
         f"(NDCG, AUC: each test query re-ranks its judged products), on the test split of "
         f"{config['num_queries']} synthetic queries. ↑ / ↓: better / worse than {config['baseline']} "
-        f"with p < {SIGNIFICANCE} in a paired t-test over the test queries.",
+        f"with p < {SIGNIFICANCE} in a paired t-test over the test queries; ▲ / ▼: the same against "
+        "zero-shot (the bundled MiniLM, mean pooling, untrained).",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
     for variant, result in summary.items():
         baseline = summary[config["baseline"]]["means"]
-        cells = [_cell(result["means"], result["pvalues"], baseline, key) for key, _ in COLUMNS]
+        zero = summary.get("zero-shot")
+        against = (
+            (zero["means"], result.get("pvalues_zero_shot") or {}) if zero and zero is not result else None
+        )
+        cells = [_cell(result["means"], result["pvalues"], baseline, key, against) for key, _ in COLUMNS]
         accuracy = [
             _accuracy(result["query_accuracy"], aspects),
             _accuracy(result["product_accuracy"], aspects),

@@ -23,6 +23,7 @@ from product_data.ingest import (
     load_wands,
     write_dataset,
 )
+from product_data.ingest.export_folder import load_export_folder
 
 
 def add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,7 +60,17 @@ def add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
         "--positive_min_grade", type=int, default=None, help="Grade from which a judgment counts"
     )
 
-    for source in (esci, wands, generic):
+    folder = sources.add_parser(
+        "folder",
+        help="A store export folder: products.jsonl|csv|parquet (+ queries, judgments), each with its "
+        "mapping_<kind>.json (examples/store_export)",
+    )
+    folder.add_argument("folder", help="The export folder")
+    folder.add_argument(
+        "--positive_min_grade", type=int, default=2, help="Grade from which a judgment counts"
+    )
+
+    for source in (esci, wands, generic, folder):
         add_output_argument(source, required=True, help="Dataset folder to write")
         source.add_argument("--overwrite", action="store_true", help="Replace an existing dataset folder")
 
@@ -80,6 +91,8 @@ def run_ingest(args: argparse.Namespace) -> tuple[IngestResult, Path]:
         result = load_esci(args.products, args.examples, config)
     elif args.source == "wands":
         result = load_wands(args.queries, args.products, args.labels)
+    elif args.source == "folder":
+        result = load_export_folder(args.folder, args.positive_min_grade)
     else:
         mapping = _mapping(args.mapping)
         parts = [

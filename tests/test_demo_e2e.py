@@ -30,6 +30,9 @@ def test_demo_runs_every_stage_and_reports_sane_metrics(tmp_path) -> None:
             "32",
             "--pretrain_steps",
             "4",
+            # The store export is adapted in tests/test_store_export_e2e.py.
+            "--store_export",
+            "",
         ]
     )
     result = run_demo(args)
@@ -82,3 +85,8 @@ def test_demo_runs_every_stage_and_reports_sane_metrics(tmp_path) -> None:
     # ONNX Runtime and torch agree to 1e-6, which can still flip a near tie of a briefly trained model).
     assert quality["written"] == pytest.approx(quality["products"]["accuracy"], abs=0.05)
     assert "Aspect annotations on" in evaluation["table"]
+    # ... and beside the model, the backbone used zero-shot on the same queries, with paired t-tests.
+    zero_shot = json.loads((demo / "eval" / "zero_shot.json").read_text())
+    assert zero_shot["metrics"]["recall@100"]["queries"] == metrics["num_queries"]
+    assert "Against the backbone used zero-shot" in evaluation["table"]
+    assert result["store"] is None

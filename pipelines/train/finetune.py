@@ -96,7 +96,9 @@ def load_pretrained_encoder(
     ignored = {
         name: saved.get(name)
         for name, value in wanted.items()
-        if json.loads(json.dumps(value)) != saved.get(name)
+        # None asks for the variant's default (projection_dim=None: the hidden size), which the saved
+        # config has resolved: nothing to compare.
+        if value is not None and json.loads(json.dumps(value)) != saved.get(name)
     }
     if ignored:
         LOGGER.warning(

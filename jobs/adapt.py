@@ -1,0 +1,169 @@
+"""`madr adapt`: the shipped model fitted to your catalog, and what it measured there.
+
+Adapts (`pipelines.train.adapt`), prints the held-out aspect accuracy, and, when the dataset folder
+has queries and judgments, evaluates the adapted model (and the `--from` model it started from)
+against the backbone used zero-shot on the same test queries, with paired t-tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+
+from model.training import TrainingConfig
+from pipelines.embed.stage import EmbedConfig, embed_catalog
+from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
+from pipelines.layout import DatasetLayout
+from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
+from pipelines.stage_config import add_config_arguments, add_output_argument, config_from_values
+from pipelines.train.adapt import AdaptJob, AdaptReport, run_adapt
+from schemas import AspectSchema
+from schemas.splits import HeldOutProducts
+
+# The loop of the shipped recipe (docs/RESULTS.md, "zero-shot"): one pass over one pseudo-query per
+# product, the backbone at a low rate so it keeps what it knew, the new layers (heads) fast, and the
+# aspect losses at full weight so the catalog's own values are learnt in that one pass.
+ADAPT_TRAINING_DEFAULTS: dict[str, Any] = {
+    "epochs": 1,
+    "batch_size": 32,
+    "learning_rate": 2e-5,
+    "head_learning_rate": 3e-3,
+    "aspect_loss_weight": 1.0,
+    "pointwise_loss_weight": 0.0,
+    "hard_negatives": 1,
+}
+
+
+def add_adapt_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data", required=True, help="Dataset folder (products/, and optionally queries.parquet, judgments)"
+    )
+    add_output_argument(parser, required=True, help="Adapted model directory to write")
+    parser.add_argument(
+        "--from",
+        dest="from_model",
+        default=None,
+        metavar="MODEL",
+        help="Trained model to start from (its transformer; heads are new, sized by this catalog). Default: "
+        "the bundled backbone with the shipped recipe, i.e. the backbone used zero-shot",
+    )
+    parser.add_argument(
+        "--held_out_fraction",
+        type=float,
+        default=0.05,
+        help="Share of products never trained on (by a hash of the id), for validation and aspect accuracy",
+    )
+    parser.add_argument("--queries_per_product", type=int, default=1, help="Pseudo-queries drawn per product")
+    parser.add_argument("--max_products", type=int, default=None, help="Adapt on at most this many products")
+    parser.add_argument(
+        "--min_steps",
+        type=int,
+        default=100,
+        help="Run as many epochs as this many steps need (a small catalog has few steps per epoch)",
+    )
+    parser.add_argument("--aspects", default="category,brand,color", help="Aspect names")
+    parser.add_argument(
+        "--min_aspect_count", type=int, default=2, help="Drop aspect values seen in fewer products"
+    )
+    parser.add_argument("--max_query_length", type=int, default=32, help="Query truncation, in wordpieces")
+    parser.add_argument(
+        "--max_document_length", type=int, default=128, help="Product truncation, in wordpieces"
+    )
+    parser.add_argument(
+        "--evaluation",
+        default=None,
+        metavar="DIR",
+        help="Where the retrieval evaluations go when the dataset has judgments "
+        "(default: OUTPUT-evaluation); 'none' skips them",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="Replace what OUTPUT and DIR hold")
+    add_config_arguments(parser, TrainingConfig)
+    parser.set_defaults(**ADAPT_TRAINING_DEFAULTS)
+
+
+def job_from_args(args: argparse.Namespace) -> AdaptJob:
+    return AdaptJob(
+        dataset=DatasetLayout(args.data).require_products(),
+        output=args.out,
+        from_model=args.from_model,
+        held_out=HeldOutProducts(args.held_out_fraction),
+        queries_per_product=args.queries_per_product,
+        max_products=args.max_products,
+        min_steps=args.min_steps,
+        aspects=AspectSchema.parse(args.aspects),
+        min_aspect_count=args.min_aspect_count,
+        max_query_length=args.max_query_length,
+        max_document_length=args.max_document_length,
+        overwrite=args.overwrite,
+    )
+
+
+def has_judged_test_queries(data: DatasetLayout) -> bool:
+    """Whether evaluation has something to score: a queries file with test queries, and judgments."""
+    if not (FileSystems.exists(data.queries) and FileSystems.exists(data.judgments)):
+        return False
+    splits = pq.read_table(data.queries, columns=["split"]).column("split").to_pylist()
+    return "test" in splits
+
+
+def evaluate_model(model: str, data: DatasetLayout, folder: Path, overwrite: bool) -> dict[str, Any]:
+    """Embed the catalog with `model`, search exactly, score the test queries, and compare with zero-shot."""
+    embeddings = str(folder / "embeddings")
+    embed_catalog(
+        EmbedConfig(
+            model=ModelSettings(model),
+            embed=EmbedSettings(data.products),
+            output=embeddings,
+            overwrite=overwrite,
+        )
+    )
+    settings = EvaluateSettings(
+        queries=data.queries,
+        judgments=data.judgments,
+        embeddings=embeddings,
+        searcher="exact",
+        zero_shot="true",
+    )
+    config = EvaluateConfig(
+        model=ModelSettings(model),
+        evaluate=settings,
+        output=str(folder / "eval"),
+        products=data.products,
+        overwrite=overwrite,
+    )
+    return evaluate_retrieval(config)
+
+
+def run_adapt_job(args: argparse.Namespace) -> dict[str, Any]:
+    job = job_from_args(args)
+    loop = config_from_values(TrainingConfig, args)
+    started = time.perf_counter()
+    report: AdaptReport = run_adapt(job, loop)
+    seconds = time.perf_counter() - started
+    print(report.format())
+    print(f"adapted in {seconds:.0f}s")
+    result: dict[str, Any] = {"report": report, "adapt_seconds": seconds, "evaluations": {}}
+    data = DatasetLayout(job.dataset)
+    if args.evaluation == "none" or not has_judged_test_queries(data):
+        if args.evaluation != "none":
+            print("no judged test queries in the dataset: retrieval is not evaluated")
+        return result
+    root = Path(args.evaluation or f"{str(args.out).rstrip('/')}-evaluation")
+    models = {"adapted": str(report.model_dir)}
+    if job.from_model:
+        models = {"before (--from)": job.from_model, **models}
+    for name, model in models.items():
+        folder = root / name.split()[0].strip("()")
+        evaluated = evaluate_model(model, data, folder, args.overwrite)
+        result["evaluations"][name] = evaluated
+        print(f"\n== {name}: {model} ({folder})\n")
+        print(evaluated["table"])
+    return result
+
+
+__all__ = ["ADAPT_TRAINING_DEFAULTS", "add_adapt_arguments", "run_adapt_job"]

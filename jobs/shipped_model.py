@@ -1,0 +1,126 @@
+"""The shipped model and how it is trained: one recipe, used by `madr demo` and the benchmarks.
+
+MtBERT (the aspect-aware variant that both retrieves and annotates) on the bundled MiniLM, trained so
+that it keeps what the backbone knows (docs/RESULTS.md, "zero-shot"):
+
+- it reads the encoding MiniLM was trained to produce, the mean of its token encodings, through a
+  projection that starts as the identity: before any step it *is* the backbone used zero-shot;
+- pre-training learns the aspects without MLM (`mlm_weight` 0), which on this sentence-embedding
+  backbone only pulled the embedding away from what it knew;
+- fine-tuning is short, at the backbone rates the ablations chose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from model.training import PretrainingConfig, PretrainingReport, TrainingConfig, TrainingReport
+from pipelines.train.adapt import ADAPT_VARIANT, ADAPT_VARIANT_OPTIONS
+from pipelines.train.finetune import TrainJob, run_training
+from pipelines.train.pretrain import (
+    CATALOG_PRETRAIN_HEAD_LEARNING_RATE,
+    CATALOG_PRETRAIN_LEARNING_RATE,
+    PretrainJob,
+    pretrain_in_bf16,
+    run_pretraining,
+)
+from schemas.splits import HeldOutProducts
+
+SHIPPED_VARIANT = ADAPT_VARIANT
+SHIPPED_VARIANT_OPTIONS = ADAPT_VARIANT_OPTIONS
+
+
+@dataclass(frozen=True)
+class ShippedRecipe:
+    """How the shipped model is trained on a dataset folder with judged training queries.
+
+    Attributes:
+        pretrain_steps: aspect pre-training steps of 32 texts (0: none; the heads then learn only in
+            fine-tuning, through `aspect_loss_weight`).
+        mlm_weight: weight of L_MLM in pre-training (Eq. 7 has 1; 0 is the recipe, see the module).
+        pretrain_learning_rate / pretrain_head_learning_rate: AdamW rates of the backbone and the heads.
+        learning_rate / head_learning_rate: fine-tuning rates (head: the projection and heads).
+        aspect_loss_weight: λf of Eq. 8 in fine-tuning.
+        held_out_fraction: products pre-training never reads, to score the annotations on.
+    """
+
+    pretrain_steps: int = 310
+    mlm_weight: float = 0.0
+    pretrain_learning_rate: float = CATALOG_PRETRAIN_LEARNING_RATE
+    pretrain_head_learning_rate: float = CATALOG_PRETRAIN_HEAD_LEARNING_RATE
+    epochs: int = 1
+    batch_size: int = 16
+    learning_rate: float = 5e-5
+    head_learning_rate: float | None = None
+    aspect_loss_weight: float = 0.0
+    max_document_length: int = 64
+    held_out_fraction: float = 0.05
+    pretrain_precision: str = "auto"
+    seed: int = 13
+    variant: str = SHIPPED_VARIANT
+
+    def variant_options(self) -> tuple[tuple[str, Any], ...]:
+        """The recipe's model settings for MtBERT (and every variant that reads a summary encoding)."""
+        return SHIPPED_VARIANT_OPTIONS if self.variant in ("mtbert", "bibert") else ()
+
+
+@dataclass(frozen=True)
+class ShippedTraining:
+    pretraining: PretrainingReport | None
+    training: TrainingReport
+
+
+Stage = Callable[[str, Callable[[], Any]], Any]
+
+
+def train_shipped_model(
+    dataset: str, folder: str | Path, recipe: ShippedRecipe, run_stage: Stage | None = None
+) -> ShippedTraining:
+    """Pre-train (into FOLDER/pretrained) and fine-tune (into FOLDER/model) the shipped model on `dataset`.
+
+    `run_stage(name, work)` runs each stage (the demo's `StageRunner.run` prints and times them).
+    """
+    stage = run_stage or (lambda _name, work: work())
+    folder = Path(folder)
+    pretrained = str(folder / "pretrained")
+    options = recipe.variant_options()
+    pretraining = None
+    if recipe.pretrain_steps:
+        job = PretrainJob(
+            dataset=dataset,
+            output=pretrained,
+            variant=recipe.variant,
+            variant_options=options,
+            max_document_length=recipe.max_document_length,
+            held_out=HeldOutProducts(recipe.held_out_fraction),
+        )
+        steps = PretrainingConfig(
+            max_steps=recipe.pretrain_steps,
+            seed=recipe.seed,
+            learning_rate=recipe.pretrain_learning_rate,
+            head_learning_rate=recipe.pretrain_head_learning_rate,
+            mlm_weight=recipe.mlm_weight,
+            bf16=pretrain_in_bf16(recipe.pretrain_precision),
+        )
+        pretraining = stage("pretrain", lambda: run_pretraining(job, steps))
+    train = TrainJob(
+        dataset=dataset,
+        output=str(folder / "model"),
+        variant=recipe.variant,
+        variant_options=options,
+        max_document_length=recipe.max_document_length,
+        init_from=pretrained if recipe.pretrain_steps else None,
+    )
+    loop = TrainingConfig(
+        epochs=recipe.epochs,
+        batch_size=recipe.batch_size,
+        seed=recipe.seed,
+        learning_rate=recipe.learning_rate,
+        head_learning_rate=recipe.head_learning_rate,
+        aspect_loss_weight=recipe.aspect_loss_weight,
+    )
+    training = stage("train", lambda: run_training(train, loop))
+    return ShippedTraining(pretraining, training)

@@ -1,0 +1,225 @@
+"""`madr adapt`: fit the shipped model to a team's own catalog, with no judgments needed.
+
+A model trained on one catalog forces another catalog's brands onto the ones it knows, and its
+retrieval falls below the backbone used zero-shot (docs/RESULTS.md, "zero-shot"). Adapting fixes
+both from the catalog alone:
+
+- the aspect vocabularies come from this catalog's fields, so the heads predict its own brands,
+  categories and colours (initialised from the backbone's states for the value names);
+- the model learns them with the aspect losses, and keeps retrieving with a contrastive loss on
+  pseudo-queries made from the products' own fields (`pipelines.train.pseudo_queries`), whose hard
+  negatives share the product type but not the brand or colour the query names;
+- it starts where the backbone used zero-shot is (mean pooling, identity projection: the shipped
+  recipe, `ADAPT_VARIANT_OPTIONS`), or from `--from MODEL`'s transformer, and trains briefly at a
+  low backbone rate, so what the backbone knew is kept.
+
+A share of the products (by a hash of the id, recorded in the manifest) is never trained on:
+validation and the held-out aspect accuracy are measured on it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from transformers import PreTrainedTokenizerBase
+
+from model import DenseEncoder, Side, load_encoder, text_for_model
+from model.training import Trainer, TrainingConfig
+from pipelines.artifacts import fresh_output, parquet_rows
+from pipelines.evaluate.judged_ranking import AspectAccuracy, aspect_accuracy
+from pipelines.layout import DatasetLayout
+from pipelines.train.encoder_job import EncoderJob, seeded
+from pipelines.train.pseudo_queries import CatalogProduct, catalog_product, pseudo_query_examples
+from pipelines.train.vocabulary import run_build_vocabulary
+from pipelines.verify import verify_model
+from schemas import InvalidRecord, validate_product
+from schemas.splits import HeldOutProducts
+
+LOGGER = logging.getLogger(__name__)
+
+ADAPT_VARIANT = "mtbert"
+# The shipped recipe: the encoding the backbone was trained to produce (mean pooling), and a projection
+# that starts as the identity, so step 0 is the backbone used zero-shot (docs/RESULTS.md, "zero-shot").
+ADAPT_VARIANT_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("pooling", "mean"),
+    ("projection_init", "identity"),
+    ("projection_dim", None),
+)
+VALIDATION_QUERIES = 512  # pseudo-queries of held-out products; MRR@10 over them picks the checkpoint
+
+
+@dataclass(frozen=True)
+class AdaptJob(EncoderJob):
+    """What to adapt to, from which model, and what to leave out.
+
+    `from_model`: a trained model directory whose transformer (and projection) start the adapted
+    model; None starts from the bundled backbone with the shipped recipe. `queries_per_product`
+    pseudo-queries are drawn per training product; `max_products` caps how many products train.
+    A small catalog gives few steps per epoch: the loop runs as many epochs as `min_steps` needs
+    (the heads need about a hundred steps to leave the frequency floor).
+    """
+
+    variant: str = ADAPT_VARIANT
+    variant_options: tuple[tuple[str, Any], ...] = ADAPT_VARIANT_OPTIONS
+    from_model: str | None = None
+    held_out: HeldOutProducts = field(default_factory=lambda: HeldOutProducts(0.05))
+    queries_per_product: int = 1
+    max_products: int | None = None
+    min_steps: int = 100
+
+    def __post_init__(self) -> None:
+        if self.queries_per_product < 1:
+            raise ValueError(f"queries_per_product must be >= 1, got {self.queries_per_product}")
+        if self.min_steps < 0:
+            raise ValueError(f"min_steps must be >= 0, got {self.min_steps}")
+        if self.max_products is not None and self.max_products < 2:
+            raise ValueError(f"max_products must be >= 2 when set, got {self.max_products}")
+
+
+@dataclass(frozen=True)
+class AdaptReport:
+    model_dir: Path
+    steps: int
+    train_queries: int
+    valid_queries: int
+    held_out_products: int
+    best_valid_mrr: float | None
+    held_out_accuracy: AspectAccuracy | None
+    vocabulary_sizes: dict[str, int]
+
+    def format(self) -> str:
+        lines = [
+            f"adapted model: {self.model_dir}",
+            "vocabulary from the catalog: "
+            + ", ".join(f"{name} {size}" for name, size in self.vocabulary_sizes.items()),
+            f"{self.steps} steps on {self.train_queries} pseudo-queries; validation MRR@10 "
+            f"{self.best_valid_mrr if self.best_valid_mrr is None else round(self.best_valid_mrr, 4)} "
+            f"on {self.valid_queries} pseudo-queries of held-out products",
+        ]
+        accuracy = self.held_out_accuracy
+        if accuracy is not None:
+            lines.append(
+                f"aspect Accuracy@1 on {self.held_out_products} held-out products (never trained on):"
+            )
+            for aspect, value in accuracy.accuracy.items():
+                unseen = accuracy.out_of_vocabulary.get(aspect, 0)
+                lines.append(
+                    f"  {aspect:<10} {value:.3f} over {accuracy.counts[aspect]} products"
+                    + (f" ({unseen} more have a value the vocabulary lacks)" if unseen else "")
+                )
+        return "\n".join(lines)
+
+
+def _catalog(job: AdaptJob, encoder: DenseEncoder) -> tuple[list[CatalogProduct], list[CatalogProduct]]:
+    """The valid products as the model reads them: (trained on, held out)."""
+    train, held_out, invalid = [], [], 0
+    for row in parquet_rows(DatasetLayout(job.dataset).products):
+        try:
+            product = validate_product(row)
+        except InvalidRecord as error:
+            invalid += 1
+            LOGGER.debug("skipping product: %s", error)
+            continue
+        item = catalog_product(product, text_for_model(product, encoder.config))
+        (held_out if job.held_out.contains(item.product_id) else train).append(item)
+    if invalid:
+        LOGGER.warning("%d invalid products skipped (madr embed dead-letters them with the reason)", invalid)
+    if job.max_products is not None:
+        train = train[: job.max_products]
+    if len(train) < 2:
+        raise ValueError(f"{job.dataset} has {len(train)} products to adapt on; at least 2 are needed")
+    return train, held_out
+
+
+def _new_encoder(job: AdaptJob) -> tuple[DenseEncoder, PreTrainedTokenizerBase, dict[str, int]]:
+    """The recipe's encoder with heads sized by this catalog's products (their fields, not queries)."""
+    layout = DatasetLayout(job.dataset)
+    with tempfile.TemporaryDirectory() as scratch:
+        vocabulary = run_build_vocabulary(
+            layout.products, None, job.aspects.names, job.min_aspect_count, f"{scratch}/v.json"
+        )
+    encoder, tokenizer = job.new_encoder(vocabulary)
+    if job.from_model:
+        left = encoder.warm_start_from(job.from_model)
+        if any(name.startswith("transformers.") for name in left):
+            raise ValueError(f"--from {job.from_model}: its transformer does not fit the bundled backbone's")
+        LOGGER.info("started from %s; new for this catalog: %s", job.from_model, left or "nothing")
+    return encoder, tokenizer, vocabulary.sizes()
+
+
+def run_adapt(job: AdaptJob, loop: TrainingConfig) -> AdaptReport:
+    """Adapt into `job.output`, which appears only once the model and its manifest are whole."""
+    if job.from_model:
+        verify_model(job.from_model)
+    with fresh_output(job.output, job.overwrite) as staging:
+        report = _adapt(dataclasses.replace(job, output=staging), loop)
+    return dataclasses.replace(report, model_dir=Path(job.output))
+
+
+def _adapt(job: AdaptJob, loop: TrainingConfig) -> AdaptReport:
+    with seeded(loop.seed):
+        encoder, tokenizer, sizes = _new_encoder(job)
+    train, held_out = _catalog(job, encoder)
+    examples = pseudo_query_examples(train, job.queries_per_product, loop.seed)
+    valid = pseudo_query_examples(held_out, 1, loop.seed + 1, negatives_from=held_out)[:VALIDATION_QUERIES]
+    LOGGER.info(
+        "adapting on %d pseudo-queries of %d products; %d products held out",
+        len(examples),
+        len(train),
+        len(held_out),
+    )
+    loop = _with_min_steps(loop, len(examples), job.min_steps)
+    trainer = Trainer(encoder, tokenizer, loop, job.output)
+    result = trainer.fit(examples, valid)
+    shutil.rmtree(trainer.checkpoint_dir.parent, ignore_errors=True)  # only for resuming; the model is kept
+    accuracy = _held_out_accuracy(job.output, held_out)
+    job.write_model_manifest(
+        {
+            "adapted_from": job.from_model or "the bundled backbone (zero-shot start)",
+            "held_out_products": job.held_out.to_dict(),
+            "aspect_vocabulary_sizes": sizes,
+            "vocabulary_source": "the catalog's products",
+            "loss": {"pointwise": loop.pointwise_loss_weight, "aspect": loop.aspect_loss_weight},
+            "pseudo_queries": len(examples),
+            "valid_queries": len(valid),
+            "steps": result.steps,
+            "best_step": result.best_step,
+            "best_valid_metric": {"mrr@10": result.best_valid_metric},
+            "held_out_accuracy": dataclasses.asdict(accuracy) if accuracy else None,
+        }
+    )
+    return AdaptReport(
+        Path(job.output),
+        result.steps,
+        len(examples),
+        len(valid),
+        len(held_out),
+        result.best_valid_metric,
+        accuracy,
+        sizes,
+    )
+
+
+def _with_min_steps(loop: TrainingConfig, examples: int, min_steps: int) -> TrainingConfig:
+    """`loop` with enough epochs for `min_steps` optimiser steps (never fewer epochs than asked)."""
+    per_epoch = max(1, examples // (loop.batch_size * loop.gradient_accumulation))
+    epochs = max(loop.epochs, math.ceil(min_steps / per_epoch))
+    if loop.max_steps is not None:
+        epochs = max(loop.epochs, min(epochs, math.ceil(loop.max_steps / per_epoch)))
+    return dataclasses.replace(loop, epochs=epochs)
+
+
+def _held_out_accuracy(model_dir: str, held_out: list[CatalogProduct]) -> AspectAccuracy | None:
+    """Aspect Accuracy@1 of the saved model on the products it never trained on."""
+    if not held_out:
+        return None
+    encoder, tokenizer = load_encoder(model_dir)
+    annotations = [dict(product.aspects or {}) for product in held_out]
+    return aspect_accuracy(encoder, tokenizer, [p.text for p in held_out], annotations, Side.DOCUMENT)

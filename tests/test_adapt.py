@@ -1,0 +1,133 @@
+"""`madr adapt`: pseudo-queries from a catalog's fields, and the adapt job on a real (tiny) model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from model import load_encoder
+from model.training import TrainingConfig
+from pipelines.layout import DatasetLayout
+from pipelines.train.adapt import AdaptJob, run_adapt
+from pipelines.train.pseudo_queries import CatalogProduct, pseudo_queries_of, pseudo_query_examples
+from product_data.synthetic import SyntheticConfig, generate_benchmark
+from schemas.splits import HeldOutProducts
+
+
+def _product(pid: str, title: str, **aspects: str) -> CatalogProduct:
+    return CatalogProduct(pid, title, f"{title} . text", {k: [v] for k, v in aspects.items()} or None)
+
+
+PANS = [
+    _product(
+        "a", "Fissler Original-Profi Collection Frying Pan 28 cm", category="Frying Pans", brand="Fissler"
+    ),
+    _product("b", "WMF Devil Frying Pan, 24 cm", category="Frying Pans", brand="WMF", color="Black"),
+    _product("c", "Le Creuset Signature Cast Iron Casserole", category="Casseroles", brand="Le Creuset"),
+    _product("d", "Thing", category="Frying Pans"),
+    _product("e", "Two words"),
+]
+
+
+def test_pseudo_queries_name_the_fields_a_product_has() -> None:
+    kinds = {p.product_id: [(q.kind, q.text) for q in pseudo_queries_of(p)] for p in PANS}
+    assert kinds["b"] == [
+        ("brand+category", "WMF Frying Pans"),
+        ("color+category", "Black Frying Pans"),
+        ("category", "Frying Pans"),
+        ("title", "WMF Devil Frying Pan 24 cm"),
+    ]
+    assert kinds["d"] == [("category", "Frying Pans")]  # one word: no title fragment
+    assert kinds["e"] == []  # no fields, and a title too short to cut
+
+
+def test_hard_negatives_share_the_category_but_not_the_aspect_the_query_names() -> None:
+    examples = pseudo_query_examples(PANS, per_product=4, seed=3)
+    by_query = {ex.query: ex for ex in examples}
+    brand_query = by_query["fissler frying pans"]
+    # The only other frying pan with a brand is WMF's: it is the hard negative, with its annotations.
+    assert brand_query.hard_negatives == ("WMF Devil Frying Pan, 24 cm . text",)
+    assert brand_query.negative_aspects == (
+        {"category": ["Frying Pans"], "brand": ["WMF"], "color": ["Black"]},
+    )
+    assert brand_query.query_aspects == {"brand": ["Fissler"], "category": ["Frying Pans"]}
+    # No other casserole: no hard negative, in-batch negatives only.
+    assert by_query["le creuset casseroles"].hard_negatives == ()
+    # A colour query needs a sibling with another known colour: none here.
+    assert by_query["black frying pans"].hard_negatives == ()
+
+
+def test_title_fragments_are_two_to_four_consecutive_words_and_seeded() -> None:
+    first = pseudo_query_examples(PANS, per_product=4, seed=7)
+    assert first == pseudo_query_examples(PANS, per_product=4, seed=7)
+    fragments = [ex for ex in first if ex.query_aspects is None]
+    assert fragments
+    for example in fragments:
+        title = next(p.title for p in PANS if example.positives[0].startswith(p.title)).lower()
+        words = example.query.split()
+        assert 2 <= len(words) <= 4 and example.query in title.replace(",", "").replace("-", "-")
+        assert example.query != title
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory: pytest.TempPathFactory) -> DatasetLayout:
+    data = DatasetLayout(str(tmp_path_factory.mktemp("adapt-data")))
+    generate_benchmark(SyntheticConfig(num_products=300, num_queries=30, seed=5), data.root)
+    return data
+
+
+def test_adapt_learns_this_catalogs_vocabulary_and_holds_products_out(
+    catalog, tiny_backbone_dir, tmp_path
+) -> None:
+    job = AdaptJob(
+        dataset=catalog.root,
+        output=str(tmp_path / "adapted"),
+        backbone=str(tiny_backbone_dir),
+        held_out=HeldOutProducts(0.2),
+        max_document_length=32,
+    )
+    loop = TrainingConfig(max_steps=3, batch_size=8, show_progress=False, learning_rate=1e-4)
+    report = run_adapt(job, loop)
+    assert report.steps == 3 and report.train_queries > 200 and report.held_out_products > 30
+    encoder, _ = load_encoder(report.model_dir)
+    assert encoder.config.variant == "mtbert" and encoder.config.pooling.value == "mean"
+    # The heads are sized by the catalog's products (not by any other dataset's vocabulary).
+    products = pq.read_table(str(Path(catalog.root) / "products"), columns=["aspects"]).to_pylist()
+    brands = {
+        v.casefold() for row in products for k, vs in (row["aspects"] or []) if k == "brand" for v in vs
+    }
+    assert 0 < report.vocabulary_sizes["brand"] <= len(brands)
+    assert encoder.vocabulary.sizes()["brand"] == report.vocabulary_sizes["brand"]
+    manifest = json.loads((Path(report.model_dir) / "manifest.json").read_text())
+    assert manifest["held_out_products"] == {"rule": HeldOutProducts(0.2).to_dict()["rule"], "fraction": 0.2}
+    assert manifest["vocabulary_source"] == "the catalog's products"
+    accuracy = report.held_out_accuracy
+    assert accuracy is not None and set(accuracy.accuracy) == {"category", "brand", "color"}
+    assert sum(accuracy.counts.values()) > 0
+    assert "held-out products" in report.format()
+
+
+def test_adapt_from_a_trained_model_keeps_its_transformer(catalog, tiny_backbone_dir, tmp_path) -> None:
+    first = AdaptJob(dataset=catalog.root, output=str(tmp_path / "a"), backbone=str(tiny_backbone_dir))
+    loop = TrainingConfig(max_steps=2, batch_size=8, show_progress=False)
+    source = run_adapt(first, loop).model_dir
+    second = AdaptJob(
+        dataset=catalog.root,
+        output=str(tmp_path / "b"),
+        backbone=str(tiny_backbone_dir),
+        from_model=str(source),
+    )
+    # Zero steps of training are not allowed; one step at a negligible rate leaves the transformer as it was.
+    adapted = run_adapt(
+        second, TrainingConfig(max_steps=1, batch_size=8, show_progress=False, learning_rate=1e-12)
+    )
+    before, _ = load_encoder(source)
+    after, _ = load_encoder(adapted.model_dir)
+    name = "transformers.shared.embeddings.word_embeddings.weight"
+    torch.testing.assert_close(after.state_dict()[name], before.state_dict()[name], atol=1e-6, rtol=0)
+    manifest = json.loads((Path(adapted.model_dir) / "manifest.json").read_text())
+    assert manifest["adapted_from"] == str(source)

@@ -1,0 +1,53 @@
+"""A catalog the generator did not make: the hand-written store export, adapted without judgments.
+
+examples/store_export is a European shop's export written by hand: its own column names, brands the
+synthetic catalog never has, breadcrumbs, HTML descriptions, German, French and Spanish listings,
+near-duplicates, and graded judgments. `madr adapt` reads only its products; the judgments are used to
+check that the adapted model retrieves no worse than the backbone used zero-shot.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from jobs.adapt import ADAPT_TRAINING_DEFAULTS, evaluate_model
+from model.training import TrainingConfig
+from pipelines.layout import DatasetLayout
+from pipelines.train.adapt import AdaptJob, run_adapt
+from product_data.ingest.export_folder import ingest_export_folder, load_export_folder
+
+STORE = Path(__file__).resolve().parents[1] / "examples" / "store_export"
+
+
+def test_the_export_ingests_whole() -> None:
+    result = load_export_folder(STORE)
+    for stream in ("products", "queries", "judgments"):
+        counts = result.counts[stream]
+        assert counts.rejected == 0 and counts.rows_in == counts.records_out > 0, (stream, counts)
+    brands = {product["brand"] for product in result.products}
+    assert {"Fellow", "Zwilling", "Fissler"} <= brands
+    assert {product["locale"] for product in result.products} >= {"de_de", "en_gb"}
+    assert any("<" in (product["description"] or "") for product in result.products)
+
+
+@pytest.mark.e2e
+def test_adapting_to_the_store_keeps_retrieval_at_zero_shot_or_above(tmp_path) -> None:
+    store = DatasetLayout(str(tmp_path / "store"))
+    ingest_export_folder(STORE, store.root)
+    job = AdaptJob(dataset=store.root, output=str(tmp_path / "adapted"), max_document_length=64)
+    loop = TrainingConfig(**{**ADAPT_TRAINING_DEFAULTS, "show_progress": False})
+    report = run_adapt(job, loop)
+    # The catalog's own brands are the classes now: the shop's Fellow is predicted as Fellow, not as
+    # the nearest brand of another catalog.
+    vocabulary = json.loads((Path(report.model_dir) / "aspect_vocabulary.json").read_text())
+    assert "fellow" in json.dumps(vocabulary).lower()
+    assert report.held_out_accuracy is not None
+    result = evaluate_model(str(report.model_dir), store, tmp_path / "eval", overwrite=False)
+    compared = result["zero_shot"]["metrics"]
+    # The issue's bar: Recall@100 within 0.5 points of zero-shot, NDCG@10 within 1 point, or above.
+    assert compared["recall@100"]["delta"] >= -0.005, compared["recall@100"]
+    assert compared["ndcg@10"]["delta"] >= -0.01, compared["ndcg@10"]
+    assert compared["ndcg@10"]["queries"] == result["counts"]["queries_scored"] >= 30

@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import report
-from jobs.adapt import ADAPT_TRAINING_DEFAULTS, evaluate_model
+from jobs.adapt import ADAPT_TRAINING_DEFAULTS, adapt_loop, evaluate_model
 from jobs.shipped_model import ShippedRecipe, train_shipped_model
-from model.training import TrainingConfig
 from pipelines.layout import DatasetLayout
 from pipelines.train.adapt import AdaptJob, run_adapt
 from product_data.ingest.export_folder import ingest_export_folder
@@ -109,7 +108,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         rows["store, shipped model"].append(
             _figures(evaluate_model(model, store, folder / "store-shipped", overwrite=True))
         )
-        loop = TrainingConfig(**{**ADAPT_TRAINING_DEFAULTS, "seed": seed, "show_progress": False})
+        loop = adapt_loop(seed)
         adapt = AdaptJob(dataset=store.root, output=str(folder / "store-adapted"), overwrite=True)
         began = time.perf_counter()
         adapted = run_adapt(adapt, loop)

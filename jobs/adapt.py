@@ -8,6 +8,7 @@ against the backbone used zero-shot on the same test queries, with paired t-test
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from pipelines.layout import DatasetLayout
 from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
 from pipelines.stage_config import add_config_arguments, add_output_argument, config_from_values
 from pipelines.train.adapt import AdaptJob, AdaptReport, run_adapt
+from pipelines.train.pretrain import PRETRAIN_PRECISIONS, pretrain_in_bf16
 from schemas import AspectSchema
 from schemas.splits import HeldOutProducts
 
@@ -36,7 +38,15 @@ ADAPT_TRAINING_DEFAULTS: dict[str, Any] = {
     "aspect_loss_weight": 1.0,
     "pointwise_loss_weight": 0.0,
     "hard_negatives": 1,
+    # Averaged half way back to the backbone afterwards (WiSE-FT), as the shipped model is.
+    "wise_ft_alpha": 0.5,
 }
+
+
+def adapt_loop(seed: int = 13, precision: str = "auto", **changes: Any) -> TrainingConfig:
+    """The recipe's adapt loop (`ADAPT_TRAINING_DEFAULTS`), bf16 where native unless `precision` is fp32."""
+    settings = {**ADAPT_TRAINING_DEFAULTS, "seed": seed, "show_progress": False, **changes}
+    return TrainingConfig(**settings, bf16=pretrain_in_bf16(precision))
 
 
 def add_adapt_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,6 +92,12 @@ def add_adapt_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: OUTPUT-evaluation); 'none' skips them",
     )
     parser.add_argument("--overwrite", action="store_true", help="Replace what OUTPUT and DIR hold")
+    parser.add_argument(
+        "--training_precision",
+        choices=PRETRAIN_PRECISIONS,
+        default="auto",
+        help="Forward pass: bf16 autocast where the CPU or GPU computes bfloat16 natively (auto), or fp32",
+    )
     add_config_arguments(parser, TrainingConfig)
     parser.set_defaults(**ADAPT_TRAINING_DEFAULTS)
 
@@ -142,6 +158,7 @@ def evaluate_model(model: str, data: DatasetLayout, folder: Path, overwrite: boo
 def run_adapt_job(args: argparse.Namespace) -> dict[str, Any]:
     job = job_from_args(args)
     loop = config_from_values(TrainingConfig, args)
+    loop = dataclasses.replace(loop, bf16=loop.bf16 or pretrain_in_bf16(args.training_precision))
     started = time.perf_counter()
     report: AdaptReport = run_adapt(job, loop)
     seconds = time.perf_counter() - started
@@ -166,4 +183,4 @@ def run_adapt_job(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-__all__ = ["ADAPT_TRAINING_DEFAULTS", "add_adapt_arguments", "run_adapt_job"]
+__all__ = ["ADAPT_TRAINING_DEFAULTS", "adapt_loop", "add_adapt_arguments", "evaluate_model", "run_adapt_job"]

@@ -19,11 +19,10 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from jobs.adapt import ADAPT_TRAINING_DEFAULTS, evaluate_model
+from jobs.adapt import adapt_loop, evaluate_model
 from jobs.shipped_model import SHIPPED_VARIANT, ShippedRecipe, train_shipped_model
 from jobs.stage_runs import StageRunner
 from model import VARIANTS
-from model.training import TrainingConfig
 from pipelines.artifacts import read_parquet_table
 from pipelines.embed.enrich import DEFAULT_FILL_CONFIDENCE, PREDICTION_COLUMNS, enrich_catalog, format_counts
 from pipelines.embed.stage import EmbedConfig, embed_catalog
@@ -239,7 +238,7 @@ def adapt_to_store_export(args: argparse.Namespace, stages: StageRunner) -> dict
         max_document_length=args.max_document_length,
         overwrite=True,
     )
-    loop = TrainingConfig(**{**ADAPT_TRAINING_DEFAULTS, "seed": args.seed, "show_progress": False})
+    loop = adapt_loop(args.seed, args.pretrain_precision)
     report = stages.run("adapt", lambda: run_adapt(job, loop))
     adapted = stages.run(
         "evaluate adapted", lambda: evaluate_model(str(report.model_dir), store, root / "adapted-eval", True)

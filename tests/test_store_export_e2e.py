@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.adapt import ADAPT_TRAINING_DEFAULTS, evaluate_model
-from model.training import TrainingConfig
+from jobs.adapt import adapt_loop, evaluate_model
 from pipelines.layout import DatasetLayout
 from pipelines.train.adapt import AdaptJob, run_adapt
 from product_data.ingest.export_folder import ingest_export_folder, load_export_folder
@@ -38,7 +37,7 @@ def test_adapting_to_the_store_keeps_retrieval_at_zero_shot_or_above(tmp_path) -
     store = DatasetLayout(str(tmp_path / "store"))
     ingest_export_folder(STORE, store.root)
     job = AdaptJob(dataset=store.root, output=str(tmp_path / "adapted"), max_document_length=64)
-    loop = TrainingConfig(**{**ADAPT_TRAINING_DEFAULTS, "show_progress": False})
+    loop = adapt_loop()
     report = run_adapt(job, loop)
     # The catalog's own brands are the classes now: the shop's Fellow is predicted as Fellow, not as
     # the nearest brand of another catalog.

@@ -190,3 +190,49 @@ def test_evaluate_without_products_or_with_zero_shot_false_has_no_row(
         store, tiny_model_dir, tmp_path / "b", "--products", store["products"], "--zero_shot", "false"
     )
     assert off["zero_shot"] is None and not (tmp_path / "b" / "zero_shot").exists()
+
+
+def test_averaging_with_the_backbone_is_wise_ft(tiny_backbone_dir) -> None:
+    """α = 0 gives the zero-shot model back, α = 1 the model itself, α = 0.5 the midpoint of each weight."""
+    from model.interpolation import average_with_backbone
+
+    def trained() -> torch.nn.Module:
+        torch.manual_seed(0)
+        encoder, _ = new_encoder(
+            "mtbert",
+            backbone_path=tiny_backbone_dir,
+            pooling="mean",
+            projection_init="identity",
+            projection_dim=None,
+            aspect_learning=False,
+        )
+        with torch.no_grad():
+            for parameter in encoder.parameters():
+                parameter.add_(torch.randn_like(parameter) * 0.1)  # stands in for fine-tuning
+        return encoder
+
+    zero, tokenizer = new_encoder("zero-shot", backbone_path=tiny_backbone_dir)
+    batch = zero.tokenize(tokenizer, TEXTS, Side.DOCUMENT)
+    back = trained()
+    average_with_backbone(back, 0.0, tiny_backbone_dir)
+    with torch.no_grad():
+        torch.testing.assert_close(back(batch, Side.DOCUMENT).embedding, zero(batch, Side.DOCUMENT).embedding)
+    model, half = trained(), trained()
+    average_with_backbone(half, 0.5, tiny_backbone_dir)
+    name = "transformers.shared.encoder.layer.0.attention.self.query.weight"
+    start = zero.state_dict()[name]
+    torch.testing.assert_close(half.state_dict()[name], (model.state_dict()[name] + start) / 2)
+    eye = torch.eye(32)
+    projection = "towers.shared.projection.weight"
+    torch.testing.assert_close(half.state_dict()[projection], (model.state_dict()[projection] + eye) / 2)
+    same = trained()
+    average_with_backbone(same, 1.0, tiny_backbone_dir)
+    torch.testing.assert_close(same.state_dict()[name], model.state_dict()[name])
+
+
+def test_averaging_refuses_a_model_that_did_not_start_as_the_backbone(tiny_backbone_dir) -> None:
+    from model.interpolation import average_with_backbone
+
+    encoder, _ = new_encoder("bibert", backbone_path=tiny_backbone_dir)
+    with pytest.raises(ValueError, match="pooling='mean' and projection_init='identity'"):
+        average_with_backbone(encoder, 0.5, tiny_backbone_dir)

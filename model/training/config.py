@@ -46,6 +46,10 @@ class TrainingConfig:
 
     `head_learning_rate` is AdamW's rate for the layers above the backbone (aspect
     extraction, heads, fusion, projection); None uses `learning_rate` for everything.
+
+    `wise_ft_alpha` < 1 averages the selected model's weights with the zero-shot backbone's after
+    training (`model.interpolation`, WiSE-FT): the shipped recipe's 0.5 keeps the fine-tuned gain and
+    the backbone's recall (docs/RESULTS.md, "zero-shot").
     """
 
     # `help` metadata makes a field a flag of `madr train` (pipelines/stage_config.py generates them).
@@ -69,7 +73,17 @@ class TrainingConfig:
     patience: int = cli_field(
         0, "Stop after this many validations without a better validation MRR@10; 0: never"
     )
+    wise_ft_alpha: float = cli_field(
+        1.0,
+        "After training, average the weights with the backbone used zero-shot: α·fine-tuned + "
+        "(1 − α)·zero-shot (WiSE-FT; needs pooling=mean, projection_init=identity); 1: no averaging",
+    )
     device: str | None = cli_field(None, "Torch device; default: GPU when present, else CPU")
+    bf16: bool = cli_field(
+        False,
+        "Forward pass under bfloat16 autocast: faster on a CPU with native bfloat16 (AVX-512 BF16, AMX) or a "
+        "GPU, slower on a CPU without it",
+    )
     show_progress: bool = True
 
     def __post_init__(self) -> None:
@@ -86,6 +100,8 @@ class TrainingConfig:
             raise ValueError(f"patience must be >= 0 (0 = never stop early), got {self.patience}")
         if self.checkpoint_every < 0 or self.validate_every < 0:
             raise ValueError("checkpoint_every and validate_every must be >= 0 (0 = at the end only)")
+        if not 0 <= self.wise_ft_alpha <= 1:
+            raise ValueError(f"wise_ft_alpha must be in [0, 1], got {self.wise_ft_alpha}")
 
 
 Annotations = Mapping[str, Sequence[str]] | None

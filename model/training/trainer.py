@@ -205,7 +205,9 @@ class Trainer:
                 group = batches[index * cfg.gradient_accumulation : (index + 1) * cfg.gradient_accumulation]
                 loss_value = 0.0
                 for batch in group:
-                    loss = self.batch_loss(batch) / len(group)
+                    # bfloat16 autocast where asked; weights, optimiser and loss stay fp32.
+                    with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+                        loss = self.batch_loss(batch) / len(group)
                     loss.backward()
                     loss_value += loss.item()
                 torch.nn.utils.clip_grad_norm_(self.encoder.parameters(), cfg.max_grad_norm)

@@ -31,6 +31,7 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from model import DenseEncoder, Side, load_encoder, text_for_model
+from model.interpolation import average_saved_model
 from model.training import Trainer, TrainingConfig
 from pipelines.artifacts import fresh_output, parquet_rows
 from pipelines.evaluate.judged_ranking import AspectAccuracy, aspect_accuracy
@@ -179,6 +180,7 @@ def _adapt(job: AdaptJob, loop: TrainingConfig) -> AdaptReport:
     trainer = Trainer(encoder, tokenizer, loop, job.output)
     result = trainer.fit(examples, valid)
     shutil.rmtree(trainer.checkpoint_dir.parent, ignore_errors=True)  # only for resuming; the model is kept
+    average_saved_model(job.output, loop.wise_ft_alpha, job.backbone)
     accuracy = _held_out_accuracy(job.output, held_out)
     job.write_model_manifest(
         {
@@ -187,6 +189,7 @@ def _adapt(job: AdaptJob, loop: TrainingConfig) -> AdaptReport:
             "aspect_vocabulary_sizes": sizes,
             "vocabulary_source": "the catalog's products",
             "loss": {"pointwise": loop.pointwise_loss_weight, "aspect": loop.aspect_loss_weight},
+            "wise_ft_alpha": loop.wise_ft_alpha,
             "pseudo_queries": len(examples),
             "valid_queries": len(valid),
             "steps": result.steps,

@@ -15,6 +15,7 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from model import DenseEncoder, load_config, load_encoder, text_for_model
+from model.interpolation import average_saved_model
 from model.training import Trainer, TrainingConfig, TrainingReport
 from model.training.validation import VALIDATION_METRIC
 from pipelines.artifacts import fresh_output
@@ -145,12 +146,14 @@ def _train(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
     report = trainer.fit(examples, valid.examples)
     # Checkpoints only serve to resume an interrupted run; the finished artifact is the selected model.
     shutil.rmtree(trainer.checkpoint_dir.parent, ignore_errors=True)
+    average_saved_model(job.output, loop.wise_ft_alpha, job.backbone)
     job.write_model_manifest(
         {
             "init_from": job.init_from,
             **_inherited_from_init(job),
             "aspect_vocabulary_sizes": vocabulary_sizes,
             "loss": {"pointwise": loop.pointwise_loss_weight, "aspect": loop.aspect_loss_weight},
+            "wise_ft_alpha": loop.wise_ft_alpha,
             "train_queries": len(examples),
             "valid_queries": len(valid.examples),
             "steps": report.steps,

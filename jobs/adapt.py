@@ -156,9 +156,10 @@ def evaluate_model(model: str, data: DatasetLayout, folder: Path, overwrite: boo
 
 
 def run_adapt_job(args: argparse.Namespace) -> dict[str, Any]:
-    job = job_from_args(args)
+    # The loop's settings first: a bad value is named before any data is read.
     loop = config_from_values(TrainingConfig, args)
     loop = dataclasses.replace(loop, bf16=loop.bf16 or pretrain_in_bf16(args.training_precision))
+    job = job_from_args(args)
     started = time.perf_counter()
     report: AdaptReport = run_adapt(job, loop)
     seconds = time.perf_counter() - started

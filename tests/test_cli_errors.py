@@ -38,6 +38,12 @@ CASES: dict[str, list[tuple[str, str]]] = {
         (f"ingest esci --products {N} --examples {N} --locale fr --out {{tmp}}/i", "locale must be one of"),
         (f"ingest generic --products {N}/p.jsonl --out {{tmp}}/i", f"{N}/p.jsonl"),
         ("ingest wands", "required"),
+        (f"ingest folder {N} --out {{tmp}}/i", "has no products file"),
+    ],
+    "adapt": [
+        (f"adapt --data {N} --out {{tmp}}/a", "is not a dataset folder"),
+        ("adapt --out {tmp}/a", "required: --data"),
+        (f"adapt --data {N} --out {{tmp}}/a --wise_ft_alpha 2", "wise_ft_alpha must be in [0, 1]"),
     ],
     "pretrain": [(f"pretrain --data {N} --out {{tmp}}/p", "is not a dataset folder")],
     "train": [

@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import torch
+from transformers import BertModel
 
 from model import load_encoder
 from model.training import TrainingConfig
@@ -131,3 +132,22 @@ def test_adapt_from_a_trained_model_keeps_its_transformer(catalog, tiny_backbone
     torch.testing.assert_close(after.state_dict()[name], before.state_dict()[name], atol=1e-6, rtol=0)
     manifest = json.loads((Path(adapted.model_dir) / "manifest.json").read_text())
     assert manifest["adapted_from"] == str(source)
+
+
+def test_wise_ft_alpha_averages_the_saved_model_with_the_backbone(
+    catalog, tiny_backbone_dir, tmp_path
+) -> None:
+    """α = 0 after training leaves exactly the backbone's transformer and the identity projection."""
+    job = AdaptJob(dataset=catalog.root, output=str(tmp_path / "a"), backbone=str(tiny_backbone_dir))
+    loop = TrainingConfig(
+        max_steps=2, batch_size=8, show_progress=False, learning_rate=1e-3, wise_ft_alpha=0.0
+    )
+    report = run_adapt(job, loop)
+    adapted, _ = load_encoder(report.model_dir)
+    backbone = BertModel.from_pretrained(str(tiny_backbone_dir), add_pooling_layer=False).state_dict()
+    state = adapted.state_dict()
+    for name, tensor in backbone.items():
+        torch.testing.assert_close(state[f"transformers.shared.{name}"], tensor)
+    torch.testing.assert_close(state["towers.shared.projection.weight"], torch.eye(32))
+    manifest = json.loads((Path(report.model_dir) / "manifest.json").read_text())
+    assert manifest["wise_ft_alpha"] == 0.0

@@ -16,6 +16,7 @@ from sentence_transformers import SentenceTransformer
 from evaluation import paired_t_test
 from model import Side, load_encoder, new_encoder
 from model.backbone import bundled_backbone_path
+from model.interpolation import average_with_backbone
 from model.pooling import Pooling, pool
 from pipelines.embed.stage import run_embed
 from pipelines.evaluate.stage import run_evaluate
@@ -194,7 +195,6 @@ def test_evaluate_without_products_or_with_zero_shot_false_has_no_row(
 
 def test_averaging_with_the_backbone_is_wise_ft(tiny_backbone_dir) -> None:
     """α = 0 gives the zero-shot model back, α = 1 the model itself, α = 0.5 the midpoint of each weight."""
-    from model.interpolation import average_with_backbone
 
     def trained() -> torch.nn.Module:
         torch.manual_seed(0)
@@ -231,8 +231,6 @@ def test_averaging_with_the_backbone_is_wise_ft(tiny_backbone_dir) -> None:
 
 
 def test_averaging_refuses_a_model_that_did_not_start_as_the_backbone(tiny_backbone_dir) -> None:
-    from model.interpolation import average_with_backbone
-
     encoder, _ = new_encoder("bibert", backbone_path=tiny_backbone_dir)
     with pytest.raises(ValueError, match="pooling='mean' and projection_init='identity'"):
         average_with_backbone(encoder, 0.5, tiny_backbone_dir)

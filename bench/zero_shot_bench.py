@@ -19,6 +19,7 @@ with each seed's p-value; saves bench/results/zero_shot[_quick].json.
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import time
 from pathlib import Path
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     timings: dict[str, float] = {}
     for seed in seeds:
         folder = root / f"seed-{seed}"
+        shutil.rmtree(folder, ignore_errors=True)  # a rerun trains afresh
         recipe = ShippedRecipe(seed=seed, **({"pretrain_steps": 20} if args.quick else {}))
         began = time.perf_counter()
         train_shipped_model(data.root, folder, recipe)

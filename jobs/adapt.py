@@ -16,14 +16,13 @@ from typing import Any
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from jobs.shipped_model import ShippedRecipe
 from model.training import TrainingConfig
 from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
 from pipelines.layout import DatasetLayout
 from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
 from pipelines.stage_config import add_config_arguments, add_output_argument, config_from_values
-from pipelines.train.adapt import AdaptJob, AdaptReport, run_adapt
+from pipelines.train.adapt import SHIPPED_DOCUMENT_LENGTH, AdaptJob, AdaptReport, run_adapt
 from pipelines.train.pretrain import PRETRAIN_PRECISIONS, pretrain_in_bf16
 from schemas import AspectSchema
 from schemas.splits import HeldOutProducts
@@ -42,10 +41,6 @@ ADAPT_TRAINING_DEFAULTS: dict[str, Any] = {
     # Averaged half way back to the backbone afterwards (WiSE-FT), as the shipped model is.
     "wise_ft_alpha": 0.5,
 }
-
-
-# Products are read as the shipped model reads them (64 wordpieces: half the cost of 128 a step).
-ADAPT_DOCUMENT_LENGTH = ShippedRecipe.max_document_length
 
 
 def adapt_loop(seed: int = 13, precision: str = "auto", **changes: Any) -> TrainingConfig:
@@ -89,7 +84,7 @@ def add_adapt_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max_document_length",
         type=int,
-        default=ADAPT_DOCUMENT_LENGTH,
+        default=SHIPPED_DOCUMENT_LENGTH,
         help="Product truncation, in wordpieces (64 as the shipped model; half the cost of 128 a step)",
     )
     parser.add_argument(

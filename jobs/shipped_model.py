@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from model.training import PretrainingConfig, PretrainingReport, TrainingConfig, TrainingReport
-from pipelines.train.adapt import ADAPT_VARIANT, ADAPT_VARIANT_OPTIONS
+from pipelines.train.adapt import ADAPT_VARIANT, ADAPT_VARIANT_OPTIONS, SHIPPED_DOCUMENT_LENGTH
 from pipelines.train.finetune import TrainJob, run_training
 from pipelines.train.pretrain import (
     CATALOG_PRETRAIN_HEAD_LEARNING_RATE,
@@ -61,7 +61,7 @@ class ShippedRecipe:
     head_learning_rate: float | None = None
     aspect_loss_weight: float = 0.0
     wise_ft_alpha: float = 0.5
-    max_document_length: int = 64
+    max_document_length: int = SHIPPED_DOCUMENT_LENGTH
     held_out_fraction: float = 0.05
     pretrain_precision: str = "auto"
     seed: int = 13

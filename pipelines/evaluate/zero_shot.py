@@ -52,7 +52,7 @@ class ZeroShotComparison:
 
     report: ComparisonReport
     model_searcher: str
-    folder: str
+    folder: str = ZERO_SHOT_FOLDER  # inside the evaluation folder: its embeddings/ and eval/
 
     def to_dict(self) -> dict[str, Any]:
         return {"model_searcher": self.model_searcher, "folder": self.folder, **self.report.to_dict()}
@@ -61,7 +61,7 @@ class ZeroShotComparison:
         lines = self.report.format().splitlines()
         intro = (
             f"Against the backbone used zero-shot (mean pooling, untrained; A = zero-shot, B = this model's "
-            f"{self.model_searcher} search; {self.folder})"
+            f"{self.model_searcher} search; its run in {self.folder}/)"
         )
         return "\n".join([intro, *lines[2:]])
 
@@ -118,7 +118,7 @@ def compare_with_zero_shot(
     rows = {str(row["query_id"]): {k: v for k, v in row.items() if k != "query_id"} for row in model_rows}
     names = [name for name in zero_names if any(name in row for row in rows.values())]
     report = compare_query_rows("zero-shot backbone", zero_rows, zero_names, "model", rows, names)
-    comparison = ZeroShotComparison(report, model_searcher, base)
+    comparison = ZeroShotComparison(report, model_searcher)
     with FileSystems.create(FileSystems.join(folder, ZERO_SHOT_FILE)) as handle:
         handle.write(json.dumps(comparison.to_dict(), indent=2).encode("utf-8"))
     return comparison

@@ -30,7 +30,6 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from index_builder.recall import DEFAULT_TARGET_RECALL
 from jobs.publish_guard import DEFAULT_MAX_SHRINK, CatalogSizeCheck, catalog_size
 from jobs.stage_runs import StageRunner, is_finished
 from pipelines.artifacts import is_local, read_stage_manifest
@@ -61,9 +60,9 @@ class NightlyJob:
     run_id: str
     queries: str | None = None
     judgments: str | None = None
-    num_index_shards: int = 1
-    max_k: int = 10_000
-    target_recall: float = DEFAULT_TARGET_RECALL
+    # Every index flag of `madr nightly` (--num_leaves, --soar_lambda, ...): the parser consumes them, so
+    # they reach the index stage here and not through `beam_args`.
+    index: IndexSettings = field(default_factory=IndexSettings)
     beam_args: tuple[str, ...] = ()
     max_shrink: float = DEFAULT_MAX_SHRINK
     allow_shrink: bool = False
@@ -99,18 +98,12 @@ class NightlyJob:
         )
 
     def index_config(self) -> PartitionedIndexConfig:
-        """The partitioned index build over this run's embeddings, into its index/; ScaNN settings among
-        the job's Beam arguments (--num_leaves, --soar_lambda, ...) apply."""
-        values = self._stage_values(
-            "index",
-            num_index_shards=self.num_index_shards,
-            max_k=self.max_k,
-            target_recall=self.target_recall,
-        )
+        """The partitioned index build over this run's embeddings, into its index/, with the job's index
+        settings (--num_leaves, --soar_lambda, ...)."""
         return PartitionedIndexConfig(
             embeddings=self.stage("embeddings"),
-            index=config_from_values(IndexSettings, values),
-            **StageOutput.values_from(values),
+            index=self.index,
+            **StageOutput.values_from(self._stage_values("index")),
         )
 
     def evaluate_config(self) -> EvaluateConfig:
@@ -124,7 +117,7 @@ class NightlyJob:
             judgments=self.judgments,
             index=self.stage("index"),
             embeddings=self.stage("embeddings"),
-            depth=self.max_k,
+            depth=self.index.max_k,
             # The faster of the index and exact search at this depth, by measurement (both reported).
             searcher="auto",
         )
@@ -198,9 +191,7 @@ def job_from_args(args: argparse.Namespace, beam_args: list[str]) -> NightlyJob:
         run_id=args.run_id or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"),
         queries=args.queries,
         judgments=args.judgments,
-        num_index_shards=args.num_index_shards,
-        max_k=args.max_k,
-        target_recall=args.target_recall,
+        index=config_from_values(IndexSettings, args),
         beam_args=tuple(beam_args),
         max_shrink=args.max_shrink,
         allow_shrink=args.allow_shrink,

@@ -43,6 +43,7 @@ from pipelines.embed.stage import build_embed, build_embed_pipeline, run_embed
 from pipelines.evaluate.stage import build_evaluate, build_evaluate_pipeline
 from pipelines.index.partitioned import build_partitioned_index, build_partitioned_index_pipeline
 from pipelines.index.single import build_index
+from pipelines.options import IndexSettings
 from pipelines.runner import make_pipeline
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 
@@ -191,8 +192,7 @@ def test_the_nightly_stages_translate_for_dataflow(inputs, tmp_path) -> None:
         run_id="tue",
         queries=inputs["queries"],
         judgments=inputs["judgments"],
-        num_index_shards=3,
-        max_k=50,
+        index=IndexSettings(num_index_shards=3, max_k=50),
         beam_args=DATAFLOW_FLAGS,
     )
     # Last night's run is reused, as run_nightly does when LATEST points at a finished one.

@@ -32,6 +32,7 @@ from pipelines.embed.export import export_vertex
 from pipelines.embed.stage import DeadLetterThresholdExceeded, run_embed
 from pipelines.evaluate.stage import run_evaluate
 from pipelines.index.partitioned import run_build_index
+from pipelines.options import IndexSettings
 from pipelines.train.finetune import TrainJob, run_training
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas.manifest import MANIFEST_FILE, ArtifactError
@@ -350,7 +351,11 @@ def test_a_rerun_of_an_unfinished_night_replaces_its_unfinished_stage_folder(
 ) -> None:
     products = write_catalog(tmp_path / "mon.parquet", catalog(30))
     job = NightlyJob(
-        catalog=products, model=str(tiny_model_dir), out=str(tmp_path / "nightly"), run_id="mon", max_k=20
+        catalog=products,
+        model=str(tiny_model_dir),
+        out=str(tmp_path / "nightly"),
+        run_id="mon",
+        index=IndexSettings(max_k=20),
     )
     # What an interrupted attempt of an older madr left: a stage folder with a shard and no manifest.
     _stale_folder(tmp_path / "nightly" / "mon" / "embeddings")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
 
-from jobs.nightly import NightlyJob, read_latest, run_nightly
+from jobs.nightly import NightlyJob, add_nightly_arguments, job_from_args, read_latest, run_nightly
+from pipelines.options import IndexSettings
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 
 
@@ -26,7 +28,7 @@ def _job(
         run_id=run_id,
         queries=queries,
         judgments=judgments,
-        max_k=50,
+        index=IndexSettings(max_k=50),
     )
 
 
@@ -72,3 +74,35 @@ def test_a_run_id_must_be_a_plain_name(tmp_path) -> None:
     for bad in ("", "a/b", "LATEST"):
         with pytest.raises(ValueError, match="run id"):
             NightlyJob(catalog="c", model="m", out=str(tmp_path), run_id=bad)
+
+
+def test_the_index_flags_of_madr_nightly_reach_the_index_stage() -> None:
+    """The nightly's parser consumes the index flags: they must arrive in the index config, not vanish."""
+    parser = argparse.ArgumentParser()
+    add_nightly_arguments(parser)
+    args, beam_args = parser.parse_known_args(
+        [
+            "--products",
+            "p",
+            "--model",
+            "m",
+            "--output",
+            "o",
+            "--run_id",
+            "r",
+            "--num_leaves",
+            "64",
+            "--soar_lambda",
+            "1.5",
+            "--max_k",
+            "500",
+            "--target_recall",
+            "0",
+            "--direct_num_workers",
+            "2",
+        ]
+    )
+    job = job_from_args(args, beam_args)
+    index = job.index_config().index
+    assert (index.num_leaves, index.soar_lambda, index.max_k, index.target_recall) == (64, 1.5, 500, 0)
+    assert beam_args == ["--direct_num_workers", "2"]

@@ -14,13 +14,19 @@ from jobs.nightly import LATEST, NightlyJob, read_latest, run_nightly
 from jobs.publish_guard import CatalogSizeCheck, PublishRefused
 from pipelines.artifacts import read_stage_manifest
 from pipelines.embed.stage import run_embed
+from pipelines.options import IndexSettings
 from schemas import ArtifactError
 from tests.test_embed_pipeline import catalog, write_catalog
 
 
 def _job(tmp_path: Path, model: Path, products: str, run_id: str, **flags: object) -> NightlyJob:
     return NightlyJob(
-        catalog=products, model=str(model), out=str(tmp_path / "nightly"), run_id=run_id, max_k=50, **flags
+        catalog=products,
+        model=str(model),
+        out=str(tmp_path / "nightly"),
+        run_id=run_id,
+        index=IndexSettings(max_k=50),
+        **flags,
     )
 
 

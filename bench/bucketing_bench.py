@@ -39,6 +39,7 @@ from index_builder import ExactSearcher
 from model import Side, document_text, load_encoder, new_encoder
 from model.encoder import TokenizedBatch
 from pipelines.inference import EncoderModelHandler, LoadedEncoder, TextToEncode, length_sorted_chunks
+from pipelines.options import ModelSettings
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 
 Encode = Callable[[list[str], Side], np.ndarray]
@@ -157,7 +158,7 @@ def onnx_encoders(loaded: LoadedEncoder, folder: Path, threads: int) -> dict[str
 
 def torch_encoder(loaded: LoadedEncoder, chunk: int) -> Encode:
     def encode(texts: list[str], side: Side) -> np.ndarray:
-        handler = EncoderModelHandler("unused", side, batch_size=256, chunk_size=chunk)
+        handler = EncoderModelHandler(ModelSettings("unused", batch_size=256, chunk_size=chunk), side)
         return through_handler(handler, loaded, texts, 256)[0]
 
     return encode
@@ -253,7 +254,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"bucketing_bench: {config}", flush=True)
 
         figures: dict[str, Any] = {"bucketing": {}}
-        handler = EncoderModelHandler(model_dir, Side.DOCUMENT, args.beam_batch, args.batch_size)
+        handler = EncoderModelHandler(
+            ModelSettings(model_dir, batch_size=args.beam_batch, chunk_size=args.batch_size), Side.DOCUMENT
+        )
         mixes = {"title_only_share_" + str(args.title_only_share): args.title_only_share}
         if not args.quick:
             mixes["as_generated"] = 0.0

@@ -36,7 +36,7 @@ from model import (
 )
 from model.annotations import RecordAnnotations, annotate
 from model.onnx_runtime import OnnxRuntimeEncoder, cached_graph
-from pipelines.options import PRECISIONS, RUNTIMES
+from pipelines.options import PRECISIONS, RUNTIMES, ModelSettings
 from pipelines.progress import ProgressLog
 
 LOGGER = logging.getLogger(__name__)
@@ -141,59 +141,50 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
     """Encodes `TextToEncode` examples into unit-length embeddings (float32 numpy arrays).
 
     Args:
-        model_dir: a directory written by `madr train` (any variant); on Dataflow a
-            local path on the worker image or a path staged with the job.
+        model: which model, where, in what batches and at what precision (`ModelSettings`, the
+            flags of every stage that encodes): its directory is one written by `madr train` (any
+            variant), on Dataflow a local path on the worker image or one staged with the job.
+            Each Beam batch holds `batch_size` examples; inside it, texts are sorted by token
+            length and encoded in chunks of `chunk_size`, which is where padding is saved.
+            ONNX Runtime (`runtime`) runs the model's ONNX graph, exported on first use and cached
+            by the weights' checksum (`model.onnx_runtime`).
         side: query or document tower.
-        batch_size: examples per Beam batch (the last of a bundle may be smaller); inside it,
-            texts are sorted by token length and encoded in chunks of `chunk_size`, which is
-            where padding is saved.
-        device: 'cuda', 'cpu', ...; by default the GPU when there is one.
         annotate: return `AnnotatedEmbedding`s (vector and Table 8 annotations), not bare vectors.
         min_confidence: with `annotate`, predicted aspect values below this confidence are
             written as absent (their confidence is kept).
         num_threads: torch intra-op threads of the worker process (None: torch's default, one per
             core). Small models on shared cores run several times faster with 1: each op is too
             short to split, and a thread waiting for a busy core stalls the whole op.
-        precision: one of PRECISIONS: fp32, int8 (ONNX Runtime, CPU), bf16 or fp16 (GPU).
-        runtime: one of RUNTIMES (`resolve_runtime`). ONNX Runtime runs the model's ONNX graph,
-            exported on first use and cached by the weights' checksum (`model.onnx_runtime`).
         expected_total: how many records the job encodes in all, for the progress lines' ETA.
     """
 
     def __init__(
         self,
-        model_dir: str,
+        model: ModelSettings,
         side: Side,
-        batch_size: int = 256,
-        chunk_size: int = 32,
-        device: str | None = None,
+        *,
         annotate: bool = False,
         num_threads: int | None = None,
         min_confidence: float = 0.0,
-        precision: str = "fp32",
-        runtime: str = "auto",
         expected_total: int | None = None,
     ) -> None:
-        if precision not in PRECISIONS or runtime not in RUNTIMES:
-            raise ValueError(f"precision must be one of {PRECISIONS} and runtime one of {RUNTIMES}")
-        self.precision, self.runtime = precision, runtime
+        # The settings validated themselves (`ModelSettings.__post_init__`): precision, runtime, sizes.
+        self.precision, self.runtime = model.precision, model.runtime
         self.expected_total = expected_total
         self.progress: ProgressLog | None = None  # per worker, made when the model is loaded
         # Fixed batches, not BatchElements' adaptive sizes (which start at 1): every batch gets the
         # same room to sort texts by length, and memory per batch is the same from the first on.
-        super().__init__(min_batch_size=batch_size, max_batch_size=batch_size)
+        super().__init__(min_batch_size=model.batch_size, max_batch_size=model.batch_size)
         self.annotate = annotate
         if not 0 <= min_confidence <= 1:
             raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
         self.min_confidence = min_confidence
         self.num_threads = num_threads
         self.isolate_failures = False
-        if chunk_size < 1 or batch_size < 1:
-            raise ValueError("batch_size and chunk_size must be >= 1")
-        self.model_dir = model_dir
+        self.model_dir = model.model
         self.side = Side(side)
-        self.chunk_size = chunk_size
-        self.device = device
+        self.chunk_size = model.chunk_size
+        self.device = model.device
         self.batches = Metrics.counter("madr", "inference_batches")
 
     def with_failures_isolated(self) -> EncoderModelHandler:

@@ -25,6 +25,7 @@ from pipelines.embed.stage import (
     embed_catalog,
     run_embed,
 )
+from pipelines.evaluate.calibration import encode_queries
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode, length_sorted_chunks
 from pipelines.options import EmbedSettings, ModelSettings
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA, validate_product
@@ -108,7 +109,9 @@ def test_embed_products_matches_the_model_run_directly(tiny_model_dir, local_run
     expected = encoder.embed_texts(tokenizer, texts, Side.DOCUMENT).embedding.numpy()
     identity = ModelIdentity.of(str(tiny_model_dir))
     # Small chunks force length-sorted sub-batches; results must not depend on them.
-    handler = EncoderModelHandler(str(tiny_model_dir), Side.DOCUMENT, batch_size=10, chunk_size=3)
+    handler = EncoderModelHandler(
+        ModelSettings(str(tiny_model_dir), batch_size=10, chunk_size=3), Side.DOCUMENT
+    )
 
     def check(rows: list[dict]) -> None:
         assert sorted(r["product_id"] for r in rows) == sorted(p["product_id"] for p in products)
@@ -139,7 +142,7 @@ def test_a_failing_batch_keeps_its_good_records_and_dead_letters_the_bad_one(
     # One Beam batch of four holds the bad product: the three good ones must still be embedded.
     products = [*catalog(3), {**catalog(1)[0], "product_id": "boom", "title": "BOOM sock"}]
     identity = ModelIdentity.of(str(tiny_model_dir))
-    handler = _FailingHandler(str(tiny_model_dir), Side.DOCUMENT, batch_size=4)
+    handler = _FailingHandler(ModelSettings(str(tiny_model_dir), batch_size=4), Side.DOCUMENT)
     with TestPipeline(runner=local_runner) as pipeline:
         embedded = pipeline | beam.Create(products) | EmbedProducts(handler, identity)
         assert_that(embedded["rows"] | beam.Map(lambda r: r["product_id"]), equal_to(["p0", "p1", "p2"]))
@@ -206,7 +209,7 @@ def test_too_many_dead_letters_fail_the_job_after_writing_them(tmp_path, tiny_mo
 
 
 def test_handler_loads_the_model_once_and_batches(tiny_model_dir, local_runner) -> None:
-    handler = EncoderModelHandler(str(tiny_model_dir), Side.QUERY, batch_size=4)
+    handler = EncoderModelHandler(ModelSettings(str(tiny_model_dir), batch_size=4), Side.QUERY)
     assert handler.batch_elements_kwargs() == {"min_batch_size": 4, "max_batch_size": 4}
     with TestPipeline(runner=local_runner) as pipeline:
         results = (
@@ -218,6 +221,20 @@ def test_handler_loads_the_model_once_and_batches(tiny_model_dir, local_runner) 
             results | beam.Map(lambda r: (r.example.key, isinstance(r, PredictionResult), r.inference.shape)),
             equal_to([(f"q{i}", True, (16,)) for i in range(9)]),
         )
+
+
+def test_searcher_calibration_encodes_queries_as_the_pipeline_does(tiny_model_dir) -> None:
+    """`--searcher auto` times the searchers on queries encoded with the stage's own model settings:
+    int8 calibration vectors are the int8 pipeline's, not fp32 ones."""
+    queries = [TextToEncode(f"q{i}", f"wool socks size {i}") for i in range(5)]
+    vectors = {}
+    for precision in ("fp32", "int8"):
+        settings = ModelSettings(str(tiny_model_dir), precision=precision)
+        handler = EncoderModelHandler(settings, Side.QUERY)
+        by_pipeline = np.stack([r.inference for r in handler.run_inference(queries, handler.load_model())])
+        vectors[precision] = encode_queries(queries, settings)
+        np.testing.assert_allclose(vectors[precision], by_pipeline, atol=1e-6)
+    assert not np.allclose(vectors["fp32"], vectors["int8"], atol=1e-6)
 
 
 @pytest.mark.parametrize("bad", ["", "/nonexistent/model"])

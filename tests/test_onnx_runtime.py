@@ -13,6 +13,7 @@ from model import Side, load_encoder
 from model.annotations import annotate
 from model.onnx_runtime import OnnxRuntimeEncoder, cached_graph, nodes_kept_in_fp32
 from pipelines.inference import EncoderModelHandler, TextToEncode, resolve_runtime
+from pipelines.options import ModelSettings
 from tests.test_baselines import build
 
 TEXTS = ["socks", "white nike running socks for men with cushioning", "a", "juicer with two speeds"]
@@ -109,7 +110,9 @@ def test_handler_runtimes_agree(mtbert_dir: Path, cache: Path) -> None:
     examples = [TextToEncode(str(i), text) for i, text in enumerate(TEXTS)]
     results = {}
     for runtime in ("torch", "onnxruntime"):
-        handler = EncoderModelHandler(str(mtbert_dir), Side.DOCUMENT, annotate=True, runtime=runtime)
+        handler = EncoderModelHandler(
+            ModelSettings(str(mtbert_dir), runtime=runtime), Side.DOCUMENT, annotate=True
+        )
         results[runtime] = handler.run_inference(examples, handler.load_model())
     for by_torch, by_onnx in zip(results["torch"], results["onnxruntime"], strict=True):
         np.testing.assert_allclose(by_onnx.inference.embedding, by_torch.inference.embedding, atol=1e-5)
@@ -148,7 +151,9 @@ def test_autocast_path_encodes_in_bfloat16_and_returns_float32(mtbert_dir: Path)
     from pipelines.inference import LoadedEncoder
 
     examples = [TextToEncode(str(i), text) for i, text in enumerate(TEXTS)]
-    handler = EncoderModelHandler(str(mtbert_dir), Side.DOCUMENT, annotate=True, runtime="torch")
+    handler = EncoderModelHandler(
+        ModelSettings(str(mtbert_dir), runtime="torch"), Side.DOCUMENT, annotate=True
+    )
     encoder, tokenizer = load_encoder(mtbert_dir)
     full = handler.encode_batch(examples, LoadedEncoder(encoder, tokenizer))
     half = handler.encode_batch(examples, LoadedEncoder(encoder, tokenizer, autocast=torch.bfloat16))

@@ -279,16 +279,11 @@ def build_embed_pipeline(
     verify_model(model.model, config.verify)
     identity = ModelIdentity.of(model.model)
     handler = EncoderModelHandler(
-        model.model,
+        model,
         Side.DOCUMENT,
-        model.batch_size,
-        model.chunk_size,
-        model.device,
         annotate=True,
         num_threads=settings.torch_threads or None,
         min_confidence=settings.min_confidence or 0.0,
-        precision=model.precision,
-        runtime=model.runtime,
         # Only new or changed products are encoded under --previous: their number is not known here.
         expected_total=None if settings.previous else catalog_row_count(settings.products),
     )

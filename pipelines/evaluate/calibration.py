@@ -25,6 +25,7 @@ from index_builder import SearchResult
 from model import Side
 from pipelines.evaluate.searchers import CorpusSearcher, SearcherSource
 from pipelines.inference import EncoderModelHandler, TextToEncode
+from pipelines.options import ModelSettings
 from schemas import InvalidRecord, validate_query
 
 LOGGER = logging.getLogger(__name__)
@@ -141,13 +142,11 @@ def first_queries(pattern: str, split: str, limit: int) -> list[TextToEncode]:
     return found
 
 
-def encode_queries(
-    queries: Sequence[TextToEncode], model_dir: str, batch_size: int, chunk_size: int, device: str | None
-) -> np.ndarray:
+def encode_queries(queries: Sequence[TextToEncode], model: ModelSettings) -> np.ndarray:
     """The queries' embeddings from the evaluated model, as the pipeline's EncodeQueries computes them."""
     if not queries:
         return np.zeros((0, 0), dtype=np.float32)
-    handler = EncoderModelHandler(model_dir, Side.QUERY, batch_size, chunk_size, device)
+    handler = EncoderModelHandler(model, Side.QUERY)
     loaded = handler.load_model()
     results = handler.run_inference(list(queries), loaded)
     return np.stack([result.inference for result in results]).astype(np.float32)

@@ -108,7 +108,8 @@ def _choose_searcher(
     if opts.searcher != "auto":
         return opts.searcher, specs, None
     sample = first_queries(opts.queries, opts.split, CALIBRATION_QUERIES)
-    vectors = encode_queries(sample, model.model, model.batch_size, model.chunk_size, model.device)
+    # Encoded as the pipeline encodes them (precision and runtime included): the same settings.
+    vectors = encode_queries(sample, model)
     calibration = calibrate(specs["ann"], specs["exact"], vectors, depth)
     primary = calibration.choice
     other = "exact" if primary == "ann" else "ann"
@@ -234,15 +235,7 @@ def build_evaluate_pipeline(
     metrics, depth = cutoffs.metrics, cutoffs.depth
     primary, specs, calibration = _choose_searcher(opts, model, specs, depth)
     identity = ModelIdentity.of(model.model)
-    handler = EncoderModelHandler(
-        model.model,
-        Side.QUERY,
-        model.batch_size,
-        model.chunk_size,
-        model.device,
-        precision=model.precision,
-        runtime=model.runtime,
-    )
+    handler = EncoderModelHandler(model, Side.QUERY)
     split = opts.split
     folder = folder or config.output
 

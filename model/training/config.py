@@ -8,7 +8,7 @@ from typing import Any
 
 
 def check_optimiser_settings(config: Any) -> None:
-    """The checks `TrainingConfig` and `PretrainingConfig` share: epochs, steps, rates, warmup."""
+    """The checks `TrainingConfig` and `PretrainingConfig` share: epochs, steps, rates, warmup, freezing."""
     if config.epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {config.epochs}")
     if config.max_steps is not None and config.max_steps < 1:
@@ -19,6 +19,8 @@ def check_optimiser_settings(config: Any) -> None:
             raise ValueError(f"{name} must be in (0, 1), got {rate}")
     if not 0 <= config.warmup_fraction < 1:
         raise ValueError("warmup_fraction must be in [0, 1)")
+    if config.frozen_layers < 0:
+        raise ValueError(f"frozen_layers must be >= 0, got {config.frozen_layers}")
 
 
 def cli_field(default: Any, help: str, choices: tuple[Any, ...] | None = None) -> Any:
@@ -49,7 +51,8 @@ class TrainingConfig:
 
     `wise_ft_alpha` < 1 averages the selected model's weights with the zero-shot backbone's after
     training (`model.interpolation`, WiSE-FT): the shipped recipe's 0.5 keeps the fine-tuned gain and
-    the backbone's recall (docs/RESULTS.md, "zero-shot").
+    the backbone's recall (docs/RESULTS.md, "zero-shot"). `head_refit_epochs` then refits the aspect
+    heads on the averaged encoder (`pipelines.train.head_refit`).
     """
 
     # `help` metadata makes a field a flag of `madr train` (pipelines/stage_config.py generates them).
@@ -73,10 +76,18 @@ class TrainingConfig:
     patience: int = cli_field(
         0, "Stop after this many validations without a better validation MRR@10; 0: never"
     )
+    frozen_layers: int = cli_field(
+        0, "Keep the backbone's word embeddings and lowest N transformer layers as they are (0: train all)"
+    )
     wise_ft_alpha: float = cli_field(
         1.0,
         "After training, average the weights with the backbone used zero-shot: α·fine-tuned + "
         "(1 − α)·zero-shot (WiSE-FT; needs pooling=mean, projection_init=identity); 1: no averaging",
+    )
+    head_refit_epochs: int = cli_field(
+        0,
+        "After training (and averaging), refit the aspect prediction heads on the encoder as saved: N passes "
+        "over the dataset's products outside the held-out share (pipelines/train/head_refit.py); 0: none",
     )
     device: str | None = cli_field(None, "Torch device; default: GPU when present, else CPU")
     bf16: bool = cli_field(
@@ -100,6 +111,8 @@ class TrainingConfig:
             raise ValueError(f"patience must be >= 0 (0 = never stop early), got {self.patience}")
         if self.checkpoint_every < 0 or self.validate_every < 0:
             raise ValueError("checkpoint_every and validate_every must be >= 0 (0 = at the end only)")
+        if self.head_refit_epochs < 0:
+            raise ValueError(f"head_refit_epochs must be >= 0, got {self.head_refit_epochs}")
         if not 0 <= self.wise_ft_alpha <= 1:
             raise ValueError(f"wise_ft_alpha must be in [0, 1], got {self.wise_ft_alpha}")
 

@@ -16,6 +16,26 @@ from torch import nn
 BACKBONE_PREFIXES = ("transformers.",)
 
 
+def freeze_lower_layers(model: nn.Module, layers: int) -> None:
+    """Stop training the backbone's word embeddings and its lowest `layers` transformer layers.
+
+    Why: the lower layers of a sentence-embedding backbone hold what it learned from a billion pairs,
+    and on a CPU most of a step's time is the backward pass through them; freezing 3 of MiniLM's 6
+    halves the step (docs/RESULTS.md, "zero-shot"). With MLM, the tied output embeddings stay fixed too.
+    """
+    if layers <= 0:
+        return
+    towers = getattr(model, "transformers", None)
+    if not isinstance(towers, nn.ModuleDict) or not towers:
+        raise ValueError(f"{type(model).__name__} has no backbone towers to freeze; use frozen_layers 0")
+    for tower in towers.values():
+        available = len(tower.encoder.layer)
+        if layers > available:
+            raise ValueError(f"frozen_layers {layers} exceeds the backbone's {available} layers")
+        for module in (tower.embeddings, *tower.encoder.layer[:layers]):
+            module.requires_grad_(False)
+
+
 def adamw_with_head_rate(
     model: nn.Module, learning_rate: float, head_learning_rate: float | None, weight_decay: float
 ) -> torch.optim.AdamW:

@@ -29,7 +29,7 @@ from model.training.checkpoints import (
     save_checkpoint,
 )
 from model.training.config import Annotations, check_optimiser_settings, cli_field
-from model.training.optimizer import adamw_with_head_rate
+from model.training.optimizer import adamw_with_head_rate, freeze_lower_layers
 
 
 def native_bfloat16(device: torch.device) -> bool:
@@ -85,6 +85,9 @@ class PretrainingConfig:
     mask_probability: float = cli_field(0.15, "MLM masking ratio")
     mlm_weight: float = cli_field(
         1.0, "Weight of L_MLM (Eq. 7: 1); 0 trains the aspect losses alone, on unmasked text"
+    )
+    frozen_layers: int = cli_field(
+        0, "Keep the backbone's word embeddings and lowest N transformer layers as they are (0: train all)"
     )
     seed: int = cli_field(13, "Seed of data order, masks and init")
     checkpoint_every: int = cli_field(0, "Steps between resumable checkpoints")
@@ -241,6 +244,7 @@ class Pretrainer:
         torch.manual_seed(cfg.seed)
         self.encoder.prepare_pretraining()  # the MLM heads exist before the optimiser is built
         self.encoder.to(self.device).train()
+        freeze_lower_layers(self.encoder, cfg.frozen_layers)
         steps_per_epoch = len(pretraining_batches(records, cfg.batch_size, cfg.seed, 0))
         total_steps = cfg.epochs * steps_per_epoch
         if cfg.max_steps is not None:

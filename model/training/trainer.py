@@ -29,7 +29,7 @@ from model.training.checkpoints import (
     save_checkpoint,
 )
 from model.training.config import Annotations, QueryExamples, TrainingConfig
-from model.training.optimizer import adamw_with_head_rate
+from model.training.optimizer import adamw_with_head_rate, freeze_lower_layers
 from model.training.validation import VALIDATION_METRIC, validation_mrr
 
 LOGGER = logging.getLogger(__name__)
@@ -175,6 +175,7 @@ class Trainer:
             raise ValueError(f"training needs at least 2 queries with a positive, got {len(train)}")
         torch.manual_seed(cfg.seed)
         self.encoder.to(self.device).train()
+        freeze_lower_layers(self.encoder, cfg.frozen_layers)
         steps_per_epoch = max(
             1,
             len(epoch_batches(train, cfg.batch_size, cfg.seed, 0, bool(cfg.hard_negatives)))

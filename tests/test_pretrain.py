@@ -14,6 +14,7 @@ from jobs.cli import main
 from model import AspectVocabulary, DenseEncoder, Side, load_encoder, new_encoder
 from model.mlm import IGNORE_INDEX, MlmHead, mask_for_mlm, masked_lm_loss
 from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, TrainingConfig
+from model.training.optimizer import freeze_lower_layers
 from model.training.pretrain import pretraining_batches
 from pipelines.train.finetune import TrainJob, run_training
 from product_data.synthetic import SyntheticConfig, generate_benchmark
@@ -362,3 +363,43 @@ def test_the_same_command_twice_gives_the_same_model(dataset: str, tiny_backbone
     first, second = (load_encoder(tmp_path / name)[0].state_dict() for name in ("a", "b"))
     assert first.keys() == second.keys()
     assert all(torch.equal(first[name], second[name]) for name in first)
+
+
+def test_frozen_layers_keep_the_word_embeddings_and_the_lowest_layers(tmp_path) -> None:
+    encoder, tokenizer = build("madral", drop_last_layer=False)  # both layers of the tiny backbone in use
+    start = {name: tensor.clone() for name, tensor in encoder.state_dict().items()}
+    Pretrainer(encoder, tokenizer, _config(max_steps=3, frozen_layers=1), tmp_path).fit(RECORDS)
+    moved = {
+        name
+        for name, tensor in encoder.state_dict().items()
+        if name not in start or not torch.equal(tensor, start[name])
+    }
+    frozen = {name for name in start if ".embeddings." in name or ".encoder.layer.0." in name}
+    assert frozen and not frozen & moved
+    assert any(".encoder.layer.1." in name for name in moved)  # the layers above still train
+    with pytest.raises(ValueError, match="exceeds the backbone's"):
+        freeze_lower_layers(encoder, 99)
+    with pytest.raises(ValueError, match="frozen_layers must be >= 0"):
+        _config(frozen_layers=-1)
+
+
+def test_head_refit_moves_only_the_prediction_heads_and_lowers_their_loss(
+    dataset: str, tiny_backbone_dir, tmp_path
+) -> None:
+    common = ["train", "--data", dataset, "--variant", "madral", "--backbone", str(tiny_backbone_dir)]
+    flags = ["--projection_dim", "16", "--max_document_length", "32", "--max_steps", "2", "--batch_size", "4"]
+    assert main([*common, *flags, "--out", str(tmp_path / "plain")]) == 0
+    assert main([*common, *flags, "--out", str(tmp_path / "refit"), "--head_refit_epochs", "3"]) == 0
+    plain, tokenizer = load_encoder(tmp_path / "plain")
+    refit, _ = load_encoder(tmp_path / "refit")
+    plain_state, refit_state = plain.state_dict(), refit.state_dict()
+    moved = {name for name in plain_state if not torch.equal(plain_state[name], refit_state[name])}
+    assert moved and all(name.startswith("aspect_prediction.") for name in moved)
+    for side in Side:  # so the embeddings, and every retrieval figure, are the same
+        torch.testing.assert_close(
+            refit.embed_texts(tokenizer, TEXTS, side).embedding,
+            plain.embed_texts(tokenizer, TEXTS, side).embedding,
+        )
+    report = json.loads((tmp_path / "refit" / "manifest.json").read_text())["head_refit"]
+    assert report["epochs"] == 3 and 0 < report["products"] <= 300  # the annotated ones
+    assert report["final_loss"] < report["initial_loss"]

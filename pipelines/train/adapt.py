@@ -37,6 +37,7 @@ from pipelines.artifacts import fresh_output, parquet_rows
 from pipelines.evaluate.judged_ranking import AspectAccuracy, aspect_accuracy
 from pipelines.layout import DatasetLayout
 from pipelines.train.encoder_job import EncoderJob, seeded
+from pipelines.train.head_refit import refit_aspect_heads
 from pipelines.train.pseudo_queries import CatalogProduct, catalog_product, pseudo_query_examples
 from pipelines.train.vocabulary import run_build_vocabulary
 from pipelines.verify import verify_model
@@ -184,6 +185,8 @@ def _adapt(job: AdaptJob, loop: TrainingConfig) -> AdaptReport:
     result = trainer.fit(examples, valid)
     shutil.rmtree(trainer.checkpoint_dir.parent, ignore_errors=True)  # only for resuming; the model is kept
     average_saved_model(job.output, loop.wise_ft_alpha, job.backbone)
+    if loop.head_refit_epochs:  # off by default: on 10,000 products it costs a pass over the catalog
+        refit_aspect_heads(job.output, job.dataset, job.held_out, loop.head_refit_epochs, loop.seed)
     accuracy = _held_out_accuracy(job.output, held_out)
     job.write_model_manifest(
         {
@@ -193,6 +196,7 @@ def _adapt(job: AdaptJob, loop: TrainingConfig) -> AdaptReport:
             "vocabulary_source": "the catalog's products",
             "loss": {"pointwise": loop.pointwise_loss_weight, "aspect": loop.aspect_loss_weight},
             "wise_ft_alpha": loop.wise_ft_alpha,
+            "head_refit_epochs": loop.head_refit_epochs,
             "pseudo_queries": len(examples),
             "valid_queries": len(valid),
             "steps": result.steps,

@@ -28,10 +28,12 @@ from pipelines.train.encoder_job import (
     has_checkpoint,
     seeded,
 )
+from pipelines.train.head_refit import refit_aspect_heads
 from pipelines.train.presets import add_preset_argument
 from pipelines.train.training_data import load_training_set
 from pipelines.verify import verify_model
 from schemas.manifest import MANIFEST_FILE
+from schemas.splits import HeldOutProducts
 
 LOGGER = logging.getLogger(__name__)
 
@@ -147,10 +149,16 @@ def _train(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
     # Checkpoints only serve to resume an interrupted run; the finished artifact is the selected model.
     shutil.rmtree(trainer.checkpoint_dir.parent, ignore_errors=True)
     average_saved_model(job.output, loop.wise_ft_alpha, job.backbone)
+    inherited = _inherited_from_init(job)
+    refit = None
+    if loop.head_refit_epochs:
+        held_out = HeldOutProducts.from_manifest(inherited)
+        refit = refit_aspect_heads(job.output, job.dataset, held_out, loop.head_refit_epochs, loop.seed)
     job.write_model_manifest(
         {
             "init_from": job.init_from,
-            **_inherited_from_init(job),
+            **inherited,
+            **({"head_refit": {"epochs": loop.head_refit_epochs, **vars(refit)}} if refit else {}),
             "aspect_vocabulary_sizes": vocabulary_sizes,
             "loss": {"pointwise": loop.pointwise_loss_weight, "aspect": loop.aspect_loss_weight},
             "wise_ft_alpha": loop.wise_ft_alpha,

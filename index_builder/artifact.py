@@ -13,13 +13,18 @@ The manifest lists every other file with its sha256 and size. ScaNN loads whatev
 it finds in ``scann/``, so files there that the manifest does not list are rejected too.
 ScaNN also unpickles ``scann/scann_docids.pkl`` if one is there, running whatever code it
 names; madr keeps ids in ``ids.parquet`` and never writes it, so it is refused even when a
-(rewritten) manifest lists it.
+(rewritten) manifest lists it. ScaNN opens the paths its ``scann_assets.pbtxt`` names, so each
+must be a listed file inside ``scann/``; a symbolic link anywhere in the artifact is refused; and
+the loader hands ScaNN a private copy of the bytes it hashed (`copy_verified_files`), so what is
+verified is what is loaded.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -183,10 +188,43 @@ def write_manifest(directory: Path, manifest: IndexManifest) -> None:
     os.replace(temporary, directory / MANIFEST_FILE)
 
 
+# One asset of ScaNN's asset file: `asset_path: "<path>"`, relative to scann/ (serialised so).
+ASSET_PATH_LINE = re.compile(r'^\s*asset_path:\s*"([^"\\]*)"\s*$')
+
+
+def check_asset_paths(directory: Path, listed: set[str]) -> None:
+    """Every path ScaNN's asset file names is a listed file inside scann/: ScaNN opens what it says,
+    so a path like "../../elsewhere/dataset.npy" would load vectors from outside the artifact."""
+    path = directory / SCANN_ASSETS_FILE
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if "asset_path" not in line:
+            continue
+        match = ASSET_PATH_LINE.match(line)
+        asset = PurePosixPath(match.group(1)) if match else None
+        inside = asset is not None and not asset.is_absolute() and ".." not in asset.parts
+        if not inside or f"{SCANN_DIR}/{asset.as_posix()}" not in listed:
+            raise IndexArtifactError(
+                f"{path}:{number} names an asset outside the index's listed files ({line.strip()}); "
+                f"ScaNN would load it. {REBUILD_HINT}"
+            )
+
+
+def check_no_links(directory: Path) -> None:
+    """Refuse an artifact that is, or holds, a symbolic link: its bytes could change or lie outside it."""
+    linked = [directory] if directory.is_symlink() else []
+    linked += sorted(path for path in directory.rglob("*") if path.is_symlink())
+    if linked:
+        raise IndexArtifactError(
+            f"{linked[0]} is a symbolic link; an index artifact holds its own files. Copy the index "
+            f"without links, or {REBUILD_HINT}"
+        )
+
+
 def read_verified_manifest(directory: Path) -> IndexManifest:
     """Read the manifest and check every file it lists; raise IndexArtifactError on any mismatch."""
     if not directory.is_dir():
         raise IndexArtifactError(f"index directory {directory} does not exist; {REBUILD_HINT}")
+    check_no_links(directory)
     manifest_path = directory / MANIFEST_FILE
     if not manifest_path.is_file():
         raise IndexArtifactError(
@@ -217,6 +255,7 @@ def read_verified_manifest(directory: Path) -> IndexManifest:
             raise IndexArtifactError(
                 f"{path} is {actual.size} bytes, its manifest says {expected.size}; {REBUILD_HINT}"
             )
+    check_asset_paths(directory, set(manifest.files))
     unlisted = sorted(
         path.relative_to(directory).as_posix()
         for path in (directory / SCANN_DIR).rglob("*")
@@ -228,3 +267,24 @@ def read_verified_manifest(directory: Path) -> IndexManifest:
             f"ScaNN would load them. Remove them or {REBUILD_HINT}"
         )
     return manifest
+
+
+def copy_verified_files(directory: Path, manifest: IndexManifest, prefix: str, target: Path) -> None:
+    """Copy the listed files under `prefix` into `target`, hashing the bytes as they are copied.
+
+    What a loader then opens in `target` is exactly what was checked: a file swapped or planted in
+    `directory` between verification and loading never reaches it (`target` should be private, e.g.
+    a `tempfile.TemporaryDirectory`, mode 0700).
+    """
+    for relative, expected in manifest.files.items():
+        if not relative.startswith(prefix):
+            continue
+        data = (directory / relative).read_bytes()
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != expected.sha256:
+            raise IndexArtifactError(
+                digest_mismatch(str(directory / relative), actual, expected.sha256, REBUILD_HINT)
+            )
+        destination = target / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_bytes(data)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -28,6 +29,7 @@ from index_builder.artifact import (
     SCANN_DIR,
     IndexArtifactError,
     IndexManifest,
+    copy_verified_files,
     list_files,
     prepare_directory,
     read_ids,
@@ -308,12 +310,18 @@ class ScannIndex:
         """
         directory = Path(directory)
         manifest = read_verified_manifest(directory)
-        ids = read_ids(directory, manifest.count)
         scann_dir = directory / SCANN_DIR
-        try:
-            searcher = scann.scann_ops_pybind.load_searcher(str(scann_dir), assets_backcompat_shim=False)
-        except Exception as err:  # ScaNN raises bare RuntimeError/ValueError from C++.
-            raise IndexArtifactError(f"ScaNN could not load {scann_dir}: {err}; {REBUILD_HINT}") from err
+        # ScaNN reads from a private copy made of the bytes it hashed while copying: nothing planted or
+        # swapped in the artifact after the check above (a pickle ScaNN would unpickle) reaches it.
+        with tempfile.TemporaryDirectory(prefix="madr-index-") as private:
+            copy_verified_files(directory, manifest, "", Path(private))
+            ids = read_ids(Path(private), manifest.count)
+            try:
+                searcher = scann.scann_ops_pybind.load_searcher(
+                    str(Path(private) / SCANN_DIR), assets_backcompat_shim=False
+                )
+            except Exception as err:  # ScaNN raises bare RuntimeError/ValueError from C++.
+                raise IndexArtifactError(f"ScaNN could not load {scann_dir}: {err}; {REBUILD_HINT}") from err
         if searcher.size() != manifest.count:
             raise IndexArtifactError(
                 f"{directory / SCANN_DIR} holds {searcher.size()} vectors but {directory / IDS_FILE} "

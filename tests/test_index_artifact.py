@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from index_builder import IndexArtifactError, ScannIndex, ScannIndexBuilder, Scoring
+from index_builder.artifact import file_entry
 from schemas.manifest import ArtifactError, verify_manifest
 
 N, DIM = 6_000, 16
@@ -174,3 +176,37 @@ def test_brute_force_index_round_trips(corpus, tmp_path: Path) -> None:
     loaded = ScannIndex.load(tmp_path / "tiny")
     for k in (10, 300):
         np.testing.assert_array_equal(tiny.search(queries, k).indices, loaded.search(queries, k).indices)
+
+
+def _relist(directory: Path, relative: str) -> None:
+    """Record `relative`'s current bytes in the manifest, as an attacker who can write it would."""
+    manifest = json.loads((directory / "manifest.json").read_text())
+    entry = file_entry(directory / relative)
+    manifest["files"][relative] = {"sha256": entry.sha256, "size": entry.size}
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_an_asset_path_leaving_the_index_is_refused(copy: Path, saved: Path, tmp_path: Path) -> None:
+    # Another valid index's vectors, outside this one: ScaNN would load them if the asset file said so.
+    shutil.copytree(saved, tmp_path / "outside")
+    assets = copy / "scann" / "scann_assets.pbtxt"
+    text = assets.read_text()
+    first = re.search(r'asset_path: "([^"]+)"', text).group(1)
+    assets.write_text(text.replace(f'"{first}"', f'"../../outside/scann/{first}"', 1))
+    _relist(copy, "scann/scann_assets.pbtxt")
+    with pytest.raises(IndexArtifactError, match=r"scann_assets\.pbtxt:\d+ names an asset outside"):
+        ScannIndex.load(copy)
+
+
+@pytest.mark.parametrize("linked", ["scann/dataset.npy", "scann", "ids.parquet"])
+def test_a_symbolic_link_in_the_index_is_refused(copy: Path, tmp_path: Path, linked: str) -> None:
+    target = copy / linked
+    if not target.exists():
+        pytest.skip(f"this index has no {linked}")
+    # The same bytes, so every hash in the manifest still matches: only the link gives it away.
+    moved = tmp_path / "elsewhere" / Path(linked).name
+    moved.parent.mkdir()
+    shutil.move(target, moved)
+    target.symlink_to(moved)
+    with pytest.raises(IndexArtifactError, match="is a symbolic link"):
+        ScannIndex.load(copy)

@@ -8,9 +8,11 @@ static check at the end keeps the unsafe calls from coming back.
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import re
 import shutil
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -154,6 +156,39 @@ def test_a_listed_scann_docids_pickle_is_refused(tmp_path: Path, marker: Path) -
     with pytest.raises(IndexArtifactError, match=r"scann_docids\.pkl is a pickle"):
         ScannIndex.load(tmp_path / "index")
     assert not marker.exists()
+
+
+def test_a_pickle_planted_while_an_index_loads_never_runs(tmp_path: Path, marker: Path) -> None:
+    """Verification and loading read the same bytes: a scann_docids.pkl that appears between the
+    check and ScaNN's load (renamed in and out in a loop, alongside 200 loads) never reaches ScaNN."""
+    vectors = np.random.default_rng(4).normal(size=(200, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = ScannIndexBuilder.for_corpus(200, 8, max_k=10).build(vectors, [f"sku-{i}" for i in range(200)])
+    index.save(tmp_path / "index", model_id="m", model_version="1")
+    staged, planted = tmp_path / "staged.pkl", tmp_path / "index" / "scann" / "scann_docids.pkl"
+    stop = threading.Event()
+
+    def plant_in_a_loop() -> None:
+        while not stop.is_set():
+            staged.write_bytes(pickle.dumps(Payload(marker)))
+            os.replace(staged, planted)
+            planted.unlink(missing_ok=True)
+
+    planter = threading.Thread(target=plant_in_a_loop, daemon=True)
+    planter.start()
+    loaded = refused = 0
+    try:
+        for _ in range(200):
+            try:
+                ScannIndex.load(tmp_path / "index")
+                loaded += 1
+            except IndexArtifactError:
+                refused += 1
+    finally:
+        stop.set()
+        planter.join()
+    assert not marker.exists()
+    assert loaded + refused == 200 and loaded > 0  # the race was live: some loads got past the check
 
 
 @pytest.mark.parametrize("name", ["indptr.npy", "docs.npy"])

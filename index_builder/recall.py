@@ -61,6 +61,12 @@ class RecallReport:
     settings_tried: list[dict[str, Any]] = field(default_factory=list)
     evaluation_queries: int = 0
     exact: bool = False
+    # What `index_builder.tuned.train_within_target` chose ("approximate" or "exact"), why, both
+    # speeds, and the approximate index's recall@10 when tuned deeper.
+    choice: str | None = None
+    reason: str | None = None
+    speed: dict[str, Any] | None = None
+    recall_at_10: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -254,7 +260,8 @@ def _shortfall(report: RecallReport, num_leaves: int | None, cap: int | None, n:
 def recall_summary(report: RecallReport) -> str:
     """One line for a log or the CLI."""
     if report.exact:
-        return f"recall@{report.k} 1.0 (exact brute-force scoring)"
+        why = f"; {report.reason}" if report.reason else ""
+        return f"recall@{report.k} 1.0 (exact brute-force scoring{why})"
     return f"recall@{report.k} {report.recall_at_k:.3f} over {report.queries} queries"
 
 
@@ -264,6 +271,8 @@ __all__: Sequence[str] = (
     "RecallReport",
     "RecallTargetError",
     "check_target",
+    "measure_recall",
+    "recall_queries",
     "recall_summary",
     "tune_recall",
 )

@@ -22,8 +22,10 @@ from index_builder import (
     RecallTargetError,
     ScannIndex,
     ScannIndexBuilder,
+    Scoring,
     tune_recall,
 )
+from index_builder import tuned as tuned_builds
 from index_builder.recall import DEFAULT_TARGET_RECALL, measure_recall, recall_queries
 from jobs.cli import main
 from pipelines.index.single import build_index
@@ -158,7 +160,18 @@ def test_brute_force_is_exact_without_measuring() -> None:
     assert tuned is index and report.exact and report.recall_at_k == 1.0 and report.queries == 0
 
 
-def test_build_index_writes_the_tuned_recall(diffuse: np.ndarray, tmp_path: Path) -> None:
+def _timed_as(monkeypatch: pytest.MonkeyPatch, approximate: float, exact: float) -> None:
+    """Make the build's speed check see these queries/s (exact = brute force without a tree)."""
+
+    def speed(index: ScannIndex, queries: np.ndarray, k: int) -> float:
+        brute = index.config.scoring is Scoring.BRUTE_FORCE and not index.config.uses_tree
+        return exact if brute else approximate
+
+    monkeypatch.setattr(tuned_builds, "queries_per_second", speed)
+
+
+def test_build_index_writes_the_tuned_recall(diffuse: np.ndarray, tmp_path: Path, monkeypatch) -> None:
+    _timed_as(monkeypatch, approximate=2_000.0, exact=1_000.0)
     write_embeddings(tmp_path / "embeddings", IDS, diffuse)
     report = build_index(str(tmp_path / "embeddings"), str(tmp_path / "index"), max_k=MAX_K)
     manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
@@ -167,6 +180,48 @@ def test_build_index_writes_the_tuned_recall(diffuse: np.ndarray, tmp_path: Path
     tuned = manifest["config"]["num_leaves_to_search"]
     assert tuned == report.recall["settings_tried"][-1]["leaves_to_search"]
     assert ScannIndex.load(tmp_path / "index").config.num_leaves_to_search == tuned
+    assert manifest["recall"]["choice"] == "approximate"
+    assert (
+        manifest["recall"]["speed"]["approximate_qps"] == 2_000.0
+        and manifest["recall"]["speed"]["k"] == MAX_K
+    )
+
+
+def test_an_index_slower_than_exact_scoring_ships_exact_and_says_why(
+    diffuse: np.ndarray, tmp_path: Path, monkeypatch
+) -> None:
+    """What the issue measured on 200,000 isotropic vectors: tuned to the target, the tree answered
+    176 queries/s and exact scoring about 2,000. The build then ships exact scoring."""
+    _timed_as(monkeypatch, approximate=176.0, exact=2_000.0)
+    write_embeddings(tmp_path / "embeddings", IDS, diffuse)
+    report = build_index(str(tmp_path / "embeddings"), str(tmp_path / "index"), max_k=MAX_K)
+    recall = json.loads((tmp_path / "index" / "manifest.json").read_text())["recall"]
+    assert recall == report.recall and recall["choice"] == "exact" and recall["recall_at_k"] == 1.0
+    assert "answers 176 queries/s at k=10, exact scoring 2000" in recall["reason"]
+    loaded = ScannIndex.load(tmp_path / "index")
+    assert loaded.config.scoring is Scoring.BRUTE_FORCE and not loaded.config.uses_tree
+
+
+def test_an_unreachable_target_falls_back_to_exact_scoring(diffuse: np.ndarray, monkeypatch) -> None:
+    capped = tuned_builds.tune_recall
+
+    def tune_with_two_leaves(index, embeddings, max_k, target, **options):
+        return capped(index, embeddings, max_k, target, max_leaves_to_search=2, **options)
+
+    monkeypatch.setattr(tuned_builds, "tune_recall", tune_with_two_leaves)
+    config = ScannIndexBuilder.for_corpus(N, DIM, max_k=MAX_K).create_config()
+    index, report = tuned_builds.train_within_target(config, diffuse, IDS, MAX_K, 0.95)
+    assert report.choice == "exact" and "could not reach the target" in report.reason
+    assert index.config.scoring is Scoring.BRUTE_FORCE and report.recall_at_k == 1.0
+
+
+def test_a_deep_tuned_index_records_its_recall_at_10(clustered: np.ndarray, monkeypatch) -> None:
+    _timed_as(monkeypatch, approximate=2_000.0, exact=1_000.0)
+    config = ScannIndexBuilder.for_corpus(N, DIM, max_k=100).create_config()
+    assert config.uses_tree
+    _, report = tuned_builds.train_within_target(config, clustered, IDS, 100, 0.95)
+    assert report.choice == "approximate" and report.k == 100
+    assert report.recall_at_10 is not None and 0.9 <= report.recall_at_10 <= 1.0
 
 
 def test_cli_refuses_an_impossible_target_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -35,7 +35,8 @@ from index_builder import ScannIndex
 from index_builder.artifact import IndexManifest
 from index_builder.builder import config_for_corpus
 from index_builder.partitioned import shard_dir_name, shard_of
-from index_builder.recall import check_target, tune_recall
+from index_builder.recall import check_target
+from index_builder.tuned import train_within_target
 from pipelines.artifacts import fresh_output
 from pipelines.catalog_io import METRICS_NAMESPACE
 from pipelines.index.manifest import measured_recall, write_partitioned_manifest
@@ -143,10 +144,10 @@ class _BuildShardFn(beam.DoFn):
         build = self.build
         started = time.perf_counter()
         config = config_for_corpus(len(ids), matrix.shape[1], build.max_k, dict(build.scann_settings))
-        index = ScannIndex.train(config, matrix, ids)
-        # Each shard tuned to the target on its own vectors (as `madr build-index` tunes one index): a
-        # merged top-k is as good as its shards' top-k, and the union is measured after the build.
-        index, recall = tune_recall(index, matrix, build.max_k, build.target_recall)
+        # Each shard tuned to the target on its own vectors, and exact where that is faster (the rule
+        # `madr build-index` follows, `index_builder.tuned`): a merged top-k is as good as its shards'
+        # top-k, and the union is measured after the build.
+        index, recall = train_within_target(config, matrix, ids, build.max_k, build.target_recall)
         seconds = time.perf_counter() - started
         name = shard_dir_name(shard, build.num_shards)
         target = FileSystems.join(build.output_dir, name)

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from index_builder.builder import config_for_corpus
-from index_builder.recall import DEFAULT_TARGET_RECALL, check_target, recall_summary, tune_recall
-from index_builder.scann_index import ScannIndex
+from index_builder.recall import DEFAULT_TARGET_RECALL, check_target, recall_summary
+from index_builder.tuned import train_within_target
 from pipelines.artifacts import fresh_output, local_output, read_embeddings
 from pipelines.options import IndexOptions, OverwriteOptions, VerifyOptions, add_stage_arguments
 from pipelines.stage_config import add_output_argument
@@ -70,11 +70,11 @@ def build_index(
         expected = TRAIN_SECONDS_PER_MILLION_128D * len(ids) / 1e6 * matrix.shape[1] / 128
         LOGGER.info("building a ScaNN index (about %.0f s expected): %s", expected, config)
         started = time.perf_counter()
-        index = ScannIndex.train(config, matrix, ids)
+        # Trained, tuned to the target, and replaced by exact scoring where that is faster.
+        index, recall = train_within_target(config, matrix, ids, max_k, target_recall)
         seconds = time.perf_counter() - started
         built_rate = len(ids) / max(seconds, 1e-9)
-        LOGGER.info("built in %.1f s (%.0f vectors/s); measuring recall@%d", seconds, built_rate, max_k)
-        index, recall = tune_recall(index, matrix, max_k, target_recall)
+        LOGGER.info("built and tuned in %.1f s (%.0f vectors/s)", seconds, built_rate)
         LOGGER.info("%s; search settings: %s", recall_summary(recall), index.config)
         # ScaNN saves local files only: a gs:// output is saved locally, then copied into its staging.
         with local_output(staging) as folder:

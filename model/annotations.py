@@ -54,7 +54,8 @@ def annotate(
         best, index = probabilities.max(dim=-1)
         for row in range(rows):
             value_id = int(index[row])
-            name = vocabulary.decode(aspect, [value_id])[0] if vocabulary is not None else str(value_id)
+            # In the catalog's most frequent spelling, so restricts and filters match it exactly.
+            name = vocabulary.spell(aspect, value_id) if vocabulary is not None else str(value_id)
             confidence = float(best[row])
             if confidence >= min_confidence:
                 values[row][aspect] = name

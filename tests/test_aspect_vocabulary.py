@@ -28,9 +28,10 @@ RECORDS = [
 def test_values_are_ordered_by_count_then_name_and_filtered_by_min_count() -> None:
     vocabulary = AspectVocabulary.from_records((r["aspects"] for r in RECORDS), ASPECTS, min_count=2)
     # socks: p1, p2, p4 = 3; sportswear and juicers once each -> dropped at min_count 2.
-    assert vocabulary.values("category") == AspectValues(("socks",), (3,))
-    assert vocabulary.values("brand") == AspectValues(("nike",), (2,))  # "Nike" and "NIKE" are one value
-    assert vocabulary.values("color") == AspectValues(("white",), (2,))
+    assert vocabulary.values("category") == AspectValues(("socks",), (3,), ("Socks",))
+    # "Nike" and "NIKE" are one value; spelled once each, the tie goes to the one that sorts first.
+    assert vocabulary.values("brand") == AspectValues(("nike",), (2,), ("NIKE",))
+    assert vocabulary.values("color") == AspectValues(("white",), (2,), ("White",))
     everything = AspectVocabulary.from_records((r["aspects"] for r in RECORDS), ASPECTS)
     assert everything.values("category").values == ("socks", "juicers", "sportswear")
     assert everything.values("brand").values == ("nike", "adidas", "breville")
@@ -105,7 +106,9 @@ def _vocabulary_of(records: list[dict], **kwargs) -> AspectVocabulary:
 
 def test_beam_transform_counts_records_and_filters(local_runner) -> None:
     expected = AspectVocabulary.from_counts(
-        {"category": {"socks": 3}, "brand": {"nike": 2}, "color": {"white": 2}}, min_count=2
+        {"category": {"socks": 3}, "brand": {"nike": 2}, "color": {"white": 2}},
+        min_count=2,
+        spellings={"category": {"socks": "Socks"}, "brand": {"nike": "NIKE"}, "color": {"white": "White"}},
     )
     assert expected == _vocabulary_of(RECORDS, aspects=ASPECTS, min_count=2)
     with TestPipeline(runner=local_runner) as pipeline:
@@ -136,3 +139,37 @@ def test_beam_transform_rejects_bad_settings() -> None:
         BuildAspectVocabulary(ASPECTS, min_count=0)
     with pytest.raises(ValueError, match="at least one aspect"):
         BuildAspectVocabulary(())
+
+
+def test_predictions_are_spelled_as_the_catalog_spells_them_most_often(tmp_path) -> None:
+    records = [
+        {"brand": ["Wüsthof"]},
+        {"brand": ["wüsthof"]},
+        {"brand": ["Wüsthof"]},
+        {"brand": ["  Le   Creuset "]},
+        {"brand": ["LE CREUSET", "le creuset"]},  # one record: its first spelling counts, once
+    ]
+    vocabulary = AspectVocabulary.from_records(records, ("brand",))
+    table = vocabulary.values("brand")
+    assert table.values == ("wüsthof", "le creuset") and table.counts == (3, 2)
+    assert [vocabulary.spell("brand", i) for i in range(2)] == ["Wüsthof", "LE CREUSET"]
+    loaded = AspectVocabulary.load(vocabulary.save(tmp_path / "v.json"))
+    assert loaded == vocabulary and loaded.spell("brand", 0) == "Wüsthof"
+    # A vocabulary saved before spellings were kept still loads, and spells values as normalised.
+    old = vocabulary.to_dict()
+    del old["aspects"]["brand"]["spellings"]
+    assert AspectVocabulary.from_dict(old).spell("brand", 0) == "wüsthof"
+    with pytest.raises(ValueError, match="must normalise to its value"):
+        AspectValues(("wüsthof",), (1,), ("Zwilling",))
+
+
+def test_beam_transform_keeps_the_most_frequent_spelling(local_runner) -> None:
+    records = [
+        {"product_id": f"p{i}", "aspects": {"brand": [spelling]}}
+        for i, spelling in enumerate(["Wüsthof", "WÜSTHOF", "Wüsthof"])
+    ]
+    expected = _vocabulary_of(records, aspects=("brand",))
+    assert expected.spell("brand", 0) == "Wüsthof"
+    with TestPipeline(runner=local_runner) as pipeline:
+        vocabulary = pipeline | beam.Create(records) | BuildAspectVocabulary(("brand",))
+        assert_that(vocabulary, equal_to([expected]))

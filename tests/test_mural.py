@@ -328,6 +328,6 @@ def test_loaded_model_names_its_predicted_values(tmp_path, tokenizer) -> None:
     assert loaded.vocabulary.values("category").values == vocabularies["phrase"].values("category").values
     output = loaded.embed_texts(BertTokenizerFast.from_pretrained(str(tmp_path)), TEXTS, Side.DOCUMENT)
     rows = annotate(loaded, output)
-    # A value name of the phrase vocabulary, not a class id: annotations a reader can use.
-    assert rows[0].aspect_values["category"] in vocabularies["phrase"].values("category").values
+    # A value of the phrase vocabulary (not a class id), as the catalog spells it: what a reader can use.
+    assert rows[0].aspect_values["category"] in vocabularies["phrase"].values("category").spellings
     assert set(rows[0].aspect_values) == {"category", "brand", "color"}

@@ -80,7 +80,8 @@ def test_variant_trains_saves_and_embeds(variant: str, dataset: str, tiny_backbo
         assert set(values) == set(encoder.config.aspects)
         assert all(0 < confidence <= 1 for _, confidence in rows[0]["aspect_confidences"])
         vocabulary = encoder.vocabulary
-        assert all(value in vocabulary.values(aspect).values for aspect, value in values.items())
+        # Each a value of the vocabulary, in the catalog's most frequent spelling.
+        assert all(value in vocabulary.values(aspect).spellings for aspect, value in values.items())
     else:
         assert rows[0]["aspect_values"] is None
 

@@ -7,7 +7,9 @@ granularities, so a vocabulary also says which unit it counts: whole phrases,
 words split on spaces and punctuation, or the backbone's wordpieces.
 
 Matching is case-insensitive (values are case-folded and whitespace-collapsed),
-because catalogs spell the same brand "Nike" and "NIKE".
+because catalogs spell the same brand "Nike" and "NIKE". A phrase vocabulary also keeps,
+per value, the catalog's most frequent spelling ("Wüsthof", not "wüsthof"): predictions are
+written in it, so exact-match restricts and filters downstream find them.
 
 An annotated value that is not in the vocabulary (filtered out, or never seen)
 encodes to `UNSEEN`. It is never a class: the aspect prediction loss ignores it.
@@ -50,6 +52,21 @@ def normalise_value(value: str) -> str:
     return " ".join(value.casefold().split())
 
 
+def most_frequent_spelling(spellings: Mapping[str, int]) -> str:
+    """The spelling counted most often; ties go to the one that sorts first, so builds agree."""
+    return min(spellings.items(), key=lambda item: (-item[1], item[0]))[0]
+
+
+def record_spellings(values: Iterable[str]) -> dict[str, str]:
+    """Normalised phrase -> the first spelling one record gives it (stripped, inner spaces collapsed)."""
+    found: dict[str, str] = {}
+    for value in values:
+        spelled = " ".join(value.split())
+        if spelled:
+            found.setdefault(normalise_value(spelled), spelled)
+    return found
+
+
 def value_units(value: str, granularity: Granularity, tokenize: Tokenize | None = None) -> list[str]:
     """The units one annotated value contributes at `granularity`, in order, without repeats."""
     text = normalise_value(value)
@@ -78,17 +95,24 @@ def record_units(
 
 @dataclass(frozen=True)
 class AspectValues:
-    """One aspect's classes: `values[i]` is class i, carried by `counts[i]` records."""
+    """One aspect's classes: `values[i]` is class i (normalised), carried by `counts[i]` records, and
+    spelled `spellings[i]` most often in the catalog (empty: no spellings kept, e.g. word units)."""
 
     values: tuple[str, ...] = ()
     counts: tuple[int, ...] = ()
+    spellings: tuple[str, ...] = ()
     _index: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "values", tuple(self.values))
         object.__setattr__(self, "counts", tuple(int(count) for count in self.counts))
+        object.__setattr__(self, "spellings", tuple(self.spellings))
         if len(self.values) != len(self.counts):
             raise ValueError(f"{len(self.values)} values but {len(self.counts)} counts")
+        if self.spellings and len(self.spellings) != len(self.values):
+            raise ValueError(f"{len(self.values)} values but {len(self.spellings)} spellings")
+        if any(normalise_value(s) != v for s, v in zip(self.spellings, self.values, strict=False)):
+            raise ValueError("a spelling must normalise to its value")
         if len(set(self.values)) != len(self.values):
             raise ValueError("aspect values repeat")
         object.__setattr__(self, "_index", {value: i for i, value in enumerate(self.values)})
@@ -98,6 +122,10 @@ class AspectValues:
 
     def id_of(self, unit: str) -> int:
         return self._index.get(unit, UNSEEN)
+
+    def spelling(self, index: int) -> str:
+        """Class `index` as the catalog spells it most often (its normalised value without spellings)."""
+        return self.spellings[index] if self.spellings else self.values[index]
 
 
 @dataclass(frozen=True)
@@ -123,11 +151,13 @@ class AspectVocabulary:
         counts: Mapping[str, Mapping[str, int]],
         min_count: int = 1,
         granularity: Granularity = Granularity.PHRASE,
+        spellings: Mapping[str, Mapping[str, str]] | None = None,
     ) -> AspectVocabulary:
         """Keep units counted at least `min_count` times; most frequent first, ties alphabetical.
 
         The aspects keep the order of `counts`; an aspect whose values are all
         filtered out stays, empty, so a model config can say which aspect has no classes.
+        `spellings` (aspect -> unit -> the catalog's spelling) is kept for the units it covers.
         """
         aspects = {}
         for name, unit_counts in counts.items():
@@ -135,7 +165,9 @@ class AspectVocabulary:
                 ((unit, count) for unit, count in unit_counts.items() if count >= min_count),
                 key=lambda item: (-item[1], item[0]),
             )
-            aspects[name] = AspectValues(tuple(u for u, _ in kept), tuple(c for _, c in kept))
+            spelled = (spellings or {}).get(name) or {}
+            spelling = tuple(spelled.get(u, u) for u, _ in kept) if spelled else ()
+            aspects[name] = AspectValues(tuple(u for u, _ in kept), tuple(c for _, c in kept), spelling)
         return cls(aspects, Granularity(granularity), min_count)
 
     @classmethod
@@ -149,10 +181,17 @@ class AspectVocabulary:
     ) -> AspectVocabulary:
         """In-memory counterpart of the Beam transform, for small catalogs and tests."""
         counts: dict[str, Counter[str]] = {name: Counter() for name in aspects}
+        spelled: dict[str, dict[str, Counter[str]]] = {name: {} for name in aspects}
         for record in annotations:
             for name in aspects:
                 counts[name].update(record_units(record.get(name) or (), Granularity(granularity), tokenize))
-        return cls.from_counts(counts, min_count, granularity)
+                if Granularity(granularity) is Granularity.PHRASE:
+                    for unit, spelling in record_spellings(record.get(name) or ()).items():
+                        spelled[name].setdefault(unit, Counter())[spelling] += 1
+        spellings = {
+            name: {u: most_frequent_spelling(c) for u, c in units.items()} for name, units in spelled.items()
+        }
+        return cls.from_counts(counts, min_count, granularity, spellings)
 
     def at_granularity(self, granularity: Granularity, tokenize: Tokenize | None = None) -> AspectVocabulary:
         """A word- or token-level vocabulary derived from this phrase-level one (mural-wsdm24 §5.3.1).
@@ -199,6 +238,10 @@ class AspectVocabulary:
         table = self.values(aspect)
         return [table.values[i] for i in ids]
 
+    def spell(self, aspect: str, index: int) -> str:
+        """Class `index` of `aspect` as the catalog spells it most often: what predictions are written as."""
+        return self.values(aspect).spelling(index)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "format": FORMAT,
@@ -206,7 +249,11 @@ class AspectVocabulary:
             "granularity": self.granularity.value,
             "min_count": self.min_count,
             "aspects": {
-                name: {"values": list(table.values), "counts": list(table.counts)}
+                name: {
+                    "values": list(table.values),
+                    "counts": list(table.counts),
+                    **({"spellings": list(table.spellings)} if table.spellings else {}),
+                }
                 for name, table in self.aspects.items()
             },
         }
@@ -219,7 +266,9 @@ class AspectVocabulary:
                 f"version={data.get('version')!r})"
             )
         aspects = {
-            name: AspectValues(tuple(table["values"]), tuple(table["counts"]))
+            name: AspectValues(
+                tuple(table["values"]), tuple(table["counts"]), tuple(table.get("spellings", ()))
+            )
             for name, table in data["aspects"].items()
         }
         return cls(aspects, Granularity(data["granularity"]), int(data["min_count"]))

@@ -16,7 +16,14 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from model.aspects.vocabulary import AspectVocabulary, Granularity, Tokenize, record_units
+from model.aspects.vocabulary import (
+    AspectVocabulary,
+    Granularity,
+    Tokenize,
+    most_frequent_spelling,
+    record_spellings,
+    record_units,
+)
 from model.backbone import load_tokenizer
 from pipelines.catalog_io import METRICS_NAMESPACE, ValidateRecords
 from pipelines.runner import make_pipeline
@@ -39,26 +46,40 @@ class _AspectUnits(beam.DoFn):
         if self.granularity is Granularity.TOKEN:
             self.tokenize = load_tokenizer(self.tokenizer_dir).tokenize
 
-    def process(self, record: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    def process(self, record: Mapping[str, Any]) -> Iterator[tuple[tuple[str, str], str]]:
+        """((aspect, unit), the record's spelling of it): whole phrases keep the catalog's spelling."""
         self.records.inc()
         annotations = record.get("aspects") or {}
         if any(annotations.get(name) for name in self.aspects):
             self.annotated.inc()
         for name in self.aspects:
-            for unit in record_units(annotations.get(name) or (), self.granularity, self.tokenize):
-                yield name, unit
+            values = annotations.get(name) or ()
+            spelled = record_spellings(values) if self.granularity is Granularity.PHRASE else {}
+            for unit in record_units(values, self.granularity, self.tokenize):
+                yield (name, unit), spelled.get(unit, unit)
+
+
+def _unit_count(
+    unit: tuple[str, str], spellings: Iterable[tuple[str, int]]
+) -> tuple[tuple[str, str], int, str]:
+    """(unit, records carrying it, its most frequent spelling) from the per-spelling counts."""
+    counted = dict(spellings)
+    return unit, sum(counted.values()), most_frequent_spelling(counted)
 
 
 def _vocabulary(
-    counted: Iterable[tuple[tuple[str, str], int]],
+    counted: Iterable[tuple[tuple[str, str], int, str]],
     aspects: Sequence[str],
     min_count: int,
     granularity: Granularity,
 ) -> AspectVocabulary:
     counts: dict[str, dict[str, int]] = {name: {} for name in aspects}
-    for (name, unit), count in counted:
+    spellings: dict[str, dict[str, str]] = {name: {} for name in aspects}
+    for (name, unit), count, spelling in counted:
         counts[name][unit] = count
-    return AspectVocabulary.from_counts(counts, min_count, granularity)
+        spellings[name][unit] = spelling
+    keep = spellings if Granularity(granularity) is Granularity.PHRASE else None
+    return AspectVocabulary.from_counts(counts, min_count, granularity, keep)
 
 
 class BuildAspectVocabulary(beam.PTransform):
@@ -94,7 +115,10 @@ class BuildAspectVocabulary(beam.PTransform):
         return (
             records
             | "AspectUnits" >> beam.ParDo(_AspectUnits(self.aspects, self.granularity, self.tokenizer_dir))
-            | "CountUnits" >> beam.combiners.Count.PerElement()
+            | "CountSpellings" >> beam.combiners.Count.PerElement()
+            | "ByUnit" >> beam.Map(lambda counted: (counted[0][0], (counted[0][1], counted[1])))
+            | "GroupSpellings" >> beam.GroupByKey()
+            | "CountUnits" >> beam.MapTuple(_unit_count)
             # Filter before gathering: only the kept values travel to the single worker that builds.
             | "DropRare" >> beam.Filter(lambda counted: counted[1] >= min_count)
             | "Gather" >> beam.combiners.ToList()

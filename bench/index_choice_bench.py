@@ -1,0 +1,101 @@
+"""Is the index `madr build-index` ships ever slower than exact search? Isotropic vectors, side by side.
+
+    python -m bench.index_choice_bench                       # 200,000 x 128 isotropic, --max_k 1000
+    python -m bench.index_choice_bench --n 1000000 --max_k 10000
+
+On isotropic unit vectors (the hardest case for a partitioned index: no clusters to prune) it builds
+the index `ScannIndexBuilder.for_corpus` sizes for `--max_k`, measures its recall untuned, then runs
+the build rule every entry point follows (`index_builder.tuned.train_within_target`: tune to the
+target, ship exact scoring where that is faster) and times, on the same held-out corpus vectors, the
+shipped index and madr's exact searcher (`ExactSearcher`) at k = 10 and k = max_k, with recall.
+Saves bench/results/index_choice[_quick].json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import numpy as np
+
+from bench.common import report
+from index_builder import ExactSearcher, ScannIndexBuilder
+from index_builder.recall import DEFAULT_TARGET_RECALL, measure_recall, recall_queries
+from index_builder.tuned import train_within_target
+
+
+def _qps(search: Any, queries: np.ndarray, k: int) -> float:
+    search(queries[:1], k)
+    best = float("inf")
+    for _ in range(2):
+        started = time.perf_counter()
+        search(queries, k)
+        best = min(best, time.perf_counter() - started)
+    return len(queries) / best
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--n", type=int, default=200_000, help="Vectors")
+    parser.add_argument("--dim", type=int, default=128, help="Dimensions")
+    parser.add_argument("--max_k", type=int, default=1_000, help="Depth the index is built for")
+    parser.add_argument("--queries", type=int, default=500, help="Held-out corpus vectors timed as queries")
+    parser.add_argument("--quick", action="store_true", help="50,000 vectors")
+    args = parser.parse_args(argv)
+    n = 50_000 if args.quick else args.n
+    rng = np.random.default_rng(11)
+    vectors = rng.normal(size=(n, args.dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = [f"v{i}" for i in range(n)]
+    queries = np.ascontiguousarray(vectors[recall_queries(vectors, args.queries)])
+
+    builder = ScannIndexBuilder.for_corpus(n, args.dim, args.max_k)
+    config = builder.create_config()
+    started = time.perf_counter()
+    untuned = builder.build(vectors, ids)
+    untuned_seconds = time.perf_counter() - started
+    figures: dict[str, Any] = {
+        "untuned": {
+            "config": str(config),
+            "build_seconds": untuned_seconds,
+            "recall@10": measure_recall(untuned, vectors, 10).recall_at_k,
+            f"recall@{args.max_k}": measure_recall(untuned, vectors, args.max_k).recall_at_k,
+            "qps@10": _qps(untuned.search, queries, 10),
+        }
+    }
+    started = time.perf_counter()
+    shipped, recall = train_within_target(config, vectors, ids, args.max_k, DEFAULT_TARGET_RECALL)
+    exact = ExactSearcher(vectors, ids)
+    figures["shipped"] = {
+        "config": str(shipped.config),
+        "build_and_tune_seconds": time.perf_counter() - started,
+        "choice": recall.choice or ("exact" if recall.exact else "approximate"),
+        "reason": recall.reason,
+        "speed_at_build": recall.speed,
+        "recall@10": measure_recall(shipped, vectors, 10).recall_at_k,
+        f"recall@{args.max_k}": recall.recall_at_k,
+    }
+    for k in (10, args.max_k):
+        figures[f"k={k}"] = {
+            "shipped_qps": _qps(shipped.search, queries, k),
+            "exact_qps": _qps(exact.search, queries, k),
+        }
+        figures[f"k={k}"]["shipped_over_exact"] = (
+            figures[f"k={k}"]["shipped_qps"] / figures[f"k={k}"]["exact_qps"]
+        )
+    config_doc = {
+        "n": n,
+        "dim": args.dim,
+        "max_k": args.max_k,
+        "queries": len(queries),
+        "target": DEFAULT_TARGET_RECALL,
+    }
+    report("index_choice_quick" if args.quick else "index_choice", config_doc, figures)
+    return figures
+
+
+if __name__ == "__main__":
+    main()

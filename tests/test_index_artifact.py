@@ -198,11 +198,9 @@ def test_an_asset_path_leaving_the_index_is_refused(copy: Path, saved: Path, tmp
         ScannIndex.load(copy)
 
 
-@pytest.mark.parametrize("linked", ["scann/dataset.npy", "scann", "ids.parquet"])
+@pytest.mark.parametrize("linked", ["scann/scann_config.pb", "scann", "ids.parquet"])
 def test_a_symbolic_link_in_the_index_is_refused(copy: Path, tmp_path: Path, linked: str) -> None:
     target = copy / linked
-    if not target.exists():
-        pytest.skip(f"this index has no {linked}")
     # The same bytes, so every hash in the manifest still matches: only the link gives it away.
     moved = tmp_path / "elsewhere" / Path(linked).name
     moved.parent.mkdir()

@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 # Held-out corpus vectors each index is timed on (the same ones for both), and how often.
 SPEED_QUERIES = 200
-SPEED_REPEATS = 2
+SPEED_REPEATS = 3
 SHALLOW_K = 10
 
 

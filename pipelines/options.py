@@ -188,6 +188,13 @@ class EvaluateSettings:
         choices=("true", "false"),
         bare="true",
     )
+    allow_model_mismatch: str | None = setting(
+        None,
+        "Evaluate even when --index or --embeddings record another model than --model (their manifests' "
+        "model_fingerprint); refused by default, and recorded in the evaluation's manifest when allowed",
+        choices=("true", "false"),
+        bare="true",
+    )
     positive_min_grade: int | None = setting(
         None,
         "Lowest relevant grade; default: the positive_min_grade of the dataset's manifest.json next to "
@@ -197,7 +204,7 @@ class EvaluateSettings:
     def __post_init__(self) -> None:
         if self.searcher not in SEARCHERS:
             raise ValueError(f"--searcher must be one of {SEARCHERS}, got {self.searcher!r}")
-        for name in ("compare_exact", "zero_shot"):
+        for name in ("compare_exact", "zero_shot", "allow_model_mismatch"):
             if getattr(self, name) not in (None, "true", "false"):
                 raise ValueError(f"--{name} must be true or false, got {getattr(self, name)!r}")
         if self.depth < 1:

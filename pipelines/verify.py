@@ -26,14 +26,17 @@ what was used unchecked.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from typing import Any
 
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.artifacts import read_stage_manifest, verify_stage_folder
 from pipelines.options import VerifyOptions
-from schemas.manifest import verify_manifest
+from schemas.manifest import MANIFEST_FILE, ArtifactError, read_manifest, verify_manifest
 
 LOGGER = logging.getLogger(__name__)
 MODEL_KIND = "madr-model"
@@ -79,3 +82,62 @@ def verified_stage_manifest(folder: str, kind: str, verify: bool = True) -> dict
         _unchecked(f"the {kind} folder", folder)
         return read_stage_manifest(folder, kind)
     return verify_stage_folder(folder, kind, STAGE_FIXES.get(kind, GENERIC_FIX))
+
+
+class ModelMismatchError(ArtifactError):
+    """Artifacts combined in one stage were made by different models."""
+
+
+def model_fingerprint(model_dir: str) -> str | None:
+    """One sha256 over a model's files as its manifest lists them (weights, config, tokenizer,
+    vocabularies): embeddings and indexes record it, and a stage that combines them checks it.
+    None for a model directory without a manifest."""
+    try:
+        manifest = read_manifest(model_dir, MODEL_KIND)
+    except (ArtifactError, OSError):
+        return None
+    files = sorted((manifest.get("files") or {}).items())
+    return hashlib.sha256(
+        "\n".join(f"{name} {entry['sha256']}" for name, entry in files).encode()
+    ).hexdigest()
+
+
+def recorded_fingerprint(folder: str) -> str | None:
+    """The model fingerprint an embeddings folder or an index records; None when it records none
+    (written before madr recorded it)."""
+    path = FileSystems.join(folder, MANIFEST_FILE)
+    if not FileSystems.exists(path):
+        return None
+    with FileSystems.open(path) as handle:
+        manifest = json.loads(handle.read())
+    return manifest.get("model_fingerprint") or (manifest.get("extra") or {}).get("model_fingerprint")
+
+
+def check_same_model(model_dir: str, inputs: dict[str, str | None], allow: bool = False) -> list[str]:
+    """Refuse `inputs` (what -> folder) made by another model than `model_dir`; with `allow`, return the
+    mismatches instead, for the output's manifest. Inputs that record no model are let through, with a
+    warning."""
+    fingerprint = model_fingerprint(model_dir)
+    mismatches = []
+    for what, folder in inputs.items():
+        recorded = recorded_fingerprint(folder) if folder else None
+        if folder and recorded is None:
+            LOGGER.warning(
+                "%s %s does not record the model that made it: not checked against %s",
+                what,
+                folder,
+                model_dir,
+            )
+        elif recorded and fingerprint and recorded != fingerprint:
+            mismatches.append(
+                f"{what} {folder} was made by the model with fingerprint {recorded[:16]}, "
+                f"not by {model_dir} ({fingerprint[:16]})"
+            )
+    if mismatches and not allow:
+        raise ModelMismatchError(
+            "; ".join(mismatches) + ". Evaluate with the model that made them, rebuild them with this one, "
+            "or pass --allow_model_mismatch (recorded in the output's manifest)"
+        )
+    for mismatch in mismatches:
+        LOGGER.warning("allowed by --allow_model_mismatch: %s", mismatch)
+    return mismatches

@@ -25,6 +25,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from safetensors.torch import load_file, save_file
 
 from jobs.cli import main
+from model import new_encoder
 from pipelines.artifacts import write_stage_manifest
 from pipelines.embed.enrich import enrich_catalog
 from pipelines.embed.export import export_vertex
@@ -33,10 +34,12 @@ from pipelines.evaluate.stage import run_evaluate
 from pipelines.index.partitioned import run_build_index
 from pipelines.index.single import build_index
 from pipelines.inference import ModelIdentity, TextToEncode
+from pipelines.verify import ModelMismatchError, model_fingerprint
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, ArtifactError, embedding_schema, write_manifest
 from schemas.manifest import sha256_file
-from tests.test_embed_pipeline import catalog, write_catalog
+from tests.conftest import tiny_backbone
+from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 
 WEIGHTS = "model.safetensors"
 SHARD = "embeddings-00000-of-00001.parquet"
@@ -356,3 +359,55 @@ def test_build_sparse_index_refuses_a_tampered_model(
     assert main(["build-sparse-index", *flags]) == 2
     assert f"madr build-sparse-index: error: {weights}: sha256 " in capsys.readouterr().err
     assert not (tmp_path / "i").exists()
+
+
+# --- artifacts of another model -------------------------------------------------------------------
+
+
+def test_evaluate_refuses_an_index_and_embeddings_of_another_model(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """Issue 24: an index built from model B's vectors, evaluated with model A, ranked nonsense at exit 0.
+    The embeddings and the index record the model's fingerprint; evaluate compares it with --model's."""
+    torch.manual_seed(7)
+    other, tokenizer = new_encoder(
+        "bibert", pretrained=False, backbone=tiny_backbone(), projection_dim=16, model_version="test"
+    )
+    model_b = tmp_path / "model-b"
+    other.save_pretrained(model_b, tokenizer)
+    write_manifest(model_b, "madr-model", {"variant": "bibert", "model_version": "test"})
+    assert model_fingerprint(str(model_b)) != model_fingerprint(str(tiny_model_dir))
+
+    run_embed(PipelineOptions(_embed_flags(tmp_path, model_b, count=12)))
+    embeddings = tmp_path / "embeddings"
+    assert json.loads((embeddings / "manifest.json").read_text())["model_fingerprint"] == model_fingerprint(
+        str(model_b)
+    )
+    build_index(str(embeddings), str(tmp_path / "index"), max_k=10)
+    queries, judgments = write_test_queries(tmp_path)
+    flags = ["--queries", queries, "--judgments", judgments, "--index", str(tmp_path / "index")]
+    flags += ["--embeddings", str(embeddings), "--searcher", "ann", "--depth", "10"]
+
+    with pytest.raises(
+        ModelMismatchError, match=r"--index .* was made by the model with fingerprint"
+    ) as refused:
+        run_evaluate(
+            PipelineOptions([*flags, "--model", str(tiny_model_dir), "--output", str(tmp_path / "a")])
+        )
+    assert "--embeddings" in str(refused.value) and "--allow_model_mismatch" in str(refused.value)
+    assert not (tmp_path / "a").exists()
+
+    # The model that made them passes; another one passes only when asked, and the output says so.
+    run_evaluate(PipelineOptions([*flags, "--model", str(model_b), "--output", str(tmp_path / "b")]))
+    assert "allowed_model_mismatches" not in json.loads((tmp_path / "b" / "manifest.json").read_text())
+    allowed = [
+        *flags,
+        "--model",
+        str(tiny_model_dir),
+        "--output",
+        str(tmp_path / "c"),
+        "--allow_model_mismatch",
+    ]
+    run_evaluate(PipelineOptions(allowed))
+    recorded = json.loads((tmp_path / "c" / "manifest.json").read_text())["allowed_model_mismatches"]
+    assert len(recorded) == 2 and all(str(tiny_model_dir) in line for line in recorded)

@@ -75,7 +75,7 @@ from pipelines.options import (
 )
 from pipelines.runner import make_pipeline
 from pipelines.stage_config import StageOutput, config_from_values, require_flags
-from pipelines.verify import verified_stage_manifest, verify_model
+from pipelines.verify import model_fingerprint, verified_stage_manifest, verify_model
 from schemas import embedding_schema
 
 LOGGER = logging.getLogger(__name__)
@@ -336,6 +336,8 @@ def embed_catalog(config: EmbedConfig, beam_options: PipelineOptions | None = No
             info={
                 "model_id": identity.model_id,
                 "model_version": identity.model_version,
+                # The model's files, as one digest: build-index and evaluate check them against it.
+                "model_fingerprint": model_fingerprint(config.model.model),
                 "dimension": identity.dimension,
                 "products": config.embed.products,
                 "previous": config.embed.previous,

@@ -58,7 +58,7 @@ from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode
 from pipelines.options import EvaluateSettings, ModelSettings
 from pipelines.runner import make_pipeline
 from pipelines.stage_config import StageOutput, config_from_values, require_flags
-from pipelines.verify import verified_stage_manifest, verify_model
+from pipelines.verify import check_same_model, verified_stage_manifest, verify_model
 from schemas import per_query_metrics_schema, validate_judgment, validate_query
 
 LOGGER = logging.getLogger(__name__)
@@ -166,6 +166,8 @@ class EvaluationPlan:
     calibration: Calibration | None
     cutoffs: CutoffPlan
     split: str
+    # Inputs of another model, evaluated anyway under --allow_model_mismatch (empty: none).
+    model_mismatches: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -221,6 +223,11 @@ def build_evaluate_pipeline(
     verify_model(model.model, config.verify)
     if opts.embeddings:
         verified_stage_manifest(opts.embeddings, "madr-embeddings", config.verify)
+    # Vectors of another model rank nonsense without an error: refused unless explicitly allowed.
+    allowed = opts.allow_model_mismatch == "true"
+    mismatches = check_same_model(
+        model.model, {"--index": opts.index, "--embeddings": opts.embeddings}, allowed
+    )
     if rule is not None:
         rule_source = "the caller of run_evaluate"
     else:
@@ -277,7 +284,17 @@ def build_evaluate_pipeline(
         | WriteDeadLetters(FileSystems.join(folder, "dead_letters"))
     )
     plan = EvaluationPlan(
-        folder, identity, specs, primary, depth, rule, rule_source, calibration, cutoffs, split
+        folder,
+        identity,
+        specs,
+        primary,
+        depth,
+        rule,
+        rule_source,
+        calibration,
+        cutoffs,
+        split,
+        tuple(mismatches),
     )
     return pipeline, plan
 
@@ -348,6 +365,7 @@ def _run_evaluate(
         info={
             "model_id": plan.identity.model_id,
             "model_version": plan.identity.model_version,
+            **({"allowed_model_mismatches": list(plan.model_mismatches)} if plan.model_mismatches else {}),
             "searcher": primary,
             "compare_exact": len(specs) > 1,
             **({"searcher_choice": calibration.to_dict()} if calibration else {}),

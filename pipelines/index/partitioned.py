@@ -270,6 +270,8 @@ class PartitionedBuildPlan:
     model_version: str
     dimension: int
     target_recall: float | None
+    # The model the embeddings record (`pipelines.verify.model_fingerprint`); None for older ones.
+    model_fingerprint: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -316,6 +318,7 @@ def build_partitioned_index_pipeline(
         max_k=settings.max_k,
         model_id=embed_manifest["model_id"],
         model_version=str(embed_manifest["model_version"]),
+        model_fingerprint=embed_manifest.get("model_fingerprint"),
         dimension=int(embed_manifest["dimension"]),
         target_recall=check_target(settings.target_recall),
     )
@@ -367,11 +370,20 @@ def build_partitioned(
             plan.model_id,
             plan.model_version,
             dimension=plan.dimension,
-            extra={"embeddings": plan.embeddings, "max_k": plan.max_k},
+            extra={
+                "embeddings": plan.embeddings,
+                "max_k": plan.max_k,
+                "model_fingerprint": plan.model_fingerprint,
+            },
         )
         recall = measured_recall(plan.folder, plan.embeddings, plan.max_k)
         if recall is not None:  # the manifest again, with the figure: it is still the last file written
-            extra = {"embeddings": plan.embeddings, "max_k": plan.max_k, "recall": recall}
+            extra = {
+                "embeddings": plan.embeddings,
+                "max_k": plan.max_k,
+                "model_fingerprint": plan.model_fingerprint,
+                "recall": recall,
+            }
             write_partitioned_manifest(
                 plan.folder, plan.num_shards, plan.model_id, plan.model_version, plan.dimension, extra
             )

@@ -82,6 +82,8 @@ def build_index(
                 folder,
                 model_id=manifest["model_id"],
                 model_version=manifest["model_version"],
+                # The model the embeddings record: evaluate refuses this index with another model.
+                extra={"model_fingerprint": manifest.get("model_fingerprint"), "embeddings": embeddings},
                 recall=recall.to_dict(),
             )
     return IndexBuildReport(len(ids), int(matrix.shape[1]), seconds, str(index.config), out, recall.to_dict())

@@ -43,6 +43,8 @@ from pipelines.options import (
     ModelOptions,
     OutputOptions,
     OverwriteOptions,
+    PredictionThreshold,
+    ThresholdOptions,
     VerifyOptions,
     add_stage_arguments,
 )
@@ -181,7 +183,9 @@ def _adapt(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]
 
 
 def _embed_arguments(parser: argparse.ArgumentParser) -> None:
-    add_stage_arguments(parser, ModelOptions, OutputOptions, EmbedOptions, VerifyOptions, OverwriteOptions)
+    add_stage_arguments(
+        parser, ModelOptions, OutputOptions, EmbedOptions, ThresholdOptions, VerifyOptions, OverwriteOptions
+    )
 
 
 @command("embed", "Beam: embed a catalog into Parquet shards", _embed_arguments, beam=True)
@@ -261,17 +265,19 @@ def _build_sparse_index(args: argparse.Namespace, beam_args: list[str], stage_ar
 
 
 def _evaluate_arguments(parser: argparse.ArgumentParser) -> None:
-    add_stage_arguments(parser, ModelOptions, OutputOptions, EvaluateOptions, VerifyOptions, OverwriteOptions)
+    add_stage_arguments(
+        parser,
+        ModelOptions,
+        OutputOptions,
+        EvaluateOptions,
+        ThresholdOptions,
+        VerifyOptions,
+        OverwriteOptions,
+    )
     parser.add_argument(
         "--products",
         help="Catalog Parquet file or glob: also report the model's aspect Accuracy@1/@3 on held-out "
         "products, query Accuracy@1, and the coverage and accuracy of predictions at --min_confidence",
-    )
-    parser.add_argument(
-        "--min_confidence",
-        type=float,
-        default=None,
-        help="Threshold of the calibration line: share and Accuracy@1 of predictions this sure (0.5)",
     )
 
 
@@ -285,15 +291,9 @@ def _enrich_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--products", required=True, help="Catalog Parquet file or glob")
     parser.add_argument("--embeddings", required=True, help="Embedding folder written by `madr embed`")
     parser.add_argument("--output", required=True, help="Folder for enriched-*.parquet and its manifest")
-    parser.add_argument(
-        "--min_confidence",
-        type=float,
-        default=DEFAULT_FILL_CONFIDENCE,
-        help="Lowest confidence P(x) of a prediction that fills a gap (docs/RESULTS.md measures the "
-        "precision at each level)",
-    )
     parser.add_argument("--aspects", default="category,brand,color", help="Aspects to fill")
-    add_stage_arguments(parser, VerifyOptions, OverwriteOptions)
+    # docs/RESULTS.md measures the precision of the fills at each threshold.
+    add_stage_arguments(parser, ThresholdOptions, VerifyOptions, OverwriteOptions)
 
 
 @command(
@@ -309,7 +309,8 @@ def _enrich(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str
     overwritten; a prediction fills a gap only at or above --min_confidence."""
     names = AspectSchema.parse(args.aspects).names
     options = PipelineOptions(beam_args, no_verify=args.no_verify, overwrite=args.overwrite)
-    counts = enrich_catalog(args.products, args.embeddings, args.output, args.min_confidence, names, options)
+    threshold = config_from_values(PredictionThreshold, args).or_default(DEFAULT_FILL_CONFIDENCE)
+    counts = enrich_catalog(args.products, args.embeddings, args.output, threshold, names, options)
     print(format_counts(counts, names))
 
 
@@ -318,14 +319,8 @@ def _export_arguments(parser: argparse.ArgumentParser) -> None:
         "--products", help="(required) Product Parquet file or glob, for the aspect restricts"
     )
     parser.add_argument("--embeddings", help="(required) Embedding folder written by `madr embed`")
-    parser.add_argument(
-        "--min_confidence",
-        type=float,
-        default=None,
-        help="With --restricts predicted or both: lowest confidence of a predicted restrict (0.5)",
-    )
     parser.add_argument("--output", help="(required) Folder for the export files (nothing else is put there)")
-    add_stage_arguments(parser, ExportOptions, VerifyOptions, OverwriteOptions)
+    add_stage_arguments(parser, ExportOptions, ThresholdOptions, VerifyOptions, OverwriteOptions)
 
 
 @command("export-vertex", "Beam: export for Vertex AI Vector Search", _export_arguments, beam=True)

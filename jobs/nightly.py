@@ -42,6 +42,7 @@ from pipelines.options import (
     IndexOptions,
     IndexSettings,
     ModelSettings,
+    PredictionThreshold,
     add_stage_arguments,
 )
 from pipelines.stage_config import StageOutput, add_output_argument, config_from_values
@@ -94,6 +95,7 @@ class NightlyJob:
         return EmbedConfig(
             model=config_from_values(ModelSettings, values),
             embed=config_from_values(EmbedSettings, values),
+            threshold=config_from_values(PredictionThreshold, values),
             **StageOutput.values_from(values),
         )
 
@@ -129,7 +131,7 @@ class NightlyJob:
             evaluate=config_from_values(EvaluateSettings, values),
             # Tonight's catalog: the annotations are scored on the products the model held out.
             products=self.catalog,
-            min_confidence=values.get("min_confidence"),
+            threshold=config_from_values(PredictionThreshold, values),
             **StageOutput.values_from(values),
         )
 

@@ -124,12 +124,6 @@ class EmbedSettings:
         "torch intra-op threads per worker process (0: torch's default, one per core); 1 is much faster "
         "for small models on shared or oversubscribed cores",
     )
-    min_confidence: float | None = setting(
-        None,
-        "Lowest confidence P(x) of a predicted aspect value. embed: write a value only at or above it, "
-        "keeping its confidence (default 0: every prediction); evaluate: the calibration line's threshold "
-        "(default 0.5); export-vertex: a predicted restrict's threshold (default 0.5)",
-    )
     max_dead_letter_fraction: float = setting(
         0.01,
         "Fail the job when more than this fraction of records are dead letters. They are still written "
@@ -139,10 +133,41 @@ class EmbedSettings:
     def __post_init__(self) -> None:
         if not 0 <= self.max_dead_letter_fraction <= 1:
             raise ValueError("--max_dead_letter_fraction must be in [0, 1]")
-        if self.min_confidence is not None and not 0 <= self.min_confidence <= 1:
-            raise ValueError(f"--min_confidence must be in [0, 1], got {self.min_confidence}")
         if self.num_shards < 0 or self.row_group_mb < 1 or self.torch_threads < 0:
             raise ValueError("--num_shards and --torch_threads must be >= 0, --row_group_mb >= 1")
+
+
+# The default of --min_confidence where a prediction is acted on (a restrict, a filled gap, the
+# calibration line): likelier than all other values together.
+DEFAULT_PREDICTION_THRESHOLD = 0.5
+
+
+@dataclass(frozen=True)
+class PredictionThreshold:
+    """The one --min_confidence of every command that writes or reads predicted aspect values."""
+
+    min_confidence: float | None = setting(
+        None,
+        "Lowest confidence P(x) of a predicted aspect value. embed: write a value only at or above it, "
+        "keeping its confidence (default 0: every prediction); evaluate: the calibration line's threshold; "
+        "enrich: what fills a gap; export-vertex: a predicted restrict's threshold (0.5 for these three)",
+    )
+
+    def __post_init__(self) -> None:
+        if self.min_confidence is not None and not 0 <= self.min_confidence <= 1:
+            raise ValueError(f"--min_confidence must be in [0, 1], got {self.min_confidence}")
+
+    def or_default(self, default: float = DEFAULT_PREDICTION_THRESHOLD) -> float:
+        """The threshold given, else the command's default."""
+        return default if self.min_confidence is None else self.min_confidence
+
+
+class ThresholdOptions(PipelineOptions):
+    """The flag of `PredictionThreshold`."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
+        add_config_arguments(parser, PredictionThreshold)
 
 
 class EmbedOptions(PipelineOptions):

@@ -27,7 +27,7 @@ from pipelines.embed.stage import (
 )
 from pipelines.evaluate.calibration import encode_queries
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode, length_sorted_chunks
-from pipelines.options import EmbedSettings, ModelSettings
+from pipelines.options import EmbedSettings, ModelSettings, PredictionThreshold
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA, validate_product
 
 
@@ -273,7 +273,8 @@ def test_the_flags_build_the_same_config_a_driver_would(tmp_path, tiny_model_dir
     )
     assert config == EmbedConfig(
         model=ModelSettings(model=str(tiny_model_dir), precision="int8"),
-        embed=EmbedSettings(products="p.parquet", min_confidence=0.4),
+        embed=EmbedSettings(products="p.parquet"),
+        threshold=PredictionThreshold(0.4),
         output=str(tmp_path / "out"),
     )
     with pytest.raises(ValueError, match=r"missing required flag\(s\): --products, --output"):

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from jobs.commands import COMMANDS
 from jobs.nightly import NightlyJob, add_nightly_arguments, job_from_args, read_latest, run_nightly
 from pipelines.options import IndexSettings
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
@@ -106,3 +107,22 @@ def test_the_index_flags_of_madr_nightly_reach_the_index_stage() -> None:
     index = job.index_config().index
     assert (index.num_leaves, index.soar_lambda, index.max_k, index.target_recall) == (64, 1.5, 500, 0)
     assert beam_args == ["--direct_num_workers", "2"]
+
+
+def test_one_min_confidence_reaches_every_stage_of_the_nightly_and_every_command() -> None:
+    """--min_confidence is declared once (`PredictionThreshold`): the nightly's embed and evaluate get it
+    from the pass-through flags, and each command that takes it shows the same flag."""
+    parser = argparse.ArgumentParser()
+    add_nightly_arguments(parser)
+    flags = ["--products", "p", "--model", "m", "--output", "o", "--run_id", "r", "--queries", "q"]
+    args, beam_args = parser.parse_known_args([*flags, "--judgments", "j", "--min_confidence", "0.7"])
+    job = job_from_args(args, beam_args)
+    assert job.embed_config().threshold.min_confidence == 0.7
+    assert job.evaluate_config().threshold.min_confidence == 0.7
+    helps = set()
+    for name in ("embed", "evaluate", "enrich", "export-vertex"):
+        command = argparse.ArgumentParser()
+        COMMANDS[name].add_arguments(command)
+        (action,) = [a for a in command._actions if "--min_confidence" in a.option_strings]
+        helps.add((action.help, action.default))
+    assert len(helps) == 1  # one declaration, one default (None: each command's own, said in the help)

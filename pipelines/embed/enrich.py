@@ -37,7 +37,7 @@ from pipelines.catalog_io import (
     WriteDeadLetters,
     dead_letter,
 )
-from pipelines.options import OverwriteOptions
+from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, OverwriteOptions
 from pipelines.runner import make_pipeline
 from pipelines.verify import verification_wanted, verified_stage_manifest
 from schemas import (
@@ -58,7 +58,7 @@ PREDICTION_COLUMNS = ["product_id", "aspect_values", "aspect_confidences"]
 # whole, one without aspects is read (its products have no catalog aspects).
 CATALOG_COLUMNS = ("product_id", "aspects")
 REQUIRED_CATALOG_COLUMNS = ("product_id",)
-DEFAULT_FILL_CONFIDENCE = 0.5
+DEFAULT_FILL_CONFIDENCE = DEFAULT_PREDICTION_THRESHOLD
 # The per-aspect counters, `<aspect>_<kind>`: where each product's value came from, or that it has none.
 FILL_KINDS = ("from_catalog", "predicted", "empty")
 _KIND_OF_PROVENANCE = {PROVENANCE_CATALOG: "from_catalog", PROVENANCE_PREDICTED: "predicted"}

@@ -55,8 +55,16 @@ from pipelines.embed.enrich import (
     fill_aspects,
     key_predictions,
 )
-from pipelines.options import EmbedOptions, EvaluateOptions, ExportOptions, OutputOptions, OverwriteOptions
+from pipelines.options import (
+    EmbedOptions,
+    EvaluateOptions,
+    ExportOptions,
+    OutputOptions,
+    OverwriteOptions,
+    PredictionThreshold,
+)
 from pipelines.runner import make_pipeline, require_options
+from pipelines.stage_config import config_from_values
 from pipelines.verify import verification_wanted, verified_stage_manifest
 from schemas import ECOMMERCE_ASPECTS, PROVENANCE_PREDICTED, AspectSchema, InvalidRecord
 
@@ -301,6 +309,7 @@ def run_export_vertex(options: PipelineOptions) -> dict[str, int]:
     export, products, inputs, output = (
         options.view_as(c) for c in (ExportOptions, EmbedOptions, EvaluateOptions, OutputOptions)
     )
+    threshold = config_from_values(PredictionThreshold, options)
     require_options(products, "products")
     require_options(inputs, "embeddings")
     require_options(output, "output")
@@ -312,5 +321,5 @@ def run_export_vertex(options: PipelineOptions) -> dict[str, int]:
         export.vertex_num_files,
         options,
         export.restricts,
-        DEFAULT_FILL_CONFIDENCE if products.min_confidence is None else products.min_confidence,
+        threshold.or_default(DEFAULT_FILL_CONFIDENCE),
     )

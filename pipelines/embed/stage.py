@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import apache_beam as beam
@@ -72,6 +72,7 @@ from pipelines.inference import (
 from pipelines.options import (
     EmbedSettings,
     ModelSettings,
+    PredictionThreshold,
 )
 from pipelines.runner import make_pipeline
 from pipelines.stage_config import StageOutput, config_from_values, require_flags
@@ -248,6 +249,8 @@ class EmbedConfig(StageOutput):
 
     model: ModelSettings
     embed: EmbedSettings
+    # Predicted values below it are written as absent, with their confidence (default 0: all written).
+    threshold: PredictionThreshold = field(default_factory=PredictionThreshold)
 
     @classmethod
     def from_options(cls, options: PipelineOptions) -> EmbedConfig:
@@ -257,6 +260,7 @@ class EmbedConfig(StageOutput):
         return cls(
             model=config_from_values(ModelSettings, values),
             embed=config_from_values(EmbedSettings, values),
+            threshold=config_from_values(PredictionThreshold, values),
             **StageOutput.values_from(values),
         )
 
@@ -283,7 +287,7 @@ def build_embed_pipeline(
         Side.DOCUMENT,
         annotate=True,
         num_threads=settings.torch_threads or None,
-        min_confidence=settings.min_confidence or 0.0,
+        min_confidence=config.threshold.or_default(0.0),
         # Only new or changed products are encoded under --previous: their number is not known here.
         expected_total=None if settings.previous else catalog_row_count(settings.products),
     )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import apache_beam as beam
@@ -55,7 +55,7 @@ from pipelines.evaluate.searchers import SearcherSpec
 from pipelines.evaluate.transforms import JoinJudgments, SearchAndScore, WriteRun
 from pipelines.evaluate.zero_shot import ZeroShotComparison, compare_with_zero_shot, wants_zero_shot
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode
-from pipelines.options import EvaluateSettings, ModelSettings
+from pipelines.options import EvaluateSettings, ModelSettings, PredictionThreshold
 from pipelines.runner import make_pipeline
 from pipelines.stage_config import StageOutput, config_from_values, require_flags
 from pipelines.verify import check_same_model, verified_stage_manifest, verify_model
@@ -137,7 +137,7 @@ def _annotation_quality(config: EvaluateConfig, output: str) -> AnnotationQualit
         opts.queries,
         opts.judgments,
         opts.split,
-        DEFAULT_MIN_CONFIDENCE if config.min_confidence is None else config.min_confidence,
+        config.threshold.or_default(DEFAULT_MIN_CONFIDENCE),
     )
     if quality is None:
         LOGGER.info("%s predicts no aspects; no annotation quality to report", model_dir)
@@ -175,14 +175,14 @@ class EvaluateConfig(StageOutput):
     """One evaluation: the query model, what to retrieve and score, and where it writes (`StageOutput`).
 
     Drivers build it and call `evaluate_retrieval`; `madr evaluate` builds it from its flags
-    (`from_options`). `products` (with `min_confidence`) adds the annotation quality on the
+    (`from_options`). `products` (with `threshold`) adds the annotation quality on the
     products the model held out.
     """
 
     model: ModelSettings
     evaluate: EvaluateSettings
     products: str | None = None
-    min_confidence: float | None = None
+    threshold: PredictionThreshold = field(default_factory=PredictionThreshold)
 
     @classmethod
     def from_options(cls, options: PipelineOptions) -> EvaluateConfig:
@@ -193,7 +193,7 @@ class EvaluateConfig(StageOutput):
             model=config_from_values(ModelSettings, values),
             evaluate=config_from_values(EvaluateSettings, values),
             products=values.get("products"),
-            min_confidence=values.get("min_confidence"),
+            threshold=config_from_values(PredictionThreshold, values),
             **StageOutput.values_from(values),
         )
 

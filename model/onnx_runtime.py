@@ -213,7 +213,15 @@ def cached_graph(
         raise ValueError(f"ONNX Runtime precision must be one of {ONNX_PRECISIONS}, got {precision!r}")
     weights = sha256_file(Path(model_dir) / WEIGHTS_FILE)
     folder = cache_root() / "onnx" / weights[:32]
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # read-only, full, or not a folder: this process exports into its own
+        private = Path(tempfile.mkdtemp(prefix="madr-onnx-")) / weights[:32]
+        private.mkdir()
+        warnings.warn(
+            f"ONNX cache {folder} is not writable ({error}); using {private} for this run", stacklevel=2
+        )
+        folder = private
     graph, sidecar = (
         folder / f"{Side(side).value}-{precision}.onnx",
         folder / f"{Side(side).value}-{precision}.json",
@@ -258,18 +266,52 @@ def _read_sidecar(graph: Path, sidecar: Path, weights: str) -> GraphLayout | Non
     )
 
 
+# Texts a loaded graph encodes beside the torch model before it is trusted (`graph_matches_model`).
+PROBE_TEXTS = (
+    "red merino wool hiking socks, size large",
+    "stainless steel espresso machine with milk frother",
+)
+# Least cosine between the graph's and torch's embedding of each probe text: fp32 graphs agree to about
+# 1e-6; int8 ones lose a little to quantisation (0.95 or more on a tiny random model, see the tests).
+PROBE_MIN_COSINE = {"fp32": 0.9999, "int8": 0.95}
+
+
+def graph_matches_model(
+    encoder: DenseEncoder, tokenizer: Any, run: OnnxRuntimeEncoder, side: Side, precision: str
+) -> float | None:
+    """The least cosine between `run`'s and the torch `encoder`'s embeddings of `PROBE_TEXTS`, or None
+    when it is high enough. A graph in the cache is keyed by the weights' sha256, but the cache is
+    writable: this ties the graph to the weights that were verified, whatever its sidecar says."""
+    batch = encoder.tokenize(tokenizer, list(PROBE_TEXTS), side)
+    with torch.inference_mode():
+        expected = encoder(batch, side).embedding.float()
+    actual = run(batch, side).embedding.float()
+    cosine = float((expected * actual).sum(-1).min())
+    return None if cosine >= PROBE_MIN_COSINE[precision] else cosine
+
+
 class OnnxRuntimeEncoder:
-    """One side of an encoder run by ONNX Runtime on the CPU; called like `DenseEncoder` for inference."""
+    """One side of an encoder run by ONNX Runtime on the CPU; called like `DenseEncoder` for inference.
+
+    `graph` is a path or the graph's bytes: the loader passes the bytes it read once, so the session
+    runs exactly what was checked.
+    """
 
     def __init__(
-        self, graph: Path, layout: GraphLayout, side: Side, pad_token_id: int = 0, threads: int | None = None
+        self,
+        graph: Path | bytes,
+        layout: GraphLayout,
+        side: Side,
+        pad_token_id: int = 0,
+        threads: int | None = None,
     ) -> None:
         import onnxruntime
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads or torch.get_num_threads()
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self.session = onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+        source = graph if isinstance(graph, bytes) else str(graph)
+        self.session = onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
         self.layout, self.side, self.pad_token_id = layout, Side(side), pad_token_id
 
     def __call__(self, batch: TokenizedBatch, side: Side) -> EncoderOutput:

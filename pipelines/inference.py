@@ -35,7 +35,7 @@ from model import (
     text_for_model,
 )
 from model.annotations import RecordAnnotations, annotate
-from model.onnx_runtime import OnnxRuntimeEncoder, cached_graph
+from model.onnx_runtime import OnnxRuntimeEncoder, cached_graph, graph_matches_model
 from pipelines.options import PRECISIONS, RUNTIMES, ModelSettings
 from pipelines.progress import ProgressLog
 
@@ -207,9 +207,18 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
             return LoadedEncoder(encoder, tokenizer, autocast=GPU_PRECISIONS.get(self.precision))
         graph, layout = cached_graph(self.model_dir, encoder, tokenizer, self.side, self.precision)
         pad = int(tokenizer.pad_token_id or 0)
-        return LoadedEncoder(
-            encoder, tokenizer, run=OnnxRuntimeEncoder(graph, layout, self.side, pad, self.num_threads)
-        )
+        run = OnnxRuntimeEncoder(graph.read_bytes(), layout, self.side, pad, self.num_threads)
+        cosine = graph_matches_model(encoder, tokenizer, run, self.side, self.precision)
+        if cosine is not None:  # another model's graph, or a damaged one: never write its vectors
+            LOGGER.warning(
+                "%s does not encode as %s's weights do (cosine %.4f on probe texts): encoding with torch "
+                "instead; delete the cached graph to export it again",
+                graph,
+                self.model_dir,
+                cosine,
+            )
+            return LoadedEncoder(encoder, tokenizer)
+        return LoadedEncoder(encoder, tokenizer, run=run)
 
     def run_inference(
         self,

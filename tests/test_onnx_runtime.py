@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,7 @@ from model.annotations import annotate
 from model.onnx_runtime import OnnxRuntimeEncoder, cached_graph, nodes_kept_in_fp32
 from pipelines.inference import EncoderModelHandler, TextToEncode, resolve_runtime
 from pipelines.options import ModelSettings
+from schemas.manifest import sha256_file
 from tests.test_baselines import build
 
 TEXTS = ["socks", "white nike running socks for men with cushioning", "a", "juicer with two speeds"]
@@ -164,3 +167,50 @@ def test_autocast_path_encodes_in_bfloat16_and_returns_float32(mtbert_dir: Path)
         assert set(autocast.inference.annotations.aspect_values) == set(
             exact.inference.annotations.aspect_values
         )
+
+
+def test_a_forged_cached_graph_is_caught_and_torch_encodes_instead(
+    mtbert_dir: Path, cache: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 24: model B's graph copied over model A's, its sidecar rewritten to match, made embed write
+    B's vectors labelled as A. The loader now encodes probe texts with both and refuses the graph."""
+    other, tokenizer = build("mtbert")  # the shape of mtbert_dir's model, then other weights
+    torch.manual_seed(11)
+    with torch.no_grad():
+        for parameter in other.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    other_dir = tmp_path / "other"
+    other.save_pretrained(other_dir, tokenizer)
+    forged, _ = cached_graph(other_dir, other, tokenizer, Side.DOCUMENT, "fp32")
+    encoder, _ = load_encoder(mtbert_dir)
+    genuine, _ = cached_graph(mtbert_dir, encoder, tokenizer, Side.DOCUMENT, "fp32")
+    shutil.copyfile(forged, genuine)
+    sidecar = genuine.with_suffix(".json")
+    record = json.loads(sidecar.read_text())
+    record["sha256"] = sha256_file(genuine)  # what an attacker who can write the cache does
+    sidecar.write_text(json.dumps(record))
+
+    examples = [TextToEncode(str(i), text) for i, text in enumerate(TEXTS)]
+    handler = EncoderModelHandler(ModelSettings(str(mtbert_dir), runtime="onnxruntime"), Side.DOCUMENT)
+    with caplog.at_level(logging.WARNING, logger="pipelines.inference"):
+        loaded = handler.load_model()
+    assert loaded.run is None and "does not encode as" in caplog.text
+    by_torch = EncoderModelHandler(ModelSettings(str(mtbert_dir), runtime="torch"), Side.DOCUMENT)
+    for got, want in zip(
+        handler.run_inference(examples, loaded),
+        by_torch.run_inference(examples, by_torch.load_model()),
+        strict=True,
+    ):
+        np.testing.assert_allclose(got.inference, want.inference, atol=1e-6)
+
+
+def test_an_unwritable_cache_falls_back_to_a_private_one(
+    mtbert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the cache should be")
+    monkeypatch.setenv("MADR_CACHE", str(blocked))
+    encoder, tokenizer = load_encoder(mtbert_dir)
+    with pytest.warns(UserWarning, match="is not writable"):
+        graph, _ = cached_graph(mtbert_dir, encoder, tokenizer, Side.QUERY, "fp32")
+    assert graph.is_file() and blocked not in graph.parents

@@ -22,17 +22,7 @@ import numpy as np
 from bench.common import report
 from index_builder import ExactSearcher, ScannIndexBuilder
 from index_builder.recall import DEFAULT_TARGET_RECALL, measure_recall, recall_queries
-from index_builder.tuned import train_within_target
-
-
-def _qps(search: Any, queries: np.ndarray, k: int) -> float:
-    search(queries[:1], k)
-    best = float("inf")
-    for _ in range(2):
-        started = time.perf_counter()
-        search(queries, k)
-        best = min(best, time.perf_counter() - started)
-    return len(queries) / best
+from index_builder.tuned import queries_per_second, train_within_target
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -63,7 +53,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "build_seconds": untuned_seconds,
             "recall@10": measure_recall(untuned, vectors, 10).recall_at_k,
             f"recall@{args.max_k}": measure_recall(untuned, vectors, args.max_k).recall_at_k,
-            "qps@10": _qps(untuned.search, queries, 10),
+            "qps@10": queries_per_second(untuned, queries, 10),
         }
     }
     started = time.perf_counter()
@@ -80,8 +70,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     for k in (10, args.max_k):
         figures[f"k={k}"] = {
-            "shipped_qps": _qps(shipped.search, queries, k),
-            "exact_qps": _qps(exact.search, queries, k),
+            "shipped_qps": queries_per_second(shipped, queries, k),
+            "exact_qps": queries_per_second(exact, queries, k),
         }
         figures[f"k={k}"]["shipped_over_exact"] = (
             figures[f"k={k}"]["shipped_qps"] / figures[f"k={k}"]["exact_qps"]

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from index_builder import IndexArtifactError, ScannIndex, ScannIndexBuilder, Scoring
-from index_builder.artifact import file_entry
 from schemas.manifest import ArtifactError, verify_manifest
+from tests.test_no_pickle import _relist
 
 N, DIM = 6_000, 16
 
@@ -176,14 +176,6 @@ def test_brute_force_index_round_trips(corpus, tmp_path: Path) -> None:
     loaded = ScannIndex.load(tmp_path / "tiny")
     for k in (10, 300):
         np.testing.assert_array_equal(tiny.search(queries, k).indices, loaded.search(queries, k).indices)
-
-
-def _relist(directory: Path, relative: str) -> None:
-    """Record `relative`'s current bytes in the manifest, as an attacker who can write it would."""
-    manifest = json.loads((directory / "manifest.json").read_text())
-    entry = file_entry(directory / relative)
-    manifest["files"][relative] = {"sha256": entry.sha256, "size": entry.size}
-    (directory / "manifest.json").write_text(json.dumps(manifest))
 
 
 def test_an_asset_path_leaving_the_index_is_refused(copy: Path, saved: Path, tmp_path: Path) -> None:

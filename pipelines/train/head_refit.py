@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from model import Side, load_encoder
 from model.aspects.extraction import ExtractedSlots
 from model.aspects.losses import aspect_learning_loss
+from model.encoder import pick_device
 from pipelines.train.pretrain import PretrainJob, load_pretraining_records
 from schemas.splits import HeldOutProducts
 
@@ -54,7 +55,8 @@ def refit_aspect_heads(
     without prediction heads or without annotated products."""
     if epochs < 1:
         raise ValueError(f"a head refit needs at least one epoch, got {epochs}")
-    encoder, tokenizer = load_encoder(str(model_dir), device="cpu")
+    device = pick_device(None)  # the GPU when there is one
+    encoder, tokenizer = load_encoder(str(model_dir), device=str(device))
     heads = getattr(encoder, "aspect_prediction", None)
     if heads is None or getattr(encoder, "vocabulary", None) is None:
         return None
@@ -78,7 +80,7 @@ def refit_aspect_heads(
             names = output.aspect_slots
             # embed_texts runs in inference mode; a clone made outside it can enter autograd.
             encodings.append(output.aspect_embeddings.clone())
-            labels.append(encoder.aspect_labels([r.aspects for r in chunk], tokenizer.tokenize))
+            labels.append(encoder.aspect_labels([r.aspects for r in chunk], tokenizer.tokenize).to(device))
     optimizer = torch.optim.AdamW(heads.parameters(), lr=HEAD_REFIT_LEARNING_RATE, weight_decay=0.0)
     rng = np.random.default_rng(seed)
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from index_builder.builder import config_for_corpus
-from index_builder.config import ScannIndexConfig, Scoring
+from index_builder.config import ScannIndexConfig
 from index_builder.exact import ExactSearcher
 from index_builder.recall import (
     DEFAULT_TARGET_RECALL,
@@ -79,7 +79,6 @@ def train_within_target(
     settings are kept as given and only measured (no fallback: the user chose them).
     """
     index = ScannIndex.train(config, embeddings, ids)
-    exact_already = config.scoring is Scoring.BRUTE_FORCE and not config.uses_tree
     try:
         index, report = tune_recall(
             index, embeddings, max_k, target_recall, evaluation_queries=evaluation_queries
@@ -87,7 +86,7 @@ def train_within_target(
     except RecallTargetError as error:
         reason = f"the approximate index could not reach the target ({error})"
         return _exact(config, embeddings, ids, max_k, target_recall, reason, None, None)
-    if exact_already or not target_recall:
+    if report.exact or not target_recall:  # exact already (tune_recall says so), or settings as given
         return index, report
     k = report.k
     queries = np.ascontiguousarray(embeddings[recall_queries(embeddings, SPEED_QUERIES)], dtype=np.float32)
@@ -118,7 +117,7 @@ def train_within_target(
             f"exact scoring {exact_qps:.0f}"
         )
         return _exact(config, embeddings, ids, max_k, target_recall, reason, speeds, exact)
-    shallow = measure_recall(index, embeddings, min(SHALLOW_K, k)).recall_at_k if k > SHALLOW_K else None
+    shallow = measure_recall(index, embeddings, SHALLOW_K).recall_at_k if k > SHALLOW_K else None
     logger.info(
         "approximate index kept: %.0f queries/s against exact %.0f at k=%d", approximate_qps, exact_qps, k
     )

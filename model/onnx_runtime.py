@@ -266,7 +266,7 @@ def _read_sidecar(graph: Path, sidecar: Path, weights: str) -> GraphLayout | Non
     )
 
 
-# Texts a loaded graph encodes beside the torch model before it is trusted (`graph_matches_model`).
+# Texts a loaded graph encodes beside the torch model before it is trusted (`probe_mismatch`).
 PROBE_TEXTS = (
     "red merino wool hiking socks, size large",
     "stainless steel espresso machine with milk frother",
@@ -276,12 +276,13 @@ PROBE_TEXTS = (
 PROBE_MIN_COSINE = {"fp32": 0.9999, "int8": 0.95}
 
 
-def graph_matches_model(
+def probe_mismatch(
     encoder: DenseEncoder, tokenizer: Any, run: OnnxRuntimeEncoder, side: Side, precision: str
 ) -> float | None:
-    """The least cosine between `run`'s and the torch `encoder`'s embeddings of `PROBE_TEXTS`, or None
-    when it is high enough. A graph in the cache is keyed by the weights' sha256, but the cache is
-    writable: this ties the graph to the weights that were verified, whatever its sidecar says."""
+    """The least cosine between `run`'s and the torch `encoder`'s embeddings of `PROBE_TEXTS` when it is
+    too low for `run` to be this model's graph; None when the graph matches. A graph in the cache is
+    keyed by the weights' sha256, but the cache is writable: this ties the graph to the weights that
+    were verified, whatever its sidecar says."""
     batch = encoder.tokenize(tokenizer, list(PROBE_TEXTS), side)
     with torch.inference_mode():
         expected = encoder(batch, side).embedding.float()

@@ -35,7 +35,7 @@ from model import (
     text_for_model,
 )
 from model.annotations import RecordAnnotations, annotate
-from model.onnx_runtime import OnnxRuntimeEncoder, cached_graph, graph_matches_model
+from model.onnx_runtime import OnnxRuntimeEncoder, cached_graph, probe_mismatch
 from pipelines.options import PRECISIONS, RUNTIMES, ModelSettings
 from pipelines.progress import ProgressLog
 
@@ -208,7 +208,7 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         graph, layout = cached_graph(self.model_dir, encoder, tokenizer, self.side, self.precision)
         pad = int(tokenizer.pad_token_id or 0)
         run = OnnxRuntimeEncoder(graph.read_bytes(), layout, self.side, pad, self.num_threads)
-        cosine = graph_matches_model(encoder, tokenizer, run, self.side, self.precision)
+        cosine = probe_mismatch(encoder, tokenizer, run, self.side, self.precision)
         if cosine is not None:  # another model's graph, or a damaged one: never write its vectors
             LOGGER.warning(
                 "%s does not encode as %s's weights do (cosine %.4f on probe texts): encoding with torch "

@@ -4,10 +4,20 @@ For each aspect: the predicted value and its confidence P(x) (§5), the presence
 probability P_a (Eq. 5-6), and each fusion slot's weight w_a (Eq. 4-5). Variants
 without aspect heads simply give fewer fields; nothing here depends on a variant
 name, only on what the `EncoderOutput` holds.
+
+A head can only pick among the values it knows, so on a catalog with other brands it puts an
+unknown brand on the nearest known one ("Fellow" -> "penn"), often confidently. `AbstentionRule`
+leaves such an aspect unknown: below `min_confidence`, or, for the aspects a listing names in
+words (brand, colour), when the text does not state the value. The papers' annotations for those
+aspects are extractive (madral-kdd22 §8.1 takes them from the listing), so a value the text does
+not name is a guess, not a reading.
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -32,20 +42,68 @@ class RecordAnnotations:
 
 ANNOTATION_COLUMNS = EMBEDDING_ANNOTATION_COLUMNS
 
+# Aspects whose values a listing states in words; a category is inferred ("Kettles" from "Electric Kettle").
+STATED_ASPECTS = ("brand", "color")
+_WORD = re.compile(r"\w+")
+
+
+def folded_words(text: str) -> str:
+    """`text` as its words, case-folded, accents dropped, spaces around each ("Wüsthof," -> " wusthof ")."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    plain = "".join(char for char in decomposed if not unicodedata.combining(char))
+    return f" {' '.join(_WORD.findall(plain))} "
+
+
+def states_value(folded_text: str, value: str) -> bool:
+    """Whether a text (from `folded_words`) names `value` as whole words: "black" in "matte black", not
+    "lack"; "Wüsthof" in "WUSTHOF". A value with no words is never stated."""
+    words = folded_words(value)
+    return words.strip() != "" and words in folded_text
+
+
+@dataclass(frozen=True)
+class AbstentionRule:
+    """When a predicted value is written, and when its aspect reads as unknown instead.
+
+    `min_confidence`: a value below this P(x) is left out. `stated_aspects`: for these aspects a value is
+    kept only when the record's text states it (`states_value`); an unknown brand is then left unknown,
+    not put on a known one. The confidence is reported either way, so a reader sees how close it came.
+    """
+
+    min_confidence: float = 0.0
+    stated_aspects: tuple[str, ...] = STATED_ASPECTS
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_confidence <= 1:
+            raise ValueError(f"min_confidence must be in [0, 1], got {self.min_confidence}")
+        object.__setattr__(self, "stated_aspects", tuple(self.stated_aspects))
+
+    def keeps(self, aspect: str, value: str, confidence: float, folded_text: str | None) -> bool:
+        """Whether `value` is written for `aspect`; `folded_text` is the record's `folded_words` (None: no
+        text to check against, so only the confidence decides)."""
+        if confidence < self.min_confidence:
+            return False
+        return folded_text is None or aspect not in self.stated_aspects or states_value(folded_text, value)
+
 
 @torch.no_grad()
 def annotate(
-    encoder: DenseEncoder, output: EncoderOutput, min_confidence: float = 0.0
+    encoder: DenseEncoder,
+    output: EncoderOutput,
+    rule: AbstentionRule | None = None,
+    texts: Sequence[str] | None = None,
 ) -> list[RecordAnnotations]:
-    """Annotations of every row of a batch's output.
+    """Annotations of every row of a batch's output, whose texts were `texts`.
 
-    A predicted value whose confidence P(x) is below `min_confidence` is left out of
-    `aspect_values` (the aspect reads as unknown); its confidence is still reported, so
-    a reader can see how close it came.
+    A predicted value `rule` does not keep is left out of `aspect_values` (the aspect reads as
+    unknown); its confidence is still reported. Without `texts`, only the confidence decides; without
+    a rule, every prediction is written.
     """
-    if not 0 <= min_confidence <= 1:
-        raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
+    rule = rule or AbstentionRule(0.0, stated_aspects=())
     rows = output.embedding.shape[0]
+    if texts is not None and len(texts) != rows:
+        raise ValueError(f"{len(texts)} texts for {rows} encoded rows")
+    folded = [folded_words(text) for text in texts] if texts is not None else [None] * rows
     vocabulary = getattr(encoder, "vocabulary", None)
     values: list[dict[str, str]] = [{} for _ in range(rows)]
     confidences: list[dict[str, float]] = [{} for _ in range(rows)]
@@ -57,7 +115,9 @@ def annotate(
             # In the catalog's most frequent spelling, so restricts and filters match it exactly.
             name = vocabulary.spell(aspect, value_id) if vocabulary is not None else str(value_id)
             confidence = float(best[row])
-            if confidence >= min_confidence:
+            # Without a vocabulary the name is a class id, which no text states: confidence alone decides.
+            text = folded[row] if vocabulary is not None else None
+            if rule.keeps(aspect, name, confidence, text):
                 values[row][aspect] = name
             confidences[row][aspect] = round(confidence, 6)
     presence: list[dict[str, float]] = [{} for _ in range(rows)]

@@ -34,7 +34,7 @@ from model import (
     pick_device,
     text_for_model,
 )
-from model.annotations import RecordAnnotations, annotate
+from model.annotations import AbstentionRule, RecordAnnotations, annotate
 from model.onnx_runtime import OnnxRuntimeEncoder, cached_graph, probe_mismatch
 from pipelines.options import PRECISIONS, RUNTIMES, ModelSettings
 from pipelines.progress import ProgressLog
@@ -150,8 +150,9 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
             by the weights' checksum (`model.onnx_runtime`).
         side: query or document tower.
         annotate: return `AnnotatedEmbedding`s (vector and Table 8 annotations), not bare vectors.
-        min_confidence: with `annotate`, predicted aspect values below this confidence are
-            written as absent (their confidence is kept).
+        abstention: with `annotate`, which predicted aspect values are written: those below its
+            confidence, or (brand, colour) not stated in the record's text, are written as absent,
+            their confidence kept (`model.annotations.AbstentionRule`).
         num_threads: torch intra-op threads of the worker process (None: torch's default, one per
             core). Small models on shared cores run several times faster with 1: each op is too
             short to split, and a thread waiting for a busy core stalls the whole op.
@@ -165,7 +166,7 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         *,
         annotate: bool = False,
         num_threads: int | None = None,
-        min_confidence: float = 0.0,
+        abstention: AbstentionRule | None = None,
         expected_total: int | None = None,
     ) -> None:
         # The settings validated themselves (`ModelSettings.__post_init__`): precision, runtime, sizes.
@@ -176,9 +177,7 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         # same room to sort texts by length, and memory per batch is the same from the first on.
         super().__init__(min_batch_size=model.batch_size, max_batch_size=model.batch_size)
         self.annotate = annotate
-        if not 0 <= min_confidence <= 1:
-            raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
-        self.min_confidence = min_confidence
+        self.abstention = abstention or AbstentionRule()
         self.num_threads = num_threads
         self.isolate_failures = False
         self.model_dir = model.model
@@ -260,7 +259,9 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
                 chunk_tokens = TokenizedBatch(tokens.input_ids[rows][:, :width], mask[:, :width])
                 output = model.forward(chunk_tokens.to(device), self.side)
                 vectors = output.embedding.to(torch.float32).cpu().numpy()
-                notes = annotate(model.encoder, output, self.min_confidence) if self.annotate else None
+                notes = None
+                if self.annotate:
+                    notes = annotate(model.encoder, output, self.abstention, [texts[i] for i in chunk])
                 for row, index in enumerate(chunk):
                     vector = vectors[row]
                     embeddings[index] = AnnotatedEmbedding(vector, notes[row]) if notes else vector

@@ -19,6 +19,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from evaluation import DEFAULT_METRICS
 from index_builder.config import ReorderPrecision, Scoring
 from index_builder.recall import DEFAULT_TARGET_RECALL
+from model.annotations import STATED_ASPECTS, AbstentionRule
 from pipelines.stage_config import add_config_arguments, setting
 
 DEFAULT_METRICS_FLAG = ",".join(DEFAULT_METRICS)
@@ -153,13 +154,25 @@ class PredictionThreshold:
         "enrich: what fills a gap; export-vertex: a predicted restrict's threshold (0.5 for these three)",
     )
 
+    stated_aspects: tuple[str, ...] = setting(
+        STATED_ASPECTS,
+        "Aspects whose predicted value embed writes only when the product's text states it (whole words; "
+        "case and accents aside): a brand or colour the text does not name is left unknown instead of put "
+        "on the nearest one the model knows. Give an empty value to trust the confidence alone",
+    )
+
     def __post_init__(self) -> None:
         if self.min_confidence is not None and not 0 <= self.min_confidence <= 1:
             raise ValueError(f"--min_confidence must be in [0, 1], got {self.min_confidence}")
+        object.__setattr__(self, "stated_aspects", tuple(self.stated_aspects))
 
     def or_default(self, default: float = DEFAULT_PREDICTION_THRESHOLD) -> float:
         """The threshold given, else the command's default."""
         return default if self.min_confidence is None else self.min_confidence
+
+    def abstention(self, default: float = DEFAULT_PREDICTION_THRESHOLD) -> AbstentionRule:
+        """The rule that decides which predicted values are written, at this threshold or `default`."""
+        return AbstentionRule(self.or_default(default), self.stated_aspects)
 
 
 class ThresholdOptions(PipelineOptions):

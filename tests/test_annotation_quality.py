@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from jobs.cli import main
+from model.annotations import AbstentionRule
 from pipelines.evaluate.annotation_quality import (
     held_out_products,
     measure_annotation_quality,
+    other_catalog,
     tuned_products,
     written_annotation_accuracy,
 )
@@ -110,8 +113,9 @@ def test_held_out_products_are_the_rule_minus_products_tuned_on(dataset: Dataset
 
 def test_quality_report_is_calibrated_at_min_confidence(dataset: DatasetLayout, tuned: str) -> None:
     args = (tuned, dataset.products, dataset.queries, dataset.judgments, "test")
-    everything = measure_annotation_quality(*args, min_confidence=0.0)
-    nothing = measure_annotation_quality(*args, min_confidence=1.0 + 1e-9)
+    everything = measure_annotation_quality(*args, rule=AbstentionRule(0.0, stated_aspects=()))
+    nothing = measure_annotation_quality(*args, rule=AbstentionRule(1.0, stated_aspects=()))
+    stated = measure_annotation_quality(*args, rule=AbstentionRule(0.0))
     assert everything is not None and nothing is not None
     assert "held-out products (20% of the catalog" in everything.held_out
     for aspect, accuracy in everything.products.accuracy.items():
@@ -121,10 +125,35 @@ def test_quality_report_is_calibrated_at_min_confidence(dataset: DatasetLayout, 
         assert everything.products.confident_accuracy[aspect] == pytest.approx(accuracy)
         assert nothing.products.confident_coverage[aspect] == 0.0
         assert nothing.products.confident_accuracy[aspect] is None
+    # Brand and colour values the product's text does not name are not written: fewer are, none wrong
+    # because of the check (a value the text names is one the annotation, taken from the text, can be).
+    assert stated is not None
+    assert stated.products.confident_coverage["category"] == 1.0
+    for aspect in ("brand", "color"):
+        assert stated.products.confident_coverage[aspect] < 1.0
     assert sum(everything.products.counts.values()) > 0 and everything.queries is not None
     table = everything.table().splitlines()
-    assert table[1].split()[:4] == ["aspect", "products", "Acc@1", "Acc@3"]
+    assert table[1].split()[:5] == ["aspect", "products", "OOV", "Acc@1", "Acc@3"]
     assert {line.split()[0] for line in table[2:]} == set(everything.products.accuracy)
+
+
+def test_a_catalog_the_model_never_read_is_scored_whole(
+    dataset: DatasetLayout, tuned: str, tmp_path: Path
+) -> None:
+    """The same products in another dataset folder: the model never trained on that catalog, so every
+    annotated product is scored, not the 20 % the model held out of its own."""
+    other = DatasetLayout(str(tmp_path / "store"))
+    shutil.copytree(dataset.root, other.root)
+    own = measure_annotation_quality(tuned, dataset.products, dataset.queries, dataset.judgments)
+    whole = measure_annotation_quality(tuned, other.products, other.queries, other.judgments)
+    assert own is not None and whole is not None
+    assert "the whole catalog" in whole.held_out and dataset.root in whole.held_out
+    annotated = sum(1 for row in pq.read_table(f"{dataset.root}/products").to_pylist() if row["aspects"])
+    assert whole.products_measured == annotated > own.products_measured
+    assert other_catalog({"dataset": dataset.root}, dataset.products) is None
+    assert other_catalog({"dataset": "gs://b/data"}, "gs://b/data/products/*.parquet") is None
+    assert other_catalog({"dataset": "gs://b/data"}, "gs://b/data2/products/*.parquet") == "gs://b/data"
+    assert other_catalog({}, other.products) is None  # no record: the held-out rule decides
 
 
 def test_a_model_without_aspect_heads_reports_none(dataset: DatasetLayout, tiny_model_dir) -> None:

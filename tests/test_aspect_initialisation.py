@@ -189,7 +189,7 @@ def test_en_v1_and_no_fusion_warm_start_from_a_madral_model(tmp_path: Path) -> N
 
 
 def test_annotations_below_min_confidence_are_absent_but_keep_their_confidence() -> None:
-    from model.annotations import annotate
+    from model.annotations import AbstentionRule, annotate
     from model.encoder import EncoderOutput
 
     encoder, _ = new_encoder(
@@ -198,7 +198,7 @@ def test_annotations_below_min_confidence_are_absent_but_keep_their_confidence()
     # brand logits: row 0 is sure of class 1 (P = e^4 / (e^4 + 2) = 0.9647), row 1 is uniform (1/3).
     brand = torch.tensor([[0.0, 4.0, 0.0], [0.0, 0.0, 0.0]])
     output = EncoderOutput(embedding=torch.zeros(2, 8), aspect_logits={"brand": brand})
-    rows = annotate(encoder, output, min_confidence=0.5)
+    rows = annotate(encoder, output, AbstentionRule(0.5))
     # Written as the catalog spells the value most often ("Breville"), not as normalised ("breville").
     names = VOCABULARY.values("brand").spellings
     assert names[1] != VOCABULARY.values("brand").values[1]
@@ -208,7 +208,57 @@ def test_annotations_below_min_confidence_are_absent_but_keep_their_confidence()
     assert rows[1].aspect_confidences["brand"] == pytest.approx(1 / 3, abs=1e-6)
     assert annotate(encoder, output)[1].aspect_values == {"brand": names[0]}  # default: every prediction
     with pytest.raises(ValueError, match="min_confidence must be in"):
-        annotate(encoder, output, min_confidence=1.5)
+        AbstentionRule(1.5)
+
+
+def test_a_stated_aspect_abstains_when_the_text_does_not_name_the_value() -> None:
+    """An unknown brand is not put on a known one: the value is written only when the text names it."""
+    from model.annotations import AbstentionRule, annotate
+    from model.encoder import EncoderOutput
+
+    encoder, _ = new_encoder(
+        "madral", pretrained=False, backbone=tiny_backbone(), vocabulary=VOCABULARY, projection_dim=8
+    )
+    spelled = VOCABULARY.values("brand").spellings[1]  # "Breville"
+    # Every row is sure of class 1 (P 0.96); only the first two texts name it (case and accents aside).
+    brand = torch.tensor([[0.0, 4.0, 0.0]] * 4)
+    output = EncoderOutput(embedding=torch.zeros(4, 8), aspect_logits={"brand": brand})
+    texts = [
+        f"{spelled.upper()} Barista Express, brushed steel",
+        f"Espresso machine by {spelled.lower()}.",
+        "Fellow Stagg EKG kettle",  # a brand the model does not know
+        f"{spelled}x Toaster",  # the name only as part of another word
+    ]
+    rows = annotate(encoder, output, AbstentionRule(0.5), texts)
+    assert [row.aspect_values for row in rows] == [{"brand": spelled}] * 2 + [{}, {}]
+    assert all(row.aspect_confidences["brand"] > 0.9 for row in rows)  # reported either way
+    trusting = annotate(encoder, output, AbstentionRule(0.5, stated_aspects=()), texts)
+    assert all(row.aspect_values == {"brand": spelled} for row in trusting)
+    with pytest.raises(ValueError, match="4 texts for 2"):
+        annotate(
+            encoder,
+            EncoderOutput(embedding=torch.zeros(2, 8), aspect_logits={"brand": brand[:2]}),
+            AbstentionRule(),
+            texts,
+        )
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "stated"),
+    [
+        ("WÜSTHOF Classic Ikon 20 cm", "Wüsthof", True),
+        ("Wusthof chef's knife", "Wüsthof", True),
+        ("Fitted sheet, light grey", "Light Grey", True),
+        ("Fitted sheet, grey", "Light Grey", False),
+        ("Black Decker drill", "lack", False),
+        ("Bettlaken weiß", "Weiss", True),
+        ("anything", "  ", False),
+    ],
+)
+def test_states_value_matches_whole_words_case_and_accents_aside(text: str, value: str, stated: bool) -> None:
+    from model.annotations import folded_words, states_value
+
+    assert states_value(folded_words(text), value) is stated
 
 
 def test_top1_accuracy_of_a_batch_counts_labelled_pairs_only() -> None:

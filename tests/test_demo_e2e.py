@@ -66,11 +66,13 @@ def test_demo_runs_every_stage_and_reports_sane_metrics(tmp_path) -> None:
     run = pq.read_table(list((demo / "eval").glob("run-*.parquet")))
     assert set(run.column_names) == {"query_id", "product_id", "rank", "score"}
 
-    # The shipped variant annotates: every shard row carries a value and a confidence per aspect.
+    # The shipped variant annotates: every shard row carries a confidence per aspect, and a value for each
+    # aspect but brand and colour where the product's text does not name the predicted one.
     shards = pq.read_table(list((demo / "embeddings").glob("embeddings-*.parquet")))
-    values = shards.column("aspect_values").to_pylist()
+    values = [dict(v) for v in shards.column("aspect_values").to_pylist()]
     confidences = shards.column("aspect_confidences").to_pylist()
-    assert all(len(v) == 3 for v in values) and all(len(c) == 3 for c in confidences)
+    assert all("category" in v for v in values) and all(len(c) == 3 for c in confidences)
+    assert sum("brand" in v for v in values) > 0.5 * len(values)
     # The gaps are filled with provenance, and the counts reconcile per aspect.
     enriched = json.loads((demo / "enriched" / "manifest.json").read_text())["counts"]
     assert enriched["products_read"] == enriched["enriched_products_written"] == 800

@@ -287,7 +287,7 @@ def build_embed_pipeline(
         Side.DOCUMENT,
         annotate=True,
         num_threads=settings.torch_threads or None,
-        min_confidence=config.threshold.or_default(0.0),
+        abstention=config.threshold.abstention(0.0),
         # Only new or changed products are encoded under --previous: their number is not known here.
         expected_total=None if settings.previous else catalog_row_count(settings.products),
     )

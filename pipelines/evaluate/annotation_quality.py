@@ -11,6 +11,7 @@ catalog's `aspects` annotations, the labels training targets (shared/notes/aspec
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from model import Side, load_encoder, text_for_model
+from model.annotations import AbstentionRule
 from model.aspects.vocabulary import UNSEEN
 from pipelines.artifacts import parquet_rows
 from pipelines.evaluate.judged_ranking import AspectAccuracy, aspect_accuracy
@@ -46,35 +48,33 @@ class AnnotationQuality:
         return asdict(self)
 
     def table(self) -> str:
-        """One line per aspect: product Acc@1/@3, query Acc@1, coverage and Acc@1 at min_confidence, and
-        the Acc@1 of the values the embed run wrote, when measured."""
+        """One line per aspect: products scored, the share whose value is outside the vocabulary (counted
+        as misses), product Acc@1/@3, query Acc@1, the coverage and precision of the values written at
+        min_confidence (stated aspects: named by the text), and the Acc@1 of the values the embed run
+        wrote, when measured."""
         sure = f"P>={self.products.min_confidence:.2f}"
         lines = [
-            f"Aspect annotations on {self.held_out}",
-            f"{'aspect':<10} {'products':>8} {'Acc@1':>6} {'Acc@3':>6} {'queries':>7} {'Acc@1':>6} "
-            f"{'covered ' + sure:>15} {'Acc@1 ' + sure:>13}"
-            + (f" {'written Acc@1':>13}" if self.written else ""),
+            f"Aspect annotations on {self.held_out}; a value outside the vocabulary counts as a miss",
+            f"{'aspect':<10} {'products':>8} {'OOV':>6} {'Acc@1':>6} {'Acc@3':>6} {'queries':>7} "
+            f"{'Acc@1':>6} {'written ' + sure:>15} {'precision':>9}"
+            + (f" {'embed run Acc@1':>15}" if self.written else ""),
         ]
-        for aspect, accuracy in self.products.accuracy.items():
+        products = self.products
+        for aspect, accuracy in products.accuracy.items():
             queries = self.queries.counts.get(aspect, 0) if self.queries else 0
             query_accuracy = self.queries.accuracy.get(aspect) if self.queries else None
             lines.append(
-                f"{aspect:<10} {self.products.counts[aspect]:>8} {accuracy:>6.3f} "
-                f"{self.products.accuracy_at_3[aspect]:>6.3f} {queries:>7} {_maybe(query_accuracy):>6} "
-                f"{self.products.confident_coverage[aspect]:>15.3f} "
-                f"{_maybe(self.products.confident_accuracy.get(aspect)):>13}"
-                + (f" {_maybe(self.written.get(aspect)):>13}" if self.written else "")
+                f"{aspect:<10} {products.counts[aspect]:>8} {products.out_of_vocabulary_share(aspect):>6.3f} "
+                f"{accuracy:>6.3f} {products.accuracy_at_3[aspect]:>6.3f} {queries:>7} "
+                f"{_maybe(query_accuracy):>6} {products.confident_coverage[aspect]:>15.3f} "
+                f"{_maybe(products.confident_accuracy.get(aspect)):>9}"
+                + (f" {_maybe(self.written.get(aspect)):>15}" if self.written else "")
             )
         return "\n".join(lines)
 
 
 def _maybe(value: float | None) -> str:
     return "–" if value is None else f"{value:.3f}"
-
-
-def _model_held_out(model_dir: str) -> HeldOutProducts | None:
-    path = Path(model_dir) / MANIFEST_FILE
-    return HeldOutProducts.from_manifest(json.loads(path.read_text())) if path.is_file() else None
 
 
 def tuned_products(queries: str, judgments: str, evaluated_split: str) -> set[str]:
@@ -113,7 +113,9 @@ def held_out_products(
     return chosen
 
 
-def _describe(rule: HeldOutProducts | None, count: int) -> str:
+def _describe(rule: HeldOutProducts | None, count: int, trained_on: str | None) -> str:
+    if trained_on is not None:
+        return f"{count} products, the whole catalog (the model was trained on {trained_on}, never on these)"
     if rule is None:
         return (
             f"{count} products not judged for training (the model records no held-out products: "
@@ -124,12 +126,36 @@ def _describe(rule: HeldOutProducts | None, count: int) -> str:
     )
 
 
+def other_catalog(manifest: Mapping[str, Any], products: str) -> str | None:
+    """The dataset a model records it was trained on, when `products` lies outside it; else None.
+
+    A model scored on a catalog it never read is scored on the whole catalog, not its held-out slice.
+    Paths are compared absolute (a manifest records the path it was given, relative to where it ran).
+    """
+    dataset = manifest.get("dataset")
+    if not dataset:
+        return None
+    if "://" in str(dataset) or "://" in products:
+        inside = products.startswith(str(dataset).rstrip("/") + "/")
+    else:
+        inside = os.path.abspath(products).startswith(os.path.abspath(dataset) + os.sep)
+    return None if inside else str(dataset)
+
+
 def _held_out_of_model(
     model_dir: str, products: str, queries: str, judgments: str, split: str, sample: int
-) -> tuple[HeldOutProducts | None, list[dict[str, Any]]]:
-    """The model's held-out rule and the products it selects (`held_out_products`)."""
-    rule = _model_held_out(model_dir)
-    return rule, held_out_products(products, rule, tuned_products(queries, judgments, split), sample)
+) -> tuple[str, list[dict[str, Any]]]:
+    """Which products are scored, in words, and those products: the model's held-out slice of the catalog
+    it was trained on (`held_out_products`), or every annotated product of a catalog it never read."""
+    path = Path(model_dir) / MANIFEST_FILE
+    manifest = json.loads(path.read_text()) if path.is_file() else {}
+    trained_on = other_catalog(manifest, products)
+    if trained_on is not None:
+        chosen = held_out_products(products, None, set(), sample)
+        return _describe(None, len(chosen), trained_on), chosen
+    rule = HeldOutProducts.from_manifest(manifest)
+    chosen = held_out_products(products, rule, tuned_products(queries, judgments, split), sample)
+    return _describe(rule, len(chosen), None), chosen
 
 
 def measure_annotation_quality(
@@ -138,21 +164,23 @@ def measure_annotation_quality(
     queries: str,
     judgments: str,
     split: str = "test",
-    min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+    rule: AbstentionRule | None = None,
     sample: int = DEFAULT_SAMPLE,
 ) -> AnnotationQuality | None:
-    """Accuracy of the model's aspect predictions; None when the model predicts no aspects."""
+    """Accuracy of the model's aspect predictions, and coverage and precision of the values `rule` (default:
+    `DEFAULT_MIN_CONFIDENCE`, brand and colour stated) writes; None when the model predicts no aspects."""
+    rule = rule or AbstentionRule(DEFAULT_MIN_CONFIDENCE)
     encoder, tokenizer = load_encoder(model_dir)
     if getattr(encoder, "vocabulary", None) is None:
         return None
-    rule, chosen = _held_out_of_model(model_dir, products, queries, judgments, split, sample)
+    described, chosen = _held_out_of_model(model_dir, products, queries, judgments, split, sample)
     annotated = aspect_accuracy(
         encoder,
         tokenizer,
         [text_for_model(p, encoder.config) for p in chosen],
         [_as_dict(p["aspects"]) for p in chosen],
         Side.DOCUMENT,
-        min_confidence,
+        rule,
     )
     if annotated is None:
         return None
@@ -163,9 +191,9 @@ def measure_annotation_quality(
         [q["text"] for q in split_queries],
         [_as_dict(q["aspects"]) for q in split_queries],
         Side.QUERY,
-        min_confidence,
+        rule,
     )
-    return AnnotationQuality(annotated, query_accuracy, _describe(rule, len(chosen)), len(chosen))
+    return AnnotationQuality(annotated, query_accuracy, described, len(chosen))
 
 
 def _as_dict(aspects: Any) -> Mapping[str, list[str]]:
@@ -187,7 +215,8 @@ def written_annotation_accuracy(
 
     `measure_annotation_quality` scores the model itself (in torch, with every logit); this scores the
     shards as written, so it sees what the run's precision and runtime did (`--precision int8`). A value
-    left out below the run's --min_confidence counts as a miss.
+    left out by the run (below its --min_confidence, or not stated) counts as a miss, and so does a
+    product whose value is outside the vocabulary.
     """
     encoder, tokenizer = load_encoder(model_dir)
     vocabulary = getattr(encoder, "vocabulary", None)
@@ -204,9 +233,7 @@ def written_annotation_accuracy(
         written = dict(row["aspect_values"] or {})
         for aspect, values in wanted.items():
             classes = set(vocabulary.encode(aspect, list(values), tokenizer.tokenize)) - {UNSEEN}
-            if not classes:
-                continue  # out of vocabulary: no prediction can hit it (as in aspect_accuracy)
-            scored[aspect] += 1
+            scored[aspect] += 1  # out of vocabulary too: no prediction can hit it (as in aspect_accuracy)
             if aspect in written:
                 hits[aspect] += vocabulary.encode(aspect, [written[aspect]], tokenizer.tokenize)[0] in classes
     return {aspect: (hits[aspect] / scored[aspect], scored[aspect]) for aspect in scored}

@@ -137,7 +137,7 @@ def _annotation_quality(config: EvaluateConfig, output: str) -> AnnotationQualit
         opts.queries,
         opts.judgments,
         opts.split,
-        config.threshold.or_default(DEFAULT_MIN_CONFIDENCE),
+        config.threshold.abstention(DEFAULT_MIN_CONFIDENCE),
     )
     if quality is None:
         LOGGER.info("%s predicts no aspects; no annotation quality to report", model_dir)

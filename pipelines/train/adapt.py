@@ -117,7 +117,7 @@ class AdaptReport:
                 unseen = accuracy.out_of_vocabulary.get(aspect, 0)
                 lines.append(
                     f"  {aspect:<10} {value:.3f} over {accuracy.counts[aspect]} products"
-                    + (f" ({unseen} more have a value the vocabulary lacks)" if unseen else "")
+                    + (f" ({unseen} of them have a value the vocabulary lacks: misses)" if unseen else "")
                 )
         return "\n".join(lines)
 

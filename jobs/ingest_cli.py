@@ -8,7 +8,7 @@ dead_letters.jsonl with every rejected row and why.
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 from pathlib import Path
 
 from pipelines.stage_config import add_output_argument
@@ -23,7 +23,10 @@ from product_data.ingest import (
     load_wands,
     write_dataset,
 )
+from product_data.ingest.common import DEFAULT_MAX_DEAD_LETTER_FRACTION, check_dead_letter_share
 from product_data.ingest.export_folder import load_export_folder
+from product_data.ingest.generic import MAPPING_KEYS
+from product_data.ingest.mapping_file import SECTIONS, read_mapping_file
 
 
 def add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,8 +55,11 @@ def add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
     generic.add_argument(
         "--mapping",
         default=None,
-        help='JSON file: {"fields": {"product_id": "sku", "title": "name"}, "aspects": {"brand": '
-        '"manufacturer"}, "separators": {"category_path": " > "}, "label_grades": {"Exact": 2}}',
+        help='JSON file with a section per file: {"products": {"fields": {"product_id": "sku", "title": '
+        '"name", "category_path": "breadcrumbs"}, "aspects": {"brand": "manufacturer"}, "separators": '
+        '{"category_path": " > "}}, "queries": {...}, "judgments": {...}}. Section keys: '
+        + ", ".join(MAPPING_KEYS)
+        + " (README, 'Your own catalog'). Without one, the columns carry madr's names",
     )
     generic.add_argument("--delimiter", default=None, help="CSV delimiter, e.g. a tab for TSV")
     generic.add_argument(
@@ -70,19 +76,34 @@ def add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
         "--positive_min_grade", type=int, default=2, help="Grade from which a judgment counts"
     )
 
+    for source in (generic, folder):
+        source.add_argument(
+            "--encoding",
+            default="utf-8",
+            help="Character set of CSV and JSONL files, e.g. cp1252",
+        )
+        source.add_argument(
+            "--keep_html",
+            action="store_true",
+            help="Keep HTML tags and entities in descriptions and bullets (default: read as plain text)",
+        )
+        source.add_argument(
+            "--max_dead_letter_fraction",
+            type=float,
+            default=DEFAULT_MAX_DEAD_LETTER_FRACTION,
+            help="Refuse to write the dataset when more than this share of a file's rows are dead-lettered "
+            "(a wrong mapping or encoding) (default 0.5)",
+        )
     for source in (esci, wands, generic, folder):
         add_output_argument(source, required=True, help="Dataset folder to write")
         source.add_argument("--overwrite", action="store_true", help="Replace an existing dataset folder")
 
 
-def _mapping(path: str | None) -> ColumnMapping:
-    if path is None:
-        return ColumnMapping()
-    data = json.loads(Path(path).read_text())
-    unknown = set(data) - {"fields", "aspects", "separators", "label_grades"}
-    if unknown:
-        raise ValueError(f"{path}: unknown mapping keys {sorted(unknown)}")
-    return ColumnMapping(**data)
+def _mappings(args: argparse.Namespace) -> dict[str, ColumnMapping]:
+    mappings = read_mapping_file(args.mapping) if args.mapping else dict.fromkeys(SECTIONS, ColumnMapping())
+    if args.keep_html:
+        return {kind: dataclasses.replace(mapping, strip_html=False) for kind, mapping in mappings.items()}
+    return dict(mappings)
 
 
 def run_ingest(args: argparse.Namespace) -> tuple[IngestResult, Path]:
@@ -92,21 +113,34 @@ def run_ingest(args: argparse.Namespace) -> tuple[IngestResult, Path]:
     elif args.source == "wands":
         result = load_wands(args.queries, args.products, args.labels)
     elif args.source == "folder":
-        result = load_export_folder(args.folder, args.positive_min_grade)
+        result = load_export_folder(
+            args.folder,
+            args.positive_min_grade,
+            encoding=args.encoding,
+            keep_html=args.keep_html,
+            max_dead_letter_fraction=args.max_dead_letter_fraction,
+        )
     else:
-        mapping = _mapping(args.mapping)
+        mappings = _mappings(args)
+        files = {"products": args.products, "queries": args.queries, "judgments": args.judgments}
+        if not any(files.values()):
+            raise ValueError("give at least one of --products, --queries, --judgments")
+        missing = [kind for kind, path in files.items() if path and kind not in mappings]
+        if missing:
+            raise ValueError(f"{args.mapping} has no section for {missing}; its sections: {sorted(mappings)}")
+        grade = {"positive_min_grade": args.positive_min_grade}
         parts = [
             load_generic(
-                path, mapping, kind, delimiter=args.delimiter, positive_min_grade=args.positive_min_grade
+                path,
+                mappings[kind],
+                kind,  # type: ignore[arg-type]
+                delimiter=args.delimiter,
+                encoding=args.encoding,
+                **(grade if kind == "judgments" else {}),
             )
-            for kind, path in (
-                ("products", args.products),
-                ("queries", args.queries),
-                ("judgments", args.judgments),
-            )
+            for kind, path in files.items()
             if path
         ]
-        if not parts:
-            raise ValueError("give at least one of --products, --queries, --judgments")
         result = drop_dangling_judgments(combine_results(*parts, source="generic"))
+        check_dead_letter_share(result, args.max_dead_letter_fraction)
     return result, write_dataset(result, args.out, overwrite=args.overwrite)

@@ -29,7 +29,12 @@ def test_the_export_ingests_whole() -> None:
     brands = {product["brand"] for product in result.products}
     assert {"Fellow", "Zwilling", "Fissler"} <= brands
     assert {product["locale"] for product in result.products} >= {"de_de", "en_gb"}
-    assert any("<" in (product["description"] or "") for product in result.products)
+    # One mapping.json with a section per file; HTML read as plain text, the category the breadcrumbs' leaf.
+    described = [product["description"] for product in result.products if product["description"]]
+    assert described and not any("<p>" in text or "&amp;" in text for text in described)
+    assert all(dict(p["aspects"])["category"] == [p["category_path"][-1]] for p in result.products)
+    kept = load_export_folder(STORE, keep_html=True)
+    assert any("<p>" in (product["description"] or "") for product in kept.products)
 
 
 @pytest.mark.e2e

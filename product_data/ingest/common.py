@@ -307,3 +307,27 @@ def drop_dangling_judgments(result: IngestResult) -> IngestResult:
         dead_letters=result.dead_letters + tuple(letters),
         counts={**result.counts, "judgments": after},
     )
+
+
+DEFAULT_MAX_DEAD_LETTER_FRACTION = 0.5  # most rows rejected: a wrong mapping or file, not a few bad rows
+
+
+def check_dead_letter_share(
+    result: IngestResult, max_fraction: float = DEFAULT_MAX_DEAD_LETTER_FRACTION
+) -> None:
+    """Refuse a load where more than `max_fraction` of a stream's rows were dead-lettered.
+
+    A mapping that names the wrong column, or a file in another encoding, rejects nearly every row;
+    writing "dataset written" with 3 products of 400 hides it until a later stage finds the catalog
+    empty. The error names the stream, the counts and the first reasons.
+    """
+    if not 0 <= max_fraction <= 1:
+        raise ValueError(f"max_dead_letter_fraction must be in [0, 1], got {max_fraction}")
+    for stream, counts in result.counts.items():
+        if counts.rows_in and counts.rejected / counts.rows_in > max_fraction:
+            reasons = [letter.reason for letter in result.dead_letters if letter.stage.endswith(stream)][:3]
+            raise ValueError(
+                f"{stream}: {counts.rejected} of {counts.rows_in} rows dead-lettered (more than "
+                f"{max_fraction:.0%}); the first: {'; '.join(reasons)}. Check the mapping's column names "
+                "and the file's --encoding, or raise --max_dead_letter_fraction to write it anyway"
+            )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from product_data.ingest.common import FirstWins, IngestResult, Record, StreamTally, build_result
+from product_data.ingest.html_text import plain_text
 from product_data.ingest.readers import RawRow, parquet_columns, read_delimited, read_jsonl, read_parquet
 from schemas import AspectSchema, InvalidRecord, validate_judgment, validate_product, validate_query
 
@@ -42,6 +43,15 @@ REQUIRED_FIELDS: Mapping[str, tuple[str, ...]] = {
     "judgments": ("query_id", "product_id", "grade"),
 }
 LIST_FIELDS: tuple[str, ...] = ("bullet_points", "category_path")
+HTML_FIELDS: tuple[str, ...] = ("description", "bullet_points")  # where exports put markup
+MAPPING_KEYS: tuple[str, ...] = (
+    "fields",
+    "aspects",
+    "separators",
+    "label_grades",
+    "category_level",
+    "strip_html",
+)
 _VALIDATORS = {"products": validate_product, "queries": validate_query, "judgments": validate_judgment}
 _EXTENSIONS: Mapping[str, FileFormat] = {
     ".jsonl": "jsonl",
@@ -64,12 +74,18 @@ class ColumnMapping:
     that splits a string value; a string without one becomes a one-item list, and a column that
     already holds lists (JSON arrays, Parquet lists) is taken as it is.
     ``label_grades``: for judgments whose grade column holds text labels, label → grade.
+    ``category_level``: when no ``category`` aspect is mapped, the category aspect is this level of
+    the product's category path: -1 (default) its leaf, 0 its top; null: no category aspect from it.
+    ``strip_html``: description and bullets are read as plain text (tags dropped, entities decoded);
+    false keeps them as the export has them.
     """
 
     fields: Mapping[str, str] = field(default_factory=dict)
     aspects: Mapping[str, str] = field(default_factory=dict)
     separators: Mapping[str, str] = field(default_factory=dict)
     label_grades: Mapping[str, int] = field(default_factory=dict)
+    category_level: int | None = -1
+    strip_html: bool = True
 
     def __post_init__(self) -> None:
         known = {name for names in TARGET_FIELDS.values() for name in names}
@@ -97,6 +113,21 @@ class ColumnMapping:
         for label, grade in self.label_grades.items():
             if isinstance(grade, bool) or not isinstance(grade, int) or grade < 0:
                 raise ValueError(f"grade of label {label!r} must be an int >= 0, got {grade!r}")
+        level = self.category_level
+        if level is not None and (isinstance(level, bool) or not isinstance(level, int)):
+            raise ValueError(f"category_level must be an int (-1: the leaf, 0: the top) or null: {level!r}")
+        if not isinstance(self.strip_html, bool):
+            raise ValueError(f"strip_html must be true or false, got {self.strip_html!r}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "mapping") -> ColumnMapping:
+        """A mapping from its JSON form; an unknown key is named with the valid ones."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{where}: a mapping is a JSON object with keys {list(MAPPING_KEYS)}")
+        unknown = sorted(set(data) - set(MAPPING_KEYS))
+        if unknown:
+            raise ValueError(f"{where}: unknown mapping key(s) {unknown}; the keys are {list(MAPPING_KEYS)}")
+        return cls(**data)
 
     def column(self, target: str) -> str:
         return self.fields.get(target, target)
@@ -131,12 +162,23 @@ class ColumnMapping:
             return int(value)
         return value
 
+    def category_aspect(self, path: Any) -> list[str] | None:
+        """The category aspect from a category path (`category_level`), when no column maps one."""
+        if "category" in self.aspects or self.category_level is None or not isinstance(path, list):
+            return None
+        levels = [level.strip() for level in path if isinstance(level, str) and level.strip()]
+        if not -len(levels) <= self.category_level < len(levels):
+            return None
+        return [levels[self.category_level]]
+
     def convert(self, row: Mapping[str, Any], kind: Kind) -> Record:
         """One source row as a validated record of ``kind``."""
         raw: dict[str, Any] = {}
         for target in TARGET_FIELDS[kind]:
             value = row.get(self.column(target))
             raw[target] = self.split(target, value) if target in LIST_FIELDS else value
+            if self.strip_html and target in HTML_FIELDS:
+                raw[target] = _without_html(raw[target])
         if kind == "judgments":
             if self.label_grades and raw["label"] is None and isinstance(raw["grade"], str):
                 raw["label"] = raw["grade"]
@@ -150,7 +192,18 @@ class ColumnMapping:
             raw["aspects"] = {
                 name: self.split(name, row.get(column)) for name, column in self.aspects.items()
             }
+            category = self.category_aspect(raw.get("category_path")) if kind == "products" else None
+            if category:
+                raw["aspects"]["category"] = category
         return _VALIDATORS[kind](raw)
+
+
+def _without_html(value: Any) -> Any:
+    if isinstance(value, str):
+        return plain_text(value)
+    if isinstance(value, list):
+        return [plain_text(item) if isinstance(item, str) else item for item in value]
+    return value  # None, or a type for validation to name
 
 
 def infer_format(path: str | Path) -> FileFormat:
@@ -163,7 +216,7 @@ def infer_format(path: str | Path) -> FileFormat:
 
 
 def _rows(
-    path: Path, file_format: FileFormat, delimiter: str, required: list[str], wanted: list[str]
+    path: Path, file_format: FileFormat, delimiter: str, required: list[str], wanted: list[str], encoding: str
 ) -> Iterator[RawRow]:
     if file_format == "parquet":
         present = parquet_columns(path)
@@ -174,8 +227,8 @@ def _rows(
             )
         return read_parquet(path, wanted)
     if file_format == "csv":
-        return read_delimited(path, delimiter=delimiter, required=required)
-    return read_jsonl(path)  # no header to check: a row without a required key is dead-lettered
+        return read_delimited(path, delimiter=delimiter, required=required, encoding=encoding)
+    return read_jsonl(path, encoding)  # no header to check: a row without a required key is dead-lettered
 
 
 def load_generic(
@@ -186,11 +239,13 @@ def load_generic(
     file_format: FileFormat | None = None,
     delimiter: str | None = None,
     positive_min_grade: int | None = None,
+    encoding: str = "utf-8",
 ) -> IngestResult:
     """Load one stream from JSONL, CSV/TSV or Parquet; the format comes from the extension unless given.
 
     ``delimiter`` defaults to a tab for ``.tsv`` and a comma otherwise. ``positive_min_grade``
-    (judgments only) records from which grade the source's labels mean relevant.
+    (judgments only) records from which grade the source's labels mean relevant. ``encoding`` is the
+    text files' character set (Parquet carries its own).
     """
     if kind not in TARGET_FIELDS:
         raise ValueError(f"kind must be one of {tuple(TARGET_FIELDS)}, got {kind!r}")
@@ -203,13 +258,15 @@ def load_generic(
         raise ValueError(f"file_format must be 'jsonl', 'csv' or 'parquet', got {file_format!r}")
     delimiter = delimiter or ("\t" if source.suffix.lower() == ".tsv" else ",")
     required = [mapping.column(target) for target in REQUIRED_FIELDS[kind]]
-    rows = _rows(source, file_format, delimiter, required, mapping.source_columns(kind))
+    rows = _rows(source, file_format, delimiter, required, mapping.source_columns(kind), encoding)
     unique = FirstWins.of(kind)
     tally = StreamTally(f"ingest.generic.{kind}")
     records = list(tally.route(rows, lambda row: unique(mapping.convert(row, kind))))
     provenance = {"path": str(source), "format": file_format, "kind": kind, "mapping": asdict(mapping)}
     if file_format == "csv":
         provenance["delimiter"] = delimiter
+    if file_format != "parquet":
+        provenance["encoding"] = encoding
     return build_result(
         "generic",
         {kind: tally},

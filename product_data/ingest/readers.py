@@ -10,6 +10,7 @@ format, not bad data, and nothing useful could be loaded from it.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -64,14 +65,26 @@ def read_parquet(
             yield RawRow(f"{source.name} row {number}", values)
 
 
-def _decoded_lines(handle: BinaryIO, bad_lines: set[int]) -> Iterator[str]:
+def _decoded_lines(handle: BinaryIO, bad_lines: set[int], encoding: str) -> Iterator[str]:
     """Decode line by line so one bad byte costs one row, recorded in ``bad_lines``."""
     for number, line in enumerate(handle, start=1):
         try:
-            yield line.decode("utf-8")
+            yield line.decode(encoding)
         except UnicodeDecodeError:
             bad_lines.add(number)
-            yield line.decode("utf-8", "backslashreplace")
+            yield line.decode(encoding, "backslashreplace")
+
+
+def check_encoding(encoding: str) -> str:
+    """The codec's canonical name; an unknown one, or one whose lines cannot be split on b"\\n"
+    (UTF-16/32), is refused with what to do."""
+    try:
+        name = codecs.lookup(encoding).name
+    except LookupError:
+        raise ValueError(f"unknown encoding {encoding!r}; e.g. utf-8, cp1252, latin-1, shift_jis") from None
+    if name.startswith(("utf-16", "utf-32")):
+        raise ValueError(f"{encoding}: convert the file to UTF-8 first (e.g. iconv -f {encoding} -t utf-8)")
+    return name
 
 
 def read_delimited(
@@ -79,18 +92,21 @@ def read_delimited(
     *,
     delimiter: str = ",",
     required: Collection[str] = (),
+    encoding: str = "utf-8",
 ) -> Iterator[RawRow]:
     """Rows of a delimited text file with a header line, keyed by the header's names.
 
     Quoting is the csv module's (and pandas') default: a field holding the delimiter, a quote or
     a newline is written in double quotes with inner quotes doubled. WANDS relies on it: its
     query 208 is stored as ``"fawkes 36"" blue vanity"``. Blank lines carry no data and are
-    passed over.
+    passed over. ``encoding`` is the file's (a spreadsheet's cp1252, say); a line it cannot
+    decode becomes a dead-lettered row.
     """
     source = Path(path)
+    encoding = check_encoding(encoding)
     bad_lines: set[int] = set()
     with source.open("rb") as handle:
-        reader = csv.reader(_decoded_lines(handle, bad_lines), delimiter=delimiter)
+        reader = csv.reader(_decoded_lines(handle, bad_lines, encoding), delimiter=delimiter)
         header = next(reader, None)
         if not header:
             raise ValueError(f"{source} is empty; expected a header line naming the columns")
@@ -116,7 +132,7 @@ def read_delimited(
             spanned = bad_lines.intersection(range(first_line, last_line + 1))
             if spanned:
                 raw = {"line": delimiter.join(values)}
-                yield RawRow(where, raw, f"is not valid UTF-8 (line(s) {sorted(spanned)})")
+                yield RawRow(where, raw, f"is not valid {encoding.upper()} (line(s) {sorted(spanned)})")
             elif len(values) != len(header):
                 raw = {"line": delimiter.join(values)}
                 yield RawRow(where, raw, f"has {len(values)} fields but the header has {len(header)}")
@@ -124,17 +140,18 @@ def read_delimited(
                 yield RawRow(where, dict(zip(header, values, strict=True)))
 
 
-def read_jsonl(path: str | Path) -> Iterator[RawRow]:
+def read_jsonl(path: str | Path, encoding: str = "utf-8") -> Iterator[RawRow]:
     """One JSON object per line; a line that is not one becomes a row with a problem."""
     source = Path(path)
+    encoding = check_encoding(encoding)
     bad_lines: set[int] = set()
     with source.open("rb") as handle:
-        for number, line in enumerate(_decoded_lines(handle, bad_lines), start=1):
+        for number, line in enumerate(_decoded_lines(handle, bad_lines, encoding), start=1):
             if not line.strip():
                 continue
             where = f"{source.name} line {number}"
             if number in bad_lines:
-                yield RawRow(where, {"line": line.rstrip("\r\n")}, "is not valid UTF-8")
+                yield RawRow(where, {"line": line.rstrip("\r\n")}, f"is not valid {encoding.upper()}")
                 continue
             try:
                 value = json.loads(line)

@@ -7,27 +7,20 @@ never widened behind the user's back (it costs time and memory in proportion to 
 deeper --depth is how to get the metric.
 
 The corpus is different: a search as deep as the corpus ranks every product, so recall@10000 over 3,000
-products is exactly recall@3000, and it is reported under that name (`cap_cutoffs`).
+products is computed on the whole ranking, as its definition says. It keeps its name, so nights whose
+catalogs differ in size report the same metrics and can be compared; the plan records the corpus size and
+which cut-offs reach past it (`ranks_whole_corpus`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from evaluation.metrics import MetricSpec
 
 POLICY = "drop"  # what happens to a cut-off deeper than --depth; written next to the numbers
-
-
-def cap_cutoffs(metrics: Sequence[MetricSpec], corpus_size: int) -> tuple[MetricSpec, ...]:
-    """Cutoffs deeper than the corpus become its size: recall@10000 over 3,000 products is recall@3000."""
-    return tuple(dict.fromkeys(_cap(spec, corpus_size) for spec in metrics))
-
-
-def _cap(spec: MetricSpec, corpus_size: int) -> MetricSpec:
-    return spec if spec.k is None or spec.k <= corpus_size else MetricSpec(spec.name, corpus_size)
 
 
 @dataclass(frozen=True)
@@ -38,7 +31,7 @@ class CutoffPlan:
     corpus_size: int
     metrics: tuple[MetricSpec, ...]
     dropped: tuple[str, ...] = ()  # requested keys deeper than the search
-    capped: dict[str, str] = field(default_factory=dict)  # requested key -> reported key (corpus cap)
+    whole_corpus: tuple[str, ...] = ()  # reported keys deeper than the corpus: all of it is ranked
 
     @property
     def depth(self) -> int:
@@ -62,15 +55,14 @@ class CutoffPlan:
             "requested_depth": self.requested_depth,
             "corpus_size": self.corpus_size,
             "dropped": list(self.dropped),
-            "capped_to_corpus": dict(self.capped),
+            "ranks_whole_corpus": list(self.whole_corpus),
         }
 
 
 def plan_cutoffs(metrics: Sequence[MetricSpec], depth: int, corpus_size: int) -> CutoffPlan:
-    """Cap cut-offs at the corpus size, then drop those still deeper than the search (see module doc).
+    """Drop the cut-offs deeper than the search, unless the search ranks the whole corpus (module doc).
 
-    Nothing is dropped when ``depth`` reaches the corpus: the whole corpus is ranked. Raises ValueError
-    when nothing would be left to report.
+    Nothing is dropped when ``depth`` reaches the corpus. Raises ValueError when nothing would be left.
     """
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise ValueError(f"--depth must be a positive integer, got {depth!r}")
@@ -79,22 +71,18 @@ def plan_cutoffs(metrics: Sequence[MetricSpec], depth: int, corpus_size: int) ->
     searched = min(depth, corpus_size)
     kept: list[MetricSpec] = []
     dropped: list[str] = []
-    capped: dict[str, str] = {}
     for spec in metrics:
-        reported = _cap(spec, corpus_size)
-        if reported.k is not None and reported.k > searched:
+        if spec.k is not None and spec.k > searched and searched < corpus_size:
             dropped.append(spec.key)
-            continue
-        if reported != spec:
-            capped[spec.key] = reported.key
-        if reported not in kept:
-            kept.append(reported)
+        elif spec not in kept:
+            kept.append(spec)
     if not kept:
         raise ValueError(
             f"every requested metric ({', '.join(dropped)}) is deeper than --depth {depth}; "
             f"pass a larger --depth or ask for smaller cut-offs"
         )
-    return CutoffPlan(depth, corpus_size, tuple(kept), tuple(dropped), capped)
+    whole = tuple(spec.key for spec in kept if spec.k is not None and spec.k > corpus_size)
+    return CutoffPlan(depth, corpus_size, tuple(kept), tuple(dropped), whole)
 
 
-__all__ = ["POLICY", "CutoffPlan", "cap_cutoffs", "plan_cutoffs"]
+__all__ = ["POLICY", "CutoffPlan", "plan_cutoffs"]

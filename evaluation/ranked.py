@@ -38,6 +38,9 @@ class CorpusIds:
     def __len__(self) -> int:
         return len(self.column)
 
+    def __contains__(self, product_id: object) -> bool:
+        return product_id in self._rows
+
     def rows(self, product_ids: Iterable[str]) -> np.ndarray:
         """Corpus row of each product id, `NOT_IN_CORPUS` for ids the corpus lacks."""
         return np.fromiter((self._rows.get(pid, NOT_IN_CORPUS) for pid in product_ids), dtype=np.int64)

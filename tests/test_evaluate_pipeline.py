@@ -13,7 +13,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from ir_measures import RR, R, nDCG
 
 from evaluation import parse_metrics
-from evaluation.cutoffs import cap_cutoffs, plan_cutoffs
+from evaluation.cutoffs import plan_cutoffs
 from pipelines.embed.stage import run_embed
 from pipelines.evaluate.stage import run_evaluate
 from pipelines.index.single import build_index
@@ -96,15 +96,15 @@ def _evaluate(collection: dict[str, str], out: Path, *flags: str) -> dict:
 def test_exact_evaluation_matches_ir_measures_on_its_own_run(collection, tmp_path) -> None:
     result = _evaluate(collection, tmp_path, "--searcher", "exact", "--embeddings", collection["embeddings"])
     # 12 judged test queries, one unjudged, one invalid query dead-lettered; judged train queries are not
-    # searched. recall@10000 is capped to the 120-product corpus.
+    # searched. recall@10000 keeps its name over the 120-product corpus: it ranks the whole of it.
     assert result["counts"]["queries_searched"] == 13
     assert result["counts"]["queries_scored"] == 12
     assert result["counts"]["queries_without_judgments"] == 1
     assert result["counts"]["queries_dead_lettered"] == 1
     assert result["counts"]["judgments_dead_lettered"] == 1
-    assert set(result["summary"]) == {"recall@10", "recall@100", "recall@120", "ndcg@5", "mrr@10"}
+    assert set(result["summary"]) == {"recall@10", "recall@100", "recall@10000", "ndcg@5", "mrr@10"}
     # Every product is retrieved, so recall at the corpus size is exactly 1 wherever it is defined.
-    assert result["summary"]["recall@120"].mean == 1.0
+    assert result["summary"]["recall@10000"].mean == 1.0
 
     run = pq.read_table(list(tmp_path.glob("run-*.parquet"))).to_pylist()
     assert {r["rank"] for r in run if r["query_id"] == "q0"} == set(range(1, 121))
@@ -161,9 +161,14 @@ def test_ann_evaluation_through_the_index_returns_the_exact_scores(collection, t
         assert ann_scores[query_id] == pytest.approx(scores, abs=1e-4), query_id
 
 
-def test_cutoffs_are_capped_at_the_corpus_size_without_repeats() -> None:
-    capped = cap_cutoffs(parse_metrics(["recall@10", "recall@1000", "recall@10000", "auc"]), 500)
-    assert [spec.key for spec in capped] == ["recall@10", "recall@500", "auc"]
+def test_cutoffs_past_the_corpus_keep_their_names_so_nights_line_up() -> None:
+    """recall@10000 over 395 products, then over 375: the same metric both nights, not recall@395/@375."""
+    requested = parse_metrics(["recall@10", "recall@1000", "recall@10000", "auc"])
+    for corpus in (395, 375):
+        plan = plan_cutoffs(requested, depth=10_000, corpus_size=corpus)
+        assert [spec.key for spec in plan.metrics] == ["recall@10", "recall@1000", "recall@10000", "auc"]
+        assert plan.to_dict()["ranks_whole_corpus"] == ["recall@1000", "recall@10000"]
+        assert plan.to_dict()["corpus_size"] == corpus and plan.depth == corpus
 
 
 def test_cutoffs_deeper_than_the_search_are_dropped_not_scored_on_fewer_results() -> None:
@@ -171,13 +176,13 @@ def test_cutoffs_deeper_than_the_search_are_dropped_not_scored_on_fewer_results(
     plan = plan_cutoffs(requested, depth=100, corpus_size=3_000)
     assert [spec.key for spec in plan.metrics] == ["recall@10", "recall@100", "auc"]
     assert plan.depth == 100 and plan.dropped == ("recall@1000", "recall@10000", "ndcg@500")
-    # recall@10000 is capped to the 3,000-product corpus, and recall@3000 still needs --depth 3000.
+    # Ranking the 3,000-product corpus whole (--depth 3000) would report recall@10000 too.
     assert "--depth 100" in plan.warning() and "pass --depth 3000" in plan.warning()
-    # Searching the whole corpus ranks every product: nothing is dropped, deep cut-offs are capped.
+    # Searching the whole corpus ranks every product: nothing is dropped, and no name changes.
     whole = plan_cutoffs(requested, depth=100, corpus_size=80)
     assert whole.dropped == () and whole.warning() is None
-    assert [spec.key for spec in whole.metrics] == ["recall@10", "recall@80", "ndcg@80", "auc"]
-    assert whole.to_dict()["capped_to_corpus"]["recall@10000"] == "recall@80"
+    assert [spec.key for spec in whole.metrics] == [spec.key for spec in requested]
+    assert whole.to_dict()["ranks_whole_corpus"] == ["recall@100", "recall@1000", "recall@10000", "ndcg@500"]
     with pytest.raises(ValueError, match=r"every requested metric .* deeper than --depth 5"):
         plan_cutoffs(parse_metrics(["recall@10"]), depth=5, corpus_size=3_000)
 
@@ -211,3 +216,25 @@ def test_evaluation_at_depth_100_never_reports_recall_at_1000(collection, tmp_pa
 def test_missing_searcher_path_is_explained(collection, tmp_path) -> None:
     with pytest.raises(ValueError, match="--searcher ann needs --index"):
         _evaluate(collection, tmp_path, "--searcher", "ann")
+
+
+def test_judgments_of_products_the_catalog_lacks_are_counted_and_left_out(collection, tmp_path) -> None:
+    """A judged product removed from the catalog is a miss no model could avoid: it is counted, named in
+    the report, and left out, so the scores equal those of the judgments without it."""
+    rows = pq.read_table(collection["judgments"]).to_pylist()
+    gone = [
+        {"query_id": "q0", "product_id": "discontinued-1", "grade": 4, "label": None},
+        {"query_id": "q3", "product_id": "discontinued-2", "grade": 4, "label": None},
+    ]
+    path = tmp_path / "judgments.parquet"
+    pq.write_table(pa.Table.from_pylist(rows + gone, schema=JUDGMENT_SCHEMA), path)
+    flags = ("--searcher", "exact", "--embeddings", collection["embeddings"])
+    with_gone = _evaluate({**collection, "judgments": str(path)}, tmp_path / "with", *flags)
+    without = _evaluate(collection, tmp_path / "without", *flags)
+    assert with_gone["counts"]["judgments_not_in_catalog"] == 2
+    assert without["counts"]["judgments_not_in_catalog"] == 0
+    assert "2 judgments name products the catalog lacks" in with_gone["table"]
+    for name, value in without["summary"].items():
+        assert with_gone["summary"][name].mean == pytest.approx(value.mean), name
+    manifest = json.loads((tmp_path / "with" / "manifest.json").read_text())
+    assert manifest["counts"]["judgments_not_in_catalog"] == 2

@@ -34,7 +34,6 @@ import pyarrow.parquet as pq
 from transformers import PreTrainedTokenizerBase
 
 from evaluation import MetricSpec, RelevanceRule, aggregate, evaluate_query, parse_metrics
-from evaluation.cutoffs import cap_cutoffs
 from evaluation.ranked import CorpusIds, score_query
 from index_builder import InvertedIndex
 from model import DenseEncoder, load_config, load_encoder, variant_class
@@ -222,8 +221,7 @@ def run_sparse_evaluation(
     rule, rule_source = resolve_rule(data.judgments, None)  # the Beam evaluation's rule, for comparability
     encoder, tokenizer = load_encoder(model_dir)
     queries, judgments = _split_queries(data, split), _judgments(data)
-    corpus = InvertedIndex.load(folder / f"index-{PRIMARY}").size
-    metrics = cap_cutoffs(parse_metrics(metric_names), corpus)
+    metrics = parse_metrics(metric_names)  # a cut-off past the corpus ranks all of it (evaluation/cutoffs.py)
     results = {}
     for name in SPARSE_INDEXES:
         result = evaluate_sparse_index(

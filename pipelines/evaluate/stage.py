@@ -355,6 +355,7 @@ def _run_evaluate(
         "queries_without_judgments",
         "judgments_read",
         "judgments_dead_lettered",
+        "judgments_not_in_catalog",
     ]
     for name in specs.keys() - {primary}:
         counted += [f"queries_searched_{name}", f"queries_scored_{name}", f"queries_without_judgments_{name}"]
@@ -378,10 +379,20 @@ def _run_evaluate(
             **({"zero_shot": zero_shot.to_dict()} if zero_shot else {}),
         },
     )
+    missing = counts["judgments_not_in_catalog"]
+    if missing:
+        LOGGER.warning(
+            "%d judgments name products the searched catalog lacks: left out of the scores", missing
+        )
     return {
         "summary": report.summary,
         "counts": counts,
         "table": report.table
+        + (
+            f"\n\n{missing} judgments name products the catalog lacks; left out of the scores"
+            if missing
+            else ""
+        )
         + (f"\n\n{zero_shot.table()}" if zero_shot else "")
         + (f"\n\n{annotations.table()}" if annotations else ""),
         "zero_shot": zero_shot.to_dict() if zero_shot else None,

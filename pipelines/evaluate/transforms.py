@@ -83,6 +83,9 @@ class _SearchAndScoreFn(beam.DoFn):
         self.searched = Metrics.counter(METRICS_NAMESPACE, "queries_searched" + counter_suffix)
         self.unjudged = Metrics.counter(METRICS_NAMESPACE, "queries_without_judgments" + counter_suffix)
         self.scored = Metrics.counter(METRICS_NAMESPACE, "queries_scored" + counter_suffix)
+        # Judged products the searched catalog lacks (removed since judging, or never in it): a miss that
+        # no model could avoid, so they are left out of the scores and counted instead.
+        self.not_in_catalog = Metrics.counter(METRICS_NAMESPACE, "judgments_not_in_catalog" + counter_suffix)
 
     def setup(self) -> None:
         self.searcher = self.source.open()
@@ -99,12 +102,14 @@ class _SearchAndScoreFn(beam.DoFn):
                 self.RUN, run_table(query_ids, found.indices, found.scores, self.corpus)
             )
         for query, ranked_rows in zip(batch, found.indices, strict=True):
-            if not query.judgments:
+            judgments = {pid: grade for pid, grade in query.judgments.items() if pid in self.corpus}
+            self.not_in_catalog.inc(len(query.judgments) - len(judgments))
+            if not judgments:
                 self.unjudged.inc()  # searched and in the run, but there is nothing to score it against
                 continue
             self.scored.inc()
             per_query, relevant_ranks = score_query(
-                query.query_id, ranked_rows, query.judgments, self.corpus, self.metrics, self.rule
+                query.query_id, ranked_rows, judgments, self.corpus, self.metrics, self.rule
             )
             yield per_query
             yield pvalue.TaggedOutput(self.RANKS, relevant_ranks)

@@ -15,7 +15,12 @@ when its embeddings have lost a file, nothing is reused (a warning names the fil
 
 Before anything is indexed, tonight's product count is checked against the previous
 run's (`jobs.publish_guard`): an empty catalog, or one that shrank by more than
---max_shrink, is refused unless --allow_shrink says the shrink is intended.
+--max_shrink, is refused unless --allow_shrink says the shrink is intended. Before anything
+is embedded, the model, queries and judgments are checked, and a run folder started for
+another catalog is refused (`jobs.nightly_inputs`).
+
+With --enrich and --export_vertex the run also writes the catalog with its gaps filled
+(enriched/) and the Vertex AI Vector Search files (vertex/), from the same embeddings.
 """
 
 from __future__ import annotations
@@ -30,15 +35,19 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from jobs.nightly_inputs import CatalogFingerprint, check_inputs, claim_run_folder
 from jobs.publish_guard import DEFAULT_MAX_SHRINK, CatalogSizeCheck, catalog_size
 from jobs.stage_runs import StageRunner, is_finished
 from pipelines.artifacts import is_local, read_stage_manifest
+from pipelines.embed.enrich import DEFAULT_FILL_CONFIDENCE, enrich_catalog
+from pipelines.embed.export import export_vertex
 from pipelines.embed.stage import EMBEDDINGS_KIND, EmbedConfig, embed_catalog
 from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
 from pipelines.index.partitioned import PartitionedIndexConfig, build_partitioned
 from pipelines.options import (
     EmbedSettings,
     EvaluateSettings,
+    ExportOptions,
     IndexOptions,
     IndexSettings,
     ModelSettings,
@@ -46,6 +55,8 @@ from pipelines.options import (
     add_stage_arguments,
 )
 from pipelines.stage_config import StageOutput, add_output_argument, config_from_values
+from pipelines.verify import verification_wanted
+from schemas import AspectSchema
 from schemas.manifest import MANIFEST_FILE, ArtifactError
 
 LOGGER = logging.getLogger(__name__)
@@ -67,6 +78,8 @@ class NightlyJob:
     beam_args: tuple[str, ...] = ()
     max_shrink: float = DEFAULT_MAX_SHRINK
     allow_shrink: bool = False
+    enrich: bool = False
+    export_vertex: bool = False
 
     def __post_init__(self) -> None:
         if not self.run_id or "/" in self.run_id or self.run_id == LATEST:
@@ -135,6 +148,11 @@ class NightlyJob:
             **StageOutput.values_from(values),
         )
 
+    def stage_options(self) -> PipelineOptions:
+        """The job's Beam arguments for a stage that takes `PipelineOptions` (enrich, export), replacing
+        what an interrupted attempt left."""
+        return PipelineOptions([*self.beam_args, "--overwrite"])
+
     def _stage_values(self, stage: str, **own: Any) -> dict[str, Any]:
         """Stage settings among the job's Beam arguments (--precision, --batch_size, ...), under the job's
         own; the stage writes into this run's `stage` folder, replacing what an interrupted attempt left."""
@@ -183,6 +201,18 @@ def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="Publish even when the catalog shrank by more than --max_shrink (an empty one never is)",
     )
+    parser.add_argument(
+        "--enrich",
+        action="store_true",
+        help="Also write the catalog with its aspect gaps filled (enriched/, as `madr enrich`; predictions "
+        "at or above --min_confidence, 0.5)",
+    )
+    parser.add_argument(
+        "--export_vertex",
+        action="store_true",
+        help="Also write Vertex AI Vector Search files (vertex/, as `madr export-vertex`; --restricts, "
+        "--vertex_aspects and --vertex_num_files apply)",
+    )
 
 
 def job_from_args(args: argparse.Namespace, beam_args: list[str]) -> NightlyJob:
@@ -197,6 +227,8 @@ def job_from_args(args: argparse.Namespace, beam_args: list[str]) -> NightlyJob:
         beam_args=tuple(beam_args),
         max_shrink=args.max_shrink,
         allow_shrink=args.allow_shrink,
+        enrich=args.enrich,
+        export_vertex=args.export_vertex,
     )
 
 
@@ -263,10 +295,14 @@ def _catalog_check(job: NightlyJob, previous: str | None, latest: dict[str, Any]
 def run_nightly(job: NightlyJob) -> NightlyReport:
     """Run (or finish) one night; move LATEST only when every stage has succeeded."""
     run_manifest = FileSystems.join(job.run_folder, MANIFEST_FILE)
+    # Before the first slow stage: the inputs, and which catalog this run folder is for.
+    catalog = CatalogFingerprint.of(job.catalog)
+    check_inputs(job.model, job.queries, job.judgments, verification_wanted(job.stage_options()))
+    claim_run_folder(job.run_folder, catalog)
     latest = read_latest(job.out)
     previous = latest["run_id"] if latest and latest["run_id"] != job.run_id else None
     if latest and latest["run_id"] == job.run_id and FileSystems.exists(run_manifest):
-        LOGGER.info("run %s is already published; nothing to do", job.run_id)
+        LOGGER.info("run %s is already published for this catalog; nothing to do", job.run_id)
         return NightlyReport(job.run_id, latest.get("previous_run_id"), skipped=["all"])
     report = NightlyReport(job.run_id, previous)
     # A stage folder without a manifest is unfinished: what an interrupted attempt left (stages move
@@ -307,7 +343,10 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
             job.stage("eval"),
         )
 
+    _extra_stages(job, stages)
+
     summary = {
+        "catalog_fingerprint": catalog.to_dict(),
         "previous_run_id": previous,
         "skipped": report.skipped,
         "seconds": report.seconds,
@@ -323,6 +362,35 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
         )
     publish_latest(job.out, job.run_id, {"previous_run_id": previous, "products": check.products})
     return report
+
+
+def _extra_stages(job: NightlyJob, stages: StageRunner) -> None:
+    """enriched/ and vertex/ from tonight's embeddings, when asked for."""
+    options, embeddings, enriched = job.stage_options(), job.stage("embeddings"), job.stage("enriched")
+    threshold = config_from_values(PredictionThreshold, options).or_default(DEFAULT_FILL_CONFIDENCE)
+    if job.enrich:
+        stages.run(
+            "enrich",
+            lambda: enrich_catalog(job.catalog, embeddings, enriched, threshold, options=options),
+            enriched,
+        )
+    if job.export_vertex:
+        export = options.view_as(ExportOptions)
+        aspects = AspectSchema.parse(export.vertex_aspects).names
+        stages.run(
+            "export-vertex",
+            lambda: export_vertex(
+                job.catalog,
+                embeddings,
+                job.stage("vertex"),
+                aspects,
+                export.vertex_num_files,
+                options,
+                export.restricts,
+                threshold,
+            ),
+            job.stage("vertex"),
+        )
 
 
 def _summary_means(result: dict[str, Any]) -> dict[str, float]:

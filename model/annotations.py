@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from model.aspects.calibration import aspect_probabilities
 from model.encoder import DenseEncoder, EncoderOutput
 from schemas import EMBEDDING_ANNOTATION_COLUMNS
 
@@ -105,10 +106,12 @@ def annotate(
         raise ValueError(f"{len(texts)} texts for {rows} encoded rows")
     folded = [folded_words(text) for text in texts] if texts is not None else [None] * rows
     vocabulary = getattr(encoder, "vocabulary", None)
+    temperatures = encoder.config.aspect_temperatures
     values: list[dict[str, str]] = [{} for _ in range(rows)]
     confidences: list[dict[str, float]] = [{} for _ in range(rows)]
     for aspect, logits in output.aspect_logits.items():
-        probabilities = torch.softmax(logits.float(), dim=-1)  # P(x) = softmax(E_a U_a^T + b_a), §5
+        # P(x) = softmax(E_a U_a^T + b_a), §5, over the aspect's fitted temperature (aspects/calibration.py).
+        probabilities = aspect_probabilities(logits, temperatures.get(aspect, 1.0))
         best, index = probabilities.max(dim=-1)
         for row in range(rows):
             value_id = int(index[row])

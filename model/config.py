@@ -41,6 +41,9 @@ class EncoderConfig:
         temperature: softmax temperature of the in-batch retrieval loss over cosines.
         aspects: the explicit aspect names the catalog is annotated with.
         model_id / model_version: identify the artifact in every embedding row.
+        aspect_temperatures: per aspect, the temperature its prediction logits are divided by before
+            the softmax that gives a confidence P(x), fitted on products the model never trained on
+            (`model.aspects.calibration`); an aspect without one reads its logits as they are.
     """
 
     variant: ClassVar[str] = "base"
@@ -56,6 +59,7 @@ class EncoderConfig:
     aspects: tuple[str, ...] = ECOMMERCE_ASPECTS
     model_id: str = "madr"
     model_version: str = "0"
+    aspect_temperatures: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Stored in its JSON form, so a config equals itself after save + load.
@@ -82,6 +86,11 @@ class EncoderConfig:
         AspectSchema(tuple(self.aspects))  # validates the names
         if not self.model_id or "/" in self.model_id:
             raise ValueError(f"model_id must be a non-empty name without '/', got {self.model_id!r}")
+        bad = {
+            a: t for a, t in self.aspect_temperatures.items() if not (isinstance(t, int | float) and t > 0)
+        }
+        if bad:
+            raise ValueError(f"aspect_temperatures must be positive numbers, got {bad}")
 
     @property
     def hidden_size(self) -> int:

@@ -169,10 +169,19 @@ def read_parquet_table(folder: str, prefix: str, columns: list[str] | None = Non
     return pa.concat_tables(tables)
 
 
+def parquet_pattern(path: str) -> str:
+    """`path` as a file pattern: a folder (local or gs://) stands for the `*.parquet` files in it."""
+    if any(char in path for char in "*?["):
+        return path
+    inside = FileSystems.join(path.rstrip("/"), "*.parquet")
+    return inside if FileSystems.match([inside])[0].metadata_list else path
+
+
 def parquet_rows(pattern: str, columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
-    """The rows of every Parquet file matching `pattern`, in file-name order, streamed batch by batch
-    (a driver can read a catalog this way without holding it); FileNotFoundError when none matches."""
-    paths = sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
+    """The rows of every Parquet file matching `pattern` (a file, a folder or a glob), in file-name order,
+    streamed batch by batch (a driver can read a catalog this way without holding it); FileNotFoundError
+    when none matches."""
+    paths = sorted(m.path for m in FileSystems.match([parquet_pattern(pattern)])[0].metadata_list)
     if not paths:
         raise FileNotFoundError(f"no Parquet file matches {pattern}")
     for path in paths:

@@ -41,6 +41,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
+from pipelines.artifacts import parquet_pattern
 from schemas import InvalidRecord
 
 VALID = "valid"
@@ -145,14 +146,6 @@ def _row_groups(pattern: str, required_columns: Sequence[str] = ()) -> Iterator[
             rows = layout.row_group(index).num_rows
             yield RowGroup(metadata.path, index, first_row, rows)
             first_row += rows
-
-
-def parquet_pattern(path: str) -> str:
-    """`path` as a file pattern: a folder (local or gs://) stands for the `*.parquet` files in it."""
-    if any(char in path for char in "*?["):
-        return path
-    inside = FileSystems.join(path.rstrip("/"), "*.parquet")
-    return inside if FileSystems.match([inside])[0].metadata_list else path
 
 
 def catalog_row_count(pattern: str, max_files: int = 200) -> int | None:

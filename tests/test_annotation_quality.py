@@ -150,6 +150,9 @@ def test_a_catalog_the_model_never_read_is_scored_whole(
     assert "the whole catalog" in whole.held_out and dataset.root in whole.held_out
     annotated = sum(1 for row in pq.read_table(f"{dataset.root}/products").to_pylist() if row["aspects"])
     assert whole.products_measured == annotated > own.products_measured
+    # --products as a folder reads the same catalog as its glob (the nightly passes what embed was given).
+    folder = measure_annotation_quality(tuned, f"{other.root}/products", other.queries, other.judgments)
+    assert folder is not None and folder.products_measured == whole.products_measured
     assert other_catalog({"dataset": dataset.root}, dataset.products) is None
     assert other_catalog({"dataset": "gs://b/data"}, "gs://b/data/products/*.parquet") is None
     assert other_catalog({"dataset": "gs://b/data"}, "gs://b/data2/products/*.parquet") == "gs://b/data"
@@ -183,3 +186,20 @@ def test_written_annotations_score_like_the_model_and_int8_stays_close(
     assert {aspect: count for aspect, (_, count) in written["fp32"].items()} == measured.products.counts
     for aspect, (accuracy, _) in written["int8"].items():
         assert abs(accuracy - written["fp32"][aspect][0]) <= 0.1
+
+
+def test_products_that_calibrated_the_confidences_are_not_scored(
+    dataset: DatasetLayout, tuned: str, tmp_path: Path
+) -> None:
+    """`madr adapt` fits its temperatures on half of the held-out products; evaluation scores the rest."""
+    calibrated = tmp_path / "calibrated"
+    shutil.copytree(tuned, calibrated)
+    manifest = json.loads((calibrated / "manifest.json").read_text())
+    manifest["calibrated_on_products"] = HeldOutProducts(0.1).to_dict()
+    (calibrated / "manifest.json").write_text(json.dumps(manifest))
+    args = (dataset.products, dataset.queries, dataset.judgments)
+    everything = measure_annotation_quality(tuned, *args)
+    rest = measure_annotation_quality(str(calibrated), *args)
+    assert everything is not None and rest is not None
+    assert 0 < rest.products_measured < everything.products_measured
+    assert "less the 10.0% that calibrated the confidences" in rest.held_out

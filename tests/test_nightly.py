@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 import pytest
 
 from jobs.commands import COMMANDS
 from jobs.nightly import NightlyJob, add_nightly_arguments, job_from_args, read_latest, run_nightly
+from jobs.nightly_inputs import CatalogChanged
 from pipelines.options import IndexSettings
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 
@@ -57,10 +59,16 @@ def test_two_nights_reuse_rerun_and_crash(tmp_path, tiny_model_dir, evaluation_f
     again = run_nightly(_job(tmp_path, tiny_model_dir, tuesday_path, "tue", evaluation_files))
     assert again.skipped == ["all"] and read_latest(str(tmp_path / "nightly"))["run_id"] == "tue"
 
-    # Wednesday crashes in evaluation (missing judgments file): LATEST must stay on Tuesday.
-    broken = ("/nonexistent/queries.parquet", "/nonexistent/judgments.parquet")
+    # A missing judgments file is found before anything is embedded: nothing is written for Thursday.
+    missing = ("/nonexistent/queries.parquet", "/nonexistent/judgments.parquet")
+    with pytest.raises(FileNotFoundError, match=r"--queries /nonexistent/queries\.parquet matches no file"):
+        run_nightly(_job(tmp_path, tiny_model_dir, tuesday_path, "thu", missing))
+    assert not (tmp_path / "nightly" / "thu").exists()
+    # Wednesday crashes in evaluation (a judgments file that is not Parquet): LATEST stays on Tuesday.
+    corrupt = tmp_path / "corrupt-judgments.parquet"
+    corrupt.write_bytes(b"not parquet")
     with pytest.raises(Exception):  # noqa: B017 - Beam wraps the I/O error in its own exception types
-        run_nightly(_job(tmp_path, tiny_model_dir, tuesday_path, "wed", broken))
+        run_nightly(_job(tmp_path, tiny_model_dir, tuesday_path, "wed", (evaluation_files[0], str(corrupt))))
     assert read_latest(str(tmp_path / "nightly"))["run_id"] == "tue"
     assert not (tmp_path / "nightly" / "wed" / "manifest.json").exists()
     # The rerun with the inputs fixed skips the finished stages and publishes.
@@ -69,6 +77,44 @@ def test_two_nights_reuse_rerun_and_crash(tmp_path, tiny_model_dir, evaluation_f
     assert read_latest(str(tmp_path / "nightly"))["run_id"] == "wed"
     run_manifest = json.loads((tmp_path / "nightly" / "wed" / "manifest.json").read_text())
     assert run_manifest["kind"] == "madr-nightly-run" and run_manifest["previous_run_id"] == "tue"
+
+
+def test_a_second_run_of_the_day_on_a_changed_catalog_is_refused_not_published(
+    tmp_path, tiny_model_dir
+) -> None:
+    """The run folder of today was made for this morning's catalog: a rerun after it changed would skip
+    its finished stages and publish the old one as new. It is refused, naming the way out."""
+    path = write_catalog(tmp_path / "catalog.parquet", catalog(20))
+    first = run_nightly(_job(tmp_path, tiny_model_dir, path, "2026-11-26"))
+    assert first.stages["embed"]["products_embedded"] == 20
+    changed = catalog(20)
+    changed[0]["title"] = "a new title this afternoon"
+    write_catalog(tmp_path / "catalog.parquet", changed + catalog(25)[20:])
+    with pytest.raises(CatalogChanged, match="pass another --run_id"):
+        run_nightly(_job(tmp_path, tiny_model_dir, path, "2026-11-26"))
+    assert read_latest(str(tmp_path / "nightly"))["run_id"] == "2026-11-26"
+    second = run_nightly(_job(tmp_path, tiny_model_dir, path, "2026-11-26-2"))
+    assert second.stages["embed"]["products_embedded"] + second.stages["embed"]["products_reused"] == 25
+    assert read_latest(str(tmp_path / "nightly"))["run_id"] == "2026-11-26-2"
+    recorded = json.loads((tmp_path / "nightly" / "2026-11-26-2" / "manifest.json").read_text())
+    assert recorded["catalog_fingerprint"]["files"] == 1
+
+
+def test_the_nightly_enriches_and_exports_from_the_same_embeddings(tmp_path, tiny_model_dir) -> None:
+    path = write_catalog(tmp_path / "catalog.parquet", catalog(12))
+    job = dataclasses.replace(
+        _job(tmp_path, tiny_model_dir, path, "night"),
+        enrich=True,
+        export_vertex=True,
+        beam_args=("--restricts", "both"),
+    )
+    report = run_nightly(job)
+    assert report.stages["enrich"]["enriched_products_written"] == 12
+    assert report.stages["export-vertex"]["vertex_files"] >= 1
+    run = tmp_path / "nightly" / "night"
+    assert list((run / "enriched").glob("enriched-*.parquet")) and list((run / "vertex").glob("vectors-*"))
+    # A rerun of the finished night skips everything, the extra stages too.
+    assert run_nightly(job).skipped == ["all"]
 
 
 def test_a_run_id_must_be_a_plain_name(tmp_path) -> None:

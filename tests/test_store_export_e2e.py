@@ -50,6 +50,8 @@ def test_adapting_to_the_store_keeps_retrieval_at_zero_shot_or_above(tmp_path) -
     vocabulary = json.loads((Path(report.model_dir) / "aspect_vocabulary.json").read_text())
     assert "fellow" in json.dumps(vocabulary).lower()
     assert report.held_out_accuracy is not None
+    manifest = json.loads((Path(report.model_dir) / "manifest.json").read_text())
+    assert manifest["calibrated_on_products"]["fraction"] == pytest.approx(0.025)
     result = evaluate_model(str(report.model_dir), store, tmp_path / "eval", overwrite=False)
     compared = result["zero_shot"]["metrics"]
     # The bar: Recall@100 within 0.5 points of zero-shot, NDCG@10 within 1 point, or above.

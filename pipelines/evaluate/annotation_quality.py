@@ -154,7 +154,14 @@ def _held_out_of_model(
         chosen = held_out_products(products, None, set(), sample)
         return _describe(None, len(chosen), trained_on), chosen
     rule = HeldOutProducts.from_manifest(manifest)
-    chosen = held_out_products(products, rule, tuned_products(queries, judgments, split), sample)
+    excluded = tuned_products(queries, judgments, split)
+    chosen = held_out_products(products, rule, excluded, sample)
+    # `madr adapt` fitted its confidence temperatures on a share of the held-out products: not scored.
+    calibrated = HeldOutProducts.from_manifest({"held_out_products": manifest.get("calibrated_on_products")})
+    if calibrated is not None:
+        chosen = [product for product in chosen if not calibrated.contains(product["product_id"])]
+        described = _describe(rule, len(chosen), None)
+        return f"{described}, less the {calibrated.fraction:.1%} that calibrated the confidences", chosen
     return _describe(rule, len(chosen), None), chosen
 
 

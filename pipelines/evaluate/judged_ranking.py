@@ -21,6 +21,7 @@ from transformers import PreTrainedTokenizerBase
 from evaluation import MetricSpec, RelevanceRule, evaluate_query, parse_metrics
 from model import DenseEncoder, Side
 from model.annotations import AbstentionRule, folded_words
+from model.aspects.calibration import aspect_probabilities
 from model.aspects.vocabulary import UNSEEN
 
 RANKING_METRICS = ("ndcg@5", "ndcg@10", "ndcg@50", "auc")
@@ -120,7 +121,8 @@ def aspect_accuracy(
         size = output.embedding.shape[0]
         for aspect, logits in output.aspect_logits.items():
             top3 = logits.topk(min(3, logits.shape[-1]), dim=-1).indices.tolist()
-            confidence = torch.softmax(logits.float(), dim=-1).max(dim=-1).values.tolist()
+            temperature = encoder.config.aspect_temperatures.get(aspect, 1.0)
+            confidence = aspect_probabilities(logits, temperature).max(dim=-1).values.tolist()
             for row in range(size):
                 wanted = (annotations[offset + row] or {}).get(aspect) or []
                 if not wanted:

@@ -36,6 +36,7 @@ from model.training import Trainer, TrainingConfig
 from pipelines.artifacts import fresh_output, parquet_rows
 from pipelines.evaluate.judged_ranking import AspectAccuracy, aspect_accuracy
 from pipelines.layout import DatasetLayout
+from pipelines.train.calibrate import calibrate_confidences, calibration_share
 from pipelines.train.encoder_job import EncoderJob, seeded
 from pipelines.train.head_refit import refit_aspect_heads
 from pipelines.train.pseudo_queries import CatalogProduct, catalog_product, pseudo_query_examples
@@ -187,11 +188,19 @@ def _adapt(job: AdaptJob, loop: TrainingConfig) -> AdaptReport:
     average_saved_model(job.output, loop.wise_ft_alpha, job.backbone)
     if loop.head_refit_epochs:  # off by default: on 10,000 products it costs a pass over the catalog
         refit_aspect_heads(job.output, job.dataset, job.held_out, loop.head_refit_epochs, loop.seed)
+    # Confidences fitted on one half of the held-out products; the other half measures them.
+    calibrating = calibration_share(job.held_out)
+    chosen = [product for product in held_out if calibrating.contains(product.product_id)]
+    temperatures = calibrate_confidences(
+        job.output, [p.text for p in chosen], [p.aspects or {} for p in chosen]
+    )
     accuracy = _held_out_accuracy(job.output, held_out)
     job.write_model_manifest(
         {
             "adapted_from": job.from_model or "the bundled backbone (zero-shot start)",
             "held_out_products": job.held_out.to_dict(),
+            "calibrated_on_products": calibrating.to_dict(),
+            "aspect_temperatures": temperatures,
             "aspect_vocabulary_sizes": sizes,
             "vocabulary_source": "the catalog's products",
             "loss": {"pointwise": loop.pointwise_loss_weight, "aspect": loop.aspect_loss_weight},

@@ -1,0 +1,81 @@
+"""What a nightly run checks before its first slow stage, and which catalog a run folder belongs to.
+
+A run folder is named by its run id (the date by default), and its finished stages are skipped when
+the night is rerun. That is right for a rerun after a crash, and wrong when the catalog changed in
+between: the second run would skip tonight's embedding and publish yesterday's catalog as today's. So a
+run records the catalog it was started for (`CatalogFingerprint`: each file's path, size and modification
+time, cheap on an object store too), and a run folder started for another catalog is refused with the
+way out (another --run_id), never reported as published.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from apache_beam.io.filesystems import FileSystems
+
+from pipelines.artifacts import parquet_pattern
+from pipelines.verify import verify_model
+
+CATALOG_RECORD = "catalog.json"
+
+
+class CatalogChanged(RuntimeError):
+    """The run folder was started for another catalog than tonight's."""
+
+
+@dataclass(frozen=True)
+class CatalogFingerprint:
+    """The files a catalog pattern matched, and one digest over their paths, sizes and times."""
+
+    pattern: str
+    files: int
+    bytes: int
+    digest: str
+
+    @classmethod
+    def of(cls, products: str) -> CatalogFingerprint:
+        pattern = parquet_pattern(products)
+        matched = sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path)
+        if not matched:
+            raise FileNotFoundError(
+                f"--products {products} matches no Parquet file (give a file, a folder of .parquet "
+                "files or a glob)"
+            )
+        digest = hashlib.sha256()
+        for meta in matched:
+            digest.update(f"{meta.path}\0{meta.size_in_bytes}\0{meta.last_updated_in_seconds}\n".encode())
+        return cls(products, len(matched), sum(m.size_in_bytes for m in matched), digest.hexdigest())
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def claim_run_folder(run_folder: str, catalog: CatalogFingerprint) -> None:
+    """Record `catalog` as the one `run_folder` processes, or refuse a folder started for another."""
+    path = FileSystems.join(run_folder, CATALOG_RECORD)
+    if FileSystems.exists(path):
+        with FileSystems.open(path) as handle:
+            recorded = json.loads(handle.read())
+        if recorded.get("digest") != catalog.digest:
+            raise CatalogChanged(
+                f"{run_folder} was started for another catalog ({recorded.get('files')} files, "
+                f"{recorded.get('bytes')} bytes; tonight: {catalog.files} files, {catalog.bytes} bytes, or "
+                "the same sizes written since). Its finished stages would publish the old one: pass another "
+                "--run_id (e.g. the date with a suffix) to process tonight's catalog"
+            )
+        return
+    with FileSystems.create(path) as handle:  # a local create makes the folder; a bucket needs none
+        handle.write((json.dumps(catalog.to_dict(), indent=2) + "\n").encode())
+
+
+def check_inputs(model: str, queries: str | None, judgments: str | None, verify: bool) -> None:
+    """Fail before embedding on what would fail later: the model (verified against its manifest), and
+    the query and judgment files the evaluation reads."""
+    verify_model(model, verify)
+    for flag, path in (("--queries", queries), ("--judgments", judgments)):
+        if path and not FileSystems.match([parquet_pattern(path)])[0].metadata_list:
+            raise FileNotFoundError(f"{flag} {path} matches no file")

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from jobs import explain as views
 from jobs.adapt import add_adapt_arguments, run_adapt_job
 from jobs.compare import compare_runs
 from jobs.demo import add_demo_arguments, run_demo
 from jobs.experiment import add_experiment_arguments, config_from_args, run_experiment
-from jobs.explain import add_explain_arguments, add_neighbours_arguments, explain, neighbours
 from jobs.ingest_cli import add_ingest_arguments, run_ingest
 from jobs.nightly import add_nightly_arguments, job_from_args, run_nightly
 from pipelines.embed.enrich import DEFAULT_FILL_CONFIDENCE, enrich_catalog, format_counts
@@ -340,16 +340,22 @@ def _experiment(args: argparse.Namespace, beam_args: list[str], stage_argv: list
     run_experiment(config_from_args(args, explicit_flags(add_experiment_arguments, stage_argv)), args.out)
 
 
-@command("explain", "Table 8: per-aspect predictions of a query and product", add_explain_arguments)
+@command("explain", "Table 8: per-aspect predictions of a query and product", views.add_explain_arguments)
 def _explain(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
     """Per aspect: predicted value, confidence, presence and fusion weight; then the score."""
-    print(explain(args.model, args.query, args.product, verify=not args.no_verify).format())
+    product = args.product or views.catalog_product(args.products, args.product_id)
+    print(views.explain(args.model, args.query, product, verify=not args.no_verify).format())
 
 
-@command("neighbours", "Table 9: nearest values in an aspect value table", add_neighbours_arguments)
+@command("neighbours", "Table 9: nearest values in an aspect value table", views.add_neighbours_arguments)
 def _neighbours(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
-    """Print the aspect values nearest to one value in the model's learned value table U_a."""
-    nearest = neighbours(args.model, args.aspect, args.value, args.top, verify=not args.no_verify)
+    """Print the aspect values nearest to one value in the model's learned value table U_a (or, with
+    --list, every value the model predicts for the aspect)."""
+    if args.list:
+        for value, count in views.vocabulary_listing(args.model, args.aspect, verify=not args.no_verify):
+            print(f"{count:>8}  {value}")
+        return
+    nearest = views.neighbours(args.model, args.aspect, args.value, args.top, verify=not args.no_verify)
     for value, similarity in nearest:
         print(f"({similarity:.3f}) {value}")
 

@@ -9,26 +9,43 @@ table U_a, by cosine of their rows.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch.nn import functional
 
 from model import Side, load_encoder
-from model.annotations import RecordAnnotations, annotate
-from model.aspects.vocabulary import normalise_value
+from model.annotations import AbstentionRule, RecordAnnotations, annotate
+from model.aspects.vocabulary import VOCABULARY_FILE, AspectVocabulary, normalise_value
 from model.text import text_for_model
+from pipelines.artifacts import parquet_rows
 from pipelines.options import VerifyOptions, add_stage_arguments
 from pipelines.verify import verify_model
 from schemas import InvalidRecord, validate_product, validate_query
+
+PRODUCT_FIELDS = (
+    "title",
+    "description",
+    "bullet_points",
+    "brand",
+    "color",
+    "category_path",
+    "aspects",
+    "locale",
+)
 
 
 def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="Trained model directory")
     parser.add_argument("--query", required=True, help="Query text, e.g. 'breville juicer'")
-    parser.add_argument("--product", required=True, help="Product title, or a product record as JSON")
+    product = parser.add_mutually_exclusive_group(required=True)
+    product.add_argument("--product", help="Product title, or a product record as JSON in madr's field names")
+    product.add_argument("--product_id", help="A product of the catalog --products, by its id")
+    parser.add_argument("--products", help="Catalog Parquet file, folder or glob that holds --product_id")
     add_stage_arguments(parser, VerifyOptions)
 
 
@@ -37,7 +54,11 @@ def add_neighbours_arguments(parser: argparse.ArgumentParser) -> None:
         "--model", required=True, help="Trained model directory of a variant with aspect heads"
     )
     parser.add_argument("--aspect", required=True, help="Aspect name, e.g. category")
-    parser.add_argument("--value", required=True, help="Aspect value, e.g. Bedding")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--value", help="Aspect value, e.g. Bedding")
+    which.add_argument(
+        "--list", action="store_true", help="List the aspect's values, most frequent first, with counts"
+    )
     parser.add_argument("--top", type=int, default=5, help="How many neighbours to list (5)")
     add_stage_arguments(parser, VerifyOptions)
 
@@ -107,6 +128,19 @@ def _product(text: str) -> dict[str, Any]:
         raise ValueError(f"--product: {error.reason}") from None
 
 
+def catalog_product(products: str | None, product_id: str) -> str:
+    """The catalog record of `product_id` as JSON (what `--product` takes), read from `products`."""
+    if not products:
+        raise ValueError("--product_id needs --products, the catalog that holds it")
+    wanted = " ".join(product_id.split())
+    for row in parquet_rows(products):
+        if row.get("product_id") == wanted:
+            return json.dumps(
+                {key: value for key, value in row.items() if key in PRODUCT_FIELDS}, default=str
+            )
+    raise ValueError(f"--product_id {product_id!r} is not in {products}")
+
+
 def _query(text: str) -> str:
     try:
         return validate_query({"query_id": "--query", "text": text})["text"]
@@ -120,10 +154,30 @@ def explain(model_dir: str, query: str, product: str, verify: bool = True) -> Ex
     record, query = _product(product), _query(query)
     verify_model(model_dir, verify)
     encoder, tokenizer = load_encoder(model_dir)
+    text = text_for_model(record, encoder.config)
     query_output = encoder.embed_texts(tokenizer, [query], Side.QUERY)
-    product_output = encoder.embed_texts(tokenizer, [text_for_model(record, encoder.config)], Side.DOCUMENT)
+    product_output = encoder.embed_texts(tokenizer, [text], Side.DOCUMENT)
     score = float((query_output.embedding @ product_output.embedding.T)[0, 0])
-    return Explanation(annotate(encoder, query_output)[0], annotate(encoder, product_output)[0], score)
+    # As `madr embed` writes them by default: brand and colour only where the text names them.
+    rule = AbstentionRule()
+    return Explanation(
+        annotate(encoder, query_output, rule, [query])[0],
+        annotate(encoder, product_output, rule, [text])[0],
+        score,
+    )
+
+
+def vocabulary_listing(model_dir: str, aspect: str, verify: bool = True) -> list[tuple[str, int]]:
+    """The values of `aspect` the model predicts, as the catalog spells them, with the records counted."""
+    verify_model(model_dir, verify)
+    vocabulary = AspectVocabulary.load(model_dir) if (Path(model_dir) / VOCABULARY_FILE).is_file() else None
+    if vocabulary is None or aspect not in vocabulary.aspects:
+        known = list(vocabulary.aspects) if vocabulary else []
+        raise ValueError(
+            f"no {aspect!r} vocabulary in {model_dir}; it has {known or 'none (no aspect heads)'}"
+        )
+    values = vocabulary.values(aspect)
+    return [(values.spelling(i), values.counts[i]) for i in range(len(values))]
 
 
 @torch.inference_mode()
@@ -144,7 +198,14 @@ def neighbours(
     values = vocabulary.values(aspect)
     wanted = normalise_value(value)
     if wanted not in values.values:
-        raise ValueError(f"{value!r} is not in the {aspect} vocabulary ({len(values)} values)")
+        close = difflib.get_close_matches(wanted, values.values, n=5, cutoff=0.6)
+        hint = (
+            f"; nearest names: {', '.join(values.spelling(values.id_of(c)) for c in close)}" if close else ""
+        )
+        raise ValueError(
+            f"{value!r} is not in the {aspect} vocabulary ({len(values)} values){hint}. "
+            f"`madr neighbours --model {model_dir} --aspect {aspect} --list` lists them"
+        )
     table = functional.normalize(heads.tables[aspect].weight, dim=-1)
     similarities = table @ table[values.id_of(wanted)]
     best = torch.topk(similarities, min(top, len(values)))

@@ -42,8 +42,16 @@ def madral_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def test_explain_gives_table_8_for_both_sides(madral_dir: str) -> None:
     result = explain(madral_dir, "breville juicer", "Juicing with the Breville Juice Fountain: 101 recipes")
-    for notes in (result.query, result.product):
-        assert set(notes.aspect_values) == {"category", "brand", "color"}
+    for notes, text in ((result.query, "breville juicer"), (result.product, "Juicing with the Breville")):
+        # As embed writes them: a brand or colour only where the text names it.
+        assert "category" in notes.aspect_values and set(notes.aspect_values) <= {
+            "category",
+            "brand",
+            "color",
+        }
+        for aspect in {"brand", "color"} & set(notes.aspect_values):
+            assert notes.aspect_values[aspect].lower() in text.lower()
+        assert set(notes.aspect_confidences) == {"category", "brand", "color"}
         assert all(0 < p <= 1 for p in notes.aspect_confidences.values())
         assert set(notes.fusion_weights) == {"category", "brand", "color", "other"}
         assert sum(notes.fusion_weights.values()) == pytest.approx(1.0, abs=1e-4)
@@ -60,8 +68,41 @@ def test_neighbours_lists_the_nearest_values_first(
     assert found[1][0] == "comforters" and found[1][1] == pytest.approx(1.0, abs=1e-5)
     main(["neighbours", "--model", madral_dir, "--aspect", "category", "--value", "Bedding", "--top", "2"])
     assert capsys.readouterr().out.splitlines()[1].endswith("comforters")
-    with pytest.raises(ValueError, match="not in the category vocabulary"):
+    with pytest.raises(ValueError, match="not in the category vocabulary") as error:
         neighbours(madral_dir, "category", "Spaceships")
+    assert "--list" in str(error.value) and "nearest names" not in str(error.value)
+    # A near miss names the values it may have meant, as the catalog spells them.
+    with pytest.raises(ValueError, match="nearest names: Comforters"):
+        neighbours(madral_dir, "category", "comforter")
+
+
+def test_neighbours_lists_the_vocabulary(madral_dir: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["neighbours", "--model", madral_dir, "--aspect", "brand", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(maxsplit=1) for line in lines] == [
+        ["2", "Casper"],
+        ["1", "Breville"],
+        ["1", "Simple Steps"],
+    ]
+    assert main(["neighbours", "--model", madral_dir, "--aspect", "material", "--list"]) != 0
+    assert "no 'material' vocabulary" in capsys.readouterr().err
+
+
+def test_explain_reads_a_product_of_the_catalog_by_id(
+    madral_dir: str, tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.test_embed_pipeline import catalog, write_catalog
+
+    products = write_catalog(tmp_path / "catalog.parquet", catalog(5))
+    title = catalog(5)[3]["title"]
+    by_id = ["explain", "--model", madral_dir, "--query", "nike sock", "--products", products]
+    assert main([*by_id, "--product_id", "p3"]) == 0
+    shown = capsys.readouterr().out
+    assert main(["explain", "--model", madral_dir, "--query", "nike sock", "--product", title]) == 0
+    # The whole record reads as more than its title, so only the layout is compared.
+    assert shown.splitlines()[0] == capsys.readouterr().out.splitlines()[0] == "Query:"
+    assert main([*by_id, "--product_id", "p99"]) != 0
+    assert "--product_id 'p99' is not in" in capsys.readouterr().err
 
 
 def test_neighbours_needs_a_variant_with_value_tables(tiny_model_dir) -> None:

@@ -25,18 +25,10 @@ from model.text import text_for_model
 from pipelines.artifacts import parquet_rows
 from pipelines.options import VerifyOptions, add_stage_arguments
 from pipelines.verify import verify_model
-from schemas import InvalidRecord, validate_product, validate_query
+from schemas import PRODUCT_SCHEMA, InvalidRecord, validate_product, validate_query
 
-PRODUCT_FIELDS = (
-    "title",
-    "description",
-    "bullet_points",
-    "brand",
-    "color",
-    "category_path",
-    "aspects",
-    "locale",
-)
+# What `--product` takes as JSON: a catalog row's fields but its id (a stage's own columns are left out).
+PRODUCT_FIELDS = tuple(name for name in PRODUCT_SCHEMA.names if name != "product_id")
 
 
 def add_explain_arguments(parser: argparse.ArgumentParser) -> None:

@@ -13,6 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from jobs import extend_vocabulary  # noqa: F401  registers `madr extend-vocabulary`
 from jobs.cli_errors import report_error
 from jobs.commands import BEAM_COMMANDS, COMMANDS
 

@@ -191,15 +191,20 @@ def test_written_annotations_score_like_the_model_and_int8_stays_close(
 def test_products_that_calibrated_the_confidences_are_not_scored(
     dataset: DatasetLayout, tuned: str, tmp_path: Path
 ) -> None:
-    """`madr adapt` fits its temperatures on half of the held-out products; evaluation scores the rest."""
-    calibrated = tmp_path / "calibrated"
-    shutil.copytree(tuned, calibrated)
-    manifest = json.loads((calibrated / "manifest.json").read_text())
-    manifest["calibrated_on_products"] = HeldOutProducts(0.1).to_dict()
-    (calibrated / "manifest.json").write_text(json.dumps(manifest))
+    """`madr train` of a model pre-trained with 20 % held out fits its temperatures on half of them (10 %);
+    evaluation scores the rest. The same model without that record would score all of them."""
+    manifest = json.loads((Path(tuned) / "manifest.json").read_text())
+    assert manifest["calibrated_on_products"] == HeldOutProducts(0.1).to_dict()
+    assert set(manifest["aspect_temperatures"]) <= {"category", "brand", "color"}
+    config = json.loads((Path(tuned) / "config.json").read_text())
+    assert config["aspect_temperatures"] == manifest["aspect_temperatures"]
+    uncalibrated = tmp_path / "uncalibrated"
+    shutil.copytree(tuned, uncalibrated)
+    del manifest["calibrated_on_products"]
+    (uncalibrated / "manifest.json").write_text(json.dumps(manifest))
     args = (dataset.products, dataset.queries, dataset.judgments)
-    everything = measure_annotation_quality(tuned, *args)
-    rest = measure_annotation_quality(str(calibrated), *args)
+    rest = measure_annotation_quality(tuned, *args)
+    everything = measure_annotation_quality(str(uncalibrated), *args)
     assert everything is not None and rest is not None
     assert 0 < rest.products_measured < everything.products_measured
     assert "less the 10.0% that calibrated the confidences" in rest.held_out

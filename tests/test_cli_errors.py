@@ -79,7 +79,13 @@ CASES: dict[str, list[tuple[str, str]]] = {
         ("neighbours --model {model} --aspect category --value x", "has no aspect value tables"),
         ("neighbours --model {model} --aspect category --value x --top many", "invalid int value"),
     ],
-    "nightly": [(f"nightly --catalog '{N}/*.parquet' --model {{model}} --out {{tmp}}/n", "no files match")],
+    "nightly": [
+        (f"nightly --catalog '{N}/*.parquet' --model {{model}} --out {{tmp}}/n", "matches no Parquet file")
+    ],
+    "extend-vocabulary": [
+        ("extend-vocabulary --model {model} --output {tmp}/x", "give --products"),
+        ("extend-vocabulary --model {model} --values {tmp}/v.json --output {tmp}/x", "No such file"),
+    ],
     "compare": [(f"compare {N} {N}", "holds per_query.parquet"), ("compare", "required")],
     "demo": [("demo --out {tmp}/d --num_products 0", "num_products must be >= 1")],
 }

@@ -27,13 +27,16 @@ RNG = np.random.default_rng(5)
 CORPUS = RNG.standard_normal((50, 8)).astype(np.float32)
 IDS = [f"p{row}" for row in range(50)]
 VECTORS = {f"q{n}": RNG.standard_normal(8).astype(np.float32) for n in range(7)}
-# q0–q5 are judged (q3 also on a product the corpus lacks); q6 has no judgments; "qx" is judged but
-# was not embedded (a query outside the evaluated split).
+# q0–q5 are judged (q3 also on a product the corpus lacks: left out of its scores, and counted); q6 has
+# no judgments; "qx" is judged but was not embedded (a query outside the evaluated split).
 JUDGMENTS = {
     **{f"q{n}": {f"p{(7 * n + 3 * m) % 50}": (n + m) % 5 for m in range(6)} for n in range(6)},
     "qx": {"p1": 3},
 }
 JUDGMENTS["q3"]["gone"] = 4
+IN_CORPUS = {
+    query_id: {pid: g for pid, g in grades.items() if pid in IDS} for query_id, grades in JUDGMENTS.items()
+}
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ def _run(tmp_path: Path, emit_run: bool) -> tuple[beam.runners.runner.PipelineRe
     expected = [
         {
             "query_id": query_id,
-            **evaluate_query(_ranking(query_id), JUDGMENTS[query_id], METRICS, RelevanceRule()),
+            **evaluate_query(_ranking(query_id), IN_CORPUS[query_id], METRICS, RelevanceRule()),
         }
         for query_id in sorted(VECTORS)
         if query_id in JUDGMENTS
@@ -82,7 +85,7 @@ def _run(tmp_path: Path, emit_run: bool) -> tuple[beam.runners.runner.PipelineRe
     )
     expected_ranks = []
     for query_id in sorted(JUDGMENTS.keys() & VECTORS.keys()):
-        relevant = {pid for pid, grade in JUDGMENTS[query_id].items() if grade >= 2}
+        relevant = {pid for pid, grade in IN_CORPUS[query_id].items() if grade >= 2}
         found = tuple(rank for rank, pid in enumerate(_ranking(query_id), start=1) if pid in relevant)
         expected_ranks.append((query_id, len(relevant), found))
     assert_that(ranks, equal_to(expected_ranks), label="RelevantRanks")
@@ -98,6 +101,7 @@ def test_search_and_score_matches_brute_force_and_counts(tmp_path) -> None:
     assert counter_value(result, "queries_searched") == 7
     assert counter_value(result, "queries_scored") == 6
     assert counter_value(result, "queries_without_judgments") == 1
+    assert counter_value(result, "judgments_not_in_catalog") == 1  # q3's "gone"
     # Every searched query is in the run, the unjudged q6 too; the unembedded "qx" is not.
     by_query: dict[str, list[dict]] = {}
     for row in run:

@@ -1,8 +1,9 @@
 """Fit each aspect's confidence temperature on products the model never trained on, and save it.
 
-`model.aspects.calibration` explains why; this is the step `madr adapt` runs after the head refit,
-on half of the products it held out (`calibration_share`), so that the other half still measures
-the calibrated confidences honestly (`madr evaluate` leaves the calibration half out).
+`model.aspects.calibration` explains why; this is the step `madr adapt` and `madr train` (of a model
+pre-trained with held-out products) run after the head refit, on half of the products held out
+(`calibration_share`), so that the other half still measures the calibrated confidences honestly
+(`madr evaluate` leaves the calibration half out).
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from typing import Any
 
 import torch
 
-from model import Side, load_encoder
+from model import Side, load_config, load_encoder, text_for_model
 from model.aspects.calibration import fit_temperature
 from model.aspects.vocabulary import UNSEEN
+from pipelines.evaluate.annotation_quality import held_out_products, tuned_products
 from pipelines.evaluate.judged_ranking import encode
+from pipelines.layout import DatasetLayout
 from schemas.splits import HeldOutProducts
 
 LOGGER = logging.getLogger(__name__)
@@ -56,3 +59,19 @@ def calibrate_confidences(
 
 def _classes(vocabulary: Any, aspect: str, record: Mapping[str, Sequence[str]], tokenize: Any) -> list[int]:
     return sorted(set(vocabulary.encode(aspect, list(record.get(aspect) or []), tokenize)) - {UNSEEN})
+
+
+CALIBRATION_SAMPLE = 2_000  # temperatures settle well before this; the catalog is streamed, never held
+
+
+def calibrate_on_catalog(
+    model_dir: str, dataset: DatasetLayout, held_out: HeldOutProducts
+) -> tuple[HeldOutProducts, dict[str, float]]:
+    """`calibrate_confidences` on the annotated products of `calibration_share(held_out)` in the dataset's
+    catalog, less those judged for training queries (fine-tuning reads them): the share, and the fit."""
+    share = calibration_share(held_out)
+    excluded = tuned_products(dataset.queries, dataset.judgments, "test")
+    chosen = held_out_products(dataset.products, share, excluded, CALIBRATION_SAMPLE)
+    config = load_config(model_dir)
+    texts = [text_for_model(product, config) for product in chosen]
+    return share, calibrate_confidences(model_dir, texts, [dict(p["aspects"] or {}) for p in chosen])

@@ -19,8 +19,10 @@ from model.interpolation import average_saved_model
 from model.training import Trainer, TrainingConfig, TrainingReport
 from model.training.validation import VALIDATION_METRIC
 from pipelines.artifacts import fresh_output
+from pipelines.layout import DatasetLayout
 from pipelines.options import VerifyOptions, add_stage_arguments
 from pipelines.stage_config import add_config_arguments, config_from_values
+from pipelines.train.calibrate import calibrate_on_catalog
 from pipelines.train.encoder_job import (
     EncoderJob,
     add_encoder_arguments,
@@ -150,14 +152,18 @@ def _train(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
     shutil.rmtree(trainer.checkpoint_dir.parent, ignore_errors=True)
     average_saved_model(job.output, loop.wise_ft_alpha, job.backbone)
     inherited = _inherited_from_init(job)
-    refit = None
+    refit, calibrated = None, {}
+    held_out = HeldOutProducts.from_manifest(inherited)
     if loop.head_refit_epochs:
-        held_out = HeldOutProducts.from_manifest(inherited)
         refit = refit_aspect_heads(job.output, job.dataset, held_out, loop.head_refit_epochs, loop.seed)
+    if held_out is not None and held_out.fraction > 0:  # products pre-training never read calibrate P(x)
+        share, temperatures = calibrate_on_catalog(job.output, DatasetLayout(job.dataset), held_out)
+        calibrated = {"calibrated_on_products": share.to_dict(), "aspect_temperatures": temperatures}
     job.write_model_manifest(
         {
             "init_from": job.init_from,
             **inherited,
+            **calibrated,
             **({"head_refit": {"epochs": loop.head_refit_epochs, **vars(refit)}} if refit else {}),
             "aspect_vocabulary_sizes": vocabulary_sizes,
             "loss": {"pointwise": loop.pointwise_loss_weight, "aspect": loop.aspect_loss_weight},

@@ -309,8 +309,11 @@ def _enrich(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str
     overwritten; a prediction fills a gap only at or above --min_confidence."""
     names = AspectSchema.parse(args.aspects).names
     options = PipelineOptions(beam_args, no_verify=args.no_verify, overwrite=args.overwrite)
-    threshold = config_from_values(PredictionThreshold, args).or_default(DEFAULT_FILL_CONFIDENCE)
-    counts = enrich_catalog(args.products, args.embeddings, args.output, threshold, names, options)
+    given = config_from_values(PredictionThreshold, args)
+    threshold = given.or_default(DEFAULT_FILL_CONFIDENCE)
+    counts = enrich_catalog(
+        args.products, args.embeddings, args.output, threshold, names, options, given.min_agreement
+    )
     print(format_counts(counts, names))
 
 

@@ -205,7 +205,7 @@ def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
         "--enrich",
         action="store_true",
         help="Also write the catalog with its aspect gaps filled (enriched/, as `madr enrich`; predictions "
-        "at or above --min_confidence, 0.5)",
+        "at or above --min_confidence, 0.7)",
     )
     parser.add_argument(
         "--export_vertex",
@@ -367,11 +367,19 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
 def _extra_stages(job: NightlyJob, stages: StageRunner) -> None:
     """enriched/ and vertex/ from tonight's embeddings, when asked for."""
     options, embeddings, enriched = job.stage_options(), job.stage("embeddings"), job.stage("enriched")
-    threshold = config_from_values(PredictionThreshold, options).or_default(DEFAULT_FILL_CONFIDENCE)
+    given = config_from_values(PredictionThreshold, options)
+    threshold = given.or_default(DEFAULT_FILL_CONFIDENCE)
     if job.enrich:
         stages.run(
             "enrich",
-            lambda: enrich_catalog(job.catalog, embeddings, enriched, threshold, options=options),
+            lambda: enrich_catalog(
+                job.catalog,
+                embeddings,
+                enriched,
+                threshold,
+                options=options,
+                min_agreement=given.min_agreement,
+            ),
             enriched,
         )
     if job.export_vertex:

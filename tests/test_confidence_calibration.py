@@ -25,13 +25,13 @@ def _logits(
 
 
 def test_an_underconfident_head_gets_a_temperature_below_one_and_an_overconfident_one_above() -> None:
-    # Right 90 % of the time with logits squeezed near zero: P(top) ~ 1/20, far below its accuracy.
-    shy, labels = _logits(400, 20, scale=0.05, accuracy=0.9)
+    # Right 90 % of the time with logits squeezed near zero: P(top) ~ 0.1, far below its accuracy.
+    shy, labels = _logits(400, 20, scale=0.3, accuracy=0.9)
     cold = fit_temperature(shy, labels)
-    assert cold is not None and cold < 0.2
+    assert cold is not None and cold < 0.5
     before = aspect_probabilities(shy).max(-1).values.mean().item()
     after = aspect_probabilities(shy, cold).max(-1).values.mean().item()
-    assert before < 0.1 and after > 0.4  # ten times nearer its 0.9 accuracy
+    assert before < 0.15 and after > 0.4  # far nearer its 0.9 accuracy
     assert torch.equal(aspect_probabilities(shy, cold).argmax(-1), shy.argmax(-1))
     # Right half the time with huge margins: P(top) ~ 1 must come down.
     bold, labels = _logits(400, 20, scale=50.0, accuracy=0.5)

@@ -78,7 +78,7 @@ def test_demo_runs_every_stage_and_reports_sane_metrics(tmp_path) -> None:
     enriched = json.loads((demo / "enriched" / "manifest.json").read_text())["counts"]
     assert enriched["products_read"] == enriched["enriched_products_written"] == 800
     for aspect in ("category", "brand", "color"):
-        parts = (enriched[f"{aspect}_{kind}"] for kind in ("from_catalog", "predicted", "empty"))
+        parts = (enriched[f"{aspect}_{kind}"] for kind in ("from_catalog", "predicted", "withheld", "empty"))
         assert sum(parts) == 800
     # Evaluation scores the annotations on the products pre-training held out.
     quality = json.loads((demo / "eval" / "annotation_quality.json").read_text())

@@ -16,7 +16,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from jobs.cli import main
 from pipelines.artifacts import write_stage_manifest
 from pipelines.catalog_io import DEAD_LETTERS
-from pipelines.embed.enrich import FillAspectGaps, FilledAspect, enrich_catalog, fill_aspects
+from pipelines.embed.enrich import FillAspectGaps, FilledAspect, enrich_catalog, fill_aspects, format_counts
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, ENRICHED_PRODUCT_SCHEMA, PRODUCT_SCHEMA, embedding_schema
 from tests.test_file_isolation import random_bytes, without_product_id
 
@@ -231,3 +231,21 @@ def test_broken_catalog_files_are_dead_letters_naming_the_file(tmp_path: Path) -
     assert sum(str(folder / "d-no-id.parquet") in r and "'product_id'" in r for r in reasons) == 1
     assert sum(str(folder / "e-utf8.parquet") in r and "not valid UTF-8" in r for r in reasons) == 1
     assert [d["record_id"] for d in dead if d["record_id"]] == ["p-bad"]
+
+
+def test_an_aspect_whose_predictions_contradict_the_catalog_is_not_filled(tmp_path: Path) -> None:
+    """Every product with a catalog brand has "nike" and the model says "adidas": its brand guesses for
+    the gaps are withheld, counted as such, while colour (which the catalog never gives) is filled."""
+    products, embeddings, _ = _catalog(tmp_path, 60)
+    counts = enrich_catalog(products, embeddings, str(tmp_path / "out"), 0.0, ASPECTS)
+    assert (counts["brand_checked"], counts["brand_agreed"]) == (30, 0)
+    assert (counts["brand_from_catalog"], counts["brand_withheld"], counts["brand_predicted"]) == (30, 30, 0)
+    assert counts["color_checked"] == 0 and counts["color_predicted"] == 60
+    assert counts["color_withheld"] == counts["category_withheld"] == 0
+    table = format_counts(counts, ASPECTS)
+    assert "0/30 = 0.00" in table and "withheld" in table.splitlines()[1]
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["min_agreement"] == 0.8 and manifest["counts"]["brand_withheld"] == 30
+    # A looser bar lets the same guesses through.
+    loose = enrich_catalog(products, embeddings, str(tmp_path / "loose"), 0.0, ASPECTS, min_agreement=0.0)
+    assert (loose["brand_withheld"], loose["brand_predicted"]) == (0, 30)

@@ -17,8 +17,10 @@ import numpy as np
 import torch
 
 # Candidate temperatures, log-spaced: a grid search over one parameter needs no optimiser and no seed.
-TEMPERATURE_GRID = np.geomspace(0.02, 20.0, 121)
-MIN_LABELLED = 8  # fewer labelled products than this fit noise: the aspect keeps temperature 1
+# Bounded: when every calibration product is right, the likelihood keeps rising as T falls to 0, and a
+# T of 0.02 (fitted on the demo's 8 colour-annotated calibration products) made every colour P = 1.
+TEMPERATURE_GRID = np.geomspace(0.1, 10.0, 81)
+MIN_LABELLED = 20  # fewer labelled products fit noise: the aspect keeps temperature 1
 
 
 def aspect_probabilities(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:

@@ -18,7 +18,7 @@ the job.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,7 @@ from pipelines.catalog_io import (
     WriteDeadLetters,
     dead_letter,
 )
+from pipelines.embed.agreement import DEFAULT_MIN_AGREEMENT, AgreementWithCatalog, agreement_checks, sum_pairs
 from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, OverwriteOptions
 from pipelines.runner import make_pipeline
 from pipelines.verify import verification_wanted, verified_stage_manifest
@@ -59,8 +60,10 @@ PREDICTION_COLUMNS = ["product_id", "aspect_values", "aspect_confidences"]
 CATALOG_COLUMNS = ("product_id", "aspects")
 REQUIRED_CATALOG_COLUMNS = ("product_id",)
 DEFAULT_FILL_CONFIDENCE = DEFAULT_PREDICTION_THRESHOLD
-# The per-aspect counters, `<aspect>_<kind>`: where each product's value came from, or that it has none.
-FILL_KINDS = ("from_catalog", "predicted", "empty")
+# The per-aspect counters, `<aspect>_<kind>`: where each product's value came from, or that it has none
+# ("withheld": a gap a prediction would have filled, for an aspect whose predictions disagree with the
+# catalog's own values).
+FILL_KINDS = ("from_catalog", "predicted", "withheld", "empty")
 _KIND_OF_PROVENANCE = {PROVENANCE_CATALOG: "from_catalog", PROVENANCE_PREDICTED: "predicted"}
 
 
@@ -93,11 +96,13 @@ def fill_aspects(
     aspects: Sequence[str],
     min_confidence: float,
     source: str = "both",
+    withheld: Collection[str] = (),
 ) -> dict[str, FilledAspect]:
     """Each named aspect's values: the catalog's (never overwritten), else a sure enough prediction.
 
     `source` "catalog" uses catalog values only, "predicted" predictions only, "both" fills the
-    catalog's gaps with predictions. An aspect with no usable value is left out.
+    catalog's gaps with predictions. An aspect with no usable value is left out, and so is the
+    prediction of an aspect in `withheld` (`AgreementWithCatalog`).
     """
     if source not in SOURCES:
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
@@ -109,6 +114,8 @@ def fill_aspects(
             filled[aspect] = FilledAspect(known, PROVENANCE_CATALOG)
             continue
         value, confidence = predicted.get(aspect), confidences.get(aspect)
+        if aspect in withheld:
+            continue
         if source != "catalog" and value and confidence is not None and confidence >= min_confidence:
             filled[aspect] = FilledAspect((value,), PROVENANCE_PREDICTED, round(float(confidence), 6))
     return filled
@@ -180,9 +187,9 @@ def key_predictions(row: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 class _FillFn(beam.DoFn):
-    def __init__(self, aspects: Sequence[str], min_confidence: float) -> None:
+    def __init__(self, aspects: Sequence[str], min_confidence: float, min_agreement: float) -> None:
         self.aspects = tuple(aspects)
-        self.min_confidence = min_confidence
+        self.min_confidence, self.min_agreement = min_confidence, min_agreement
         self.written = Metrics.counter(METRICS_NAMESPACE, "enriched_products_written")
         self.without_product = Metrics.counter(METRICS_NAMESPACE, "embeddings_without_product")
         self.counters = {
@@ -191,7 +198,9 @@ class _FillFn(beam.DoFn):
             for kind in FILL_KINDS
         }
 
-    def process(self, joined: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[dict[str, Any]]:
+    def process(
+        self, joined: tuple[str, Mapping[str, Iterable[Any]]], agreement: Mapping[str, tuple[int, int]]
+    ) -> Iterator[dict[str, Any]]:
         product_id, groups = joined
         catalog_rows, predictions = list(groups["products"]), list(groups["predictions"])
         if not catalog_rows:
@@ -202,15 +211,24 @@ class _FillFn(beam.DoFn):
             for name, values in row.items():
                 catalog.setdefault(name, []).extend(values)
         prediction = predictions[0] if predictions else {}
-        filled = fill_aspects(
+        counts = AgreementWithCatalog(
+            {a: c for a, (c, _) in agreement.items()}, {a: g for a, (_, g) in agreement.items()}
+        )
+        withheld = counts.withheld(self.min_agreement)
+        fill = (
             catalog,
             prediction.get("values"),
             prediction.get("confidences"),
             self.aspects,
             self.min_confidence,
         )
+        filled = fill_aspects(*fill, withheld=withheld)
+        would_fill = fill_aspects(*fill) if withheld else filled
         for aspect in self.aspects:
-            kind = _KIND_OF_PROVENANCE[filled[aspect].provenance] if aspect in filled else "empty"
+            if aspect in filled:
+                kind = _KIND_OF_PROVENANCE[filled[aspect].provenance]
+            else:
+                kind = "withheld" if aspect in would_fill else "empty"
             self.counters[(aspect, kind)].inc(len(catalog_rows))
         self.written.inc(len(catalog_rows))
         aspects = [filled[a].as_row(a) for a in self.aspects if a in filled]
@@ -219,17 +237,29 @@ class _FillFn(beam.DoFn):
 
 
 class FillAspectGaps(beam.PTransform):
-    """{"products": catalog rows, "predictions": embedding rows} -> {"rows": enriched rows, dead letters}.
+    """{"products": catalog rows, "predictions": embedding rows} -> {"rows": enriched rows, "agreement":
+    (aspect, (checked, agreed)) pairs, dead letters}.
 
     With `keyed`, "products" are (product_id, aspects) pairs already read and checked
-    (`ReadCatalogAspects`, which has the dead letters and counts them): the output is {"rows"} only.
+    (`ReadCatalogAspects`, which has the dead letters and counts them): no dead-letter output then.
+    An aspect whose predictions agree with the catalog's own values less than `min_agreement` of the
+    time has its gaps left unfilled (`AgreementWithCatalog`).
     """
 
-    def __init__(self, aspects: Sequence[str], min_confidence: float, keyed: bool = False) -> None:
+    def __init__(
+        self,
+        aspects: Sequence[str],
+        min_confidence: float,
+        keyed: bool = False,
+        min_agreement: float = DEFAULT_MIN_AGREEMENT,
+    ) -> None:
         super().__init__()
-        if not 0 <= min_confidence <= 1:
-            raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
+        if not 0 <= min_confidence <= 1 or not 0 <= min_agreement <= 1:
+            raise ValueError(
+                f"min_confidence and min_agreement must be in [0, 1], got {min_confidence}, {min_agreement}"
+            )
         self.aspects, self.min_confidence, self.keyed = tuple(aspects), min_confidence, keyed
+        self.min_agreement = min_agreement
 
     def expand(self, inputs: Mapping[str, beam.PCollection]) -> dict[str, beam.PCollection]:
         if self.keyed:
@@ -243,12 +273,20 @@ class FillAspectGaps(beam.PTransform):
             "products": products,
             "predictions": inputs["predictions"] | "KeyPredictions" >> beam.Map(key_predictions),
         } | "JoinPredictions" >> beam.CoGroupByKey()
-        rows = joined | "FillAspects" >> beam.ParDo(_FillFn(self.aspects, self.min_confidence))
-        return {"rows": rows} if dead_letters is None else {"rows": rows, DEAD_LETTERS: dead_letters}
+        agreement = (
+            joined
+            | "CheckAgainstCatalog" >> beam.FlatMap(agreement_checks, self.aspects, self.min_confidence)
+            | "SumAgreement" >> beam.CombinePerKey(sum_pairs)
+        )
+        rows = joined | "FillAspects" >> beam.ParDo(
+            _FillFn(self.aspects, self.min_confidence, self.min_agreement), beam.pvalue.AsDict(agreement)
+        )
+        outputs = {"rows": rows, "agreement": agreement}
+        return outputs if dead_letters is None else {**outputs, DEAD_LETTERS: dead_letters}
 
 
 def counted(aspects: Sequence[str]) -> list[str]:
-    per_aspect = [f"{a}_{kind}" for a in aspects for kind in FILL_KINDS]
+    per_aspect = [f"{a}_{kind}" for a in aspects for kind in (*FILL_KINDS, "checked", "agreed")]
     totals = [
         "products_read",
         "products_dead_lettered",
@@ -267,25 +305,30 @@ def enrich_catalog(
     min_confidence: float = DEFAULT_FILL_CONFIDENCE,
     aspects: Sequence[str] = ECOMMERCE_ASPECTS,
     options: PipelineOptions | None = None,
+    min_agreement: float = DEFAULT_MIN_AGREEMENT,
 ) -> dict[str, int]:
     """Write `output/enriched-*.parquet` and its manifest; return the counts.
+
+    An aspect whose predictions agree with the catalog's own values on less than `min_agreement` of the
+    products that have one is not filled (`pipelines.embed.agreement`): its gaps count as withheld.
 
     A non-empty `output` is refused unless `options` has --overwrite; the files appear there only
     when the run succeeds (`artifacts.fresh_output`).
     """
     options = options or PipelineOptions([])
     with fresh_output(output, options.view_as(OverwriteOptions).overwrite) as folder:
-        return _enrich(products, embeddings, folder, min_confidence, aspects, options)
+        return _enrich(products, embeddings, folder, (min_confidence, min_agreement), aspects, options)
 
 
 def _enrich(
     products: str,
     embeddings: str,
     output: str,
-    min_confidence: float,
+    thresholds: tuple[float, float],
     aspects: Sequence[str],
     options: PipelineOptions,
 ) -> dict[str, int]:
+    min_confidence, min_agreement = thresholds
     embed_manifest = verified_stage_manifest(embeddings, "madr-embeddings", verification_wanted(options))
     pipeline = make_pipeline(options)
     catalog = pipeline | "ReadProducts" >> ReadCatalogAspects(products)
@@ -296,7 +339,7 @@ def _enrich(
         >> beam.io.ReadFromParquet(
             FileSystems.join(embeddings, "embeddings*.parquet"), columns=PREDICTION_COLUMNS
         ),
-    } | FillAspectGaps(aspects, min_confidence, keyed=True)
+    } | FillAspectGaps(aspects, min_confidence, keyed=True, min_agreement=min_agreement)
     _ = enriched["rows"] | "WriteEnriched" >> beam.io.WriteToParquet(
         FileSystems.join(output, "enriched"),
         schema=ENRICHED_PRODUCT_SCHEMA,
@@ -324,6 +367,7 @@ def _enrich(
             "model_id": embed_manifest.get("model_id"),
             "model_version": embed_manifest.get("model_version"),
             "min_confidence": min_confidence,
+            "min_agreement": min_agreement,
             "aspects": list(aspects),
             "counts": counts,
         },
@@ -348,9 +392,11 @@ def format_counts(counts: Mapping[str, int], aspects: Sequence[str]) -> str:
     lines = [
         f"products read {counts['products_read']}, written {counts['enriched_products_written']}, "
         f"dead letters {counts['products_dead_lettered']}",
-        f"{'aspect':<10} {'catalog':>8} {'predicted':>9} {'empty':>8}",
+        f"{'aspect':<10}" + "".join(f"{kind:>10}" for kind in FILL_KINDS) + "   agreement with the catalog",
     ]
     for aspect in aspects:
-        row = (counts[f"{aspect}_{kind}"] for kind in FILL_KINDS)
-        lines.append(f"{aspect:<10} " + " ".join(f"{n:>8}" for n in row))
+        row = "".join(f"{counts[f'{aspect}_{kind}']:>10}" for kind in FILL_KINDS)
+        checked, agreed = counts.get(f"{aspect}_checked", 0), counts.get(f"{aspect}_agreed", 0)
+        agreement = f"{agreed}/{checked} = {agreed / checked:.2f}" if checked else "-"
+        lines.append(f"{aspect:<10}{row}   {agreement}")
     return "\n".join(lines)

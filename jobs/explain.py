@@ -62,8 +62,10 @@ class Explanation:
     score: float
 
     def format(self) -> str:
+        # Every aspect with a confidence, so one whose value was left out (unsure, or not named) still shows.
+        sides = (self.query, self.product)
         aspects = sorted(
-            {*self.query.fusion_weights, *self.query.aspect_values} | {*self.product.aspect_values},
+            {name for notes in sides for name in (*notes.fusion_weights, *notes.aspect_confidences)},
             key=lambda name: (name in ("other", "cls"), name),
         )
         if not aspects:

@@ -87,6 +87,11 @@ class AbstentionRule:
         return folded_text is None or aspect not in self.stated_aspects or states_value(folded_text, value)
 
 
+# Every prediction written, whatever its confidence or text: the papers' view, and the default of a caller
+# that passes no rule.
+EVERY_PREDICTION = AbstentionRule(0.0, stated_aspects=())
+
+
 @torch.no_grad()
 def annotate(
     encoder: DenseEncoder,
@@ -100,7 +105,7 @@ def annotate(
     unknown); its confidence is still reported. Without `texts`, only the confidence decides; without
     a rule, every prediction is written.
     """
-    rule = rule or AbstentionRule(0.0, stated_aspects=())
+    rule = rule or EVERY_PREDICTION
     rows = output.embedding.shape[0]
     if texts is not None and len(texts) != rows:
         raise ValueError(f"{len(texts)} texts for {rows} encoded rows")

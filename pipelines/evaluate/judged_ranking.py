@@ -20,7 +20,7 @@ from transformers import PreTrainedTokenizerBase
 
 from evaluation import MetricSpec, RelevanceRule, evaluate_query, parse_metrics
 from model import DenseEncoder, Side
-from model.annotations import AbstentionRule, folded_words
+from model.annotations import EVERY_PREDICTION, AbstentionRule, folded_words
 from model.aspects.calibration import aspect_probabilities
 from model.aspects.vocabulary import UNSEEN
 
@@ -106,7 +106,7 @@ def aspect_accuracy(
     vocabulary = getattr(encoder, "vocabulary", None)
     if vocabulary is None:
         return None
-    rule = rule or AbstentionRule(0.0, stated_aspects=())
+    rule = rule or EVERY_PREDICTION
     hits: dict[str, int] = defaultdict(int)
     hits_at_3: dict[str, int] = defaultdict(int)
     counts: dict[str, int] = defaultdict(int)

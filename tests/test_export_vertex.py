@@ -136,6 +136,7 @@ def test_one_line_per_embedded_product_with_its_restricts(inputs, vectors, tmp_p
         "vertex_products_rejected": 0,
         "vertex_restricts_from_catalog": 5,
         "vertex_restricts_from_predictions": 0,
+        "vertex_restricts_withheld": 0,
         "vertex_files": 2,
     }
 
@@ -270,3 +271,22 @@ def test_broken_catalog_files_never_stop_the_export(
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(str(catalog / "b-random.parquet") in w and "cannot be read as Parquet" in w for w in warnings)
     assert any(str(catalog / "c-no-id.parquet") in w and "'product_id'" in w for w in warnings)
+
+
+def test_predicted_restricts_of_an_aspect_that_contradicts_the_catalog_are_withheld(tmp_path: Path) -> None:
+    """As in enrich: the model says "adidas" wherever the catalog says "nike", so its brand guesses do not
+    fill the gaps (counted), while colour, which the catalog never gives, is filled."""
+    from pipelines.embed.export import export_vertex
+    from tests.test_enrich import _catalog
+
+    products, embeddings, _ = _catalog(tmp_path, 60)
+    aspects = ("category", "brand", "color")
+    counts = export_vertex(products, embeddings, str(tmp_path / "vertex"), aspects, 0, None, "both", 0.0)
+    assert counts["vertex_restricts_withheld"] == 30
+    records = [
+        json.loads(line) for f in (tmp_path / "vertex").iterdir() for line in f.read_text().splitlines()
+    ]
+    brands = [r for rec in records for r in rec.get("restricts") or [] if r["namespace"] == "brand"]
+    assert len(brands) == 30 and all(r["allow"] == ["nike"] for r in brands)
+    colours = [r for rec in records for r in rec.get("restricts") or [] if r["namespace"] == "color"]
+    assert len(colours) == 60

@@ -33,6 +33,13 @@ class AgreementWithCatalog:
     checked: Mapping[str, int]
     agreed: Mapping[str, int]
 
+    @classmethod
+    def from_sums(cls, sums: Mapping[str, tuple[int, int]]) -> AgreementWithCatalog:
+        """From the (aspect, (checked, agreed)) sums of `agreement_checks` + `sum_pairs` (a side input)."""
+        return cls(
+            {a: checked for a, (checked, _) in sums.items()}, {a: agreed for a, (_, agreed) in sums.items()}
+        )
+
     def withheld(self, min_agreement: float) -> frozenset[str]:
         """Aspects checked often enough whose predictions agree less than `min_agreement` of the time."""
         return frozenset(

@@ -211,10 +211,7 @@ class _FillFn(beam.DoFn):
             for name, values in row.items():
                 catalog.setdefault(name, []).extend(values)
         prediction = predictions[0] if predictions else {}
-        counts = AgreementWithCatalog(
-            {a: c for a, (c, _) in agreement.items()}, {a: g for a, (_, g) in agreement.items()}
-        )
-        withheld = counts.withheld(self.min_agreement)
+        withheld = AgreementWithCatalog.from_sums(agreement).withheld(self.min_agreement)
         fill = (
             catalog,
             prediction.get("values"),

@@ -46,6 +46,7 @@ from apache_beam.runners.runner import PipelineResult
 
 from pipelines.artifacts import counter_value, fresh_output, list_files
 from pipelines.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE
+from pipelines.embed.agreement import DEFAULT_MIN_AGREEMENT, AgreementWithCatalog, agreement_checks, sum_pairs
 from pipelines.embed.enrich import (
     DEFAULT_FILL_CONFIDENCE,
     PREDICTION_COLUMNS,
@@ -83,6 +84,8 @@ COUNTERS = (
     "vertex_products_rejected",
     "vertex_restricts_from_catalog",
     "vertex_restricts_from_predictions",
+    # --restricts both: gaps of an aspect whose predictions contradict the catalog's values (agreement.py)
+    "vertex_restricts_withheld",
 )
 
 
@@ -144,15 +147,17 @@ class _CountRejected(beam.DoFn):
 
 class _ToVertexRecord(beam.DoFn):
     def __init__(
-        self, names: Sequence[str], dimension: int | None, source: str, min_confidence: float
+        self, names: Sequence[str], dimension: int | None, source: str, thresholds: tuple[float, float]
     ) -> None:
         self.names = tuple(names)
         self.dimension = dimension
         self.source = source
-        self.min_confidence = min_confidence
+        self.min_confidence, self.min_agreement = thresholds
         self.counters = {name: Metrics.counter(METRICS_NAMESPACE, name) for name in COUNTERS}
 
-    def process(self, joined: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[str]:
+    def process(
+        self, joined: tuple[str, Mapping[str, Iterable[Any]]], agreement: Mapping[str, tuple[int, int]]
+    ) -> Iterator[str]:
         product_id, groups = joined
         vectors, aspect_rows = list(groups["embeddings"]), list(groups["products"])
         if not vectors:
@@ -175,14 +180,15 @@ class _ToVertexRecord(beam.DoFn):
                 aspects.setdefault(name, []).extend(values)
         if len(aspect_rows) > 1:
             aspects = {name: sorted(set(values)) for name, values in aspects.items()}
-        filled = fill_aspects(
-            aspects,
-            predictions["values"],
-            predictions["confidences"],
-            self.names,
-            self.min_confidence,
-            self.source,
-        )
+        fill = (aspects, predictions["values"], predictions["confidences"], self.names, self.min_confidence)
+        withheld = frozenset()
+        if self.source == "both":  # filling the catalog's gaps: only with predictions that agree with it
+            withheld = AgreementWithCatalog.from_sums(agreement).withheld(self.min_agreement)
+        filled = fill_aspects(*fill, self.source, withheld)
+        if withheld:
+            self.counters["vertex_restricts_withheld"].inc(
+                len(fill_aspects(*fill, self.source)) - len(filled)
+            )
         restricts = vertex_restricts({name: a.values for name, a in filled.items()}, self.names)
         for aspect in filled.values():
             source = "predictions" if aspect.provenance == PROVENANCE_PREDICTED else "catalog"
@@ -213,6 +219,7 @@ class ExportVertexJsonl(beam.PTransform):
         source: str = "catalog",
         min_confidence: float = DEFAULT_FILL_CONFIDENCE,
         keyed_products: bool = False,
+        min_agreement: float = DEFAULT_MIN_AGREEMENT,
     ) -> None:
         super().__init__()
         if source not in SOURCES:
@@ -220,7 +227,7 @@ class ExportVertexJsonl(beam.PTransform):
         self.aspects = AspectSchema(tuple(aspects)).names
         self.dimension = dimension
         self.source = source
-        self.min_confidence = min_confidence
+        self.min_confidence, self.min_agreement = min_confidence, min_agreement
         self.keyed_products = keyed_products
 
     def expand(self, inputs: Mapping[str, beam.PCollection]) -> beam.PCollection:
@@ -230,12 +237,24 @@ class ExportVertexJsonl(beam.PTransform):
         embeddings = inputs["embeddings"] | "KeyEmbeddings" >> beam.Map(
             lambda row: (row["product_id"], (row["embedding"], key_predictions(row)[1]))
         )
-        to_record = _ToVertexRecord(self.aspects, self.dimension, self.source, self.min_confidence)
-        return (
-            {"embeddings": embeddings, "products": products}
-            | "JoinByProduct" >> beam.CoGroupByKey()
-            | "ToVertexRecord" >> beam.ParDo(to_record)
+        thresholds = (self.min_confidence, self.min_agreement)
+        to_record = _ToVertexRecord(self.aspects, self.dimension, self.source, thresholds)
+        joined = {"embeddings": embeddings, "products": products} | "JoinByProduct" >> beam.CoGroupByKey()
+        agreement = (
+            joined
+            | "AsPredictions" >> beam.MapTuple(_with_predictions)
+            | "CheckAgainstCatalog" >> beam.FlatMap(agreement_checks, self.aspects, self.min_confidence)
+            | "SumAgreement" >> beam.CombinePerKey(sum_pairs)
         )
+        return joined | "ToVertexRecord" >> beam.ParDo(to_record, beam.pvalue.AsDict(agreement))
+
+
+def _with_predictions(product_id: str, groups: Mapping[str, Iterable[Any]]) -> tuple[str, dict[str, Any]]:
+    """A joined product as `agreement_checks` reads it: catalog rows, and the predictions by its vector."""
+    return product_id, {
+        "products": list(groups["products"]),
+        "predictions": [predictions for _, predictions in groups["embeddings"]],
+    }
 
 
 def export_vertex(

@@ -18,8 +18,7 @@ the job.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -38,6 +37,7 @@ from pipelines.catalog_io import (
     dead_letter,
 )
 from pipelines.embed.agreement import DEFAULT_MIN_AGREEMENT, AgreementWithCatalog, agreement_checks, sum_pairs
+from pipelines.embed.gap_fill import fill_or_withhold
 from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, OverwriteOptions
 from pipelines.runner import make_pipeline
 from pipelines.verify import verification_wanted, verified_stage_manifest
@@ -53,7 +53,6 @@ from schemas.validation import clean_id, normalise_aspects
 LOGGER = logging.getLogger(__name__)
 
 ENRICHED_KIND = "madr-enriched-catalog"
-SOURCES = ("catalog", "predicted", "both")  # which values an output may use
 PREDICTION_COLUMNS = ["product_id", "aspect_values", "aspect_confidences"]
 # The catalog columns enrich and export-vertex read; a file without product_id is a dead letter as a
 # whole, one without aspects is read (its products have no catalog aspects).
@@ -67,58 +66,9 @@ FILL_KINDS = ("from_catalog", "predicted", "withheld", "empty")
 _KIND_OF_PROVENANCE = {PROVENANCE_CATALOG: "from_catalog", PROVENANCE_PREDICTED: "predicted"}
 
 
-@dataclass(frozen=True)
-class FilledAspect:
-    """One aspect of one product after filling: its values and where they came from."""
-
-    values: tuple[str, ...]
-    provenance: str
-    confidence: float | None = None
-
-    def as_row(self, aspect: str) -> dict[str, Any]:
-        return {
-            "aspect": aspect,
-            "values": list(self.values),
-            "provenance": self.provenance,
-            "confidence": self.confidence,
-        }
-
-
 def _as_dict(pairs: Any) -> dict[str, Any]:
     # Parquet reads a map as (key, value) pairs; tests and DoFns may pass a dict.
     return dict(pairs) if pairs else {}
-
-
-def fill_aspects(
-    catalog: Mapping[str, Sequence[str]],
-    predicted_values: Mapping[str, str] | None,
-    predicted_confidences: Mapping[str, float] | None,
-    aspects: Sequence[str],
-    min_confidence: float,
-    source: str = "both",
-    withheld: Collection[str] = (),
-) -> dict[str, FilledAspect]:
-    """Each named aspect's values: the catalog's (never overwritten), else a sure enough prediction.
-
-    `source` "catalog" uses catalog values only, "predicted" predictions only, "both" fills the
-    catalog's gaps with predictions. An aspect with no usable value is left out, and so is the
-    prediction of an aspect in `withheld` (`AgreementWithCatalog`).
-    """
-    if source not in SOURCES:
-        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
-    predicted, confidences = predicted_values or {}, predicted_confidences or {}
-    filled: dict[str, FilledAspect] = {}
-    for aspect in aspects:
-        known = tuple(dict.fromkeys(v for v in catalog.get(aspect) or () if v))
-        if known and source != "predicted":
-            filled[aspect] = FilledAspect(known, PROVENANCE_CATALOG)
-            continue
-        value, confidence = predicted.get(aspect), confidences.get(aspect)
-        if aspect in withheld:
-            continue
-        if source != "catalog" and value and confidence is not None and confidence >= min_confidence:
-            filled[aspect] = FilledAspect((value,), PROVENANCE_PREDICTED, round(float(confidence), 6))
-    return filled
 
 
 def catalog_aspects(product: Mapping[str, Any]) -> tuple[str, dict[str, list[str]]]:
@@ -219,13 +169,12 @@ class _FillFn(beam.DoFn):
             self.aspects,
             self.min_confidence,
         )
-        filled = fill_aspects(*fill, withheld=withheld)
-        would_fill = fill_aspects(*fill) if withheld else filled
+        filled, held_back = fill_or_withhold(*fill, withheld=withheld)
         for aspect in self.aspects:
             if aspect in filled:
                 kind = _KIND_OF_PROVENANCE[filled[aspect].provenance]
             else:
-                kind = "withheld" if aspect in would_fill else "empty"
+                kind = "withheld" if aspect in held_back else "empty"
             self.counters[(aspect, kind)].inc(len(catalog_rows))
         self.written.inc(len(catalog_rows))
         aspects = [filled[a].as_row(a) for a in self.aspects if a in filled]
@@ -314,18 +263,18 @@ def enrich_catalog(
     """
     options = options or PipelineOptions([])
     with fresh_output(output, options.view_as(OverwriteOptions).overwrite) as folder:
-        return _enrich(products, embeddings, folder, (min_confidence, min_agreement), aspects, options)
+        return _enrich(products, embeddings, folder, min_confidence, min_agreement, aspects, options)
 
 
 def _enrich(
     products: str,
     embeddings: str,
     output: str,
-    thresholds: tuple[float, float],
+    min_confidence: float,
+    min_agreement: float,
     aspects: Sequence[str],
     options: PipelineOptions,
 ) -> dict[str, int]:
-    min_confidence, min_agreement = thresholds
     embed_manifest = verified_stage_manifest(embeddings, "madr-embeddings", verification_wanted(options))
     pipeline = make_pipeline(options)
     catalog = pipeline | "ReadProducts" >> ReadCatalogAspects(products)

@@ -50,12 +50,11 @@ from pipelines.embed.agreement import DEFAULT_MIN_AGREEMENT, AgreementWithCatalo
 from pipelines.embed.enrich import (
     DEFAULT_FILL_CONFIDENCE,
     PREDICTION_COLUMNS,
-    SOURCES,
     ReadCatalogAspects,
     catalog_aspects,
-    fill_aspects,
     key_predictions,
 )
+from pipelines.embed.gap_fill import SOURCES, fill_or_withhold
 from pipelines.options import (
     EmbedOptions,
     EvaluateOptions,
@@ -147,12 +146,17 @@ class _CountRejected(beam.DoFn):
 
 class _ToVertexRecord(beam.DoFn):
     def __init__(
-        self, names: Sequence[str], dimension: int | None, source: str, thresholds: tuple[float, float]
+        self,
+        names: Sequence[str],
+        dimension: int | None,
+        source: str,
+        min_confidence: float,
+        min_agreement: float,
     ) -> None:
         self.names = tuple(names)
         self.dimension = dimension
         self.source = source
-        self.min_confidence, self.min_agreement = thresholds
+        self.min_confidence, self.min_agreement = min_confidence, min_agreement
         self.counters = {name: Metrics.counter(METRICS_NAMESPACE, name) for name in COUNTERS}
 
     def process(
@@ -184,11 +188,8 @@ class _ToVertexRecord(beam.DoFn):
         withheld = frozenset()
         if self.source == "both":  # filling the catalog's gaps: only with predictions that agree with it
             withheld = AgreementWithCatalog.from_sums(agreement).withheld(self.min_agreement)
-        filled = fill_aspects(*fill, self.source, withheld)
-        if withheld:
-            self.counters["vertex_restricts_withheld"].inc(
-                len(fill_aspects(*fill, self.source)) - len(filled)
-            )
+        filled, held_back = fill_or_withhold(*fill, source=self.source, withheld=withheld)
+        self.counters["vertex_restricts_withheld"].inc(len(held_back))
         restricts = vertex_restricts({name: a.values for name, a in filled.items()}, self.names)
         for aspect in filled.values():
             source = "predictions" if aspect.provenance == PROVENANCE_PREDICTED else "catalog"
@@ -203,7 +204,7 @@ class ExportVertexJsonl(beam.PTransform):
     """{"products": product rows, "embeddings": embedding rows} -> Vertex AI JSON lines (str).
 
     One line per embedded product; its ``restricts`` come, per `source`
-    (`pipelines.embed.enrich.fill_aspects`), from the product's ``aspects`` map ("catalog"), from the
+    (`pipelines.embed.gap_fill.fill_aspects`), from the product's ``aspects`` map ("catalog"), from the
     predictions `madr embed` wrote beside the vector at or above `min_confidence` ("predicted"), or
     from the catalog with predictions filling its gaps ("both"): one namespace per name in
     ``aspects`` (an `AspectSchema`'s names). Products without an embedding are not exported;
@@ -237,8 +238,9 @@ class ExportVertexJsonl(beam.PTransform):
         embeddings = inputs["embeddings"] | "KeyEmbeddings" >> beam.Map(
             lambda row: (row["product_id"], (row["embedding"], key_predictions(row)[1]))
         )
-        thresholds = (self.min_confidence, self.min_agreement)
-        to_record = _ToVertexRecord(self.aspects, self.dimension, self.source, thresholds)
+        to_record = _ToVertexRecord(
+            self.aspects, self.dimension, self.source, self.min_confidence, self.min_agreement
+        )
         joined = {"embeddings": embeddings, "products": products} | "JoinByProduct" >> beam.CoGroupByKey()
         agreement = (
             joined

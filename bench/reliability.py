@@ -48,6 +48,7 @@ from jobs.cli import main
 from pipelines.artifacts import read_embeddings
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import PRODUCT_SCHEMA
+from schemas.manifest import files_digest
 
 REPO = Path(__file__).resolve().parents[1]
 WEIGHTS = "model.safetensors"
@@ -237,6 +238,7 @@ def planted_pickle(fixture: Fixture) -> Outcome:
     manifest = json.loads((index / "manifest.json").read_text())
     entry = file_entry(planted)  # re-listed, as an attacker who can write the manifest would
     manifest["files"]["scann/scann_docids.pkl"] = {"sha256": entry.sha256, "size": entry.size}
+    manifest["files_digest"] = files_digest(manifest["files"])
     (index / "manifest.json").write_text(json.dumps(manifest))
     output = fixture.folder("pickled-index-eval")
     run = _evaluate(fixture, index, output)

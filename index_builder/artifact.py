@@ -33,7 +33,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from index_builder.config import ScannIndexConfig
-from schemas.manifest import MANIFEST_FILE, ArtifactError, digest_mismatch, sha256_file
+from schemas.manifest import (
+    FILES_DIGEST,
+    MANIFEST_FILE,
+    ArtifactError,
+    check_files_digest,
+    digest_mismatch,
+    files_digest,
+    sha256_file,
+)
 from schemas.records import PRODUCT_SCHEMA
 
 FORMAT_NAME = "madr-scann-index"
@@ -99,6 +107,7 @@ class IndexManifest:
             "files": {path: {"sha256": e.sha256, "size": e.size} for path, e in sorted(self.files.items())},
             "extra": self.extra,
         }
+        data[FILES_DIGEST] = files_digest(data["files"])
         if self.recall is not None:
             data["recall"] = self.recall
         return json.dumps(data, indent=2, sort_keys=True)
@@ -110,6 +119,7 @@ class IndexManifest:
             data = json.loads(text)
             if not isinstance(data, dict):
                 raise ValueError("the manifest is not a JSON object")
+            check_files_digest(data, str(source), REBUILD_HINT)
             if data.get("format") != FORMAT_NAME or data.get("format_version") != FORMAT_VERSION:
                 raise ValueError(
                     f"format is {data.get('format')!r} v{data.get('format_version')!r}, "
@@ -130,6 +140,8 @@ class IndexManifest:
                 extra=dict(data.get("extra") or {}),
                 recall=None if data.get("recall") is None else dict(data["recall"]),
             )
+        except ArtifactError as err:
+            raise IndexArtifactError(str(err)) from err
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise IndexArtifactError(
                 f"{source} is not a valid index manifest ({err}); {REBUILD_HINT}"

@@ -42,7 +42,7 @@ from index_builder.artifact import IDS_FILE, FileEntry, IndexArtifactError
 from index_builder.exact import ExactSearcher
 from index_builder.searcher import SearchResult, effective_k, make_result
 from index_builder.sparse_rows import SparseRows, csr_rows, densify, indptr_of, top_k_rows
-from schemas.manifest import MANIFEST_FILE
+from schemas.manifest import FILES_DIGEST, MANIFEST_FILE, ArtifactError, check_files_digest, files_digest
 
 INVERTED_FORMAT = "madr-inverted-index"
 INVERTED_FORMAT_VERSION = 1  # binarized documents
@@ -122,6 +122,7 @@ class InvertedManifest:
             "created_at": self.created_at,
             "extra": self.extra,
         }
+        data[FILES_DIGEST] = files_digest(data["files"])
         return json.dumps(data, indent=2, sort_keys=True)
 
     @classmethod
@@ -131,6 +132,7 @@ class InvertedManifest:
             data = json.loads(text)
             if not isinstance(data, dict):
                 raise ValueError("the manifest is not a JSON object")
+            check_files_digest(data, str(source), REBUILD_HINT)
             found = (data.get("format"), data.get("format_version"))
             binary = found[1] == INVERTED_FORMAT_VERSION
             versions = (INVERTED_FORMAT_VERSION, WEIGHTED_FORMAT_VERSION)
@@ -147,6 +149,8 @@ class InvertedManifest:
             )
             if min(manifest.buckets, manifest.dimensions, manifest.count) < 1 or manifest.nnz < 0:
                 raise ValueError("buckets, dimensions and count must be positive")
+        except ArtifactError as err:
+            raise IndexArtifactError(str(err)) from err
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             message = f"{source} is not a valid inverted index manifest ({err}); {REBUILD_HINT}"
             raise IndexArtifactError(message) from err

@@ -43,7 +43,7 @@ from index_builder.searcher import (
     make_result,
     sort_rows,
 )
-from schemas.manifest import MANIFEST_FILE
+from schemas.manifest import FILES_DIGEST, MANIFEST_FILE, ArtifactError, check_files_digest, files_digest
 
 PARTITIONED_FORMAT = "madr-partitioned-index"
 PARTITIONED_FORMAT_VERSION = 1
@@ -134,6 +134,7 @@ class PartitionedManifest:
             "created_at": self.created_at,
             "extra": self.extra,
         }
+        data[FILES_DIGEST] = files_digest(data["files"])
         return json.dumps(data, indent=2, sort_keys=True)
 
     @classmethod
@@ -143,6 +144,7 @@ class PartitionedManifest:
             data = json.loads(text)
             if not isinstance(data, dict):
                 raise ValueError("the manifest is not a JSON object")
+            check_files_digest(data, str(source), REBUILD_HINT)
             if (data.get("format"), data.get("format_version")) != (
                 PARTITIONED_FORMAT,
                 PARTITIONED_FORMAT_VERSION,
@@ -175,6 +177,8 @@ class PartitionedManifest:
                 raise ValueError("'files' must list exactly the shard manifests")
             if (int(data["count"]), int(data["num_shards"])) != (manifest.count, manifest.num_shards):
                 raise ValueError("'count'/'num_shards' disagree with the shard list")
+        except ArtifactError as err:
+            raise IndexArtifactError(str(err)) from err
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise IndexArtifactError(
                 f"{source} is not a valid partitioned index manifest ({err}); {REBUILD_HINT}"

@@ -30,7 +30,14 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.runner import PipelineResult
 
 from schemas import ArtifactError
-from schemas.manifest import MANIFEST_FILE, sha256_stream, verify_files
+from schemas.manifest import (
+    FILES_DIGEST,
+    MANIFEST_FILE,
+    check_files_digest,
+    files_digest,
+    sha256_stream,
+    verify_files,
+)
 
 LOGGER = logging.getLogger(__name__)
 STAGING_SUFFIX = ".staging"
@@ -75,6 +82,7 @@ def write_stage_manifest(folder: str, kind: str, info: dict[str, Any]) -> str:
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         **info,
         "files": files,
+        FILES_DIGEST: files_digest(files),
     }
     target = FileSystems.join(folder, MANIFEST_FILE)
     with FileSystems.create(target) as handle:
@@ -118,6 +126,7 @@ def verify_stage_folder(folder: str, kind: str, fix: str) -> dict[str, Any]:
     added shard would be read unchecked). `fix` ends the error messages.
     """
     manifest = read_stage_manifest(folder, kind)
+    check_files_digest(manifest, FileSystems.join(folder, MANIFEST_FILE), fix)
     root = folder.rstrip("/")
     present = [metadata.path[len(root) + 1 :] for metadata in _match(folder, "*")]
     listed = manifest.get("files", {})

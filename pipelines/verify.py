@@ -26,7 +26,6 @@ what was used unchecked.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from typing import Any
@@ -36,7 +35,14 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.artifacts import read_stage_manifest, verify_stage_folder
 from pipelines.options import VerifyOptions
-from schemas.manifest import MANIFEST_FILE, ArtifactError, read_manifest, verify_manifest
+from schemas.manifest import (
+    FILES_DIGEST,
+    MANIFEST_FILE,
+    ArtifactError,
+    files_digest,
+    read_manifest,
+    verify_manifest,
+)
 
 LOGGER = logging.getLogger(__name__)
 MODEL_KIND = "madr-model"
@@ -96,27 +102,38 @@ def model_fingerprint(model_dir: str) -> str | None:
         manifest = read_manifest(model_dir, MODEL_KIND)
     except (ArtifactError, OSError):
         return None
-    files = sorted((manifest.get("files") or {}).items())
-    return hashlib.sha256(
-        "\n".join(f"{name} {entry['sha256']}" for name, entry in files).encode()
-    ).hexdigest()
+    return files_digest(manifest.get("files") or {})
 
 
-def recorded_fingerprint(folder: str) -> str | None:
-    """The model fingerprint an embeddings folder or an index records; None when it records none
-    (written before madr recorded it)."""
+def _recorded(folder: str, key: str) -> str | None:
+    """`key` as an embeddings folder's or an index's manifest records it (an index keeps it in
+    "extra"); None when the folder has no manifest or the manifest does not record it."""
     path = FileSystems.join(folder, MANIFEST_FILE)
     if not FileSystems.exists(path):
         return None
     with FileSystems.open(path) as handle:
         manifest = json.loads(handle.read())
-    return manifest.get("model_fingerprint") or (manifest.get("extra") or {}).get("model_fingerprint")
+    return manifest.get(key) or (manifest.get("extra") or {}).get(key)
 
 
-def check_same_model(model_dir: str, inputs: dict[str, str | None], allow: bool = False) -> list[str]:
-    """Refuse `inputs` (what -> folder) made by another model than `model_dir`; with `allow`, return the
-    mismatches instead, for the output's manifest. Inputs that record no model are let through, with a
-    warning."""
+def recorded_fingerprint(folder: str) -> str | None:
+    """The model fingerprint an embeddings folder or an index records; None when it records none
+    (written before madr recorded it)."""
+    return _recorded(folder, "model_fingerprint")
+
+
+def embeddings_digest(manifest: dict[str, Any]) -> str:
+    """The identity of an embed output: the digest of its files (`schemas.manifest.files_digest`), which
+    an index built from it records as `embeddings_digest`."""
+    return manifest.get(FILES_DIGEST) or files_digest(manifest.get("files") or {})
+
+
+def check_same_model(
+    model_dir: str, inputs: dict[str, str | None], allow: bool = False, embeddings: str | None = None
+) -> list[str]:
+    """Refuse `inputs` (what -> folder) made by another model than `model_dir`, and an `--index` input
+    built from other embeddings than `embeddings`; with `allow`, return the mismatches instead, for the
+    output's manifest. Inputs that record no model are let through, with a warning."""
     fingerprint = model_fingerprint(model_dir)
     mismatches = []
     for what, folder in inputs.items():
@@ -133,10 +150,19 @@ def check_same_model(model_dir: str, inputs: dict[str, str | None], allow: bool 
                 f"{what} {folder} was made by the model with fingerprint {recorded[:16]}, "
                 f"not by {model_dir} ({fingerprint[:16]})"
             )
+    index = inputs.get("--index")
+    if index and embeddings:
+        built_from = _recorded(index, "embeddings_digest")
+        given = embeddings_digest(read_stage_manifest(embeddings, "madr-embeddings"))
+        if built_from and built_from != given:
+            mismatches.append(
+                f"--index {index} was built from the embeddings with digest {built_from[:16]}, not from "
+                f"--embeddings {embeddings} ({given[:16]})"
+            )
     if mismatches and not allow:
         raise ModelMismatchError(
-            "; ".join(mismatches) + ". Evaluate with the model that made them, rebuild them with this one, "
-            "or pass --allow_model_mismatch (recorded in the output's manifest)"
+            "; ".join(mismatches) + ". Evaluate with the model and embeddings that made them, rebuild them "
+            "with these, or pass --allow_model_mismatch (recorded in the output's manifest)"
         )
     for mismatch in mismatches:
         LOGGER.warning("allowed by --allow_model_mismatch: %s", mismatch)

@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 MANIFEST_FILE = "manifest.json"
+# The manifest field holding `files_digest`: one sha256 over every file entry, which binds an
+# artifact's files to each other (a file swapped in from another artifact, with its entry, fails).
+FILES_DIGEST = "files_digest"
 # Files hashed at once by `verify_files`: reads from gs:// are latency-bound, and hashlib releases
 # the GIL on large buffers, so a few threads overlap them without holding many files in memory.
 HASH_THREADS = 8
@@ -52,6 +55,36 @@ def digest_mismatch(path: str, actual: str, expected: str, fix: str) -> str:
     )
 
 
+def files_digest(files: Mapping[str, Mapping[str, Any]]) -> str:
+    """One sha256 over a manifest's file entries (each name and sha256, in name order).
+
+    Each entry pins one file's bytes; this pins the set. A manifest records it when written, and
+    `check_files_digest` recomputes it on every read: an entry copied in from another artifact (with
+    the file it describes) then no longer matches. It is also a model's fingerprint
+    (`pipelines.verify.model_fingerprint`), which embeddings and indexes record.
+    """
+    lines = (f"{name} {entry['sha256']}" for name, entry in sorted(files.items()))
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def check_files_digest(manifest: Mapping[str, Any], source: str, fix: str) -> None:
+    """Refuse a manifest whose file entries are not the set it was written with (`files_digest`).
+
+    A manifest written before madr recorded the digest is let through: its files are still checked
+    one by one, only not bound to each other.
+    """
+    recorded = manifest.get(FILES_DIGEST)
+    if recorded is None:
+        return
+    actual = files_digest(manifest.get("files") or {})
+    if actual != recorded:
+        raise ArtifactError(
+            f"{source}: the files it lists are not the ones it was written with (their digest is "
+            f"{actual}, the manifest's {FILES_DIGEST} {recorded}): a file and its entry were swapped "
+            f"in from another artifact: {fix}"
+        )
+
+
 def write_manifest(directory: str | Path, kind: str, info: dict[str, Any]) -> Path:
     """Hash every file under `directory` (except the manifest) and write the manifest last."""
     root = Path(directory)
@@ -65,6 +98,7 @@ def write_manifest(directory: str | Path, kind: str, info: dict[str, Any]) -> Pa
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         **info,
         "files": files,
+        FILES_DIGEST: files_digest(files),
     }
     target = root / MANIFEST_FILE
     temporary = root / (MANIFEST_FILE + ".tmp")
@@ -134,6 +168,7 @@ def verify_manifest(
     added); return the manifest."""
     root = Path(directory)
     manifest = read_manifest(root, kind, fix)
+    check_files_digest(manifest, str(root / MANIFEST_FILE), fix)
     present = (path.relative_to(root).as_posix() for path in root.rglob("*") if path.is_file())
     verify_files(
         manifest["files"],

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from index_builder import IndexArtifactError, ScannIndex, ScannIndexBuilder, Scoring
-from schemas.manifest import ArtifactError, verify_manifest
+from schemas.manifest import ArtifactError, files_digest, verify_manifest
 from tests.test_no_pickle import _relist
 
 N, DIM = 6_000, 16
@@ -124,6 +124,7 @@ def test_missing_listed_file_is_refused(copy: Path) -> None:
 def test_manifest_without_id_file_is_refused(copy: Path) -> None:
     manifest = json.loads((copy / "manifest.json").read_text())
     del manifest["files"]["ids.parquet"]
+    manifest["files_digest"] = files_digest(manifest["files"])
     (copy / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexArtifactError, match=r"does not list ids\.parquet"):
         ScannIndex.load(copy)

@@ -31,6 +31,7 @@ from model import load_encoder, new_encoder
 from model.sparse import SparseVector
 from pipelines.index.sparse import build_inverted_index, sparse_queries
 from schemas import PRODUCT_SCHEMA, write_manifest
+from schemas.manifest import files_digest
 from tests.conftest import tiny_backbone
 
 N, BUCKETS, N_DIMS, WINNERS = 2_000, 2, 4_096, 32
@@ -269,6 +270,7 @@ def test_consistent_but_invalid_postings_are_refused(saved: Path) -> None:
     manifest = json.loads((saved / "manifest.json").read_text())
     entry = file_entry(saved / "docs.npy")
     manifest["files"]["docs.npy"] = {"sha256": entry.sha256, "size": entry.size}
+    manifest["files_digest"] = files_digest(manifest["files"])  # a writer that binds what it wrote
     (saved / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexArtifactError, match=r"docs\.npy.*ascending"):
         InvertedIndex.load(saved)

@@ -31,6 +31,7 @@ from model.training.checkpoints import (
     CheckpointError,
     checkpoint_dir,
 )
+from schemas.manifest import files_digest
 from tests.conftest import tiny_backbone
 
 REPO = Path(__file__).resolve().parents[1]
@@ -142,6 +143,7 @@ def _relist(directory: Path, relative: str) -> None:
     manifest = json.loads((directory / "manifest.json").read_text())
     entry = file_entry(directory / relative)
     manifest["files"][relative] = {"sha256": entry.sha256, "size": entry.size}
+    manifest["files_digest"] = files_digest(manifest["files"])
     (directory / "manifest.json").write_text(json.dumps(manifest))
 
 

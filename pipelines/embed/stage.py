@@ -282,6 +282,7 @@ def build_embed_pipeline(
     # Inputs are checked here, before anything is built or written; workers trust this check.
     verify_model(model.model, config.verify)
     identity = ModelIdentity.of(model.model)
+    previous_folder = _reusable_previous(settings.previous, model.model, config.verify)
     handler = EncoderModelHandler(
         model,
         Side.DOCUMENT,
@@ -289,22 +290,19 @@ def build_embed_pipeline(
         num_threads=settings.torch_threads or None,
         abstention=config.threshold.abstention(0.0),
         # Only new or changed products are encoded under --previous: their number is not known here.
-        expected_total=None if settings.previous else catalog_row_count(settings.products),
+        expected_total=None if previous_folder else catalog_row_count(settings.products),
     )
 
     pipeline = make_pipeline(beam_options or PipelineOptions([]))
     products = ListRowGroups(settings.products, REQUIRED_PRODUCT_COLUMNS)
     inputs = {"groups": pipeline | "ListProducts" >> products}
-    if settings.previous:
-        previous_folder = previous_embeddings_folder(settings.previous)
-        verified_stage_manifest(previous_folder, EMBEDDINGS_KIND, config.verify)
-        previous = previous_pattern(previous_folder)
-        inputs["previous"] = pipeline | "ListPrevious" >> ListRowGroups(previous)
+    if previous_folder:
+        inputs["previous"] = pipeline | "ListPrevious" >> ListRowGroups(previous_pattern(previous_folder))
     plan = inputs | PlanEmbedding(identity)
     embedded = plan[TO_EMBED] | EmbedTexts(handler, identity)
     write = (folder, identity.dimension, settings.num_shards, settings.row_group_mb)
     _ = embedded[ROWS] | WriteEmbeddings(*write)
-    if settings.previous:
+    if previous_folder:
         _ = plan[REUSED] | "WriteReused" >> WriteEmbeddings(*write, prefix="embeddings-reused")
     _ = (
         (plan[DEAD_LETTERS], embedded[DEAD_LETTERS])
@@ -312,6 +310,31 @@ def build_embed_pipeline(
         | WriteDeadLetters(FileSystems.join(folder, "dead_letters"))
     )
     return pipeline, identity
+
+
+def _reusable_previous(previous: str | None, model_dir: str, verify: bool) -> str | None:
+    """The --previous embed output to reuse rows from (checked against its manifest), or None.
+
+    Rows are reused only when they were made by the very weights being used: the rows' model id and
+    version are names, which a retrained or adapted model may share, so the folder's model fingerprint
+    must match too. Otherwise every product is embedded, with a warning (the previous run is a cache).
+    """
+    if not previous:
+        return None
+    folder = previous_embeddings_folder(previous)
+    recorded = verified_stage_manifest(folder, EMBEDDINGS_KIND, verify).get("model_fingerprint")
+    current = model_fingerprint(model_dir)
+    if recorded and current and recorded != current:
+        LOGGER.warning(
+            "--previous %s was embedded by another model (fingerprint %s, not %s's %s): nothing is "
+            "reused, every product is embedded",
+            folder,
+            recorded[:16],
+            model_dir,
+            current[:16],
+        )
+        return None
+    return folder
 
 
 def run_embed(options: PipelineOptions) -> dict[str, int]:

@@ -43,7 +43,7 @@ from pipelines.index.manifest import measured_recall, write_partitioned_manifest
 from pipelines.options import IndexSettings
 from pipelines.runner import make_pipeline
 from pipelines.stage_config import StageOutput, config_from_values, require_flags
-from pipelines.verify import verified_stage_manifest
+from pipelines.verify import embeddings_digest, verified_stage_manifest
 from schemas.manifest import MANIFEST_FILE
 
 LOGGER = logging.getLogger(__name__)
@@ -272,6 +272,8 @@ class PartitionedBuildPlan:
     target_recall: float | None
     # The model the embeddings record (`pipelines.verify.model_fingerprint`); None for older ones.
     model_fingerprint: str | None = None
+    # The embed output it indexes (`pipelines.verify.embeddings_digest`).
+    embeddings_digest: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -319,6 +321,7 @@ def build_partitioned_index_pipeline(
         model_id=embed_manifest["model_id"],
         model_version=str(embed_manifest["model_version"]),
         model_fingerprint=embed_manifest.get("model_fingerprint"),
+        embeddings_digest=embeddings_digest(embed_manifest),
         dimension=int(embed_manifest["dimension"]),
         target_recall=check_target(settings.target_recall),
     )
@@ -364,28 +367,24 @@ def build_partitioned(
     with fresh_output(config.output, config.overwrite) as folder:
         pipeline, plan = build_partitioned_index_pipeline(config, beam_options, folder)
         pipeline.run().wait_until_finish()
+        extra = {
+            "embeddings": plan.embeddings,
+            "max_k": plan.max_k,
+            "model_fingerprint": plan.model_fingerprint,
+            "embeddings_digest": plan.embeddings_digest,
+        }
         manifest = write_partitioned_manifest(
-            plan.folder,
-            plan.num_shards,
-            plan.model_id,
-            plan.model_version,
-            dimension=plan.dimension,
-            extra={
-                "embeddings": plan.embeddings,
-                "max_k": plan.max_k,
-                "model_fingerprint": plan.model_fingerprint,
-            },
+            plan.folder, plan.num_shards, plan.model_id, plan.model_version, plan.dimension, extra
         )
         recall = measured_recall(plan.folder, plan.embeddings, plan.max_k)
         if recall is not None:  # the manifest again, with the figure: it is still the last file written
-            extra = {
-                "embeddings": plan.embeddings,
-                "max_k": plan.max_k,
-                "model_fingerprint": plan.model_fingerprint,
-                "recall": recall,
-            }
             write_partitioned_manifest(
-                plan.folder, plan.num_shards, plan.model_id, plan.model_version, plan.dimension, extra
+                plan.folder,
+                plan.num_shards,
+                plan.model_id,
+                plan.model_version,
+                plan.dimension,
+                {**extra, "recall": recall},
             )
     return PartitionedBuildReport(
         count=manifest.count,

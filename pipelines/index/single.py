@@ -15,7 +15,7 @@ from index_builder.tuned import train_within_target
 from pipelines.artifacts import fresh_output, local_output, read_embeddings
 from pipelines.options import IndexOptions, OverwriteOptions, VerifyOptions, add_stage_arguments
 from pipelines.stage_config import add_output_argument
-from pipelines.verify import verified_stage_manifest
+from pipelines.verify import embeddings_digest, verified_stage_manifest
 
 LOGGER = logging.getLogger(__name__)
 # A tree + AH build of 1M x 128 took 38.9 s on the 2-core machine (bench/scaling_bench.py).
@@ -83,7 +83,12 @@ def build_index(
                 model_id=manifest["model_id"],
                 model_version=manifest["model_version"],
                 # The model the embeddings record: evaluate refuses this index with another model.
-                extra={"model_fingerprint": manifest.get("model_fingerprint"), "embeddings": embeddings},
+                extra={
+                    "model_fingerprint": manifest.get("model_fingerprint"),
+                    "embeddings": embeddings,
+                    # Which embed output it indexes: evaluate refuses it beside other --embeddings.
+                    "embeddings_digest": embeddings_digest(manifest),
+                },
                 recall=recall.to_dict(),
             )
     return IndexBuildReport(len(ids), int(matrix.shape[1]), seconds, str(index.config), out, recall.to_dict())

@@ -1,0 +1,183 @@
+"""Artifacts that vouch for each other (issue 24, item 1).
+
+Each manifest records one digest over all its file entries (`schemas.manifest.files_digest`), so a file
+swapped in from another valid artifact, with its manifest entry copied along, is refused. An index
+records the embed output it was built from, and evaluate refuses it beside other --embeddings. embed
+--previous reuses nothing from embeddings of other weights.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from index_builder import ScannIndex, ScannIndexBuilder
+from index_builder.artifact import IndexArtifactError
+from model import new_encoder
+from pipelines.artifacts import verify_stage_folder
+from pipelines.embed.stage import run_embed
+from pipelines.evaluate.stage import run_evaluate
+from pipelines.index.single import build_index
+from pipelines.verify import ModelMismatchError, verify_model
+from schemas import ArtifactError, write_manifest
+from schemas.manifest import files_digest
+from tests.conftest import tiny_backbone
+from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
+from tests.test_verify_artifacts import SHARD, _embeddings
+
+SWAPPED = "swapped in from another artifact"
+
+
+def _swap(target: Path, source: Path, relative: str) -> None:
+    """Copy `relative` (a file or a folder) from `source` into `target`, with its manifest entries, as
+    someone merging two valid artifacts by hand would: every file's own sha256 then matches."""
+    theirs = json.loads((source / "manifest.json").read_text())["files"]
+    manifest = json.loads((target / "manifest.json").read_text())
+    if (source / relative).is_dir():
+        shutil.rmtree(target / relative)
+        shutil.copytree(source / relative, target / relative)
+    else:
+        shutil.copy2(source / relative, target / relative)
+    manifest["files"] = {
+        name: entry for name, entry in manifest["files"].items() if not name.startswith(relative)
+    } | {name: entry for name, entry in theirs.items() if name.startswith(relative)}
+    (target / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _index(vectors: np.ndarray, ids: list[str], folder: Path) -> Path:
+    ScannIndexBuilder.for_corpus(len(ids), vectors.shape[1], max_k=10).build(vectors, ids).save(
+        folder, model_id="m", model_version="1"
+    )
+    return folder
+
+
+@pytest.fixture(scope="module")
+def two_indexes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two valid indexes of the same catalog, one over it in reversed order (other vectors too)."""
+    root = tmp_path_factory.mktemp("indexes")
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(300, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = [f"sku-{i}" for i in range(300)]
+    return _index(vectors, ids, root / "a"), _index(vectors[::-1].copy(), ids[::-1], root / "b")
+
+
+@pytest.mark.parametrize("relative", ["ids.parquet", "scann"])
+def test_index_files_swapped_in_from_another_index_with_their_entries_are_refused(
+    two_indexes: tuple[Path, Path], tmp_path: Path, relative: str
+) -> None:
+    """Issue 24: ids.parquet from an index of the same catalog in reversed order gave recall 0.000, and a
+    whole scann/ from another index passed every per-file check."""
+    a, b = two_indexes
+    copy = Path(shutil.copytree(a, tmp_path / "a"))
+    ScannIndex.load(copy)  # whole before the swap
+    _swap(copy, b, relative)
+    with pytest.raises(IndexArtifactError, match=SWAPPED) as refused:
+        ScannIndex.load(copy)
+    assert "madr build-index" in str(refused.value)
+
+
+def test_an_embeddings_shard_swapped_in_with_its_entry_is_refused(tmp_path: Path) -> None:
+    ours, theirs = _embeddings(tmp_path / "ours", count=64), _embeddings(tmp_path / "theirs", count=32)
+    verify_stage_folder(str(ours), "madr-embeddings", "fix")
+    _swap(ours, theirs, SHARD)
+    with pytest.raises(ArtifactError, match=SWAPPED):
+        verify_stage_folder(str(ours), "madr-embeddings", "run `madr embed` again")
+
+
+def _other_model(folder: Path) -> Path:
+    torch.manual_seed(11)
+    encoder, tokenizer = new_encoder(
+        "bibert", pretrained=False, backbone=tiny_backbone(), projection_dim=16, model_version="test"
+    )
+    encoder.save_pretrained(folder, tokenizer)
+    write_manifest(folder, "madr-model", {"variant": "bibert", "model_version": "test"})
+    return folder
+
+
+def test_model_weights_swapped_in_with_their_entry_are_refused(tmp_path: Path, tiny_model_dir: Path) -> None:
+    ours = Path(shutil.copytree(tiny_model_dir, tmp_path / "ours"))
+    _swap(ours, _other_model(tmp_path / "theirs"), "model.safetensors")
+    with pytest.raises(ArtifactError, match=SWAPPED):
+        verify_model(str(ours))
+
+
+def test_a_manifest_whose_digest_was_rewritten_too_is_still_checked_file_by_file(
+    two_indexes: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The digest binds files to each other; it is not a signature: whoever rewrites it as well gets an
+    index whose files all match, and the per-file checks are what is left. The test keeps that honest."""
+    copy = Path(shutil.copytree(two_indexes[0], tmp_path / "a"))
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["files"]["ids.parquet"]["sha256"] = "0" * 64
+    manifest["files_digest"] = files_digest(manifest["files"])
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(IndexArtifactError, match=r"ids\.parquet: sha256 .* does not match"):
+        ScannIndex.load(copy)
+
+
+def test_evaluate_refuses_an_index_built_from_other_embeddings(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """Same model, two embed outputs: the index of the first beside the second is refused both ways of
+    being wrong named, and --allow_model_mismatch records it."""
+    model = str(tiny_model_dir)
+    for name, count in (("first", 12), ("second", 10)):
+        products = write_catalog(tmp_path / f"{name}.parquet", catalog(count))
+        run_embed(
+            PipelineOptions(["--products", products, "--model", model, "--output", str(tmp_path / name)])
+        )
+    build_index(str(tmp_path / "first"), str(tmp_path / "index"), max_k=10)
+    manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
+    assert (
+        manifest["extra"]["embeddings_digest"]
+        == json.loads((tmp_path / "first" / "manifest.json").read_text())["files_digest"]
+    )
+    queries, judgments = write_test_queries(tmp_path)
+    flags = [
+        "--queries",
+        queries,
+        "--judgments",
+        judgments,
+        "--model",
+        model,
+        "--index",
+        str(tmp_path / "index"),
+    ]
+    flags += ["--searcher", "ann", "--depth", "10"]
+
+    run_evaluate(
+        PipelineOptions([*flags, "--embeddings", str(tmp_path / "first"), "--output", str(tmp_path / "ok")])
+    )
+    with pytest.raises(ModelMismatchError, match=r"was built from the embeddings with digest") as refused:
+        run_evaluate(
+            PipelineOptions(
+                [*flags, "--embeddings", str(tmp_path / "second"), "--output", str(tmp_path / "no")]
+            )
+        )
+    assert str(tmp_path / "second") in str(refused.value) and not (tmp_path / "no").exists()
+
+
+def test_embed_reuses_nothing_from_previous_embeddings_of_other_weights(
+    tmp_path: Path, tiny_model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Reused rows are matched by model id and version, names a retrained model may share: the weights'
+    fingerprint decides whether the previous run's vectors are this model's."""
+    other = _other_model(tmp_path / "other")
+    products = write_catalog(tmp_path / "products.parquet", catalog(8))
+    run_embed(
+        PipelineOptions(["--products", products, "--model", str(other), "--output", str(tmp_path / "old")])
+    )
+    flags = ["--products", products, "--model", str(tiny_model_dir), "--previous", str(tmp_path / "old")]
+    counts = run_embed(PipelineOptions([*flags, "--output", str(tmp_path / "new")]))
+    assert counts["products_embedded"] == 8 and counts.get("products_reused", 0) == 0
+    assert "was embedded by another model" in caplog.text
+
+    again = run_embed(
+        PipelineOptions([*flags[:-1], str(tmp_path / "new"), "--output", str(tmp_path / "newer")])
+    )
+    assert again.get("products_reused", 0) == 8  # the same weights: everything reused

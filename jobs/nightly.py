@@ -36,9 +36,10 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from jobs.nightly_inputs import CatalogFingerprint, check_inputs, claim_run_folder
+from jobs.nightly_latest import LATEST, publish_latest, read_latest
 from jobs.publish_guard import DEFAULT_MAX_SHRINK, CatalogSizeCheck, catalog_size
 from jobs.stage_runs import StageRunner, is_finished
-from pipelines.artifacts import is_local, read_stage_manifest
+from pipelines.artifacts import read_stage_manifest
 from pipelines.embed.enrich import DEFAULT_FILL_CONFIDENCE, enrich_catalog
 from pipelines.embed.export import export_vertex
 from pipelines.embed.stage import EMBEDDINGS_KIND, EmbedConfig, embed_catalog
@@ -56,11 +57,11 @@ from pipelines.options import (
 )
 from pipelines.stage_config import StageOutput, add_output_argument, config_from_values
 from pipelines.verify import verification_wanted
+from pipelines.writer_lock import exclusive_writer
 from schemas import AspectSchema
 from schemas.manifest import MANIFEST_FILE, ArtifactError
 
 LOGGER = logging.getLogger(__name__)
-LATEST = "LATEST"
 RUN_KIND = "madr-nightly-run"
 
 
@@ -232,35 +233,6 @@ def job_from_args(args: argparse.Namespace, beam_args: list[str]) -> NightlyJob:
     )
 
 
-def read_latest(out: str) -> dict[str, Any] | None:
-    """The LATEST pointer of a nightly root, or None before the first successful run."""
-    path = FileSystems.join(out, LATEST)
-    if not FileSystems.exists(path):
-        return None
-    with FileSystems.open(path) as handle:
-        return json.loads(handle.read())
-
-
-def publish_latest(out: str, run_id: str, summary: dict[str, Any]) -> None:
-    """Point LATEST at a finished run, in one atomic step."""
-    pointer = {
-        "run_id": run_id,
-        "path": FileSystems.join(out, run_id),
-        "published_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        **summary,
-    }
-    data = (json.dumps(pointer, indent=2, sort_keys=True) + "\n").encode()
-    target = FileSystems.join(out, LATEST)
-    if is_local(out):
-        staging = target + ".tmp"
-        with FileSystems.create(staging) as handle:
-            handle.write(data)
-        FileSystems.rename([staging], [target])  # os.rename: atomic on one filesystem
-    else:
-        with FileSystems.create(target) as handle:  # one object write: readers see old or new
-            handle.write(data)
-
-
 def _reusable(embeddings: str) -> bool:
     """Whether the previous run's embeddings are whole; a lost file is named, and nothing is reused."""
     try:
@@ -293,7 +265,16 @@ def _catalog_check(job: NightlyJob, previous: str | None, latest: dict[str, Any]
 
 
 def run_nightly(job: NightlyJob) -> NightlyReport:
-    """Run (or finish) one night; move LATEST only when every stage has succeeded."""
+    """Run (or finish) one night; move LATEST only when every stage has succeeded.
+
+    One nightly at a time per root: the run holds the root's write lock (`pipelines.writer_lock`, on
+    OUT/LATEST) from start to publication, and a second one is refused at once, naming the first.
+    """
+    with exclusive_writer(FileSystems.join(job.out, LATEST), f"madr nightly run {job.run_id}"):
+        return _run_locked(job)
+
+
+def _run_locked(job: NightlyJob) -> NightlyReport:
     run_manifest = FileSystems.join(job.run_folder, MANIFEST_FILE)
     # Before the first slow stage: the inputs, and which catalog this run folder is for.
     catalog = CatalogFingerprint.of(job.catalog)
@@ -360,7 +341,7 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
                 json.dumps({"kind": RUN_KIND, "run_id": job.run_id, **summary}, indent=2, default=str) + "\n"
             ).encode()
         )
-    publish_latest(job.out, job.run_id, {"previous_run_id": previous, "products": check.products})
+    publish_latest(job.out, job.run_id, {"previous_run_id": previous, "products": check.products}, latest)
     return report
 
 

@@ -1,9 +1,8 @@
 """One stage of a driver (demo, nightly, experiment): skip it if finished, else run it and time it.
 
-A stage is finished when its output folder holds a manifest (`schemas.manifest`): stages write
-it last, so a folder without one is what an interrupted attempt left. By default any manifest in
-the folder counts, which is the rule every driver has always used; given a `kind`, only a
-manifest of that kind whose listed files are all present (`artifacts.read_stage_manifest`) does.
+A stage is finished when its output folder holds a manifest (`schemas.manifest`) whose files are
+there as it lists them (`unfinished` says what is not): stages write it last, so a folder without one
+is what an interrupted attempt left. Given a `kind`, only a manifest of that kind counts.
 
 The stage itself writes its manifest; the runner only reads it.
 """
@@ -17,28 +16,59 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
+import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines.artifacts import read_stage_manifest
-from schemas.manifest import MANIFEST_FILE, ArtifactError
+from pipelines.embed.stage import EMBEDDINGS_KIND
+from schemas.manifest import ArtifactError
 
 T = TypeVar("T")
 
 
 def is_finished(folder: str | os.PathLike[str], kind: str | None = None, complete: bool = True) -> bool:
-    """Whether `folder` holds a finished stage's output (local or gs://).
+    """Whether `folder` holds a finished stage's output (local or gs://): `unfinished` says nothing."""
+    return unfinished(folder, kind, complete) is None
 
-    Without `kind`, a manifest file is enough. With it, the manifest must be of that kind and,
-    with `complete`, every file it lists must still be there.
+
+def unfinished(folder: str | os.PathLike[str], kind: str | None = None, complete: bool = True) -> str | None:
+    """Why `folder` does not hold a finished stage's output, or None when it does.
+
+    Finished means a manifest (of `kind`, when given) whose files are there as it lists them: with
+    `complete`, every listed file present at its recorded size and, for an embed output, as many
+    embedding rows in its shards as its counts say. A manifest is not proof on its own: one written
+    over files that another process then changed or removed once made every rerun skip a broken stage.
+    Sizes and Parquet footers only, no hashing: the stage that reads the folder verifies its bytes.
     """
     path = os.fspath(folder)
-    if kind is None:
-        return FileSystems.exists(FileSystems.join(path, MANIFEST_FILE))
     try:
-        read_stage_manifest(path, kind, complete)
-    except (ArtifactError, ValueError):  # ValueError: a manifest that is not JSON
-        return False
-    return True
+        manifest = read_stage_manifest(path, kind or "madr", complete=False, any_kind=kind is None)
+    except (ArtifactError, ValueError) as error:  # ValueError: a manifest that is not JSON
+        return str(error) or "its manifest cannot be read"
+    if not complete:
+        return None
+    listed = manifest.get("files") or {}
+    names = sorted(listed)
+    found = FileSystems.match([FileSystems.join(path, name) for name in names]) if names else []
+    for name, result in zip(names, found, strict=True):
+        entry = listed[name]
+        expected = entry.get("bytes", entry.get("size"))
+        sizes = [m.size_in_bytes for m in result.metadata_list]
+        if not sizes:
+            return f"{FileSystems.join(path, name)}, listed in its manifest, is missing"
+        if expected is not None and sizes[0] != int(expected):
+            return f"{FileSystems.join(path, name)} is {sizes[0]} bytes, its manifest says {expected}"
+    if manifest.get("kind") == EMBEDDINGS_KIND:
+        counts = manifest.get("counts") or {}
+        expected_rows = int(counts.get("products_embedded", 0)) + int(counts.get("products_reused", 0))
+        rows = 0
+        for name in names:
+            if name.startswith("embeddings") and name.endswith(".parquet"):
+                with FileSystems.open(FileSystems.join(path, name)) as handle:
+                    rows += pq.ParquetFile(handle).metadata.num_rows
+        if rows != expected_rows:
+            return f"{path} holds {rows} embedding rows, its manifest counts {expected_rows}"
+    return None
 
 
 @dataclass
@@ -91,7 +121,12 @@ class StageRunner:
                     self.logger.info("%s: finished in an earlier attempt, skipped", name)
                 return None
             if self.logger and FileSystems.exists(os.fspath(folder)):
-                self.logger.warning("%s: replacing what an interrupted attempt left in %s", name, folder)
+                self.logger.warning(
+                    "%s: replacing what an interrupted attempt left in %s (%s)",
+                    name,
+                    folder,
+                    unfinished(folder, kind, complete),
+                )
         if self.announce is not None:
             print(self.announce.format(name=name), flush=True)
         started = time.perf_counter()

@@ -29,6 +29,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.runner import PipelineResult
 
+from pipelines.writer_lock import exclusive_writer
 from schemas import ArtifactError
 from schemas.manifest import (
     FILES_DIGEST,
@@ -90,8 +91,11 @@ def write_stage_manifest(folder: str, kind: str, info: dict[str, Any]) -> str:
     return target
 
 
-def read_stage_manifest(folder: str, kind: str, complete: bool = True) -> dict[str, Any]:
-    """A stage folder's manifest; with ``complete``, every file it lists must still be there.
+def read_stage_manifest(
+    folder: str, kind: str, complete: bool = True, any_kind: bool = False
+) -> dict[str, Any]:
+    """A stage folder's manifest; with ``complete``, every file it lists must still be there, and unless
+    ``any_kind`` the manifest must be of ``kind``.
 
     A lost shard must be reported as lost: read without it, an embed output looks like a smaller
     catalog, and an index built from it fails (or, worse, succeeds) with no word about the file.
@@ -105,7 +109,7 @@ def read_stage_manifest(folder: str, kind: str, complete: bool = True) -> dict[s
         )
     with FileSystems.open(path) as handle:
         manifest = json.loads(handle.read())
-    if manifest.get("kind") != kind:
+    if manifest.get("kind") != kind and not any_kind:
         raise ArtifactError(f"{folder} holds {manifest.get('kind')!r}, expected {kind!r}")
     missing = missing_files(folder, manifest) if complete else []
     if missing:
@@ -281,8 +285,9 @@ def staging_folder(target: str) -> str:
 
     A sibling, so the move stays on one filesystem (a rename) or in one bucket. Its name is fixed
     rather than random, so that a rerun finds what a failed or killed run left there: a stage
-    clears it, training resumes from its checkpoint. Two runs writing one target at once are not
-    supported (they would share it).
+    clears it, training resumes from its checkpoint. That is safe because `fresh_output` holds the
+    target's write lock (`pipelines.writer_lock`): a second run into the same target is refused
+    before it touches the staging folder (on local disk; see that module for object stores).
     """
     parent, name = FileSystems.split(target.rstrip("/"))
     if not name or name in (".", ".."):
@@ -358,8 +363,22 @@ def fresh_output(
     the same run before use). On success the staging folder becomes `target`; on failure `target`
     is left as it was and the staging folder keeps what the run wrote (dead letters, say).
     """
+    if is_local(target) and os.path.islink(target.rstrip("/")):
+        # Replacing it would replace the link, not the folder it names (and rmtree refuses links).
+        raise OutputNotEmpty(
+            f"{target} is a symbolic link (to {os.path.realpath(target)}); give the folder itself or "
+            "another path as the output"
+        )
     if is_local(target) and os.path.lexists(target) and not os.path.isdir(target):
         raise OutputNotEmpty(f"{target} is a file, not a folder; choose a folder for the output")
+    with exclusive_writer(target, f"a madr stage writing {target}"):
+        yield from _fresh_output_locked(target, overwrite, resumable)
+
+
+def _fresh_output_locked(
+    target: str, overwrite: bool, resumable: Callable[[str], bool] | None
+) -> Iterator[str]:
+    """`fresh_output`, once this process is the only writer of `target` (and so of its staging folder)."""
     if not overwrite and _holds_anything(target):
         raise OutputNotEmpty(
             f"{target} is not empty; write to a new folder, or pass --overwrite to replace it"

@@ -9,8 +9,9 @@ import json
 import pytest
 
 from jobs.commands import COMMANDS
-from jobs.nightly import NightlyJob, add_nightly_arguments, job_from_args, read_latest, run_nightly
+from jobs.nightly import NightlyJob, add_nightly_arguments, job_from_args, run_nightly
 from jobs.nightly_inputs import CatalogChanged
+from jobs.nightly_latest import read_latest
 from pipelines.options import IndexSettings
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs.nightly import LATEST, NightlyJob, read_latest, run_nightly
+from jobs.nightly import NightlyJob, run_nightly
+from jobs.nightly_latest import LATEST, read_latest
 from jobs.publish_guard import CatalogSizeCheck, PublishRefused
 from pipelines.artifacts import read_stage_manifest
 from pipelines.embed.stage import run_embed
@@ -88,8 +89,11 @@ def test_an_empty_catalog_is_refused(tmp_path, tiny_model_dir) -> None:
     assert not (tmp_path / "nightly" / "mon" / "index").exists()
 
 
-def test_a_missing_shard_of_tonights_embeddings_is_named(tmp_path, tiny_model_dir) -> None:
-    # A crash after embedding, then a lost shard: the rerun must say which file, not blame the index.
+def test_a_missing_shard_of_tonights_embeddings_is_named_and_the_stage_run_again(
+    tmp_path, tiny_model_dir, caplog
+) -> None:
+    """A crash after embedding, then a lost shard: the stage is not finished (its manifest lists a file
+    that is gone), so the rerun names the file and embeds again, rather than skip it and fail later."""
     products = write_catalog(tmp_path / "mon.parquet", catalog(40))
     embeddings = tmp_path / "nightly" / "mon" / "embeddings"
     run_embed(
@@ -97,11 +101,14 @@ def test_a_missing_shard_of_tonights_embeddings_is_named(tmp_path, tiny_model_di
     )
     lost = _shards(embeddings)[0]
     lost.unlink()
-    with pytest.raises(ArtifactError, match=re.escape(f"{lost.name} listed in its manifest.json is missing")):
-        run_nightly(_job(tmp_path, tiny_model_dir, products, "mon"))
-    assert not (tmp_path / "nightly" / LATEST).exists()
     with pytest.raises(ArtifactError, match=re.escape(lost.name)):
         read_stage_manifest(str(embeddings), "madr-embeddings")
+    with caplog.at_level(logging.WARNING, logger="jobs.nightly"):
+        report = run_nightly(_job(tmp_path, tiny_model_dir, products, "mon"))
+    assert any(lost.name in r.getMessage() and "replacing" in r.getMessage() for r in caplog.records)
+    assert report.stages["embed"]["products_embedded"] == 40 and "embed" not in report.skipped
+    assert read_latest(str(tmp_path / "nightly"))["run_id"] == "mon"
+    read_stage_manifest(str(embeddings), "madr-embeddings")  # whole again
 
 
 def test_a_missing_shard_of_the_previous_run_is_named_and_nothing_reused(

@@ -93,7 +93,7 @@ def test_an_incomplete_or_other_kind_manifest_is_not_finished_for_that_kind(tmp_
     assert not is_finished(folder, "madr-embeddings")  # another stage's output
     (folder / "part-0.txt").unlink()  # a listed file was lost
     assert not is_finished(folder, KIND)
-    assert is_finished(folder, KIND, complete=False) and is_finished(folder)
+    assert is_finished(folder, KIND, complete=False) and not is_finished(folder)
     assert not is_finished(tmp_path / "absent") and not is_finished(tmp_path / "absent", KIND)
     (folder / "manifest.json").write_text("{not json")
     assert not is_finished(folder, KIND)

@@ -16,13 +16,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.nightly import NightlyJob, run_nightly
+from jobs.nightly import run_nightly
 from jobs.nightly_latest import LatestChanged, latest_run_folder, publish_latest, read_latest
 from jobs.stage_runs import unfinished
 from pipelines.artifacts import OutputNotEmpty, fresh_output, write_stage_manifest
-from pipelines.options import IndexSettings
 from pipelines.writer_lock import WriterBusy, exclusive_writer, lock_path
 from tests.test_embed_pipeline import catalog, write_catalog
+from tests.test_publish_guard import _job
 from tests.test_verify_artifacts import SHARD, _embeddings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -118,16 +118,6 @@ def test_finished_means_the_listed_files_and_counts_are_there(tmp_path: Path) ->
     assert "is missing" in unfinished(folder)
     write_stage_manifest(str(folder), "madr-embeddings", {"counts": {}})
     assert unfinished(folder) is None  # an empty output is finished: its manifest counts no rows
-
-
-def _job(tmp_path: Path, model: Path, products: str, run_id: str) -> NightlyJob:
-    return NightlyJob(
-        catalog=products,
-        model=str(model),
-        out=str(tmp_path / "nightly"),
-        run_id=run_id,
-        index=IndexSettings(max_k=20),
-    )
 
 
 def test_a_second_nightly_on_a_root_is_refused_while_the_first_runs(

@@ -16,6 +16,7 @@ report it, with exit code 1.
 from __future__ import annotations
 
 import errno
+import re
 import sys
 import traceback
 from typing import TextIO
@@ -50,17 +51,39 @@ _OS_FIXES = {
 
 def one_line(error: BaseException) -> str:
     """The error's message on one line (Beam adds lines naming the step), never empty."""
-    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+    if isinstance(error, OSError) and error.strerror:
         fix = _OS_FIXES.get(error.errno or 0)
-        message = f"{error.strerror}: {error.filename}" + (f"; {fix}" if fix else "")
+        where = f": {error.filename}" if error.filename is not None else ""
+        message = f"{error.strerror}{where}" + (f"; {fix}" if fix else "")
     else:
         message = str(error)
     return " ".join(message.split()) or type(error).__name__
 
 
+# An OS error as Beam re-raises a worker's: only its text is left, "OSError: [Errno 28] No space left on
+# device: 'path' [while running 'Step']".
+_WRAPPED_OS_ERROR = re.compile(r"\[Errno (\d+)\] ([^\[\]:]+)(?:: '([^']*)')?")
+
+
+def wrapped_os_error(error: BaseException) -> OSError | None:
+    """The OS error behind `error` (a full disk, a denied permission), when it has one: in its chain of
+    causes, or in the text Beam keeps of an error raised on a worker."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError):
+            return seen
+        found = _WRAPPED_OS_ERROR.search(str(seen))
+        if found:
+            return OSError(int(found.group(1)), found.group(2).strip(), found.group(3))
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def report_error(command: str, error: Exception, stream: TextIO | None = None) -> int:
     """Print `error` for the user of `madr <command>`; the exit code main() returns."""
     stream = stream if stream is not None else sys.stderr
+    if not isinstance(error, USER_ERRORS):
+        error = wrapped_os_error(error) or error
     if isinstance(error, USER_ERRORS):
         print(f"madr {command}: error: {one_line(error)}", file=stream)
         return EXIT_USER_ERROR

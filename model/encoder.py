@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 from transformers import BertModel, PreTrainedTokenizerBase
 
@@ -24,6 +24,7 @@ from model.config import EncoderConfig
 from model.leading_positions import last_hidden_at_leading_positions
 from model.mlm import MlmHead, mask_for_mlm, masked_lm_loss
 from model.ranking_losses import in_batch_softmax_loss
+from model.weights_file import load_checked_weights, read_weights
 
 if TYPE_CHECKING:
     from model.aspects.labels import AspectLabels
@@ -245,15 +246,7 @@ class DenseEncoder(nn.Module):
         return cls(cls.config_class.from_dict(data))
 
     def load_weights(self, directory: str | Path) -> None:
-        path = Path(directory) / WEIGHTS_FILE
-        if not path.is_file():
-            raise FileNotFoundError(f"{directory} has no {WEIGHTS_FILE}; it is not a trained model")
-        missing, unexpected = self.load_state_dict(load_file(str(path)), strict=False)
-        if missing or unexpected:
-            raise ValueError(
-                f"{path} does not match the {self.config.variant} config: "
-                f"missing {missing[:5]}, unexpected {unexpected[:5]}"
-            )
+        load_checked_weights(self, Path(directory) / WEIGHTS_FILE, self.config.variant)
 
     def warm_start_from(self, directory: str | Path) -> list[str]:
         """Copy every tensor of a trained model whose name and shape match this one's.
@@ -263,10 +256,7 @@ class DenseEncoder(nn.Module):
         differs during fine-tuning" from MADRAL-ori). Returns the names left at their
         initialisation; the caller decides whether that is acceptable.
         """
-        path = Path(directory) / WEIGHTS_FILE
-        if not path.is_file():
-            raise FileNotFoundError(f"{directory} has no {WEIGHTS_FILE}; it is not a trained model")
-        return self._copy_matching(load_file(str(path)), directory)
+        return self._copy_matching(read_weights(Path(directory) / WEIGHTS_FILE), directory)
 
     def _copy_matching(self, source: Mapping[str, torch.Tensor], directory: str | Path) -> list[str]:
         """`warm_start_from` on the already read tensors of the model in `directory`."""

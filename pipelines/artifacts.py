@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import itertools
 import json
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -218,62 +218,17 @@ def is_local(path: str) -> bool:
     return FileSystems.get_scheme(path) is None
 
 
-def localize(path: str, local_dir: str) -> str:
-    """A local folder holding the files of `path`: `path` itself when local, else a copy in `local_dir`.
-
-    For libraries that only open local files (ScaNN's `load_searcher`, pathlib code). Every file under
-    `path`, subfolders included, is copied byte for byte (no decompression of .gz names) through Beam's
-    FileSystems, so any filesystem Beam knows works. The caller owns `local_dir` and deletes it.
-    """
-    if is_local(path):
-        return path
-    prefix = path.rstrip("/") + "/"
-    # Objects named ".../" are folder placeholders some GCS tools create, not files.
-    found = [m for m in FileSystems.match([prefix + "**"])[0].metadata_list if not m.path.endswith("/")]
-    if not found:
-        raise FileNotFoundError(f"{path} holds no files")
-    for metadata in found:
-        target = os.path.join(local_dir, *metadata.path[len(prefix) :].split("/"))
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with (
-            FileSystems.open(metadata.path, compression_type=CompressionTypes.UNCOMPRESSED) as source,
-            open(target, "wb") as sink,
-        ):
-            shutil.copyfileobj(source, sink, 1 << 20)
-    return local_dir
-
-
-def publish(local_dir: str, target: str) -> list[str]:
-    """Copy every file under the local `local_dir` (subfolders included) into the folder `target`.
-
-    The counterpart of `localize`, for code that can only write local files. Each object becomes visible
-    whole when its upload closes; callers write their manifest after publishing. Returns the paths written.
-    """
-    written = []
-    for root, _dirs, names in os.walk(local_dir):
-        for name in sorted(names):
-            source = os.path.join(root, name)
-            relative = os.path.relpath(source, local_dir).replace(os.sep, "/")
-            destination = FileSystems.join(target, *relative.split("/"))
-            with (
-                open(source, "rb") as reader,
-                FileSystems.create(destination, compression_type=CompressionTypes.UNCOMPRESSED) as writer,
-            ):
-                shutil.copyfileobj(reader, writer, 1 << 20)
-            written.append(destination)
-    return written
-
-
-@contextlib.contextmanager
-def local_output(target: str) -> Iterator[str]:
-    """A local folder to write into that ends up in `target`: `target` itself when local, else a
-    temporary folder published to `target` when the block succeeds (and deleted either way)."""
-    if is_local(target):
-        yield target
-        return
-    with tempfile.TemporaryDirectory(prefix="madr-output-") as staging:
-        yield staging
-        publish(staging, target)
+def is_disk_full(error: BaseException) -> bool:
+    """Whether `error` is, or was caused by, a full disk (ENOSPC). Beam re-raises a worker's OSError as
+    a RuntimeError carrying only its text ("OSError: [Errno 28] No space left on device [while ...]")."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return True
+        if f"[Errno {errno.ENOSPC}]" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 class OutputNotEmpty(FileExistsError):
@@ -390,7 +345,12 @@ def _fresh_output_locked(
         os.makedirs(staging, exist_ok=True)
     try:
         yield staging
-    except BaseException:
+    except BaseException as error:
+        if is_disk_full(error):
+            remove_folder(staging)  # what it wrote only takes the space the next run needs
+            raise OSError(
+                errno.ENOSPC, "No space left on device (what this run had written was removed)", target
+            ) from error
         if not _files_under(staging):
             remove_folder(staging)
         else:

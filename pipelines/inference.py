@@ -35,7 +35,7 @@ from model import (
     text_for_model,
 )
 from model.annotations import AbstentionRule, RecordAnnotations, annotate
-from model.onnx_runtime import OnnxRuntimeEncoder, cached_graph, probe_mismatch
+from model.onnx_runtime import OnnxRuntimeEncoder, cache_root, cached_graph, probe_mismatch
 from pipelines.options import PRECISIONS, RUNTIMES, ModelSettings
 from pipelines.progress import ProgressLog
 
@@ -204,10 +204,21 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         encoder, tokenizer = load_encoder(self.model_dir, device=str(device))
         if runtime == "torch":
             return LoadedEncoder(encoder, tokenizer, autocast=GPU_PRECISIONS.get(self.precision))
-        graph, layout = cached_graph(self.model_dir, encoder, tokenizer, self.side, self.precision)
-        pad = int(tokenizer.pad_token_id or 0)
-        run = OnnxRuntimeEncoder(graph.read_bytes(), layout, self.side, pad, self.num_threads)
-        cosine = probe_mismatch(encoder, tokenizer, run, self.side, self.precision)
+        try:
+            graph, layout = cached_graph(self.model_dir, encoder, tokenizer, self.side, self.precision)
+            pad = int(tokenizer.pad_token_id or 0)
+            run = OnnxRuntimeEncoder(graph.read_bytes(), layout, self.side, pad, self.num_threads)
+            cosine = probe_mismatch(encoder, tokenizer, run, self.side, self.precision)
+        except Exception as error:  # the graph is a cache: torch encodes as well, only slower
+            LOGGER.warning(
+                "the ONNX graph of %s cannot be used (%s: %s): encoding with torch instead; delete %s to "
+                "export it again",
+                self.model_dir,
+                type(error).__name__,
+                " ".join(str(error).split())[:300],
+                cache_root() / "onnx",
+            )
+            return LoadedEncoder(encoder, tokenizer)
         if cosine is not None:  # another model's graph, or a damaged one: never write its vectors
             LOGGER.warning(
                 "%s does not encode as %s's weights do (cosine %.4f on probe texts): encoding with torch "

@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from model.encoder import WEIGHTS_FILE
+from model.weights_file import check_weights_readable
 from pipelines.artifacts import read_stage_manifest, verify_stage_folder
 from pipelines.options import VerifyOptions
 from schemas.manifest import (
@@ -75,7 +78,13 @@ def verify_model(model_dir: str, verify: bool = True) -> dict[str, Any] | None:
     if not verify:
         _unchecked("the model", model_dir)
         return None
-    return verify_manifest(model_dir, MODEL_KIND, MODEL_FIX, allow_unlisted=False)
+    manifest = verify_manifest(model_dir, MODEL_KIND, MODEL_FIX, allow_unlisted=False)
+    # A listed file can still be damaged (cut short before the manifest was written, or copied in
+    # from elsewhere with its entry): said here, on the driver, rather than by each worker.
+    weights = Path(model_dir) / WEIGHTS_FILE
+    if weights.is_file():
+        check_weights_readable(weights)
+    return manifest
 
 
 def verified_stage_manifest(folder: str, kind: str, verify: bool = True) -> dict[str, Any]:

@@ -22,10 +22,11 @@ from gcs_emulator import EmulatorError, GcsEmulator, pointed_at, running_emulato
 from google.auth.credentials import AnonymousCredentials
 
 from index_builder import ScannIndex
-from pipelines.artifacts import local_output, localize, publish, read_embeddings, read_stage_manifest
+from pipelines.artifacts import read_embeddings, read_stage_manifest
 from pipelines.embed.stage import run_embed
 from pipelines.evaluate.stage import SearcherSpec, run_evaluate
 from pipelines.index.single import build_index
+from pipelines.local_copies import local_output, localize, publish
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
 
 BUCKET = "madr-test"

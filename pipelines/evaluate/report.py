@@ -25,8 +25,9 @@ from evaluation.cutoffs import CutoffPlan
 from evaluation.plot import PLOT_FILE, k_grid, recall_curve, write_recall_plot
 from evaluation.report import METRICS_FILE
 from evaluation.text_table import format_text_table
-from pipelines.artifacts import list_files, local_output, read_parquet_table
+from pipelines.artifacts import list_files, read_parquet_table
 from pipelines.evaluate.calibration import Calibration
+from pipelines.local_copies import local_output
 from schemas.manifest import MANIFEST_FILE
 
 LOGGER = logging.getLogger(__name__)

@@ -17,7 +17,8 @@ from typing import Protocol, runtime_checkable
 from apache_beam.io.filesystems import FileSystems
 
 from index_builder import ExactSearcher, Searcher, open_index
-from pipelines.artifacts import localize, read_embeddings, read_stage_manifest
+from pipelines.artifacts import read_embeddings, read_stage_manifest
+from pipelines.local_copies import localize
 from schemas.manifest import ArtifactError
 
 

@@ -12,7 +12,8 @@ from typing import Any
 from index_builder.builder import config_for_corpus
 from index_builder.recall import DEFAULT_TARGET_RECALL, check_target, recall_summary
 from index_builder.tuned import train_within_target
-from pipelines.artifacts import fresh_output, local_output, read_embeddings
+from pipelines.artifacts import fresh_output, read_embeddings
+from pipelines.local_copies import local_output
 from pipelines.options import IndexOptions, OverwriteOptions, VerifyOptions, add_stage_arguments
 from pipelines.stage_config import add_output_argument
 from pipelines.verify import embeddings_digest, verified_stage_manifest

@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,7 @@ from schemas.manifest import (
     FILES_DIGEST,
     MANIFEST_FILE,
     check_files_digest,
+    check_links_stay_inside,
     files_digest,
     sha256_stream,
     verify_files,
@@ -131,6 +133,8 @@ def verify_stage_folder(folder: str, kind: str, fix: str) -> dict[str, Any]:
     """
     manifest = read_stage_manifest(folder, kind)
     check_files_digest(manifest, FileSystems.join(folder, MANIFEST_FILE), fix)
+    if is_local(folder):
+        check_links_stay_inside(Path(folder), fix)
     root = folder.rstrip("/")
     present = [metadata.path[len(root) + 1 :] for metadata in _match(folder, "*")]
     listed = manifest.get("files", {})

@@ -161,6 +161,19 @@ def verify_files(
                 raise ArtifactError(digest_mismatch(path_of(name), actual, expected, fix))
 
 
+def check_links_stay_inside(root: Path, fix: str) -> None:
+    """Refuse a symbolic link inside an artifact that leads outside it: its bytes are not the artifact's
+    to vouch for, and could change under it. The artifact folder itself may be a link (a `current`
+    pointing to a version); what is inside is judged by resolved paths."""
+    inside = root.resolve()
+    for path in sorted(root.rglob("*")):
+        if path.is_symlink() and not path.resolve().is_relative_to(inside):
+            raise ArtifactError(
+                f"{path} is a symbolic link to {path.resolve()}, outside {root}; an artifact holds its own "
+                f"files: copy them in without links, or {fix}"
+            )
+
+
 def verify_manifest(
     directory: str | Path, kind: str, fix: str = "rebuild the artifact", allow_unlisted: bool = True
 ) -> dict[str, Any]:
@@ -169,6 +182,7 @@ def verify_manifest(
     root = Path(directory)
     manifest = read_manifest(root, kind, fix)
     check_files_digest(manifest, str(root / MANIFEST_FILE), fix)
+    check_links_stay_inside(root, fix)
     present = (path.relative_to(root).as_posix() for path in root.rglob("*") if path.is_file())
     verify_files(
         manifest["files"],

@@ -181,3 +181,25 @@ def test_embed_reuses_nothing_from_previous_embeddings_of_other_weights(
         PipelineOptions([*flags[:-1], str(tmp_path / "new"), "--output", str(tmp_path / "newer")])
     )
     assert again.get("products_reused", 0) == 8  # the same weights: everything reused
+
+
+def test_a_model_or_embeddings_file_linked_from_outside_is_refused(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """Issue 24: a symlinked model.safetensors pointing outside the model was accepted (its bytes matched).
+    The folder itself may be a link (a `current` pointing to a version)."""
+    model = Path(shutil.copytree(tiny_model_dir, tmp_path / "model"))
+    current = tmp_path / "current"
+    current.symlink_to(model)
+    verify_model(str(current))
+    outside = tmp_path / "outside.safetensors"
+    (model / "model.safetensors").rename(outside)
+    (model / "model.safetensors").symlink_to(outside)
+    with pytest.raises(ArtifactError, match=r"model\.safetensors is a symbolic link to .*outside"):
+        verify_model(str(model))
+
+    embeddings = _embeddings(tmp_path / "embeddings")
+    (embeddings / SHARD).rename(tmp_path / SHARD)
+    (embeddings / SHARD).symlink_to(tmp_path / SHARD)
+    with pytest.raises(ArtifactError, match="is a symbolic link to"):
+        verify_stage_folder(str(embeddings), "madr-embeddings", "run `madr embed` again")

@@ -7,9 +7,11 @@ from the config and k alone.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Sequence
@@ -283,7 +285,14 @@ class ScannIndex:
         directory = Path(directory)
         prepare_directory(directory)
         # relative_path=True: the default stores absolute asset paths, and a moved index would not load.
-        self._searcher.serialize(str(directory / SCANN_DIR), relative_path=True)
+        try:
+            self._searcher.serialize(str(directory / SCANN_DIR), relative_path=True)
+        except RuntimeError as error:  # ScaNN's own I/O errors carry no errno; a full disk is the usual one
+            free = shutil.disk_usage(directory).free
+            code = errno.ENOSPC if free < 1 << 20 else errno.EIO
+            raise OSError(
+                code, f"ScaNN could not write the index ({error}; {free} bytes free)", str(directory)
+            ) from error
         write_ids(directory, self._ids.tolist())
         manifest = IndexManifest(
             model_id=model_id,

@@ -330,8 +330,16 @@ def fresh_output(
         )
     if is_local(target) and os.path.lexists(target) and not os.path.isdir(target):
         raise OutputNotEmpty(f"{target} is a file, not a folder; choose a folder for the output")
-    with exclusive_writer(target, f"a madr stage writing {target}"):
-        yield from _fresh_output_locked(target, overwrite, resumable)
+    try:
+        with exclusive_writer(target, f"a madr stage writing {target}"):
+            yield from _fresh_output_locked(target, overwrite, resumable)
+    except Exception as error:
+        if not is_disk_full(error):
+            raise
+        # Said of the output, whichever write hit the full disk: Beam keeps only the error's text.
+        raise OSError(
+            errno.ENOSPC, "No space left on device (what this run had written was removed)", target
+        ) from error
 
 
 def _fresh_output_locked(
@@ -352,9 +360,7 @@ def _fresh_output_locked(
     except BaseException as error:
         if is_disk_full(error):
             remove_folder(staging)  # what it wrote only takes the space the next run needs
-            raise OSError(
-                errno.ENOSPC, "No space left on device (what this run had written was removed)", target
-            ) from error
+            raise
         if not _files_under(staging):
             remove_folder(staging)
         else:

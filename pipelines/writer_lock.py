@@ -88,8 +88,9 @@ def exclusive_writer(path: str, what: str) -> Iterator[None]:
     try:
         since = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         record = {"pid": os.getpid(), "host": socket.gethostname(), "since": since, "what": what}
-        os.ftruncate(descriptor, 0)
-        os.write(descriptor, json.dumps(record).encode())
+        with contextlib.suppress(OSError):  # who holds it is for messages only: a full disk may refuse it
+            os.ftruncate(descriptor, 0)
+            os.write(descriptor, json.dumps(record).encode())
         yield
     finally:
         with contextlib.suppress(FileNotFoundError):

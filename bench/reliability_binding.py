@@ -1,0 +1,307 @@
+"""The reliability cases of artifacts that must belong together (issue 24, items 1-4).
+
+Deliberate, not accidental: another model's index, files swapped in from another valid artifact with
+their manifest entries, an asset path leading out of the index, symbolic links, a pickle planted while an
+index loads, and an ONNX graph in the cache that is not the model's. Each must be refused, or (the cache)
+bypassed, with nothing wrong written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import pickle
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench.reliability_kit import (
+    WEIGHTS,
+    Fixture,
+    Outcome,
+    Run,
+    Touch,
+    build_index,
+    catalog_rows,
+    embed,
+    evaluate,
+    named,
+    sorted_embeddings,
+)
+from bench.support import tiny_model
+from index_builder import ScannIndex
+from index_builder.artifact import IndexArtifactError
+from schemas import PRODUCT_SCHEMA
+from schemas.manifest import files_digest, sha256_file
+
+REFUSED = "exit 2; names {}; no output"
+
+
+def _refused(run: Run, output: Path, text: str, label: str | None = None) -> str:
+    written = "output written" if output.exists() else "no output"
+    return f"exit {run.code}; {named(run, text, label)}; {written}"
+
+
+def _relist(folder: Path, *names: str) -> None:
+    """Record the named files as they are now in `folder`'s manifest, digest too: what someone who can
+    write the manifest does, so that only the checks beyond the hashes are left to catch it."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for name in names:
+        manifest["files"][name] = {
+            "sha256": sha256_file(folder / name),
+            "size": (folder / name).stat().st_size,
+        }
+    manifest["files_digest"] = files_digest(manifest["files"])
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _model_b(fixture: Fixture) -> Path:
+    folder = fixture.folder("model-b")
+    return folder if folder.is_dir() else tiny_model(folder, 16, "reliability-b")
+
+
+def shared_index(fixture: Fixture) -> Path:
+    """The index of the shared embeddings (model A), built once."""
+    folder = fixture.folder("index-a")
+    return folder if folder.is_dir() else build_index(fixture, "index-a")
+
+
+def _index_of_model_b(fixture: Fixture) -> Path:
+    """An index of the same catalog by model B, built once."""
+    folder, embeddings = fixture.folder("index-b"), fixture.folder("embeddings-b")
+    if folder.is_dir():
+        return folder
+    if embed(fixture, fixture.products, embeddings, "--model", str(_model_b(fixture))).code != 0:
+        raise RuntimeError("embedding with model B failed")
+    return build_index(fixture, "index-b", embeddings)
+
+
+def model_mismatch(fixture: Fixture) -> Outcome:
+    """Issue 24: `madr evaluate --model A --index B` reported recall 0.033 instead of 0.150, exit 0."""
+    model_b = _model_b(fixture)
+    index_a, index_b = shared_index(fixture), _index_of_model_b(fixture)
+    observed = []
+    for label, model, index in (
+        ("A with B's index", fixture.model, index_b),
+        ("B with A's index", model_b, index_a),
+    ):
+        output = fixture.folder(f"mismatch-{label[0]}")
+        observed.append(
+            f"{label}: {_refused(evaluate(fixture, index, output, model), output, '--allow_model_mismatch')}"
+        )
+    return Outcome(
+        "model and index of different models (both ways)",
+        "; ".join(
+            f"{label}: {REFUSED.format('--allow_model_mismatch')}"
+            for label in ("A with B's index", "B with A's index")
+        ),
+        "; ".join(observed),
+        0,  # refused before reading a query
+    )
+
+
+def _reversed_index(fixture: Fixture) -> Path:
+    """A valid index of the same catalog and model whose rows are in reversed order."""
+    folder = fixture.folder("index-reversed")
+    if folder.is_dir():
+        return folder
+    rows = catalog_rows(fixture.products)[::-1]
+    path = fixture.folder("reversed.parquet")
+    pq.write_table(pa.Table.from_pylist(rows, schema=PRODUCT_SCHEMA), path)
+    if embed(fixture, str(path), fixture.folder("embeddings-reversed")).code != 0:
+        raise RuntimeError("embedding the reversed catalog failed")
+    return build_index(fixture, "index-reversed", fixture.folder("embeddings-reversed"))
+
+
+def swapped_files(fixture: Fixture, relative: str) -> Outcome:
+    """`relative` (ids.parquet, or the whole scann/) taken from another valid index of the same catalog,
+    with its manifest entries: every file's own hash matches (issue 24: recall 0.000, exit 0)."""
+    source = _reversed_index(fixture)
+    index = Path(shutil.copytree(shared_index(fixture), fixture.folder(f"swapped-{relative}")))
+    theirs = json.loads((source / "manifest.json").read_text())["files"]
+    manifest = json.loads((index / "manifest.json").read_text())
+    if (source / relative).is_dir():
+        shutil.rmtree(index / relative)
+        shutil.copytree(source / relative, index / relative)
+    else:
+        shutil.copyfile(source / relative, index / relative)
+    manifest["files"].update({name: entry for name, entry in theirs.items() if name.startswith(relative)})
+    (index / "manifest.json").write_text(json.dumps(manifest))
+    output = fixture.folder(f"swapped-{relative}-eval")
+    return Outcome(
+        f"{relative}{'/' if relative == 'scann' else ''} swapped in from another index, with its entries",
+        REFUSED.format("the swap"),
+        _refused(evaluate(fixture, index, output), output, "swapped in from another artifact", "the swap"),
+        0,
+    )
+
+
+def escaping_asset(fixture: Fixture) -> Outcome:
+    """ScaNN's asset file pointed at another model's vectors outside the index, and relisted."""
+    index = Path(shutil.copytree(shared_index(fixture), fixture.folder("escaping-index")))
+    outside = fixture.folder("outside")
+    outside.mkdir()
+    shutil.copyfile(_index_of_model_b(fixture) / "scann" / "dataset.npy", outside / "dataset.npy")
+    assets = index / "scann" / "scann_assets.pbtxt"
+    assets.write_text(assets.read_text().replace('"dataset.npy"', '"../../outside/dataset.npy"'))
+    _relist(index, "scann/scann_assets.pbtxt")
+    output = fixture.folder("escaping-index-eval")
+    return Outcome(
+        "asset path leaving the index (../../outside/dataset.npy), relisted",
+        REFUSED.format("the asset"),
+        _refused(evaluate(fixture, index, output), output, "names an asset outside", "the asset"),
+        0,
+    )
+
+
+def symbolic_links(fixture: Fixture) -> Outcome:
+    """model.safetensors, scann/dataset.npy and the whole scann/ as links to files outside the artifact."""
+    observed = []
+    model = Path(shutil.copytree(fixture.model, fixture.folder("linked-model")))
+    (model / WEIGHTS).rename(fixture.folder("outside-weights.safetensors"))
+    (model / WEIGHTS).symlink_to(fixture.folder("outside-weights.safetensors"))
+    output = fixture.folder("linked-model-out")
+    run = embed(fixture, fixture.products, output, "--model", str(model))
+    observed.append(f"weights: {_refused(run, output, 'is a symbolic link', 'the link')}")
+    for relative in ("scann/dataset.npy", "scann"):
+        index = Path(
+            shutil.copytree(shared_index(fixture), fixture.folder(f"linked-{relative.replace('/', '-')}"))
+        )
+        moved = fixture.folder(f"outside-{relative.replace('/', '-')}")
+        (index / relative).rename(moved)
+        (index / relative).symlink_to(moved)
+        output = fixture.folder(f"linked-{relative.replace('/', '-')}-eval")
+        run = evaluate(fixture, index, output)
+        observed.append(f"{relative}: {_refused(run, output, 'is a symbolic link', 'the link')}")
+    expected = [f"{what}: {REFUSED.format('the link')}" for what in ("weights", "scann/dataset.npy", "scann")]
+    return Outcome(
+        "symbolic links out of the model and the index", "; ".join(expected), "; ".join(observed), 0
+    )
+
+
+def pickle_race(fixture: Fixture) -> Outcome:
+    """A pickle renamed into scann/ and out again in a loop while the index is loaded N times: ScaNN
+    unpickles scann_docids.pkl whenever it is there, so a load that checks, then reads, would run it."""
+    index = Path(shutil.copytree(shared_index(fixture), fixture.folder("race-index")))
+    marker, staged = fixture.folder("race-payload-ran"), fixture.folder("race.pkl")
+    planted, stop = index / "scann" / "scann_docids.pkl", threading.Event()
+
+    def plant_in_a_loop() -> None:
+        while not stop.is_set():
+            staged.write_bytes(pickle.dumps(Touch(marker)))
+            os.replace(staged, planted)
+            planted.unlink(missing_ok=True)
+
+    planter = threading.Thread(target=plant_in_a_loop, daemon=True)
+    planter.start()
+    loaded = refused = 0
+    try:
+        for _ in range(fixture.planted_loads):
+            try:
+                ScannIndex.load(index)
+                loaded += 1
+            except IndexArtifactError:
+                refused += 1
+    finally:
+        stop.set()
+        planter.join()
+    ran = "payload ran" if marker.exists() else "payload never ran"
+    live = "race live" if loaded and refused else "race not live"  # some loads got past the first check
+    return Outcome(
+        f"pickle planted while the index loads ({loaded} of {fixture.planted_loads} loads past the check)",
+        "payload never ran; race live",
+        f"{ran}; {live}",
+        0,
+    )
+
+
+@contextlib.contextmanager
+def _cache(folder: Path) -> Iterator[None]:
+    before = os.environ.get("MADR_CACHE")
+    os.environ["MADR_CACHE"] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["MADR_CACHE"]
+        else:
+            os.environ["MADR_CACHE"] = before
+
+
+@contextlib.contextmanager
+def _warnings(logger: str) -> Iterator[list[str]]:
+    """The warnings `logger` gives in the block (the suite runs madr at --log_level ERROR)."""
+    said: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    target = logging.getLogger(logger)
+    level, target.level = target.level, logging.WARNING
+    target.addHandler(handler)
+    try:
+        yield said
+    finally:
+        target.removeHandler(handler)
+        target.setLevel(level)
+
+
+def _graphs(cache: Path, model: Path) -> list[Path]:
+    key = sha256_file(model / WEIGHTS)[:32]
+    return sorted((cache / "onnx" / key).glob("*.onnx"))
+
+
+def _same_as_torch(fixture: Fixture, output: Path) -> str:
+    reference = fixture.folder("embeddings-torch")
+    if not reference.is_dir() and embed(fixture, fixture.products, reference, "--runtime", "torch").code != 0:
+        raise RuntimeError("embedding with torch failed")
+    (ids, vectors), (want_ids, want) = sorted_embeddings(output), sorted_embeddings(reference)
+    same = ids == want_ids and np.allclose(vectors, want, atol=1e-5)
+    return "vectors = torch's" if same else "vectors != torch's"
+
+
+def bad_cached_graph(fixture: Fixture, forged: bool) -> Outcome:
+    """The cached ONNX graph replaced, its sidecar's hash rewritten to match: by model B's graph (issue 24:
+    embed wrote B's vectors labelled as A for all products, exit 0), or by bytes that are no graph."""
+    what = "forged" if forged else "unreadable"
+    cache = fixture.folder(f"cache-{what}")
+    with _cache(cache):
+        if embed(fixture, fixture.products, fixture.folder(f"{what}-first"), "--runtime", "onnxruntime").code:
+            raise RuntimeError("the first ONNX embed failed")
+        if forged:
+            model_b = _model_b(fixture)
+            embed(
+                fixture,
+                fixture.products,
+                fixture.folder(f"{what}-b"),
+                "--model",
+                str(model_b),
+                "--runtime",
+                "onnxruntime",
+            )
+        for graph in _graphs(cache, fixture.model):
+            if forged:
+                shutil.copyfile(_graphs(cache, model_b)[_graphs(cache, fixture.model).index(graph)], graph)
+            else:
+                graph.write_bytes(b"these bytes are not an ONNX graph")
+            sidecar = graph.with_suffix(".json")
+            record = json.loads(sidecar.read_text())
+            record["sha256"] = sha256_file(graph)
+            sidecar.write_text(json.dumps(record))
+        output = fixture.folder(f"{what}-graph-out")
+        with _warnings("pipelines.inference") as said:
+            run = embed(fixture, fixture.products, output, "--runtime", "onnxruntime")
+    warning = "does not encode as" if forged else "cannot be used"
+    warned = "warns" if any(warning in line for line in said) else "does not warn"
+    vectors = _same_as_torch(fixture, output) if run.code == 0 else "no output"
+    return Outcome(
+        f"{what} ONNX graph in the cache, sidecar rewritten",
+        "exit 0; warns; vectors = torch's",
+        f"exit {run.code}; {warned}; {vectors}",
+        0 if run.code == 0 else len(catalog_rows(fixture.products)),
+    )

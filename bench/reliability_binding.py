@@ -120,20 +120,27 @@ def _reversed_index(fixture: Fixture) -> Path:
     return build_index(fixture, "index-reversed", fixture.folder("embeddings-reversed"))
 
 
+def swap_in(target: Path, source: Path, relative: str) -> None:
+    """Copy `relative` (a file or a folder) from the artifact `source` into `target`, with its manifest
+    entries, as someone merging two valid artifacts by hand would: every file's own sha256 then matches."""
+    theirs = json.loads((source / "manifest.json").read_text())["files"]
+    manifest = json.loads((target / "manifest.json").read_text())
+    if (source / relative).is_dir():
+        shutil.rmtree(target / relative)
+        shutil.copytree(source / relative, target / relative)
+    else:
+        shutil.copyfile(source / relative, target / relative)
+    manifest["files"] = {
+        name: entry for name, entry in manifest["files"].items() if not name.startswith(relative)
+    } | {name: entry for name, entry in theirs.items() if name.startswith(relative)}
+    (target / "manifest.json").write_text(json.dumps(manifest))
+
+
 def swapped_files(fixture: Fixture, relative: str) -> Outcome:
     """`relative` (ids.parquet, or the whole scann/) taken from another valid index of the same catalog,
     with its manifest entries: every file's own hash matches (issue 24: recall 0.000, exit 0)."""
-    source = _reversed_index(fixture)
     index = Path(shutil.copytree(shared_index(fixture), fixture.folder(f"swapped-{relative}")))
-    theirs = json.loads((source / "manifest.json").read_text())["files"]
-    manifest = json.loads((index / "manifest.json").read_text())
-    if (source / relative).is_dir():
-        shutil.rmtree(index / relative)
-        shutil.copytree(source / relative, index / relative)
-    else:
-        shutil.copyfile(source / relative, index / relative)
-    manifest["files"].update({name: entry for name, entry in theirs.items() if name.startswith(relative)})
-    (index / "manifest.json").write_text(json.dumps(manifest))
+    swap_in(index, _reversed_index(fixture), relative)
     output = fixture.folder(f"swapped-{relative}-eval")
     return Outcome(
         f"{relative}{'/' if relative == 'scann' else ''} swapped in from another index, with its entries",
@@ -186,16 +193,16 @@ def symbolic_links(fixture: Fixture) -> Outcome:
     )
 
 
-def pickle_race(fixture: Fixture) -> Outcome:
-    """A pickle renamed into scann/ and out again in a loop while the index is loaded N times: ScaNN
-    unpickles scann_docids.pkl whenever it is there, so a load that checks, then reads, would run it."""
-    index = Path(shutil.copytree(shared_index(fixture), fixture.folder("race-index")))
-    marker, staged = fixture.folder("race-payload-ran"), fixture.folder("race.pkl")
-    planted, stop = index / "scann" / "scann_docids.pkl", threading.Event()
+def load_while_planting(index: Path, payload: object, loads: int) -> tuple[int, int]:
+    """Load `index` `loads` times while a thread renames a pickle of `payload` into scann/scann_docids.pkl
+    and out again; (loads that got past the check, loads refused). Whether the payload ran is the caller's
+    to see (its side effect)."""
+    staged, planted = index.parent / f".{index.name}.payload.pkl", index / "scann" / "scann_docids.pkl"
+    stop = threading.Event()
 
     def plant_in_a_loop() -> None:
         while not stop.is_set():
-            staged.write_bytes(pickle.dumps(Touch(marker)))
+            staged.write_bytes(pickle.dumps(payload))
             os.replace(staged, planted)
             planted.unlink(missing_ok=True)
 
@@ -203,7 +210,7 @@ def pickle_race(fixture: Fixture) -> Outcome:
     planter.start()
     loaded = refused = 0
     try:
-        for _ in range(fixture.planted_loads):
+        for _ in range(loads):
             try:
                 ScannIndex.load(index)
                 loaded += 1
@@ -212,6 +219,15 @@ def pickle_race(fixture: Fixture) -> Outcome:
     finally:
         stop.set()
         planter.join()
+    return loaded, refused
+
+
+def pickle_race(fixture: Fixture) -> Outcome:
+    """A pickle renamed into scann/ and out again in a loop while the index is loaded N times: ScaNN
+    unpickles scann_docids.pkl whenever it is there, so a load that checks, then reads, would run it."""
+    index = Path(shutil.copytree(shared_index(fixture), fixture.folder("race-index")))
+    marker = fixture.folder("race-payload-ran")
+    loaded, refused = load_while_planting(index, Touch(marker), fixture.planted_loads)
     ran = "payload ran" if marker.exists() else "payload never ran"
     live = "race live" if loaded and refused else "race not live"  # some loads got past the first check
     return Outcome(

@@ -17,6 +17,7 @@ import pytest
 import torch
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from bench.reliability_binding import swap_in
 from index_builder import ScannIndex, ScannIndexBuilder
 from index_builder.artifact import IndexArtifactError
 from model import new_encoder
@@ -32,22 +33,6 @@ from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 from tests.test_verify_artifacts import SHARD, _embeddings
 
 SWAPPED = "swapped in from another artifact"
-
-
-def _swap(target: Path, source: Path, relative: str) -> None:
-    """Copy `relative` (a file or a folder) from `source` into `target`, with its manifest entries, as
-    someone merging two valid artifacts by hand would: every file's own sha256 then matches."""
-    theirs = json.loads((source / "manifest.json").read_text())["files"]
-    manifest = json.loads((target / "manifest.json").read_text())
-    if (source / relative).is_dir():
-        shutil.rmtree(target / relative)
-        shutil.copytree(source / relative, target / relative)
-    else:
-        shutil.copy2(source / relative, target / relative)
-    manifest["files"] = {
-        name: entry for name, entry in manifest["files"].items() if not name.startswith(relative)
-    } | {name: entry for name, entry in theirs.items() if name.startswith(relative)}
-    (target / "manifest.json").write_text(json.dumps(manifest))
 
 
 def _index(vectors: np.ndarray, ids: list[str], folder: Path) -> Path:
@@ -77,7 +62,7 @@ def test_index_files_swapped_in_from_another_index_with_their_entries_are_refuse
     a, b = two_indexes
     copy = Path(shutil.copytree(a, tmp_path / "a"))
     ScannIndex.load(copy)  # whole before the swap
-    _swap(copy, b, relative)
+    swap_in(copy, b, relative)
     with pytest.raises(IndexArtifactError, match=SWAPPED) as refused:
         ScannIndex.load(copy)
     assert "madr build-index" in str(refused.value)
@@ -86,7 +71,7 @@ def test_index_files_swapped_in_from_another_index_with_their_entries_are_refuse
 def test_an_embeddings_shard_swapped_in_with_its_entry_is_refused(tmp_path: Path) -> None:
     ours, theirs = _embeddings(tmp_path / "ours", count=64), _embeddings(tmp_path / "theirs", count=32)
     verify_stage_folder(str(ours), "madr-embeddings", "fix")
-    _swap(ours, theirs, SHARD)
+    swap_in(ours, theirs, SHARD)
     with pytest.raises(ArtifactError, match=SWAPPED):
         verify_stage_folder(str(ours), "madr-embeddings", "run `madr embed` again")
 
@@ -103,7 +88,7 @@ def _other_model(folder: Path) -> Path:
 
 def test_model_weights_swapped_in_with_their_entry_are_refused(tmp_path: Path, tiny_model_dir: Path) -> None:
     ours = Path(shutil.copytree(tiny_model_dir, tmp_path / "ours"))
-    _swap(ours, _other_model(tmp_path / "theirs"), "model.safetensors")
+    swap_in(ours, _other_model(tmp_path / "theirs"), "model.safetensors")
     with pytest.raises(ArtifactError, match=SWAPPED):
         verify_model(str(ours))
 

@@ -8,18 +8,16 @@ static check at the end keeps the unsafe calls from coming back.
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import re
 import shutil
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from safetensors import SafetensorError
 
+from bench.reliability_binding import load_while_planting
 from index_builder import IndexArtifactError, InvertedIndex, ScannIndex, ScannIndexBuilder
 from index_builder.artifact import file_entry
 from model import new_encoder
@@ -31,6 +29,7 @@ from model.training.checkpoints import (
     CheckpointError,
     checkpoint_dir,
 )
+from model.weights_file import WeightsError
 from schemas.manifest import files_digest
 from tests.conftest import tiny_backbone
 
@@ -124,7 +123,7 @@ def test_a_pickled_state_alone_is_refused_unread(run_dir: Path, marker: Path) ->
 
 @pytest.mark.parametrize(
     ("name", "error"),
-    [(STATE_FILE, CheckpointError), (TENSORS_FILE, CheckpointError), ("model.safetensors", SafetensorError)],
+    [(STATE_FILE, CheckpointError), (TENSORS_FILE, CheckpointError), ("model.safetensors", WeightsError)],
 )
 def test_a_pickle_in_place_of_a_checkpoint_file_is_refused(
     run_dir: Path, marker: Path, name: str, error: type[Exception]
@@ -167,28 +166,7 @@ def test_a_pickle_planted_while_an_index_loads_never_runs(tmp_path: Path, marker
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     index = ScannIndexBuilder.for_corpus(200, 8, max_k=10).build(vectors, [f"sku-{i}" for i in range(200)])
     index.save(tmp_path / "index", model_id="m", model_version="1")
-    staged, planted = tmp_path / "staged.pkl", tmp_path / "index" / "scann" / "scann_docids.pkl"
-    stop = threading.Event()
-
-    def plant_in_a_loop() -> None:
-        while not stop.is_set():
-            staged.write_bytes(pickle.dumps(Payload(marker)))
-            os.replace(staged, planted)
-            planted.unlink(missing_ok=True)
-
-    planter = threading.Thread(target=plant_in_a_loop, daemon=True)
-    planter.start()
-    loaded = refused = 0
-    try:
-        for _ in range(200):
-            try:
-                ScannIndex.load(tmp_path / "index")
-                loaded += 1
-            except IndexArtifactError:
-                refused += 1
-    finally:
-        stop.set()
-        planter.join()
+    loaded, refused = load_while_planting(tmp_path / "index", Payload(marker), 200)
     assert not marker.exists()
     assert loaded + refused == 200 and loaded > 0  # the race was live: some loads got past the check
 

@@ -33,7 +33,7 @@ from schemas import PRODUCT_SCHEMA
 
 # What two runs' manifests may differ in: the creation time, the files of the shard split (see above)
 # and the counts, which hold the bundle-dependent inference_batches (the records are compared apart).
-SPLIT_DEPENDENT = ("created_at", "files", "counts")
+SPLIT_DEPENDENT = ("created_at", "files", "files_digest", "counts")  # the digest is over the files
 
 
 def _catalog(path: Path) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 from evaluation import RelevanceRule, aggregate, parse_metrics
 from evaluation.ranked import CorpusIds, score_query
@@ -31,7 +32,9 @@ from pipelines.evaluate.sparse import (
 )
 from pipelines.index.sparse import sparse_queries
 from pipelines.layout import DatasetLayout
+from pipelines.verify import ModelMismatchError
 from product_data.synthetic import SyntheticConfig, generate_benchmark
+from schemas import write_manifest
 from tests.conftest import tiny_backbone
 
 RULE = RelevanceRule(positive_min_grade=2)
@@ -221,3 +224,22 @@ def test_held_out_products_are_the_catalog_tail_minus_tuned_judgments(sparse_run
     # BiBERT-CONCAT's text builder reads the aspects as a dict (it crashed on Parquet's pairs).
     assert all(isinstance(p["aspects"], dict) for p in products)
     assert "category: " in document_text_with_aspects(products[0], ("category", "brand", "color"))
+
+
+def test_an_index_another_model_left_in_the_folder_is_refused(sparse_run: dict, tmp_path: Path) -> None:
+    """The indexes of a folder are reused when finished: one built by another model would be scored as
+    this model's. They record the model's fingerprint, and the evaluation compares it (issue 24)."""
+    models = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        encoder, tokenizer = new_encoder(
+            "uhd", pretrained=False, backbone=tiny_backbone(), dimensions=256, winners=8,
+            model_id="uhd-tiny", model_version="1",
+        )  # fmt: skip
+        encoder.save_pretrained(tmp_path / f"model-{seed}", tokenizer)
+        write_manifest(tmp_path / f"model-{seed}", "madr-model", {"variant": "uhd"})
+        models.append(tmp_path / f"model-{seed}")
+    data = sparse_run["data"]
+    run_sparse_evaluation(data, models[0], tmp_path / "eval", ["recall@10"])
+    with pytest.raises(ModelMismatchError, match=r"index-binary .* was made by the model with fingerprint"):
+        run_sparse_evaluation(data, models[1], tmp_path / "eval", ["recall@10"])

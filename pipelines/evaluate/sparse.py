@@ -42,6 +42,7 @@ from pipelines.evaluate.judged_ranking import RANKING_METRICS
 from pipelines.evaluate.report import resolve_rule
 from pipelines.index.sparse import build_inverted_indexes, sparse_queries
 from pipelines.layout import DatasetLayout
+from pipelines.verify import check_same_model
 from schemas.manifest import MANIFEST_FILE
 
 SPARSE_INDEXES: dict[str, bool] = {"binary": True, "weighted": False}  # name -> binarized documents
@@ -218,6 +219,10 @@ def run_sparse_evaluation(
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     build_seconds = _build_missing(model_dir, data, folder, batch_size)
+    # An index left in the folder by another model would be scored as this one's.
+    check_same_model(
+        str(model_dir), {f"index-{name}": str(folder / f"index-{name}") for name in SPARSE_INDEXES}
+    )
     rule, rule_source = resolve_rule(data.judgments, None)  # the Beam evaluation's rule, for comparability
     encoder, tokenizer = load_encoder(model_dir)
     queries, judgments = _split_queries(data, split), _judgments(data)

@@ -30,7 +30,7 @@ from transformers import PreTrainedTokenizerBase
 from index_builder import InvertedIndex
 from model import DenseEncoder, Side, load_encoder, text_for_model
 from model.sparse import SparseVector
-from pipelines.verify import verify_model
+from pipelines.verify import model_fingerprint, verify_model
 from schemas import InvalidRecord, validate_product
 
 LOGGER = logging.getLogger(__name__)
@@ -183,6 +183,8 @@ def build_inverted_indexes(
         "winners": getattr(encoder, "winners", None),
         "max_document_length": encoder.config.max_document_length,
         "encode_seconds": round(encoded - started, 3),
+        # The model that made it: its evaluation refuses it with another (`pipelines.verify`).
+        "model_fingerprint": model_fingerprint(str(model_dir)),
     }
     indexes = []
     for out, binary in outs:

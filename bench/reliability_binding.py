@@ -39,7 +39,7 @@ from bench.support import tiny_model
 from index_builder import ScannIndex
 from index_builder.artifact import IndexArtifactError
 from schemas import PRODUCT_SCHEMA
-from schemas.manifest import files_digest, sha256_file
+from schemas.manifest import FileEntry, files_digest, sha256_file
 
 REFUSED = "exit 2; names {}; no output"
 
@@ -54,10 +54,7 @@ def _relist(folder: Path, *names: str) -> None:
     write the manifest does, so that only the checks beyond the hashes are left to catch it."""
     manifest = json.loads((folder / "manifest.json").read_text())
     for name in names:
-        manifest["files"][name] = {
-            "sha256": sha256_file(folder / name),
-            "size": (folder / name).stat().st_size,
-        }
+        manifest["files"][name] = FileEntry.of(folder / name).to_dict()
     manifest["files_digest"] = files_digest(manifest["files"])
     (folder / "manifest.json").write_text(json.dumps(manifest))
 

@@ -73,7 +73,7 @@ def planted_pickle(fixture: Fixture) -> Outcome:
     planted.write_bytes(pickle.dumps(Touch(marker)))
     manifest = json.loads((index / "manifest.json").read_text())
     entry = file_entry(planted)  # re-listed, as an attacker who can write the manifest would
-    manifest["files"]["scann/scann_docids.pkl"] = {"sha256": entry.sha256, "size": entry.size}
+    manifest["files"]["scann/scann_docids.pkl"] = entry.to_dict()
     manifest["files_digest"] = files_digest(manifest["files"])
     (index / "manifest.json").write_text(json.dumps(manifest))
     output = fixture.folder("pickled-index-eval")

@@ -34,13 +34,15 @@ import pyarrow.parquet as pq
 
 from index_builder.config import ScannIndexConfig
 from schemas.manifest import (
-    FILES_DIGEST,
     MANIFEST_FILE,
     ArtifactError,
+    FileEntry,
     check_files_digest,
     digest_mismatch,
-    files_digest,
-    sha256_file,
+    file_entries,
+    hash_files,
+    manifest_document,
+    manifest_json,
 )
 from schemas.records import PRODUCT_SCHEMA
 
@@ -67,12 +69,6 @@ class IndexArtifactError(ArtifactError):
 
 
 @dataclass(frozen=True)
-class FileEntry:
-    sha256: str
-    size: int
-
-
-@dataclass(frozen=True)
 class IndexManifest:
     """What an index directory holds and how it was made."""
 
@@ -92,9 +88,8 @@ class IndexManifest:
     format_version: int = FORMAT_VERSION
 
     def to_json(self) -> str:
-        data = {
-            # "kind" is what `schemas.manifest` calls the format, so its generic checks work here too.
-            "kind": self.format,
+        """The manifest as written (`schemas.manifest.manifest_document`, with "format" beside "kind")."""
+        info = {
             "format": self.format,
             "format_version": self.format_version,
             "model_id": self.model_id,
@@ -102,15 +97,12 @@ class IndexManifest:
             "dimension": self.dimension,
             "count": self.count,
             "config": self.config.to_dict(),
-            "created_at": self.created_at,
             "scann_version": self.scann_version,
-            "files": {path: {"sha256": e.sha256, "size": e.size} for path, e in sorted(self.files.items())},
             "extra": self.extra,
         }
-        data[FILES_DIGEST] = files_digest(data["files"])
         if self.recall is not None:
-            data["recall"] = self.recall
-        return json.dumps(data, indent=2, sort_keys=True)
+            info["recall"] = self.recall
+        return manifest_json(manifest_document(self.format, info, self.files, self.created_at))
 
     @classmethod
     def from_json(cls, text: str, source: Path) -> IndexManifest:
@@ -133,10 +125,7 @@ class IndexManifest:
                 config=ScannIndexConfig.from_dict(data["config"]),
                 created_at=str(data["created_at"]),
                 scann_version=str(data["scann_version"]),
-                files={
-                    path: FileEntry(sha256=str(e["sha256"]), size=int(e["size"]))
-                    for path, e in data["files"].items()
-                },
+                files=file_entries(data),
                 extra=dict(data.get("extra") or {}),
                 recall=None if data.get("recall") is None else dict(data["recall"]),
             )
@@ -152,16 +141,12 @@ class IndexManifest:
 
 
 def file_entry(path: Path) -> FileEntry:
-    return FileEntry(sha256=sha256_file(path), size=path.stat().st_size)
+    return FileEntry.of(path)
 
 
 def list_files(directory: Path) -> dict[str, FileEntry]:
-    """sha256 and size of every file under ``directory`` except the manifest, keyed by posix relpath."""
-    return {
-        path.relative_to(directory).as_posix(): file_entry(path)
-        for path in sorted(directory.rglob("*"))
-        if path.is_file() and path.relative_to(directory).as_posix() != MANIFEST_FILE
-    }
+    """sha256 and bytes of every file under ``directory`` except the manifest, keyed by posix relpath."""
+    return hash_files(directory)
 
 
 def prepare_directory(directory: Path) -> None:
@@ -196,7 +181,7 @@ def read_ids(directory: Path, expected_count: int) -> list[str]:
 def write_manifest(directory: Path, manifest: IndexManifest) -> None:
     """Write the manifest atomically (temp file + rename): its presence means the build finished."""
     temporary = directory / f".{MANIFEST_FILE}.tmp"
-    temporary.write_text(manifest.to_json() + "\n", encoding="utf-8")
+    temporary.write_text(manifest.to_json(), encoding="utf-8")
     os.replace(temporary, directory / MANIFEST_FILE)
 
 
@@ -263,9 +248,9 @@ def read_verified_manifest(directory: Path) -> IndexManifest:
         actual = file_entry(path)
         if actual.sha256 != expected.sha256:  # worded like every other artifact's (schemas.manifest)
             raise IndexArtifactError(digest_mismatch(str(path), actual.sha256, expected.sha256, REBUILD_HINT))
-        if actual.size != expected.size:  # the same bytes: it is the manifest that was edited
+        if actual.bytes != expected.bytes:  # the same bytes: it is the manifest that was edited
             raise IndexArtifactError(
-                f"{path} is {actual.size} bytes, its manifest says {expected.size}; {REBUILD_HINT}"
+                f"{path} is {actual.bytes} bytes, its manifest says {expected.bytes}; {REBUILD_HINT}"
             )
     check_asset_paths(directory, set(manifest.files))
     unlisted = sorted(

@@ -38,11 +38,19 @@ from typing import Any
 import numpy as np
 
 from index_builder import artifact
-from index_builder.artifact import IDS_FILE, FileEntry, IndexArtifactError
+from index_builder.artifact import IDS_FILE, IndexArtifactError
 from index_builder.exact import ExactSearcher
 from index_builder.searcher import SearchResult, effective_k, make_result
 from index_builder.sparse_rows import SparseRows, csr_rows, densify, indptr_of, top_k_rows
-from schemas.manifest import FILES_DIGEST, MANIFEST_FILE, ArtifactError, check_files_digest, files_digest
+from schemas.manifest import (
+    MANIFEST_FILE,
+    ArtifactError,
+    FileEntry,
+    check_files_digest,
+    file_entries,
+    manifest_document,
+    manifest_json,
+)
 
 INVERTED_FORMAT = "madr-inverted-index"
 INVERTED_FORMAT_VERSION = 1  # binarized documents
@@ -106,8 +114,8 @@ class InvertedManifest:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        data = {
-            "kind": INVERTED_FORMAT,  # what `schemas.manifest` calls the format, so its checks work too
+        """The manifest as written (`schemas.manifest.manifest_document`, with "format" beside "kind")."""
+        info = {
             "format": INVERTED_FORMAT,
             "format_version": INVERTED_FORMAT_VERSION if self.binary else WEIGHTED_FORMAT_VERSION,
             "binary": self.binary,
@@ -118,12 +126,9 @@ class InvertedManifest:
             "dimension": self.buckets * self.dimensions,
             "count": self.count,
             "nnz": self.nnz,
-            "files": {path: {"sha256": e.sha256, "size": e.size} for path, e in sorted(self.files.items())},
-            "created_at": self.created_at,
             "extra": self.extra,
         }
-        data[FILES_DIGEST] = files_digest(data["files"])
-        return json.dumps(data, indent=2, sort_keys=True)
+        return manifest_json(manifest_document(INVERTED_FORMAT, info, self.files, self.created_at))
 
     @classmethod
     def from_json(cls, text: str, source: Path) -> InvertedManifest:
@@ -143,7 +148,7 @@ class InvertedManifest:
             manifest = cls(
                 **{key: str(data[key]) for key in ("model_id", "model_version", "created_at")},
                 **{key: int(data[key]) for key in ("buckets", "dimensions", "count", "nnz")},
-                files={p: FileEntry(str(e["sha256"]), int(e["size"])) for p, e in data["files"].items()},
+                files=file_entries(data),
                 extra=dict(data.get("extra") or {}),
                 binary=binary,
             )
@@ -339,7 +344,7 @@ class InvertedIndex:
             extra=extra,
         )
         temporary = directory / f".{MANIFEST_FILE}.tmp"
-        temporary.write_text(manifest.to_json() + "\n", encoding="utf-8")
+        temporary.write_text(manifest.to_json(), encoding="utf-8")
         os.replace(temporary, directory / MANIFEST_FILE)
         self._manifest = manifest
         return manifest

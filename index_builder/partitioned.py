@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from index_builder.artifact import FORMAT_NAME as SINGLE_FORMAT
-from index_builder.artifact import REBUILD_HINT, FileEntry, IndexArtifactError, file_entry
+from index_builder.artifact import REBUILD_HINT, IndexArtifactError, file_entry
 from index_builder.inverted import INVERTED_FORMAT, InvertedIndex
 from index_builder.scann_index import ScannIndex
 from index_builder.searcher import (
@@ -43,7 +43,14 @@ from index_builder.searcher import (
     make_result,
     sort_rows,
 )
-from schemas.manifest import FILES_DIGEST, MANIFEST_FILE, ArtifactError, check_files_digest, files_digest
+from schemas.manifest import (
+    MANIFEST_FILE,
+    ArtifactError,
+    FileEntry,
+    check_files_digest,
+    manifest_document,
+    manifest_json,
+)
 
 PARTITIONED_FORMAT = "madr-partitioned-index"
 PARTITIONED_FORMAT_VERSION = 1
@@ -114,8 +121,9 @@ class PartitionedManifest:
         return sum(shard.count for shard in self.shards)
 
     def to_json(self) -> str:
-        data = {
-            "kind": PARTITIONED_FORMAT,
+        """The manifest as written (`schemas.manifest.manifest_document`): its files are the shard
+        manifests, in the project-wide form, so `schemas.verify_manifest` works too."""
+        info = {
             "format": PARTITIONED_FORMAT,
             "format_version": PARTITIONED_FORMAT_VERSION,
             "model_id": self.model_id,
@@ -126,16 +134,10 @@ class PartitionedManifest:
             "num_shards": self.num_shards,
             "assignment": ASSIGNMENT,
             "shards": [{"path": s.path, "count": s.count} for s in self.shards],
-            # Shard manifests, in the project-wide "files" form, so `schemas.verify_manifest` works too.
-            "files": {
-                f"{s.path}/{MANIFEST_FILE}": {"sha256": s.manifest.sha256, "size": s.manifest.size}
-                for s in self.shards
-            },
-            "created_at": self.created_at,
             "extra": self.extra,
         }
-        data[FILES_DIGEST] = files_digest(data["files"])
-        return json.dumps(data, indent=2, sort_keys=True)
+        files = {f"{s.path}/{MANIFEST_FILE}": s.manifest for s in self.shards}
+        return manifest_json(manifest_document(PARTITIONED_FORMAT, info, files, self.created_at))
 
     @classmethod
     def from_json(cls, text: str, source: Path | str) -> PartitionedManifest:
@@ -158,10 +160,7 @@ class PartitionedManifest:
                 ShardEntry(
                     path=str(s["path"]),
                     count=int(s["count"]),
-                    manifest=FileEntry(
-                        sha256=str(files[f"{s['path']}/{MANIFEST_FILE}"]["sha256"]),
-                        size=int(files[f"{s['path']}/{MANIFEST_FILE}"]["size"]),
-                    ),
+                    manifest=FileEntry.from_dict(files[f"{s['path']}/{MANIFEST_FILE}"]),
                 )
                 for s in data["shards"]
             )

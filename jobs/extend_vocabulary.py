@@ -23,7 +23,7 @@ from pipelines.artifacts import parquet_rows
 from pipelines.stage_config import add_output_argument
 from pipelines.verify import MODEL_KIND, verify_model
 from schemas import write_manifest
-from schemas.manifest import MANIFEST_FILE
+from schemas.manifest import FILES_DIGEST, MANIFEST_FILE
 
 
 def add_extend_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,7 +83,8 @@ def extend_vocabulary(
     before = {aspect: len(vocabulary.values(aspect)) for aspect in known} if vocabulary else {}
     added = add_aspect_values(encoder, tokenizer, additions)
     encoder.save_pretrained(target, tokenizer)
-    kept = {k: v for k, v in source.items() if k not in ("kind", "files", "created_at", "model_fingerprint")}
+    own = ("kind", "files", FILES_DIGEST, "created_at", "model_fingerprint")  # written anew for this model
+    kept = {k: v for k, v in source.items() if k not in own}
     summary = {a: {"before": before.get(a, 0), "added": added.get(a, 0)} for a in additions}
     write_manifest(
         target,

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +38,7 @@ from jobs.nightly_inputs import CatalogFingerprint, check_inputs, claim_run_fold
 from jobs.nightly_latest import LATEST, publish_latest, read_latest
 from jobs.publish_guard import DEFAULT_MAX_SHRINK, CatalogSizeCheck, catalog_size
 from jobs.stage_runs import StageRunner, is_finished
-from pipelines.artifacts import read_stage_manifest
+from pipelines.artifacts import read_stage_manifest, write_stage_manifest
 from pipelines.embed.enrich import DEFAULT_FILL_CONFIDENCE, enrich_catalog
 from pipelines.embed.export import export_vertex
 from pipelines.embed.stage import EMBEDDINGS_KIND, EmbedConfig, embed_catalog
@@ -335,12 +334,8 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
         "model": job.model,
         "catalog_check": check.to_dict(),
     }
-    with FileSystems.create(run_manifest) as handle:
-        handle.write(
-            (
-                json.dumps({"kind": RUN_KIND, "run_id": job.run_id, **summary}, indent=2, default=str) + "\n"
-            ).encode()
-        )
+    # Lists (and so binds) the run folder's own files, catalog.json: the stages' folders have their own.
+    write_stage_manifest(job.run_folder, RUN_KIND, {"run_id": job.run_id, **summary})
     publish_latest(job.out, job.run_id, {"previous_run_id": previous, "products": check.products}, latest)
     return report
 

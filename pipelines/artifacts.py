@@ -11,7 +11,6 @@ its manifest (which lists the folder's files) never takes in a stale shard of an
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import errno
 import itertools
 import json
@@ -33,11 +32,12 @@ from apache_beam.runners.runner import PipelineResult
 from pipelines.writer_lock import exclusive_writer
 from schemas import ArtifactError
 from schemas.manifest import (
-    FILES_DIGEST,
     MANIFEST_FILE,
+    FileEntry,
     check_files_digest,
     check_links_stay_inside,
-    files_digest,
+    manifest_document,
+    manifest_json,
     sha256_stream,
     verify_files,
 )
@@ -79,17 +79,11 @@ def write_stage_manifest(folder: str, kind: str, info: dict[str, Any]) -> str:
     for metadata in _match(folder, "*"):
         name = metadata.path[len(folder.rstrip("/")) + 1 :]
         if name != MANIFEST_FILE:
-            files[name] = {"sha256": _sha256(metadata.path), "bytes": metadata.size_in_bytes}
-    manifest = {
-        "kind": kind,
-        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        **info,
-        "files": files,
-        FILES_DIGEST: files_digest(files),
-    }
+            files[name] = FileEntry(_sha256(metadata.path), metadata.size_in_bytes)
+    document = manifest_document(kind, info, files)
     target = FileSystems.join(folder, MANIFEST_FILE)
     with FileSystems.create(target) as handle:
-        handle.write((json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
+        handle.write(manifest_json(document).encode())
     return target
 
 

@@ -1,14 +1,17 @@
-"""Manifests: every artifact directory (model, shards, index, run) says what it is.
+"""Manifests: every artifact directory (model, shards, index, dataset, run) says what it is.
 
 A manifest is written last, after every file it lists, so a directory without one
-is an unfinished artifact. It records the artifact kind, free-form provenance and
-the sha256 and size of every file.
+is an unfinished artifact. It records the artifact kind, free-form provenance, a
+`FileEntry` (sha256 and bytes) for every file, and one digest over those entries.
 
-This module is the one place that hashes artifact files and checks them against a
-manifest: `verify_manifest` for local directories (a model), and `verify_files` for any
-storage a caller can list and open (pipelines.artifacts uses it for stage folders on
-local disk or gs://). Every mismatch reads the same way (`digest_mismatch`), the index
-artifact's own checks (index_builder.artifact) included.
+This module is the one manifest API. Every writer builds its document with
+`manifest_document` and serialises it with `manifest_json`: `write_manifest` for local
+directories (a model, a dataset, a benchmark), `pipelines.artifacts.write_stage_manifest`
+through Beam's FileSystems (stage folders, local or gs://), and the index artifacts of
+`index_builder`, whose manifests add their own typed fields. It is also the one place that
+hashes artifact files and checks them against a manifest: `verify_manifest` for local
+directories, and `verify_files` for any storage a caller can list and open. Every mismatch
+reads the same way (`digest_mismatch`), the index artifact's own checks included.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -55,6 +59,64 @@ def digest_mismatch(path: str, actual: str, expected: str, fix: str) -> str:
     )
 
 
+@dataclass(frozen=True)
+class FileEntry:
+    """One file of an artifact as its manifest lists it."""
+
+    sha256: str
+    bytes: int
+
+    @classmethod
+    def of(cls, path: Path) -> FileEntry:
+        return cls(sha256_file(path), Path(path).stat().st_size)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FileEntry:
+        # "size": the key index manifests used before every writer shared this entry.
+        return cls(str(data["sha256"]), int(data["bytes"] if "bytes" in data else data["size"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "bytes": self.bytes}
+
+
+def hash_files(root: Path) -> dict[str, FileEntry]:
+    """A `FileEntry` for every file under `root` (subfolders included) but its manifest, by posix path."""
+    return {
+        path.relative_to(root).as_posix(): FileEntry.of(path)
+        for path in sorted(Path(root).rglob("*"))
+        if path.is_file() and path.relative_to(root).as_posix() not in (MANIFEST_FILE, MANIFEST_FILE + ".tmp")
+    }
+
+
+def manifest_document(
+    kind: str,
+    info: Mapping[str, Any],
+    files: Mapping[str, FileEntry],
+    created_at: str | None = None,
+) -> dict[str, Any]:
+    """The manifest of a `kind` artifact: `info` (provenance, counts, identity), its files and their
+    digest. `created_at` defaults to now (UTC); a writer whose output must be byte-identical from run
+    to run (the synthetic benchmark) passes a fixed one."""
+    entries = {name: entry.to_dict() for name, entry in sorted(files.items())}
+    return {
+        "kind": kind,
+        "created_at": created_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        **info,
+        "files": entries,
+        FILES_DIGEST: files_digest(entries),
+    }
+
+
+def manifest_json(document: Mapping[str, Any]) -> str:
+    """A manifest as every writer stores it: sorted keys, indented, one trailing newline."""
+    return json.dumps(document, indent=2, sort_keys=True, default=str) + "\n"
+
+
+def file_entries(manifest: Mapping[str, Any]) -> dict[str, FileEntry]:
+    """A manifest's file entries, whichever writer wrote them."""
+    return {name: FileEntry.from_dict(entry) for name, entry in (manifest.get("files") or {}).items()}
+
+
 def files_digest(files: Mapping[str, Mapping[str, Any]]) -> str:
     """One sha256 over a manifest's file entries (each name and sha256, in name order).
 
@@ -85,24 +147,15 @@ def check_files_digest(manifest: Mapping[str, Any], source: str, fix: str) -> No
         )
 
 
-def write_manifest(directory: str | Path, kind: str, info: dict[str, Any]) -> Path:
+def write_manifest(
+    directory: str | Path, kind: str, info: Mapping[str, Any], created_at: str | None = None
+) -> Path:
     """Hash every file under `directory` (except the manifest) and write the manifest last."""
     root = Path(directory)
-    files = {
-        str(path.relative_to(root)): {"sha256": sha256_file(path), "bytes": path.stat().st_size}
-        for path in sorted(root.rglob("*"))
-        if path.is_file() and path.name != MANIFEST_FILE
-    }
-    manifest = {
-        "kind": kind,
-        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        **info,
-        "files": files,
-        FILES_DIGEST: files_digest(files),
-    }
+    document = manifest_document(kind, info, hash_files(root), created_at)
     target = root / MANIFEST_FILE
     temporary = root / (MANIFEST_FILE + ".tmp")
-    temporary.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    temporary.write_text(manifest_json(document))
     temporary.replace(target)  # readers never see a half-written manifest
     return target
 

@@ -72,7 +72,7 @@ def test_layout_and_manifest(saved: Path, index: ScannIndex, corpus) -> None:
     assert set(manifest["files"]) == on_disk - {"manifest.json"}
     assert {"ids.parquet", "scann/scann_assets.pbtxt"} <= set(manifest["files"])
     for relative, entry in manifest["files"].items():
-        assert entry["size"] == (saved / relative).stat().st_size and len(entry["sha256"]) == 64
+        assert entry["bytes"] == (saved / relative).stat().st_size and len(entry["sha256"]) == 64
     table = pq.read_table(saved / "ids.parquet")
     assert table.schema.names == ["product_id"] and table.column("product_id").to_pylist() == ids
     # no absolute path leaks into ScaNN's assets (that is what breaks a moved index)

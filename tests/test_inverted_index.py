@@ -269,7 +269,7 @@ def test_consistent_but_invalid_postings_are_refused(saved: Path) -> None:
     np.save(saved / "docs.npy", np.array([0, 1, 0, 0, 1], np.int32))  # term 2 lists [1, 0]
     manifest = json.loads((saved / "manifest.json").read_text())
     entry = file_entry(saved / "docs.npy")
-    manifest["files"]["docs.npy"] = {"sha256": entry.sha256, "size": entry.size}
+    manifest["files"]["docs.npy"] = entry.to_dict()
     manifest["files_digest"] = files_digest(manifest["files"])  # a writer that binds what it wrote
     (saved / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexArtifactError, match=r"docs\.npy.*ascending"):

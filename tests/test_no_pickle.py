@@ -141,7 +141,7 @@ def _relist(directory: Path, relative: str) -> None:
     """Record `relative`'s current bytes in the manifest, as an attacker who can write it would."""
     manifest = json.loads((directory / "manifest.json").read_text())
     entry = file_entry(directory / relative)
-    manifest["files"][relative] = {"sha256": entry.sha256, "size": entry.size}
+    manifest["files"][relative] = entry.to_dict()
     manifest["files_digest"] = files_digest(manifest["files"])
     (directory / "manifest.json").write_text(json.dumps(manifest))
 

@@ -107,7 +107,7 @@ def test_both_indexes_report_recall_size_and_query_time(sparse_run: dict) -> Non
     for name, result in report["indexes"].items():
         directory = eval_dir / f"index-{name}"
         manifest = json.loads((directory / "manifest.json").read_text())
-        listed = sum(entry["size"] for entry in manifest["files"].values())
+        listed = sum(entry["bytes"] for entry in manifest["files"].values())
         assert result["size_bytes"] == listed + (directory / "manifest.json").stat().st_size
         assert result["query_ms"] > 0 and result["encode_ms"] > 0
     # Binarization saves the values: 4 bytes a posting (values.npy), plus its header and manifest entry.

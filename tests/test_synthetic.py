@@ -117,7 +117,12 @@ def test_layout_shards_and_progress(bench: Benchmark) -> None:
     manifest = json.loads((bench.root / "manifest.json").read_text())
     assert manifest["generator"] == "product_data.synthetic"
     assert manifest["config"]["seed"] == SMALL.seed
-    assert [f["path"] for f in manifest["files"]["products"]] == [f"products/{s}" for s in shards]
+    assert [f["path"] for f in manifest["layout"]["products"]] == [f"products/{s}" for s in shards]
+    assert set(manifest["files"]) == {f"products/{s}" for s in shards} | {
+        "queries.parquet",
+        "judgments.parquet",
+        "summary.json",
+    }
     assert manifest["counts"]["judgments"] == len(bench.judgments)
     assert json.loads((bench.root / "summary.json").read_text()) == bench.summary.to_json()
 

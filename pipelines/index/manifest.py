@@ -14,11 +14,11 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 
 from index_builder import open_index
-from index_builder.artifact import FileEntry, IndexManifest
+from index_builder.artifact import IndexManifest
 from index_builder.partitioned import PartitionedManifest, ShardEntry, shard_dir_name
 from index_builder.recall import measure_recall, recall_summary
 from pipelines.artifacts import is_local, read_embeddings
-from schemas.manifest import MANIFEST_FILE
+from schemas.manifest import MANIFEST_FILE, FileEntry
 
 LOGGER = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ LOGGER = logging.getLogger(__name__)
 def _read_json(path: str) -> tuple[str, FileEntry]:
     with FileSystems.open(path) as handle:
         data = handle.read()
-    return data.decode("utf-8"), FileEntry(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    return data.decode("utf-8"), FileEntry(hashlib.sha256(data).hexdigest(), len(data))
 
 
 def write_partitioned_manifest(
@@ -74,7 +74,7 @@ def write_partitioned_manifest(
     )
     temporary = FileSystems.join(output_dir, f".{MANIFEST_FILE}.tmp")
     with FileSystems.create(temporary) as handle:
-        handle.write((manifest.to_json() + "\n").encode("utf-8"))
+        handle.write(manifest.to_json().encode("utf-8"))
     FileSystems.rename([temporary], [FileSystems.join(output_dir, MANIFEST_FILE)])
     return manifest
 

@@ -6,6 +6,8 @@ chunk, not by the catalog: products are rendered on the fly from (seed, shard, p
 
 from __future__ import annotations
 
+import datetime as dt
+import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
@@ -29,6 +31,7 @@ from schemas import (
     validate_product,
     validate_query,
 )
+from schemas.manifest import write_manifest
 
 GENERATOR = "product_data.synthetic"
 # Bump whenever the same config would produce different bytes, so manifests tell runs apart.
@@ -119,7 +122,10 @@ def generate_benchmark(config: SyntheticConfig, out_dir: str,
         num_colors=len(stats.colors),
     )
     write_json(out / "summary.json", summary.to_json())
-    write_json(out / "manifest.json", _manifest(config, plan, summary, shards))
+    # Last, hashing every file; dated by SOURCE_DATE_EPOCH (default 0), the reproducible-builds
+    # convention, so that one config still gives byte-identical files, manifest included.
+    created_at = dt.datetime.fromtimestamp(int(os.environ.get("SOURCE_DATE_EPOCH", "0")), dt.timezone.utc)
+    write_manifest(out, "benchmark", _manifest(config, plan, summary, shards), created_at.isoformat())
     report("wrote summary.json and manifest.json")
     return summary
 
@@ -129,14 +135,14 @@ def _manifest(config: SyntheticConfig, plan: BenchmarkPlan, summary: BenchmarkSu
     """What the directory is and how it was made; enough to regenerate it byte for byte."""
     unjudged = sum(not p.judged for q in plan.queries for p in q.products)
     return {
-        "kind": "benchmark",
         "generator": GENERATOR,
         "generator_version": GENERATOR_VERSION,
         "description": "Seeded synthetic e-commerce retrieval benchmark: products, queries with "
                        "category/brand/color intents, graded judgments with hard negatives.",
         "config": asdict(config),
         "aspects": list(ECOMMERCE_ASPECTS),
-        "files": {
+        # Which file holds what; "files" (schemas.manifest) lists each file's sha256 and bytes.
+        "layout": {
             "products": shards,
             "queries": "queries.parquet",
             "judgments": "judgments.parquet",

@@ -13,11 +13,10 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from index_builder import InvertedIndex
-from jobs.nightly import NightlyJob, run_nightly
+from jobs.nightly import run_nightly
 from pipelines.embed.stage import run_embed
 from pipelines.index.partitioned import run_build_index
 from pipelines.index.single import build_index
-from pipelines.options import IndexSettings
 from product_data.ingest.export_folder import ingest_export_folder
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas.manifest import (
@@ -28,6 +27,7 @@ from schemas.manifest import (
     files_digest,
     manifest_document,
 )
+from tests.test_publish_guard import _job
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -66,14 +66,7 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) ->
         root / "inverted", "m", "1"
     )
     ingest_export_folder(str(REPO / "examples" / "store_export"), str(root / "dataset"))
-    job = NightlyJob(
-        catalog=products,
-        model=str(tiny_model_dir),
-        out=str(root / "nightly"),
-        run_id="mon",
-        index=IndexSettings(max_k=10),
-    )
-    run_nightly(job)
+    run_nightly(_job(root, tiny_model_dir, products, "mon"))
     return {
         "model": tiny_model_dir,
         "benchmark": benchmark,

@@ -22,7 +22,6 @@ verified is what is loaded.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -37,12 +36,12 @@ from schemas.manifest import (
     MANIFEST_FILE,
     ArtifactError,
     FileEntry,
-    check_files_digest,
     digest_mismatch,
     file_entries,
     hash_files,
     manifest_document,
     manifest_json,
+    parse_manifest,
 )
 from schemas.records import PRODUCT_SCHEMA
 
@@ -108,10 +107,7 @@ class IndexManifest:
     def from_json(cls, text: str, source: Path) -> IndexManifest:
         """Parse and check a manifest; any defect is an IndexArtifactError naming ``source``."""
         try:
-            data = json.loads(text)
-            if not isinstance(data, dict):
-                raise ValueError("the manifest is not a JSON object")
-            check_files_digest(data, str(source), REBUILD_HINT)
+            data = parse_manifest(text, str(source), REBUILD_HINT)
             if data.get("format") != FORMAT_NAME or data.get("format_version") != FORMAT_VERSION:
                 raise ValueError(
                     f"format is {data.get('format')!r} v{data.get('format_version')!r}, "

@@ -46,10 +46,10 @@ from schemas.manifest import (
     MANIFEST_FILE,
     ArtifactError,
     FileEntry,
-    check_files_digest,
     file_entries,
     manifest_document,
     manifest_json,
+    parse_manifest,
 )
 
 INVERTED_FORMAT = "madr-inverted-index"
@@ -134,10 +134,7 @@ class InvertedManifest:
     def from_json(cls, text: str, source: Path) -> InvertedManifest:
         """Parse and check; every defect is an IndexArtifactError naming ``source``."""
         try:
-            data = json.loads(text)
-            if not isinstance(data, dict):
-                raise ValueError("the manifest is not a JSON object")
-            check_files_digest(data, str(source), REBUILD_HINT)
+            data = parse_manifest(text, str(source), REBUILD_HINT)
             found = (data.get("format"), data.get("format_version"))
             binary = found[1] == INVERTED_FORMAT_VERSION
             versions = (INVERTED_FORMAT_VERSION, WEIGHTED_FORMAT_VERSION)

@@ -47,9 +47,9 @@ from schemas.manifest import (
     MANIFEST_FILE,
     ArtifactError,
     FileEntry,
-    check_files_digest,
     manifest_document,
     manifest_json,
+    parse_manifest,
 )
 
 PARTITIONED_FORMAT = "madr-partitioned-index"
@@ -143,10 +143,7 @@ class PartitionedManifest:
     def from_json(cls, text: str, source: Path | str) -> PartitionedManifest:
         """Parse and check; every defect is an IndexArtifactError naming ``source``."""
         try:
-            data = json.loads(text)
-            if not isinstance(data, dict):
-                raise ValueError("the manifest is not a JSON object")
-            check_files_digest(data, str(source), REBUILD_HINT)
+            data = parse_manifest(text, str(source), REBUILD_HINT)
             if (data.get("format"), data.get("format_version")) != (
                 PARTITIONED_FORMAT,
                 PARTITIONED_FORMAT_VERSION,

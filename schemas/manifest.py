@@ -147,6 +147,16 @@ def check_files_digest(manifest: Mapping[str, Any], source: str, fix: str) -> No
         )
 
 
+def parse_manifest(text: str, source: str, fix: str) -> dict[str, Any]:
+    """A manifest's JSON object, its file entries checked against its digest (`check_files_digest`).
+    ValueError for text that is not a JSON object, ArtifactError for entries that do not belong together."""
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("the manifest is not a JSON object")
+    check_files_digest(data, source, fix)
+    return data
+
+
 def write_manifest(
     directory: str | Path, kind: str, info: Mapping[str, Any], created_at: str | None = None
 ) -> Path:

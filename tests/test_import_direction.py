@@ -1,8 +1,10 @@
 """Imports flow one way (issue 11): schemas <- model and the other libraries <- pipelines <- jobs.
 
 `schemas` imports nothing of ours; `model`, `index_builder`, `product_data` and `evaluation` (the Beam-free
-metrics) only `schemas`; `pipelines` (the Beam stages) all of these; `jobs` (the commands and the jobs that
-chain stages) everything, and nothing imports `jobs`.
+metrics) only `schemas`; `pipelines` (the Beam stages) all of these but `product_data` (the generator and
+the loaders write dataset folders, which stages read as files); `jobs` (the commands and the jobs that
+chain stages) everything, and nothing imports `jobs`. docs/ARCHITECTURE.md draws the same arrows, and a
+test below holds the two together.
 
 Every .py file of the library packages is parsed with `ast` (nothing is imported) and each of its
 imports, relative ones and those inside functions included, is checked against `ALLOWED`: the
@@ -13,6 +15,7 @@ and are not checked. Third-party imports are not this test's business.
 from __future__ import annotations
 
 import ast
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +31,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "index_builder": frozenset({"schemas"}),
     "product_data": frozenset({"schemas"}),
     "evaluation": frozenset({"schemas"}),
-    "pipelines": frozenset({"schemas", "model", "index_builder", "product_data", "evaluation"}),
+    "pipelines": frozenset({"schemas", "model", "index_builder", "evaluation"}),
     "jobs": frozenset({"schemas", "model", "index_builder", "product_data", "evaluation", "pipelines"}),
 }
 
@@ -157,3 +160,31 @@ def test_the_checker_finds_an_import_against_the_direction(path: str, source: st
 )
 def test_the_checker_allows_imports_along_the_direction(path: str, source: str) -> None:
     assert import_violations(source, path) == []
+
+
+def _drawn_arrows() -> dict[str, frozenset[str]]:
+    """What docs/ARCHITECTURE.md's diagram lets each package import: its lines read "a  <-  b  <-  c"
+    (b imports a, c imports b), and the arrows compose."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    section = text[text.index("## Packages and import direction") :]
+    diagram = section[section.index("```") + 3 : section.index("```", section.index("```") + 3)]
+    imports: dict[str, set[str]] = {}
+    for line in diagram.strip().splitlines():
+        chain = [name.strip() for name in line.split("<-")]
+        for imported, importer in itertools.pairwise(chain):
+            imports.setdefault(importer, set()).add(imported)
+            imports.setdefault(imported, set())
+    closed = {package: set(direct) for package, direct in imports.items()}
+    changed = True
+    while changed:  # the transitive closure: whatever an import may import
+        changed = False
+        for package, reach in closed.items():
+            wider = reach.union(*(closed[other] for other in reach))
+            if wider != reach:
+                closed[package], changed = wider, True
+    return {package: frozenset(reach) for package, reach in closed.items()}
+
+
+def test_the_architecture_diagram_draws_exactly_the_allowed_imports() -> None:
+    """Issue 25: the document drew product_data <- pipelines, which no pipeline imports."""
+    assert _drawn_arrows() == ALLOWED

@@ -30,8 +30,9 @@ from bench.common import report
 from bench.support import command_line
 from model.aspects.vocabulary import UNSEEN, AspectVocabulary, normalise_value
 from pipelines.artifacts import read_parquet_table
-from pipelines.embed.enrich import PREDICTION_COLUMNS, enrich_catalog
+from pipelines.embed.enrich import PREDICTION_COLUMNS, EnrichConfig, enrich_catalog
 from pipelines.embed.stage import run_embed
+from pipelines.options import PredictionThreshold
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import ECOMMERCE_ASPECTS
 
@@ -170,7 +171,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         levels = {}
         for level in LEVELS:
             output = work / f"enriched-{level}"
-            enrich_catalog(catalog, str(work / "embeddings"), str(output), level)
+            config = EnrichConfig(
+                products=catalog,
+                embeddings=str(work / "embeddings"),
+                output=str(output),
+                threshold=PredictionThreshold(min_confidence=level),
+            )
+            enrich_catalog(config)
             enriched = pa.concat_tables(pq.read_table(f) for f in sorted(output.glob("enriched-*.parquet")))
             levels[f"{level:.1f}"] = fill_figures(enriched, hidden)
     finally:

@@ -28,7 +28,7 @@ from jobs.demo import add_demo_arguments, run_demo
 from jobs.experiment import add_experiment_arguments, config_from_args, run_experiment
 from jobs.ingest_cli import add_ingest_arguments, run_ingest
 from jobs.nightly import add_nightly_arguments, job_from_args, run_nightly
-from pipelines.embed.enrich import DEFAULT_FILL_CONFIDENCE, enrich_catalog, format_counts
+from pipelines.embed.enrich import EnrichConfig, enrich_catalog, format_counts
 from pipelines.embed.export import run_export_vertex
 from pipelines.embed.stage import run_embed
 from pipelines.evaluate.stage import run_evaluate
@@ -48,7 +48,7 @@ from pipelines.options import (
     VerifyOptions,
     add_stage_arguments,
 )
-from pipelines.stage_config import add_output_argument, config_from_values
+from pipelines.stage_config import StageOutput, add_output_argument, config_from_values
 from pipelines.train.finetune import add_train_arguments, train_from_args
 from pipelines.train.presets import apply_preset, explicit_flags
 from pipelines.train.pretrain import add_pretrain_arguments, pretrain_from_args
@@ -307,14 +307,14 @@ def _enrich(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str
     """Join the catalog with the aspect predictions `madr embed` wrote; write each product's aspects
     with their provenance (catalog, or predicted with its confidence). Catalog values are never
     overwritten; a prediction fills a gap only at or above --min_confidence."""
-    names = AspectSchema.parse(args.aspects).names
-    options = PipelineOptions(beam_args, no_verify=args.no_verify, overwrite=args.overwrite)
-    given = config_from_values(PredictionThreshold, args)
-    threshold = given.or_default(DEFAULT_FILL_CONFIDENCE)
-    counts = enrich_catalog(
-        args.products, args.embeddings, args.output, threshold, names, options, given.min_agreement
+    config = EnrichConfig(
+        products=args.products,
+        embeddings=args.embeddings,
+        aspects=AspectSchema.parse(args.aspects).names,
+        threshold=config_from_values(PredictionThreshold, args),
+        **StageOutput.values_from(vars(args)),
     )
-    print(format_counts(counts, names))
+    print(format_counts(enrich_catalog(config, PipelineOptions(beam_args)), config.aspects))
 
 
 def _export_arguments(parser: argparse.ArgumentParser) -> None:

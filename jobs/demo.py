@@ -27,7 +27,7 @@ from jobs.shipped_model import SHIPPED_VARIANT, ShippedRecipe, train_shipped_mod
 from jobs.stage_runs import StageRunner
 from model import VARIANTS
 from pipelines.artifacts import read_parquet_table
-from pipelines.embed.enrich import DEFAULT_FILL_CONFIDENCE, PREDICTION_COLUMNS, enrich_catalog, format_counts
+from pipelines.embed.enrich import PREDICTION_COLUMNS, EnrichConfig, enrich_catalog, format_counts
 from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
 from pipelines.index.single import build_index
@@ -188,7 +188,9 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     enriched = str(Path(args.out) / "enriched")
     filled = stages.run(
         "enrich",
-        lambda: enrich_catalog(data.products, run.embeddings, enriched, DEFAULT_FILL_CONFIDENCE),
+        lambda: enrich_catalog(
+            EnrichConfig(products=data.products, embeddings=run.embeddings, output=enriched)
+        ),
     )
     print("   " + format_counts(filled, ECOMMERCE_ASPECTS).replace("\n", "\n   "))
     catalog = str(Path(data.root) / "products")

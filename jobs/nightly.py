@@ -39,15 +39,15 @@ from jobs.nightly_latest import LATEST, publish_latest, read_latest
 from jobs.publish_guard import DEFAULT_MAX_SHRINK, CatalogSizeCheck, catalog_size
 from jobs.stage_runs import StageRunner, is_finished
 from pipelines.artifacts import read_stage_manifest, write_stage_manifest
-from pipelines.embed.enrich import DEFAULT_FILL_CONFIDENCE, enrich_catalog
-from pipelines.embed.export import export_vertex
+from pipelines.embed.enrich import EnrichConfig, enrich_catalog
+from pipelines.embed.export import ExportVertexConfig, export_vertex
 from pipelines.embed.stage import EMBEDDINGS_KIND, EmbedConfig, embed_catalog
 from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
 from pipelines.index.partitioned import PartitionedIndexConfig, build_partitioned
 from pipelines.options import (
     EmbedSettings,
     EvaluateSettings,
-    ExportOptions,
+    ExportSettings,
     IndexOptions,
     IndexSettings,
     ModelSettings,
@@ -57,7 +57,6 @@ from pipelines.options import (
 from pipelines.stage_config import StageOutput, add_output_argument, config_from_values
 from pipelines.verify import verification_wanted
 from pipelines.writer_lock import exclusive_writer
-from schemas import AspectSchema
 from schemas.manifest import MANIFEST_FILE, ArtifactError
 
 LOGGER = logging.getLogger(__name__)
@@ -342,39 +341,22 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
 
 def _extra_stages(job: NightlyJob, stages: StageRunner) -> None:
     """enriched/ and vertex/ from tonight's embeddings, when asked for."""
-    options, embeddings, enriched = job.stage_options(), job.stage("embeddings"), job.stage("enriched")
-    given = config_from_values(PredictionThreshold, options)
-    threshold = given.or_default(DEFAULT_FILL_CONFIDENCE)
+    options, embeddings = job.stage_options(), job.stage("embeddings")
+    inputs = {
+        "products": job.catalog,
+        "embeddings": embeddings,
+        "threshold": config_from_values(PredictionThreshold, options),
+    }
+    # Each replaces what an interrupted attempt left; --no_verify applies as it does to the other stages.
+    output = {"overwrite": True, "verify": verification_wanted(options)}
     if job.enrich:
-        stages.run(
-            "enrich",
-            lambda: enrich_catalog(
-                job.catalog,
-                embeddings,
-                enriched,
-                threshold,
-                options=options,
-                min_agreement=given.min_agreement,
-            ),
-            enriched,
-        )
+        enrich = EnrichConfig(**inputs, output=job.stage("enriched"), **output)
+        stages.run("enrich", lambda: enrich_catalog(enrich, options), enrich.output)
     if job.export_vertex:
-        export = options.view_as(ExportOptions)
-        aspects = AspectSchema.parse(export.vertex_aspects).names
-        stages.run(
-            "export-vertex",
-            lambda: export_vertex(
-                job.catalog,
-                embeddings,
-                job.stage("vertex"),
-                aspects,
-                export.vertex_num_files,
-                options,
-                export.restricts,
-                threshold,
-            ),
-            job.stage("vertex"),
+        export = ExportVertexConfig(
+            **inputs, export=config_from_values(ExportSettings, options), output=job.stage("vertex"), **output
         )
+        stages.run("export-vertex", lambda: export_vertex(export, options), export.output)
 
 
 def _summary_means(result: dict[str, Any]) -> dict[str, float]:

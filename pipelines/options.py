@@ -364,30 +364,37 @@ class IndexOptions(PipelineOptions):
         add_config_arguments(parser, IndexSettings)
 
 
-class ExportOptions(PipelineOptions):
-    """Flags of the Vertex AI Vector Search export (`pipelines.embed.export.run_export_vertex`).
+# Vertex AI Vector Search reads at most this many files from one folder.
+MAX_VERTEX_FILES = 5_000
 
-    Its inputs and output reuse --products (EmbedOptions), --embeddings (EvaluateOptions)
-    and --output (OutputOptions).
-    """
+
+@dataclass(frozen=True)
+class ExportSettings:
+    """What `madr export-vertex` writes for Vertex AI Vector Search besides the vectors."""
+
+    vertex_aspects: tuple[str, ...] = setting(
+        ("category", "brand", "color"), "Comma-separated product aspects exported as Vertex restricts"
+    )
+    restricts: str = setting(
+        "catalog",
+        "Where restrict values come from: the catalog's aspects, the model's predictions written by "
+        "`madr embed` (at or above --min_confidence), or both (predictions fill the catalog's gaps)",
+        choices=("catalog", "predicted", "both"),
+    )
+    vertex_num_files: int = setting(0, "JSON files to write, at most 5000 (0: the runner decides)")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "vertex_aspects", tuple(self.vertex_aspects))
+        files = self.vertex_num_files
+        if isinstance(files, bool) or not isinstance(files, int) or not 0 <= files <= MAX_VERTEX_FILES:
+            raise ValueError(
+                f"--vertex_num_files must be in [0, {MAX_VERTEX_FILES}] (Vertex's limit), got {files!r}"
+            )
+
+
+class ExportOptions(PipelineOptions):
+    """The flags of `ExportSettings`."""
 
     @classmethod
     def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--vertex_aspects",
-            default="category,brand,color",
-            help="Comma-separated product aspects exported as Vertex restricts (category,brand,color)",
-        )
-        parser.add_argument(
-            "--restricts",
-            choices=("catalog", "predicted", "both"),
-            default="catalog",
-            help="Where restrict values come from: the catalog's aspects, the model's predictions written "
-            "by `madr embed` (at or above --min_confidence), or both (predictions fill the catalog's gaps)",
-        )
-        parser.add_argument(
-            "--vertex_num_files",
-            type=int,
-            default=0,
-            help="JSON files to write, at most 5000 (0: the runner decides)",
-        )
+        add_config_arguments(parser, ExportSettings)

@@ -17,7 +17,15 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.artifacts import write_stage_manifest
-from pipelines.embed.export import ExportVertexJsonl, run_export_vertex, vertex_record, vertex_restricts
+from pipelines.embed.export import (
+    ExportVertexConfig,
+    ExportVertexJsonl,
+    export_vertex,
+    run_export_vertex,
+    vertex_record,
+    vertex_restricts,
+)
+from pipelines.options import ExportSettings, PredictionThreshold
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, PRODUCT_SCHEMA, embedding_schema
 from tests.test_file_isolation import random_bytes, without_product_id
 
@@ -276,12 +284,18 @@ def test_broken_catalog_files_never_stop_the_export(
 def test_predicted_restricts_of_an_aspect_that_contradicts_the_catalog_are_withheld(tmp_path: Path) -> None:
     """As in enrich: the model says "adidas" wherever the catalog says "nike", so its brand guesses do not
     fill the gaps (counted), while colour, which the catalog never gives, is filled."""
-    from pipelines.embed.export import export_vertex
     from tests.test_enrich import _catalog
 
     products, embeddings, _ = _catalog(tmp_path, 60)
     aspects = ("category", "brand", "color")
-    counts = export_vertex(products, embeddings, str(tmp_path / "vertex"), aspects, 0, None, "both", 0.0)
+    config = ExportVertexConfig(
+        products=products,
+        embeddings=embeddings,
+        output=str(tmp_path / "vertex"),
+        export=ExportSettings(vertex_aspects=aspects, restricts="both"),
+        threshold=PredictionThreshold(min_confidence=0.0),
+    )
+    counts = export_vertex(config)
     assert counts["vertex_restricts_withheld"] == 30
     records = [
         json.loads(line) for f in (tmp_path / "vertex").iterdir() for line in f.read_text().splitlines()

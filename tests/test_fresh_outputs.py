@@ -28,7 +28,7 @@ from pipelines.artifacts import (
     staging_folder,
     verify_stage_folder,
 )
-from pipelines.embed.export import export_vertex
+from pipelines.embed.export import ExportVertexConfig, export_vertex
 from pipelines.embed.stage import DeadLetterThresholdExceeded, run_embed
 from pipelines.evaluate.stage import run_evaluate
 from pipelines.index.partitioned import run_build_index
@@ -282,11 +282,10 @@ def test_enrich_and_export_refuse_and_overwrite(embedded, tmp_path, capsys) -> N
     assert "enriched-00000-of-00009.parquet" not in _exactly_listed(enriched)["files"]
 
     vertex = _stale_folder(tmp_path / "vertex", "old.json")
+    inputs = {"products": embedded["products"], "embeddings": embedded["embeddings"], "output": str(vertex)}
     with pytest.raises(OutputNotEmpty, match="pass --overwrite"):
-        export_vertex(embedded["products"], embedded["embeddings"], str(vertex))
-    counts = export_vertex(
-        embedded["products"], embedded["embeddings"], str(vertex), options=PipelineOptions(["--overwrite"])
-    )
+        export_vertex(ExportVertexConfig(**inputs))
+    counts = export_vertex(ExportVertexConfig(**inputs, overwrite=True))
     # Vertex imports every file of the folder: only this export's files may be there, and no folder.
     assert counts["vertex_records_written"] == 40
     assert {p.name for p in vertex.iterdir()} == {

@@ -27,8 +27,8 @@ from safetensors.torch import load_file, save_file
 from jobs.cli import main
 from model import new_encoder
 from pipelines.artifacts import write_stage_manifest
-from pipelines.embed.enrich import enrich_catalog
-from pipelines.embed.export import export_vertex
+from pipelines.embed.enrich import EnrichConfig, enrich_catalog
+from pipelines.embed.export import ExportVertexConfig, export_vertex
 from pipelines.embed.stage import DeadLetterThresholdExceeded, _ToEmbeddingRow, embedding_defect, run_embed
 from pipelines.evaluate.stage import run_evaluate
 from pipelines.index.partitioned import run_build_index
@@ -174,8 +174,12 @@ READERS: dict[str, Callable[[Path, Path], object]] = {
     "build-index --num_index_shards": lambda emb, tmp: run_build_index(
         PipelineOptions(["--embeddings", str(emb), "--output", str(tmp / "index"), "--num_index_shards", "2"])
     ),
-    "enrich": lambda emb, tmp: enrich_catalog(_products(tmp), str(emb), str(tmp / "enriched")),
-    "export-vertex": lambda emb, tmp: export_vertex(_products(tmp), str(emb), str(tmp / "vertex")),
+    "enrich": lambda emb, tmp: enrich_catalog(
+        EnrichConfig(products=_products(tmp), embeddings=str(emb), output=str(tmp / "enriched"))
+    ),
+    "export-vertex": lambda emb, tmp: export_vertex(
+        ExportVertexConfig(products=_products(tmp), embeddings=str(emb), output=str(tmp / "vertex"))
+    ),
 }
 
 

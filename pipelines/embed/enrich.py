@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import apache_beam as beam
@@ -38,9 +39,10 @@ from pipelines.catalog_io import (
 )
 from pipelines.embed.agreement import DEFAULT_MIN_AGREEMENT, AgreementWithCatalog, agreement_checks, sum_pairs
 from pipelines.embed.gap_fill import fill_or_withhold
-from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, OverwriteOptions
+from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, PredictionThreshold
 from pipelines.runner import make_pipeline
-from pipelines.verify import verification_wanted, verified_stage_manifest
+from pipelines.stage_config import StageOutput
+from pipelines.verify import verified_stage_manifest
 from schemas import (
     ECOMMERCE_ASPECTS,
     ENRICHED_PRODUCT_SCHEMA,
@@ -244,38 +246,39 @@ def counted(aspects: Sequence[str]) -> list[str]:
     return [*totals, *per_aspect]
 
 
-def enrich_catalog(
-    products: str,
-    embeddings: str,
-    output: str,
-    min_confidence: float = DEFAULT_FILL_CONFIDENCE,
-    aspects: Sequence[str] = ECOMMERCE_ASPECTS,
-    options: PipelineOptions | None = None,
-    min_agreement: float = DEFAULT_MIN_AGREEMENT,
-) -> dict[str, int]:
+@dataclass(frozen=True, kw_only=True)
+class EnrichConfig(StageOutput):
+    """One enrich run: the catalog, the embed output holding its predictions, which aspects, at which
+    threshold (default DEFAULT_FILL_CONFIDENCE; `--min_agreement` too), and where it writes."""
+
+    products: str
+    embeddings: str
+    aspects: tuple[str, ...] = tuple(ECOMMERCE_ASPECTS)
+    threshold: PredictionThreshold = field(default_factory=PredictionThreshold)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "aspects", tuple(self.aspects))
+
+
+def enrich_catalog(config: EnrichConfig, beam_options: PipelineOptions | None = None) -> dict[str, int]:
     """Write `output/enriched-*.parquet` and its manifest; return the counts.
 
     An aspect whose predictions agree with the catalog's own values on less than `min_agreement` of the
     products that have one is not filled (`pipelines.embed.agreement`): its gaps count as withheld.
 
-    A non-empty `output` is refused unless `options` has --overwrite; the files appear there only
-    when the run succeeds (`artifacts.fresh_output`).
+    A non-empty output is refused unless the config says `overwrite`; the files appear there only when
+    the run succeeds (`artifacts.fresh_output`). `beam_options` choose the runner.
     """
-    options = options or PipelineOptions([])
-    with fresh_output(output, options.view_as(OverwriteOptions).overwrite) as folder:
-        return _enrich(products, embeddings, folder, min_confidence, min_agreement, aspects, options)
+    with fresh_output(config.output, config.overwrite) as folder:
+        return _enrich(config, folder, beam_options or PipelineOptions([]))
 
 
-def _enrich(
-    products: str,
-    embeddings: str,
-    output: str,
-    min_confidence: float,
-    min_agreement: float,
-    aspects: Sequence[str],
-    options: PipelineOptions,
-) -> dict[str, int]:
-    embed_manifest = verified_stage_manifest(embeddings, "madr-embeddings", verification_wanted(options))
+def _enrich(config: EnrichConfig, output: str, options: PipelineOptions) -> dict[str, int]:
+    products, embeddings, aspects = config.products, config.embeddings, config.aspects
+    min_confidence = config.threshold.or_default(DEFAULT_FILL_CONFIDENCE)
+    min_agreement = config.threshold.min_agreement
+    embed_manifest = verified_stage_manifest(embeddings, "madr-embeddings", config.verify)
     pipeline = make_pipeline(options)
     catalog = pipeline | "ReadProducts" >> ReadCatalogAspects(products)
     enriched = {

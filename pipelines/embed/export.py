@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import apache_beam as beam
@@ -55,17 +56,10 @@ from pipelines.embed.enrich import (
     key_predictions,
 )
 from pipelines.embed.gap_fill import SOURCES, fill_or_withhold
-from pipelines.options import (
-    EmbedOptions,
-    EvaluateOptions,
-    ExportOptions,
-    OutputOptions,
-    OverwriteOptions,
-    PredictionThreshold,
-)
-from pipelines.runner import make_pipeline, require_options
-from pipelines.stage_config import config_from_values
-from pipelines.verify import verification_wanted, verified_stage_manifest
+from pipelines.options import ExportSettings, PredictionThreshold
+from pipelines.runner import make_pipeline
+from pipelines.stage_config import StageOutput, config_from_values, require_flags
+from pipelines.verify import verified_stage_manifest
 from schemas import ECOMMERCE_ASPECTS, PROVENANCE_PREDICTED, AspectSchema, InvalidRecord
 
 LOGGER = logging.getLogger(__name__)
@@ -74,7 +68,6 @@ VERTEX_FILE_PREFIX = "vectors"
 # Vertex picks the parser by suffix: .json (JSON lines), .csv or .avro.
 VERTEX_FILE_SUFFIX = ".json"
 # "There is a limit of 5000 objects (files) in the batch root directory."
-MAX_VERTEX_FILES = 5_000
 COUNTERS = (
     "vertex_records_written",
     "vertex_records_with_restricts",
@@ -259,34 +252,53 @@ def _with_predictions(product_id: str, groups: Mapping[str, Iterable[Any]]) -> t
     }
 
 
-def export_vertex(
-    products: str,
-    embeddings: str,
-    output: str,
-    aspects: Sequence[str] = ECOMMERCE_ASPECTS,
-    num_files: int = 0,
-    options: PipelineOptions | None = None,
-    restricts: str = "catalog",
-    min_confidence: float = DEFAULT_FILL_CONFIDENCE,
-) -> dict[str, int]:
+@dataclass(frozen=True, kw_only=True)
+class ExportVertexConfig(StageOutput):
+    """One export: the catalog (for the restricts), the embed output, what to export and where."""
+
+    products: str
+    embeddings: str
+    export: ExportSettings = field(default_factory=ExportSettings)
+    # Predicted restricts count at or above it (default DEFAULT_FILL_CONFIDENCE).
+    threshold: PredictionThreshold = field(default_factory=PredictionThreshold)
+
+    @classmethod
+    def from_options(cls, options: PipelineOptions) -> ExportVertexConfig:
+        """The config the flags of `madr export-vertex` describe; names required flags that are missing."""
+        values = options.get_all_options(drop_default=False)
+        require_flags(values, "products", "embeddings", "output")
+        return cls(
+            products=values["products"],
+            embeddings=values["embeddings"],
+            export=config_from_values(ExportSettings, values),
+            threshold=config_from_values(PredictionThreshold, values),
+            **StageOutput.values_from(values),
+        )
+
+
+def export_vertex(config: ExportVertexConfig, beam_options: PipelineOptions | None = None) -> dict[str, int]:
     """Write ``output/vectors-SSSSS-of-NNNNN.json`` for Vertex AI Vector Search; return the counts.
 
-    ``products`` is a catalog Parquet file or glob, ``embeddings`` an embed stage folder,
-    ``output`` a new or empty folder (or, with --overwrite in ``options``, one to replace) that will
-    hold only the export files.
+    The config's ``products`` is a catalog Parquet file or glob, ``embeddings`` an embed stage folder,
+    ``output`` a new or empty folder (or, with ``overwrite``, one to replace) that will hold only the
+    export files. ``beam_options`` choose the runner.
     """
-    if not isinstance(num_files, int) or not 0 <= num_files <= MAX_VERTEX_FILES:
-        raise ValueError(f"num_files must be in [0, {MAX_VERTEX_FILES}] (Vertex's limit), got {num_files!r}")
-    options = options or PipelineOptions([])
-    with fresh_output(output, options.view_as(OverwriteOptions).overwrite) as staging:
-        embed_manifest = verified_stage_manifest(embeddings, "madr-embeddings", verification_wanted(options))
+    settings, min_confidence = config.export, config.threshold.or_default(DEFAULT_FILL_CONFIDENCE)
+    aspects = AspectSchema.parse(",".join(settings.vertex_aspects)).names
+    with fresh_output(config.output, config.overwrite) as staging:
+        embed_manifest = verified_stage_manifest(config.embeddings, "madr-embeddings", config.verify)
         dimension = int(embed_manifest["dimension"])
-        export = ExportVertexJsonl(aspects, dimension, restricts, min_confidence, keyed_products=True)
-        result = _run_export(products, embeddings, staging, export, num_files, options)
+        export = ExportVertexJsonl(
+            aspects, dimension, settings.restricts, min_confidence, keyed_products=True
+        )
+        options = beam_options or PipelineOptions([])
+        result = _run_export(
+            config.products, config.embeddings, staging, export, settings.vertex_num_files, options
+        )
         written = list_files(staging, f"{VERTEX_FILE_PREFIX}-*{VERTEX_FILE_SUFFIX}")
     counts = {name: counter_value(result, name) for name in COUNTERS}
     counts["vertex_files"] = len(written)
-    LOGGER.info("exported to %s: %s", output, counts)
+    LOGGER.info("exported to %s: %s", config.output, counts)
     return counts
 
 
@@ -326,21 +338,5 @@ def _run_export(
 
 
 def run_export_vertex(options: PipelineOptions) -> dict[str, int]:
-    """`export_vertex` from pipeline flags: --products, --embeddings, --output, --vertex_aspects, ..."""
-    export, products, inputs, output = (
-        options.view_as(c) for c in (ExportOptions, EmbedOptions, EvaluateOptions, OutputOptions)
-    )
-    threshold = config_from_values(PredictionThreshold, options)
-    require_options(products, "products")
-    require_options(inputs, "embeddings")
-    require_options(output, "output")
-    return export_vertex(
-        products.products,
-        inputs.embeddings,
-        output.output,
-        AspectSchema.parse(export.vertex_aspects).names,
-        export.vertex_num_files,
-        options,
-        export.restricts,
-        threshold.or_default(DEFAULT_FILL_CONFIDENCE),
-    )
+    """`madr export-vertex`: `export_vertex` from its flags (Beam's own flags choose the runner)."""
+    return export_vertex(ExportVertexConfig.from_options(options), options)

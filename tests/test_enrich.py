@@ -157,15 +157,7 @@ def _enrich(products: str, embeddings: str, output: Path, confidence: float, **t
 
 def test_enrich_catalog_counts_reconcile_and_provenance_is_written(tmp_path: Path) -> None:
     products, embeddings, confidence = _catalog(tmp_path, 40)
-    counts = enrich_catalog(
-        EnrichConfig(
-            products=products,
-            embeddings=embeddings,
-            output=str(tmp_path / "out"),
-            aspects=ASPECTS,
-            threshold=PredictionThreshold(min_confidence=0.6),
-        )
-    )
+    counts = _enrich(products, embeddings, tmp_path / "out", 0.6)
     sure = sum(c >= 0.6 for c in confidence.values())
     sure_without_brand = sum(c >= 0.6 for pid, c in confidence.items() if int(pid[1:]) % 2)
     assert counts["products_read"] == 41 and counts["embeddings_without_product"] == 0
@@ -230,15 +222,7 @@ def test_broken_catalog_files_are_dead_letters_naming_the_file(tmp_path: Path) -
     random_bytes(folder / "c-random.parquet")
     without_product_id(folder / "d-no-id.parquet")  # 5 rows, known from the footer
     _invalid_utf8_id(folder / "e-utf8.parquet")
-    counts = enrich_catalog(
-        EnrichConfig(
-            products=products,
-            embeddings=embeddings,
-            output=str(tmp_path / "out"),
-            aspects=ASPECTS,
-            threshold=PredictionThreshold(min_confidence=0.6),
-        )
-    )
+    counts = _enrich(products, embeddings, tmp_path / "out", 0.6)
     # Read: 40 good + p-bad + 5 rows without an id + 2 in e-utf8; the random file counts as a file only.
     assert counts["products_read"] == 48
     assert counts["enriched_products_written"] == 41  # all 40 of a.parquet, and p-utf8-ok
@@ -267,15 +251,7 @@ def test_an_aspect_whose_predictions_contradict_the_catalog_is_not_filled(tmp_pa
     """Every product with a catalog brand has "nike" and the model says "adidas": its brand guesses for
     the gaps are withheld, counted as such, while colour (which the catalog never gives) is filled."""
     products, embeddings, _ = _catalog(tmp_path, 60)
-    counts = enrich_catalog(
-        EnrichConfig(
-            products=products,
-            embeddings=embeddings,
-            output=str(tmp_path / "out"),
-            aspects=ASPECTS,
-            threshold=PredictionThreshold(min_confidence=0.0),
-        )
-    )
+    counts = _enrich(products, embeddings, tmp_path / "out", 0.0)
     assert (counts["brand_checked"], counts["brand_agreed"]) == (30, 0)
     assert (counts["brand_from_catalog"], counts["brand_withheld"], counts["brand_predicted"]) == (30, 30, 0)
     assert counts["color_checked"] == 0 and counts["color_predicted"] == 60
@@ -285,13 +261,5 @@ def test_an_aspect_whose_predictions_contradict_the_catalog_is_not_filled(tmp_pa
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["min_agreement"] == 0.8 and manifest["counts"]["brand_withheld"] == 30
     # A looser bar lets the same guesses through.
-    loose = enrich_catalog(
-        EnrichConfig(
-            products=products,
-            embeddings=embeddings,
-            output=str(tmp_path / "loose"),
-            aspects=ASPECTS,
-            threshold=PredictionThreshold(min_confidence=0.0, min_agreement=0.0),
-        )
-    )
+    loose = _enrich(products, embeddings, tmp_path / "loose", 0.0, min_agreement=0.0)
     assert (loose["brand_withheld"], loose["brand_predicted"]) == (0, 30)

@@ -41,10 +41,11 @@ def _stage(stage: str, arguments: list[str]) -> None:
 
         print(json.dumps(run_embed(PipelineOptions(arguments))))
     elif stage == "index":
+        from pipelines.index.config import IndexBuildConfig
         from pipelines.index.single import build_index
 
         embeddings, out = arguments
-        print(build_index(embeddings, out).config)
+        print(build_index(IndexBuildConfig(embeddings=embeddings, output=out)).config)
     elif stage == "evaluate":
         from apache_beam.options.pipeline_options import PipelineOptions
 

@@ -32,7 +32,8 @@ from pipelines.embed.enrich import EnrichConfig, enrich_catalog, format_counts
 from pipelines.embed.export import run_export_vertex
 from pipelines.embed.stage import run_embed
 from pipelines.evaluate.stage import run_evaluate
-from pipelines.index.partitioned import PartitionedIndexConfig, build_partitioned
+from pipelines.index.config import IndexBuildConfig
+from pipelines.index.partitioned import build_partitioned
 from pipelines.index.single import add_build_index_arguments, build_index
 from pipelines.index.sparse import build_inverted_index
 from pipelines.options import (
@@ -208,26 +209,15 @@ def _build_index(args: argparse.Namespace, beam_args: list[str], stage_argv: lis
 
     Each ScaNN setting left unset is derived from the corpus size and --max_k; the artifact's
     manifest records the settings used and the recall@max_k measured against exact search."""
-    settings = config_from_values(IndexSettings, args)
-    if settings.num_index_shards > 1:
-        config = PartitionedIndexConfig(
-            embeddings=args.embeddings,
-            index=settings,
-            output=args.out,
-            overwrite=args.overwrite,
-            verify=not args.no_verify,
-        )
+    config = IndexBuildConfig(
+        embeddings=args.embeddings,
+        index=config_from_values(IndexSettings, args),
+        **StageOutput.values_from({**vars(args), "output": args.out}),
+    )
+    if config.index.num_index_shards > 1:
         print(build_partitioned(config, PipelineOptions(beam_args)))
         return
-    report = build_index(
-        args.embeddings,
-        args.out,
-        settings.max_k,
-        verify=not args.no_verify,
-        overwrite=args.overwrite,
-        target_recall=settings.target_recall,
-        scann=settings.scann_settings(),
-    )
+    report = build_index(config)
     print(f"indexed {report.count} x {report.dimension} in {report.seconds:.1f}s -> {report.directory}")
 
 

@@ -30,9 +30,10 @@ from pipelines.artifacts import read_parquet_table
 from pipelines.embed.enrich import PREDICTION_COLUMNS, EnrichConfig, enrich_catalog, format_counts
 from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
+from pipelines.index.config import IndexBuildConfig
 from pipelines.index.single import build_index
 from pipelines.layout import DatasetLayout, RunLayout
-from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
+from pipelines.options import EmbedSettings, EvaluateSettings, IndexSettings, ModelSettings
 from pipelines.stage_config import add_output_argument
 from pipelines.train.adapt import AdaptJob, run_adapt
 from pipelines.train.pretrain import add_pretrain_precision_argument
@@ -198,7 +199,10 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         catalog, run.embeddings, ANNOTATED_EXAMPLES, HeldOutProducts(args.held_out_fraction)
     )
 
-    built = stages.run("build-index", lambda: build_index(run.embeddings, run.index, args.depth))
+    index = IndexBuildConfig(
+        embeddings=run.embeddings, output=run.index, index=IndexSettings(max_k=args.depth)
+    )
+    built = stages.run("build-index", lambda: build_index(index))
     print(f"   {built.count} x {built.dimension} vectors; {built.config}")
 
     evaluate = EvaluateConfig(

@@ -39,6 +39,7 @@ from pipelines.evaluate.sparse import (
     sparse_ranking_rows,
 )
 from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
+from pipelines.index.config import IndexBuildConfig
 from pipelines.index.single import build_index
 from pipelines.layout import DatasetLayout
 from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
@@ -230,7 +231,9 @@ def _embed_index_evaluate(
     stages.run("embed", lambda: embed_catalog(embed), folder / "embeddings")
     stages.run(
         "index",
-        lambda: build_index(str(folder / "embeddings"), str(folder / "index")),
+        lambda: build_index(
+            IndexBuildConfig(embeddings=str(folder / "embeddings"), output=str(folder / "index"))
+        ),
         folder / "index",
     )
     settings = EvaluateSettings(

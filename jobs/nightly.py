@@ -43,7 +43,8 @@ from pipelines.embed.enrich import EnrichConfig, enrich_catalog
 from pipelines.embed.export import ExportVertexConfig, export_vertex
 from pipelines.embed.stage import EMBEDDINGS_KIND, EmbedConfig, embed_catalog
 from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
-from pipelines.index.partitioned import PartitionedIndexConfig, build_partitioned
+from pipelines.index.config import IndexBuildConfig
+from pipelines.index.partitioned import build_partitioned
 from pipelines.options import (
     EmbedSettings,
     EvaluateSettings,
@@ -111,10 +112,10 @@ class NightlyJob:
             **StageOutput.values_from(values),
         )
 
-    def index_config(self) -> PartitionedIndexConfig:
+    def index_config(self) -> IndexBuildConfig:
         """The partitioned index build over this run's embeddings, into its index/, with the job's index
         settings (--num_leaves, --soar_lambda, ...)."""
-        return PartitionedIndexConfig(
+        return IndexBuildConfig(
             embeddings=self.stage("embeddings"),
             index=self.index,
             **StageOutput.values_from(self._stage_values("index")),

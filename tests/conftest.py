@@ -18,6 +18,9 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from transformers import BertConfig
 
 from model import new_encoder
+from pipelines.index.config import IndexBuildConfig
+from pipelines.index.single import IndexBuildReport, build_index
+from pipelines.options import IndexSettings
 from schemas import write_manifest
 
 
@@ -63,3 +66,11 @@ def tiny_backbone_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def local_runner() -> FnApiRunner:
     """Beam's batch engine, used directly so tests never try to download the Prism runner."""
     return FnApiRunner()
+
+
+def index_embeddings(embeddings: str | Path, output: str | Path, max_k: int = 10_000) -> IndexBuildReport:
+    """`madr build-index` (one shard, the default settings but `max_k`) of `embeddings` into `output`."""
+    config = IndexBuildConfig(
+        embeddings=str(embeddings), output=str(output), index=IndexSettings(max_k=max_k)
+    )
+    return build_index(config)

@@ -24,11 +24,10 @@ from model import new_encoder
 from pipelines.artifacts import verify_stage_folder
 from pipelines.embed.stage import run_embed
 from pipelines.evaluate.stage import run_evaluate
-from pipelines.index.single import build_index
 from pipelines.verify import ModelMismatchError, verify_model
 from schemas import ArtifactError, write_manifest
 from schemas.manifest import files_digest
-from tests.conftest import tiny_backbone
+from tests.conftest import index_embeddings, tiny_backbone
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 from tests.test_verify_artifacts import SHARD, _embeddings
 
@@ -116,7 +115,7 @@ def test_evaluate_refuses_an_index_built_from_other_embeddings(tmp_path: Path, t
         run_embed(
             PipelineOptions(["--products", products, "--model", model, "--output", str(tmp_path / name)])
         )
-    build_index(str(tmp_path / "first"), str(tmp_path / "index"), max_k=10)
+    index_embeddings(str(tmp_path / "first"), str(tmp_path / "index"), max_k=10)
     manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
     assert (
         manifest["extra"]["embeddings_digest"]

@@ -42,9 +42,9 @@ from jobs.nightly import NightlyJob
 from pipelines.embed.stage import build_embed, build_embed_pipeline, run_embed
 from pipelines.evaluate.stage import build_evaluate, build_evaluate_pipeline
 from pipelines.index.partitioned import build_partitioned_index, build_partitioned_index_pipeline
-from pipelines.index.single import build_index
 from pipelines.options import IndexSettings
 from pipelines.runner import make_pipeline
+from tests.conftest import index_embeddings
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 
 IMAGE = "us-central1-docker.pkg.dev/madr-dry-run/madr/worker:test"
@@ -140,7 +140,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> di
     run_embed(PipelineOptions(["--products", paths["products"], "--model", paths["model"],
                                "--output", paths["embeddings"]]))  # fmt: skip
     paths["index"] = str(root / "index")
-    build_index(paths["embeddings"], paths["index"], max_k=50)
+    index_embeddings(paths["embeddings"], paths["index"], max_k=50)
     paths["queries"], paths["judgments"] = write_test_queries(root, count=6, stride=4)
     return paths
 

@@ -16,8 +16,8 @@ from evaluation import parse_metrics
 from evaluation.cutoffs import plan_cutoffs
 from pipelines.embed.stage import run_embed
 from pipelines.evaluate.stage import run_evaluate
-from pipelines.index.single import build_index
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
+from tests.conftest import index_embeddings
 
 ITEMS = ["juicer", "blender", "socks", "sneakers", "lamp", "comforter", "toaster", "backpack"]
 BRANDS = ["Breville", "Nike", "Acme", "Zinus"]
@@ -150,7 +150,7 @@ def test_ann_evaluation_through_the_index_returns_the_exact_scores(collection, t
     # A 120-product index is scored by brute force inside ScaNN, so its ranked scores must equal
     # exact search's. Ids may differ among tied scores (an untrained model scores many products alike).
     index_dir = tmp_path / "index"
-    build_index(collection["embeddings"], str(index_dir))
+    index_embeddings(collection["embeddings"], str(index_dir))
     ann = _evaluate(collection, tmp_path / "ann", "--searcher", "ann", "--index", str(index_dir))
     _evaluate(collection, tmp_path / "exact", "--searcher", "exact", "--embeddings", collection["embeddings"])
     assert ann["counts"]["queries_scored"] == 12

@@ -25,9 +25,9 @@ from index_builder import ScannIndex
 from pipelines.artifacts import read_embeddings, read_stage_manifest
 from pipelines.embed.stage import run_embed
 from pipelines.evaluate.stage import SearcherSpec, run_evaluate
-from pipelines.index.single import build_index
 from pipelines.local_copies import local_output, localize, publish
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
+from tests.conftest import index_embeddings
 
 BUCKET = "madr-test"
 ITEMS = ["juicer", "blender", "socks", "sneakers", "lamp", "comforter"]
@@ -173,7 +173,7 @@ def test_an_index_published_to_gcs_loads_through_localize(gcs, tiny_model_dir, t
     # spec must localize it for ScaNN and find exactly what the local copy finds.
     data = _dataset(tmp_path)
     _embed(str(data["products"]), tiny_model_dir, str(tmp_path / "embeddings"))
-    build_index(str(tmp_path / "embeddings"), str(tmp_path / "index"))
+    index_embeddings(str(tmp_path / "embeddings"), str(tmp_path / "index"))
     target = f"gs://{BUCKET}/published/index"
     written = publish(str(tmp_path / "index"), target)
     index_dir = tmp_path / "index"

@@ -28,7 +28,7 @@ from index_builder import (
 from index_builder import tuned as tuned_builds
 from index_builder.recall import DEFAULT_TARGET_RECALL, measure_recall, recall_queries
 from jobs.cli import main
-from pipelines.index.single import build_index
+from tests.conftest import index_embeddings
 from tests.test_index_partitioned import write_embeddings
 
 N, DIM, CLUSTERS, MAX_K = 20_000, 32, 50, 10
@@ -178,7 +178,7 @@ def _timed_as(
 def test_build_index_writes_the_tuned_recall(diffuse: np.ndarray, tmp_path: Path, monkeypatch) -> None:
     _timed_as(monkeypatch, approximate=2_000.0, exact=1_000.0)
     write_embeddings(tmp_path / "embeddings", IDS, diffuse)
-    report = build_index(str(tmp_path / "embeddings"), str(tmp_path / "index"), max_k=MAX_K)
+    report = index_embeddings(str(tmp_path / "embeddings"), str(tmp_path / "index"), max_k=MAX_K)
     manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
     assert manifest["recall"] == report.recall and report.recall["recall_at_k"] >= DEFAULT_TARGET_RECALL
     assert report.recall["target"] == DEFAULT_TARGET_RECALL and len(report.recall["settings_tried"]) >= 2
@@ -198,7 +198,7 @@ def test_an_index_slower_than_exact_scoring_ships_exact_and_says_why(
     176 queries/s and exact scoring about 2,000. The build then ships exact scoring."""
     _timed_as(monkeypatch, approximate=176.0, exact=2_000.0)
     write_embeddings(tmp_path / "embeddings", IDS, diffuse)
-    report = build_index(str(tmp_path / "embeddings"), str(tmp_path / "index"), max_k=MAX_K)
+    report = index_embeddings(str(tmp_path / "embeddings"), str(tmp_path / "index"), max_k=MAX_K)
     recall = json.loads((tmp_path / "index" / "manifest.json").read_text())["recall"]
     assert recall == report.recall and recall["choice"] == "exact" and recall["recall_at_k"] == 1.0
     assert "answers 176 queries/s at k=10, exact scoring 2000" in recall["reason"]

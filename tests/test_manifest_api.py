@@ -16,7 +16,6 @@ from index_builder import InvertedIndex
 from jobs.nightly import run_nightly
 from pipelines.embed.stage import run_embed
 from pipelines.index.partitioned import run_build_index
-from pipelines.index.single import build_index
 from product_data.ingest.export_folder import ingest_export_folder
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas.manifest import (
@@ -27,6 +26,7 @@ from schemas.manifest import (
     files_digest,
     manifest_document,
 )
+from tests.conftest import index_embeddings
 from tests.test_publish_guard import _job
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) ->
             ["--products", products, "--model", str(tiny_model_dir), "--output", str(root / "emb")]
         )
     )
-    build_index(str(root / "emb"), str(root / "index"), max_k=10)
+    index_embeddings(str(root / "emb"), str(root / "index"), max_k=10)
     run_build_index(
         PipelineOptions(
             ["--embeddings", str(root / "emb"), "--output", str(root / "parts"), "--num_index_shards", "2"]

@@ -32,13 +32,12 @@ from pipelines.embed.export import ExportVertexConfig, export_vertex
 from pipelines.embed.stage import DeadLetterThresholdExceeded, _ToEmbeddingRow, embedding_defect, run_embed
 from pipelines.evaluate.stage import run_evaluate
 from pipelines.index.partitioned import run_build_index
-from pipelines.index.single import build_index
 from pipelines.inference import ModelIdentity, TextToEncode
 from pipelines.verify import ModelMismatchError, model_fingerprint
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, ArtifactError, embedding_schema, write_manifest
 from schemas.manifest import sha256_file
-from tests.conftest import tiny_backbone
+from tests.conftest import index_embeddings, tiny_backbone
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 
 WEIGHTS = "model.safetensors"
@@ -170,7 +169,7 @@ def _products(tmp_path: Path) -> str:
 
 # Every stage that reads an embed output, called as its command calls it.
 READERS: dict[str, Callable[[Path, Path], object]] = {
-    "build-index": lambda emb, tmp: build_index(str(emb), str(tmp / "index")),
+    "build-index": lambda emb, tmp: index_embeddings(str(emb), str(tmp / "index")),
     "build-index --num_index_shards": lambda emb, tmp: run_build_index(
         PipelineOptions(["--embeddings", str(emb), "--output", str(tmp / "index"), "--num_index_shards", "2"])
     ),
@@ -209,7 +208,7 @@ def test_a_shard_added_after_the_manifest_is_refused(tmp_path: Path) -> None:
     embeddings = _embeddings(tmp_path / "embeddings")
     shutil.copy(embeddings / SHARD, embeddings / "embeddings-stale.parquet")  # read by the shard glob
     with pytest.raises(ArtifactError, match=re.escape("embeddings-stale.parquet is not listed")):
-        build_index(str(embeddings), str(tmp_path / "index"))
+        index_embeddings(str(embeddings), str(tmp_path / "index"))
 
 
 def test_no_verify_builds_the_index_from_tampered_embeddings_and_warns(
@@ -387,7 +386,7 @@ def test_evaluate_refuses_an_index_and_embeddings_of_another_model(
     assert json.loads((embeddings / "manifest.json").read_text())["model_fingerprint"] == model_fingerprint(
         str(model_b)
     )
-    build_index(str(embeddings), str(tmp_path / "index"), max_k=10)
+    index_embeddings(str(embeddings), str(tmp_path / "index"), max_k=10)
     queries, judgments = write_test_queries(tmp_path)
     flags = ["--queries", queries, "--judgments", judgments, "--index", str(tmp_path / "index")]
     flags += ["--embeddings", str(embeddings), "--searcher", "ann", "--depth", "10"]

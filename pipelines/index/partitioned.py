@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +39,9 @@ from index_builder.recall import check_target
 from index_builder.tuned import train_within_target
 from pipelines.artifacts import fresh_output
 from pipelines.catalog_io import METRICS_NAMESPACE
+from pipelines.index.config import IndexBuildConfig
 from pipelines.index.manifest import measured_recall, write_partitioned_manifest
-from pipelines.options import IndexSettings
 from pipelines.runner import make_pipeline
-from pipelines.stage_config import StageOutput, config_from_values, require_flags
 from pipelines.verify import embeddings_digest, verified_stage_manifest
 from schemas.manifest import MANIFEST_FILE
 
@@ -276,31 +275,15 @@ class PartitionedBuildPlan:
     embeddings_digest: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class PartitionedIndexConfig(StageOutput):
-    """One partitioned index build: the embed stage's folder, the index settings, where it writes."""
-
-    embeddings: str
-    index: IndexSettings = field(default_factory=IndexSettings)
-
-    @classmethod
-    def from_options(cls, options: PipelineOptions) -> PartitionedIndexConfig:
-        """The config the flags of `madr build-index --num_index_shards N` describe."""
-        values = options.get_all_options(drop_default=False)
-        require_flags(values, "embeddings", "output")
-        index = config_from_values(IndexSettings, values)
-        return cls(embeddings=values["embeddings"], index=index, **StageOutput.values_from(values))
-
-
 def build_partitioned_index(
     options: PipelineOptions, folder: str | None = None
 ) -> tuple[beam.Pipeline, PartitionedBuildPlan]:
     """`build_partitioned_index_pipeline` from the flags (Beam's own flags choose the runner)."""
-    return build_partitioned_index_pipeline(PartitionedIndexConfig.from_options(options), options, folder)
+    return build_partitioned_index_pipeline(IndexBuildConfig.from_options(options), options, folder)
 
 
 def build_partitioned_index_pipeline(
-    config: PartitionedIndexConfig, beam_options: PipelineOptions | None = None, folder: str | None = None
+    config: IndexBuildConfig, beam_options: PipelineOptions | None = None, folder: str | None = None
 ) -> tuple[beam.Pipeline, PartitionedBuildPlan]:
     """The partitioned index build, built but not run, writing its shards into ``folder`` (default: the
     config's output).
@@ -350,11 +333,11 @@ def build_partitioned_index_pipeline(
 
 def run_build_index(options: PipelineOptions) -> PartitionedBuildReport:
     """`madr build-index --num_index_shards N`: `build_partitioned` from the flags."""
-    return build_partitioned(PartitionedIndexConfig.from_options(options), options)
+    return build_partitioned(IndexBuildConfig.from_options(options), options)
 
 
 def build_partitioned(
-    config: PartitionedIndexConfig, beam_options: PipelineOptions | None = None
+    config: IndexBuildConfig, beam_options: PipelineOptions | None = None
 ) -> PartitionedBuildReport:
     """Build a partitioned index from an embed stage's shards into the config's output.
 

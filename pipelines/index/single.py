@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from index_builder.builder import config_for_corpus
-from index_builder.recall import DEFAULT_TARGET_RECALL, check_target, recall_summary
+from index_builder.recall import check_target, recall_summary
 from index_builder.tuned import train_within_target
 from pipelines.artifacts import fresh_output, read_embeddings
+from pipelines.index.config import IndexBuildConfig
 from pipelines.local_copies import local_output
 from pipelines.options import IndexOptions, OverwriteOptions, VerifyOptions, add_stage_arguments
 from pipelines.stage_config import add_output_argument
@@ -41,27 +40,22 @@ def add_build_index_arguments(parser: argparse.ArgumentParser) -> None:
     add_stage_arguments(parser, IndexOptions, VerifyOptions, OverwriteOptions)
 
 
-def build_index(
-    embeddings: str,
-    out: str,
-    max_k: int = 10_000,
-    verify: bool = True,
-    overwrite: bool = False,
-    target_recall: float | None = DEFAULT_TARGET_RECALL,
-    scann: Mapping[str, Any] | None = None,
-) -> IndexBuildReport:
-    """Index the shards of `embeddings` into `out`, after checking them against their manifest
-    (`verify` False: --no_verify, with a warning). A non-empty `out` is refused unless `overwrite`;
-    the index appears there only once it is saved whole (`artifacts.fresh_output`).
+def build_index(config: IndexBuildConfig) -> IndexBuildReport:
+    """Index the shards of the config's embeddings into its output, after checking them against their
+    manifest (`verify` False: --no_verify, with a warning). A non-empty output is refused unless
+    `overwrite`; the index appears there only once it is saved whole (`artifacts.fresh_output`).
 
     Recall@min(max_k, n - 1) against exact search is measured on held-out corpus vectors and written
     into the manifest; with `target_recall` (0 or None: measure only) the search settings are widened
     until it is met, else `index_builder.recall.RecallTargetError` (a ValueError) names the best
-    recall reached and nothing is written (`index_builder.recall`). `scann` replaces settings the corpus
-    size would give (`ScannIndexConfig` fields, `index_builder.builder.config_for_corpus`)."""
+    recall reached and nothing is written (`index_builder.recall`). The ScaNN settings given replace
+    those the corpus size would give (`ScannIndexConfig` fields, `index_builder.builder.config_for_corpus`).
+    One shard only: `build_index_artifact` sends more to the partitioned build."""
+    embeddings, out, settings = config.embeddings, config.output, config.index
+    max_k, target_recall, scann = settings.max_k, settings.target_recall, settings.scann_settings()
     check_target(target_recall)
-    with fresh_output(out, overwrite) as staging:
-        verified_stage_manifest(embeddings, "madr-embeddings", verify)
+    with fresh_output(out, config.overwrite) as staging:
+        verified_stage_manifest(embeddings, "madr-embeddings", config.verify)
         started = time.perf_counter()
         ids, matrix, manifest = read_embeddings(embeddings)
         rate = len(ids) / max(time.perf_counter() - started, 1e-9)

@@ -18,18 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
-from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
+from transformers import PreTrainedTokenizerBase
 
 from model.encoder import DenseEncoder, PretrainingLoss, Side, pick_device
-from model.training.checkpoints import (
-    checkpoint_dir,
-    resume_from_checkpoint,
-    run_fingerprint,
-    save_checkpoint,
-)
+from model.training.checkpoints import checkpoint_dir, run_fingerprint
 from model.training.config import Annotations, check_optimiser_settings, cli_field
-from model.training.optimizer import adamw_with_head_rate, freeze_lower_layers
+from model.training.loop import StepLoop
 
 
 def native_bfloat16(device: torch.device) -> bool:
@@ -241,61 +235,38 @@ class Pretrainer:
         cfg = self.config
         if not records:
             raise ValueError("pre-training needs at least one record")
-        torch.manual_seed(cfg.seed)
-        self.encoder.prepare_pretraining()  # the MLM heads exist before the optimiser is built
-        self.encoder.to(self.device).train()
-        freeze_lower_layers(self.encoder, cfg.frozen_layers)
         steps_per_epoch = len(pretraining_batches(records, cfg.batch_size, cfg.seed, 0))
         total_steps = cfg.epochs * steps_per_epoch
         if cfg.max_steps is not None:
             total_steps = min(total_steps, cfg.max_steps)
-        optimizer = adamw_with_head_rate(
-            self.encoder, cfg.learning_rate, cfg.head_learning_rate, cfg.weight_decay
-        )
-        scheduler = get_linear_schedule_with_warmup(
-            optimizer, math.ceil(cfg.warmup_fraction * total_steps), total_steps
-        )
         sides = {side.value: sum(r.side is side for r in records) for side in Side}
-        fingerprint = run_fingerprint(cfg, self.encoder, records=sides)
-        state = resume_from_checkpoint(self.checkpoint_dir, self.encoder, optimizer, scheduler, fingerprint)
-        step = 0 if state is None else int(state["step"])
+        loop = StepLoop(self.encoder, self.tokenizer, cfg, self.output_dir, "pretrain")
+        state = loop.start(
+            total_steps,
+            lambda: run_fingerprint(cfg, self.encoder, records=sides),
+            # The MLM heads exist before the optimiser is built, drawn from the seeded generator.
+            prepare=self.encoder.prepare_pretraining,
+        )
         history = [] if state is None else [StepLosses(*losses) for losses in state["history"]]
         recent_accuracy: deque[float] = deque(maxlen=20)
-        progress = tqdm(
-            total=total_steps, initial=step, desc="pretrain", disable=not cfg.show_progress, mininterval=2
-        )
-        while step < total_steps:
-            epoch, offset = divmod(step, steps_per_epoch)
+        while loop.running:
+            epoch, offset = divmod(loop.step, steps_per_epoch)
             batches = pretraining_batches(records, cfg.batch_size, cfg.seed, epoch)
-            for batch in batches[offset : offset + total_steps - step]:
-                with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-                    loss = self.batch_loss(batch, step)
-                loss.total.backward()
-                torch.nn.utils.clip_grad_norm_(self.encoder.parameters(), cfg.max_grad_norm)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                step += 1
+            for batch in batches[offset : offset + loop.total_steps - loop.step]:
+                with loop.optimiser_step():
+                    with loop.forward():
+                        loss = self.batch_loss(batch, loop.step)
+                    loss.total.backward()
                 history.append(StepLosses.of(loss))
-                progress.update(1)
                 if loss.aspect_accuracy is not None:
                     recent_accuracy.append(loss.aspect_accuracy)
                 postfix = {"mlm": f"{history[-1].mlm:.3f}", "aspect": f"{history[-1].aspect:.3f}"}
                 if recent_accuracy:  # Accuracy@1 of the aspect heads over the last 20 labelled batches
                     postfix["acc@1"] = f"{np.mean(recent_accuracy):.3f}"
-                progress.set_postfix(postfix)
-                if step == total_steps or (cfg.checkpoint_every and step % cfg.checkpoint_every == 0):
-                    save_checkpoint(
-                        self.checkpoint_dir,
-                        self.encoder,
-                        self.tokenizer,
-                        step=step,
-                        optimizer=optimizer,
-                        scheduler=scheduler,
-                        fingerprint=fingerprint,
-                        history=[(s.total, s.mlm, s.aspect) for s in history],
-                    )
-        progress.close()
+                loop.progress.set_postfix(postfix)
+                if loop.checkpoint_due():
+                    loop.save(history=[(s.total, s.mlm, s.aspect) for s in history])
+        loop.finish()
         self.encoder.save_pretrained(self.output_dir, self.tokenizer)
         self.encoder.eval()
-        return PretrainingReport(steps=step, history=tuple(history), model_dir=self.output_dir)
+        return PretrainingReport(steps=loop.step, history=tuple(history), model_dir=self.output_dir)

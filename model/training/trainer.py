@@ -16,20 +16,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
-from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
+from transformers import PreTrainedTokenizerBase
 
 from model.aspects.losses import pointwise_relevance_loss
 from model.encoder import DenseEncoder, EncoderOutput, Side, pick_device
-from model.training.checkpoints import (
-    checkpoint_dir,
-    read_checkpoint_state,
-    resume_from_checkpoint,
-    run_fingerprint,
-    save_checkpoint,
-)
+from model.training.checkpoints import checkpoint_dir, run_fingerprint
 from model.training.config import Annotations, QueryExamples, TrainingConfig
-from model.training.optimizer import adamw_with_head_rate, freeze_lower_layers
+from model.training.loop import StepLoop
 from model.training.validation import VALIDATION_METRIC, validation_mrr
 
 LOGGER = logging.getLogger(__name__)
@@ -173,71 +166,52 @@ class Trainer:
         cfg = self.config
         if len(train) < 2:
             raise ValueError(f"training needs at least 2 queries with a positive, got {len(train)}")
-        torch.manual_seed(cfg.seed)
-        self.encoder.to(self.device).train()
-        freeze_lower_layers(self.encoder, cfg.frozen_layers)
-        steps_per_epoch = max(
-            1,
-            len(epoch_batches(train, cfg.batch_size, cfg.seed, 0, bool(cfg.hard_negatives)))
-            // cfg.gradient_accumulation,
-        )
+        hard, accumulate = bool(cfg.hard_negatives), cfg.gradient_accumulation
+        steps_per_epoch = max(1, len(epoch_batches(train, cfg.batch_size, cfg.seed, 0, hard)) // accumulate)
         total_steps = cfg.epochs * steps_per_epoch
         if cfg.max_steps is not None:
             total_steps = min(total_steps, cfg.max_steps)
-        optimizer = adamw_with_head_rate(
-            self.encoder, cfg.learning_rate, cfg.head_learning_rate, cfg.weight_decay
-        )
-        scheduler = get_linear_schedule_with_warmup(
-            optimizer, math.ceil(cfg.warmup_fraction * total_steps), total_steps
-        )
-        step = self._resume(optimizer, scheduler, self._run_fingerprint(train))
-        best = self._read_best()
+        loop = StepLoop(self.encoder, self.tokenizer, cfg, self.output_dir, "train")
+        state = loop.start(total_steps, lambda: self._run_fingerprint(train))
+        best: tuple[float, int] = (float("nan"), 0) if state is None else tuple(state["best"])
         stale = 0  # validations in a row without a better metric, for early stopping
         loss_value = float("nan")
-        progress = tqdm(
-            total=total_steps, initial=step, desc="train", disable=not cfg.show_progress, mininterval=2
-        )
-        while step < total_steps:
-            epoch, offset = divmod(step, steps_per_epoch)
-            batches = epoch_batches(train, cfg.batch_size, cfg.seed, epoch, bool(cfg.hard_negatives))
+        validate_every = cfg.validate_every or steps_per_epoch
+        while loop.running:
+            epoch, offset = divmod(loop.step, steps_per_epoch)
+            batches = epoch_batches(train, cfg.batch_size, cfg.seed, epoch, hard)
             for index in range(offset, steps_per_epoch):
-                if step >= total_steps:
+                if not loop.running:
                     break
-                group = batches[index * cfg.gradient_accumulation : (index + 1) * cfg.gradient_accumulation]
+                group = batches[index * accumulate : (index + 1) * accumulate]
                 loss_value = 0.0
-                for batch in group:
-                    # bfloat16 autocast where asked; weights, optimiser and loss stay fp32.
-                    with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-                        loss = self.batch_loss(batch) / len(group)
-                    loss.backward()
-                    loss_value += loss.item()
-                torch.nn.utils.clip_grad_norm_(self.encoder.parameters(), cfg.max_grad_norm)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                step += 1
-                progress.update(1)
-                progress.set_postfix(loss=f"{loss_value:.4f}")
-                validate_every = cfg.validate_every or steps_per_epoch
-                if valid and (step == total_steps or step % validate_every == 0):
+                with loop.optimiser_step():
+                    for batch in group:
+                        with loop.forward():
+                            loss = self.batch_loss(batch) / len(group)
+                        loss.backward()
+                        loss_value += loss.item()
+                loop.progress.set_postfix(loss=f"{loss_value:.4f}")
+                if valid and (loop.step == loop.total_steps or loop.step % validate_every == 0):
                     previous = best
-                    best = self._maybe_select(step, self.validation_metric(valid), best)
+                    best = self._maybe_select(loop.step, self.validation_metric(valid), best)
                     stale = 0 if best != previous else stale + 1
                     if cfg.patience and stale >= cfg.patience:
                         LOGGER.info(
-                            "validation %s stopped improving; stopping at step %d", VALIDATION_METRIC, step
+                            "validation %s stopped improving; stopping at step %d",
+                            VALIDATION_METRIC,
+                            loop.step,
                         )
-                        total_steps = step
-                at_end = step == total_steps
-                if at_end or (cfg.checkpoint_every and step % cfg.checkpoint_every == 0):
-                    self._checkpoint(step, optimizer, scheduler, best, self._run_fingerprint(train))
-        progress.close()
+                        loop.stop_after_this_step()
+                if loop.checkpoint_due():
+                    loop.save(best=best)
+        loop.finish()
         if not valid:
-            best = (float("nan"), step)
+            best = (float("nan"), loop.step)
             self.encoder.save_pretrained(self.output_dir, self.tokenizer)
         self.encoder.eval()
         return TrainingReport(
-            steps=step,
+            steps=loop.step,
             final_train_loss=loss_value,
             best_valid_metric=None if math.isnan(best[0]) else best[0],
             best_step=best[1],
@@ -261,35 +235,3 @@ class Trainer:
     def _run_fingerprint(self, train: Sequence[QueryExamples]) -> dict[str, object]:
         """What must match for a checkpoint to belong to this run."""
         return run_fingerprint(self.config, self.encoder, examples=len(train))
-
-    def _checkpoint(
-        self,
-        step: int,
-        optimizer: torch.optim.Optimizer,
-        scheduler: torch.optim.lr_scheduler.LRScheduler,
-        best: tuple[float, int],
-        fingerprint: dict[str, object],
-    ) -> None:
-        save_checkpoint(
-            self.checkpoint_dir,
-            self.encoder,
-            self.tokenizer,
-            step=step,
-            optimizer=optimizer,
-            scheduler=scheduler,
-            fingerprint=fingerprint,
-            best=best,
-        )
-
-    def _resume(
-        self,
-        optimizer: torch.optim.Optimizer,
-        scheduler: torch.optim.lr_scheduler.LRScheduler,
-        fingerprint: dict[str, object],
-    ) -> int:
-        state = resume_from_checkpoint(self.checkpoint_dir, self.encoder, optimizer, scheduler, fingerprint)
-        return 0 if state is None else int(state["step"])
-
-    def _read_best(self) -> tuple[float, int]:
-        state = read_checkpoint_state(self.checkpoint_dir)
-        return (float("nan"), 0) if state is None else tuple(state["best"])

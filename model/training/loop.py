@@ -1,0 +1,143 @@
+"""The optimiser-step loop that fine-tuning (`Trainer`) and pre-training (`Pretrainer`) share.
+
+Both trainers differ only in their batches and losses (and fine-tuning in its validation); what it takes
+to turn a loss into a step is written once here, so the two cannot drift apart again (they once resumed
+differently, and only pre-training had bfloat16 autocast):
+
+- `start`: the seed, the encoder on its device in train mode with its lowest layers frozen, AdamW with
+  the heads' own rate, the linear warmup schedule, and the resume from the run's last checkpoint (whose
+  fingerprint must match: `model.training.checkpoints`);
+- `forward`: the bfloat16 autocast a config asks for (weights, optimiser and loss stay fp32);
+- `optimiser_step`: gradient clipping, the optimiser and scheduler steps, and the progress bar, after the
+  block has run the backward passes of one step (several with gradient accumulation);
+- `save`: the resumable checkpoint, due every `checkpoint_every` steps and at the last one.
+
+A loop settings object is either config (`TrainingConfig`, `PretrainingConfig`): the fields named in
+`LoopConfig` are all the loop reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from tqdm.auto import tqdm
+from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
+
+from model.encoder import DenseEncoder, pick_device
+from model.training.checkpoints import checkpoint_dir, resume_from_checkpoint, save_checkpoint
+from model.training.optimizer import adamw_with_head_rate, freeze_lower_layers
+
+
+class LoopConfig(Protocol):
+    """The settings of a training run the step loop reads."""
+
+    seed: int
+    learning_rate: float
+    head_learning_rate: float | None
+    weight_decay: float
+    warmup_fraction: float
+    max_grad_norm: float
+    frozen_layers: int
+    checkpoint_every: int
+    show_progress: bool
+    bf16: bool
+    device: str | None
+
+
+class StepLoop:
+    """One training run's optimiser, schedule, progress and checkpoints around the caller's batches."""
+
+    def __init__(
+        self,
+        encoder: DenseEncoder,
+        tokenizer: PreTrainedTokenizerBase,
+        config: LoopConfig,
+        output_dir: str | Path,
+        name: str,
+    ) -> None:
+        self.encoder, self.tokenizer, self.config, self.name = encoder, tokenizer, config, name
+        self.checkpoint_dir = checkpoint_dir(Path(output_dir))
+        self.device = pick_device(config.device)
+        self.step = 0
+        self.total_steps = 0
+
+    def start(
+        self,
+        total_steps: int,
+        fingerprint: Callable[[], dict[str, object]],
+        prepare: Callable[[], None] | None = None,
+    ) -> dict[str, Any] | None:
+        """Seed, set up the encoder, the optimiser and the schedule, and resume; the resumed checkpoint's
+        state (None for a fresh run). `prepare` runs right after seeding, before the optimiser sees the
+        parameters (pre-training adds its MLM heads there, from the seeded generator); `fingerprint`, what a
+        checkpoint must match to be resumed, is taken after it."""
+        cfg = self.config
+        torch.manual_seed(cfg.seed)
+        if prepare is not None:
+            prepare()
+        self.encoder.to(self.device).train()
+        freeze_lower_layers(self.encoder, cfg.frozen_layers)
+        self.optimizer = adamw_with_head_rate(
+            self.encoder, cfg.learning_rate, cfg.head_learning_rate, cfg.weight_decay
+        )
+        self.scheduler = get_linear_schedule_with_warmup(
+            self.optimizer, math.ceil(cfg.warmup_fraction * total_steps), total_steps
+        )
+        self.fingerprint = fingerprint()
+        state = resume_from_checkpoint(
+            self.checkpoint_dir, self.encoder, self.optimizer, self.scheduler, self.fingerprint
+        )
+        self.step = 0 if state is None else int(state["step"])
+        self.total_steps = total_steps
+        self.progress = tqdm(
+            total=total_steps, initial=self.step, desc=self.name, disable=not cfg.show_progress, mininterval=2
+        )
+        return state
+
+    @property
+    def running(self) -> bool:
+        return self.step < self.total_steps
+
+    def stop_after_this_step(self) -> None:
+        """End the run at the current step (early stopping); its checkpoint is then due."""
+        self.total_steps = self.step
+
+    def forward(self) -> contextlib.AbstractContextManager[Any]:
+        """The autocast the config asks for, around one forward pass and its loss."""
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.bf16)
+
+    @contextlib.contextmanager
+    def optimiser_step(self) -> Iterator[None]:
+        """Run the block's backward passes, then one optimiser step: clip, step, schedule, clear."""
+        yield
+        torch.nn.utils.clip_grad_norm_(self.encoder.parameters(), self.config.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        self.progress.update(1)
+
+    def checkpoint_due(self) -> bool:
+        every = self.config.checkpoint_every
+        return self.step == self.total_steps or bool(every and self.step % every == 0)
+
+    def save(self, **extra: object) -> None:
+        """The resumable checkpoint of the current step; `extra` comes back in the state on resume."""
+        save_checkpoint(
+            self.checkpoint_dir,
+            self.encoder,
+            self.tokenizer,
+            step=self.step,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            fingerprint=self.fingerprint,
+            **extra,
+        )
+
+    def finish(self) -> None:
+        self.progress.close()

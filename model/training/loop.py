@@ -52,17 +52,9 @@ class LoopConfig(Protocol):
 class StepLoop:
     """One training run's optimiser, schedule, progress and checkpoints around the caller's batches."""
 
-    def __init__(
-        self,
-        encoder: DenseEncoder,
-        tokenizer: PreTrainedTokenizerBase,
-        config: LoopConfig,
-        output_dir: str | Path,
-        name: str,
-    ) -> None:
-        self.encoder, self.tokenizer, self.config, self.name = encoder, tokenizer, config, name
-        self.checkpoint_dir = checkpoint_dir(Path(output_dir))
-        self.device = pick_device(config.device)
+    def __init__(self, run: EncoderRun, name: str) -> None:
+        self.encoder, self.tokenizer, self.config, self.name = run.encoder, run.tokenizer, run.config, name
+        self.checkpoint_dir, self.device = run.checkpoint_dir, run.device
         self.step = 0
         self.total_steps = 0
 
@@ -141,3 +133,25 @@ class StepLoop:
 
     def finish(self) -> None:
         self.progress.close()
+
+
+class EncoderRun:
+    """What both trainers hold: the encoder and its tokenizer, the run's settings, the output folder
+    (the model is written there, its resumable checkpoint under `checkpoint_dir`) and the device."""
+
+    def __init__(
+        self,
+        encoder: DenseEncoder,
+        tokenizer: PreTrainedTokenizerBase,
+        config: LoopConfig,
+        output_dir: str | Path,
+    ) -> None:
+        self.encoder = encoder
+        self.tokenizer = tokenizer
+        self.config = config
+        self.output_dir = Path(output_dir)
+        self.device = pick_device(config.device)
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return checkpoint_dir(self.output_dir)

@@ -18,12 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import PreTrainedTokenizerBase
 
-from model.encoder import DenseEncoder, PretrainingLoss, Side, pick_device
-from model.training.checkpoints import checkpoint_dir, run_fingerprint
+from model.encoder import PretrainingLoss, Side
+from model.training.checkpoints import run_fingerprint
 from model.training.config import Annotations, check_optimiser_settings, cli_field
-from model.training.loop import StepLoop
+from model.training.loop import EncoderRun, StepLoop
 
 
 def native_bfloat16(device: torch.device) -> bool:
@@ -192,29 +191,14 @@ def mask_generator(seed: int, step: int) -> torch.Generator:
     return torch.Generator().manual_seed(int(np.random.SeedSequence([seed, step]).generate_state(1)[0]))
 
 
-class Pretrainer:
+class Pretrainer(EncoderRun):
     """Pre-trains an encoder with its `pretraining_loss` and writes it with `save_pretrained`.
 
     OUT receives the pre-trained model (MLM heads included, so pre-training can go on
     from it); OUT/checkpoints/last the resumable checkpoint (`model.training.checkpoints`).
     """
 
-    def __init__(
-        self,
-        encoder: DenseEncoder,
-        tokenizer: PreTrainedTokenizerBase,
-        config: PretrainingConfig,
-        output_dir: str | Path,
-    ) -> None:
-        self.encoder = encoder
-        self.tokenizer = tokenizer
-        self.config = config
-        self.output_dir = Path(output_dir)
-        self.device = pick_device(config.device)
-
-    @property
-    def checkpoint_dir(self) -> Path:
-        return checkpoint_dir(self.output_dir)
+    config: PretrainingConfig
 
     def batch_loss(self, batch: PretrainingBatch, step: int) -> PretrainingLoss:
         """Eq. 7 (madral-kdd22) of one side's batch, with the masks of `step`."""
@@ -240,7 +224,7 @@ class Pretrainer:
         if cfg.max_steps is not None:
             total_steps = min(total_steps, cfg.max_steps)
         sides = {side.value: sum(r.side is side for r in records) for side in Side}
-        loop = StepLoop(self.encoder, self.tokenizer, cfg, self.output_dir, "pretrain")
+        loop = StepLoop(self, "pretrain")
         state = loop.start(
             total_steps,
             lambda: run_fingerprint(cfg, self.encoder, records=sides),

@@ -16,13 +16,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import PreTrainedTokenizerBase
 
 from model.aspects.losses import pointwise_relevance_loss
-from model.encoder import DenseEncoder, EncoderOutput, Side, pick_device
-from model.training.checkpoints import checkpoint_dir, run_fingerprint
+from model.encoder import EncoderOutput, Side
+from model.training.checkpoints import run_fingerprint
 from model.training.config import Annotations, QueryExamples, TrainingConfig
-from model.training.loop import StepLoop
+from model.training.loop import EncoderRun, StepLoop
 from model.training.validation import VALIDATION_METRIC, validation_mrr
 
 LOGGER = logging.getLogger(__name__)
@@ -102,21 +101,10 @@ def validation_batches(examples: Sequence[QueryExamples], batch_size: int) -> li
     return batches
 
 
-class Trainer:
+class Trainer(EncoderRun):
     """Fine-tunes an encoder with in-batch softmax cross-entropy plus one hard negative per query."""
 
-    def __init__(
-        self,
-        encoder: DenseEncoder,
-        tokenizer: PreTrainedTokenizerBase,
-        config: TrainingConfig,
-        output_dir: str | Path,
-    ) -> None:
-        self.encoder = encoder
-        self.tokenizer = tokenizer
-        self.config = config
-        self.output_dir = Path(output_dir)
-        self.device = pick_device(config.device)
+    config: TrainingConfig
 
     def batch_loss(self, batch: Batch) -> torch.Tensor:
         """L_SCE + w_CE·L_CE + λf·Σ_sides AL (Eq. 8, madral-kdd22)."""
@@ -171,7 +159,7 @@ class Trainer:
         total_steps = cfg.epochs * steps_per_epoch
         if cfg.max_steps is not None:
             total_steps = min(total_steps, cfg.max_steps)
-        loop = StepLoop(self.encoder, self.tokenizer, cfg, self.output_dir, "train")
+        loop = StepLoop(self, "train")
         state = loop.start(total_steps, lambda: self._run_fingerprint(train))
         best: tuple[float, int] = (float("nan"), 0) if state is None else tuple(state["best"])
         stale = 0  # validations in a row without a better metric, for early stopping
@@ -220,10 +208,6 @@ class Trainer:
 
     # Checkpoints: OUT/checkpoints/last holds weights + optimizer state; OUT itself holds
     # the model selected on the validation split, so OUT is always a loadable model once written.
-
-    @property
-    def checkpoint_dir(self) -> Path:
-        return checkpoint_dir(self.output_dir)
 
     def _maybe_select(self, step: int, metric: float, best: tuple[float, int]) -> tuple[float, int]:
         LOGGER.info("step %d: validation %s %.4f (best %.4f)", step, VALIDATION_METRIC, metric, best[0])

@@ -27,7 +27,7 @@ from jobs.experiment_pretraining import PretrainingPlan, pretrained_model
 from jobs.experiment_report import write_report
 from jobs.stage_runs import StageRunner
 from model import Side, load_encoder, text_for_model
-from model.registry import learns_aspects_by_default
+from model.registry import EXPERIMENT_ROLES, ZERO_SHOT, experiment_role, learns_aspects_by_default
 from model.training import TrainingConfig
 from pipelines.artifacts import read_embeddings
 from pipelines.embed.stage import EmbedConfig, embed_catalog
@@ -50,30 +50,8 @@ from pipelines.train.pretrain import PRETRAIN_PRECISION_HELP, PRETRAIN_PRECISION
 from pipelines.zero_shot import zero_shot_model
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 
-ZERO_SHOT = "zero-shot"  # the bundled backbone, mean pooling, untrained: the row every variant must beat
-DEFAULT_VARIANTS = (
-    ZERO_SHOT,
-    "bibert",
-    "dssm",
-    "mpbert",
-    "mtbert",
-    "bibert-concat",
-    "madr",
-    "madral",
-    "madral-en-v1",
-    "madral-en-v2",
-    "no-fusion",
-    "mural",
-    "mur",
-    "uhd",
-)
+DEFAULT_VARIANTS = tuple(EXPERIMENT_ROLES)
 RETRIEVAL_METRICS = ("recall@100", "recall@500", "recall@10000")
-# UHD at the paper's 6 x 81,920 takes hours to encode 20k products on 2 cores (46 s per 64);
-# the smallest n of its grid (uhd-bert A.1) and one bucket fit the budget.
-VARIANT_OPTIONS: dict[str, tuple[tuple[str, Any], ...]] = {
-    "uhd": (("dimensions", 8192), ("bucket_layers", [6])),
-}
-
 
 # What `--profile` sets, under any flag given explicitly. default: the 2-core hour (docs/RESULTS.md);
 # full: two epochs of pre-training over the catalog and fine-tuning until validation stops improving.
@@ -165,7 +143,8 @@ def _run_variant(
     timings: dict[str, float] = {}
     stages = StageRunner(timings, digits=1, report=f"   {variant}: {{name}} {{seconds}}s")
 
-    if variant == ZERO_SHOT:
+    role = experiment_role(variant)
+    if not role.trained:
         # Nothing to train: the cached zero-shot model directory, copied in with its manifest.
         stages.run(
             "zero-shot model",
@@ -173,10 +152,10 @@ def _run_variant(
             folder / "model",
         )
         return _embed_index_evaluate(folder, data, stages, timings)
-    options = VARIANT_OPTIONS.get(variant, ())
-    if variant == "dssm" and (folder.parent / "bibert" / "model" / "manifest.json").is_file():
-        # madral-kdd22 §8.2: DSSM's embedding table starts from the trained BiBERT's.
-        options = (("word_embeddings_from", str(folder.parent / "bibert" / "model")),)
+    options = role.budget_options
+    source = folder.parent / str(role.embeddings_from) / "model"
+    if role.embeddings_from and (source / "manifest.json").is_file():
+        options = (("word_embeddings_from", str(source)),)
     plan = PretrainingPlan(
         steps=config.pretrain_steps,
         aspect_weight=config.pretrain_aspect_weight,
@@ -207,8 +186,7 @@ def _run_variant(
         seed=config.seed,
         aspect_loss_weight=config.aspect_loss_weight if learns_aspects else 0.0,
         head_learning_rate=config.head_learning_rate,
-        # UHD-BERT's objective is its hinge loss alone (uhd-bert Eq. 8); L_CE is madral-kdd22's.
-        pointwise_loss_weight=0.0 if variant == "uhd" else 1.0,
+        pointwise_loss_weight=1.0 if role.pointwise_loss else 0.0,
     )
     stages.run("train", lambda: run_training(job, loop), folder / "model")
     if is_sparse_model(job.output):

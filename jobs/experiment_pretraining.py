@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from model.registry import experiment_role
 from model.training import PretrainingConfig
 from pipelines.layout import DatasetLayout
 from pipelines.train.pretrain import (
@@ -23,19 +24,6 @@ from pipelines.train.pretrain import (
     PretrainJob,
     run_pretraining,
 )
-
-# variant -> the variant whose pre-trained model it starts from (warm start by name and shape).
-PRETRAINED_FROM: dict[str, str] = {
-    "bibert": "bibert",
-    "bibert-concat": "bibert",
-    "mtbert": "mtbert",
-    "madral": "madral",
-    "madral-en-v1": "madral",
-    "no-fusion": "madral",
-    "madral-en-v2": "madral-en-v2",
-    "mural": "mural",
-    "mur": "mur",
-}
 
 
 @dataclass(frozen=True)
@@ -74,7 +62,7 @@ def pretrained_model(
     seed: int,
 ) -> Path | None:
     """The pre-trained model `variant` fine-tunes from, pre-training it first if needed; None if none."""
-    source = PRETRAINED_FROM.get(variant)
+    source = experiment_role(variant).pretrained_from
     if source is None or plan.steps == 0:
         return None
     folder = root / "pretrained" / source

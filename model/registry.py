@@ -7,6 +7,7 @@ pipelines and the artifact loader never branch on variant names.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,60 @@ VARIANTS: dict[str, type[DenseEncoder]] = {
         UhdEncoder,
     )
 }
+
+
+ZERO_SHOT = ZeroShotEncoder.config_class.variant
+
+
+@dataclass(frozen=True)
+class ExperimentRole:
+    """What the comparison experiment (`madr experiment`) does with a variant, kept with the variant.
+
+    Attributes:
+        trained: False for a variant used as it is (the zero-shot backbone, the row to beat).
+        pretrained_from: the variant whose pre-trained model it fine-tunes from (warm start by name and
+            shape: repro-ecir24 §8.1's en-v1 "only differs during fine-tuning" from MADRAL-ori); None:
+            it starts from the backbone.
+        budget_options: config fields the 2-core budget sets (UHD at the paper's 6 x 81,920 takes hours
+            to encode 20k products here; the smallest n of its grid, uhd-bert A.1, and one bucket fit).
+        embeddings_from: a variant whose trained word embeddings it starts from, when that variant's
+            model is there (DSSM from BiBERT's, madral-kdd22 §8.2).
+        pointwise_loss: whether madral-kdd22's L_CE is added in fine-tuning; UHD-BERT's objective is its
+            hinge loss alone (uhd-bert Eq. 8).
+    """
+
+    trained: bool = True
+    pretrained_from: str | None = None
+    budget_options: tuple[tuple[str, Any], ...] = ()
+    embeddings_from: str | None = None
+    pointwise_loss: bool = True
+
+
+# The experiment's variants, in the order of its table.
+EXPERIMENT_ROLES: dict[str, ExperimentRole] = {
+    ZERO_SHOT: ExperimentRole(trained=False),
+    "bibert": ExperimentRole(pretrained_from="bibert"),
+    "dssm": ExperimentRole(embeddings_from="bibert"),
+    "mpbert": ExperimentRole(),
+    "mtbert": ExperimentRole(pretrained_from="mtbert"),
+    "bibert-concat": ExperimentRole(pretrained_from="bibert"),
+    "madr": ExperimentRole(),
+    "madral": ExperimentRole(pretrained_from="madral"),
+    "madral-en-v1": ExperimentRole(pretrained_from="madral"),
+    "madral-en-v2": ExperimentRole(pretrained_from="madral-en-v2"),
+    "no-fusion": ExperimentRole(pretrained_from="madral"),
+    "mural": ExperimentRole(pretrained_from="mural"),
+    "mur": ExperimentRole(pretrained_from="mur"),
+    "uhd": ExperimentRole(
+        budget_options=(("dimensions", 8192), ("bucket_layers", [6])), pointwise_loss=False
+    ),
+}
+
+
+def experiment_role(variant: str) -> ExperimentRole:
+    """The variant's role in the experiment (a variant it does not list is trained from the backbone)."""
+    variant_class(variant)  # an unknown name is refused, naming the known ones
+    return EXPERIMENT_ROLES.get(variant, ExperimentRole())
 
 
 def variant_class(name: str) -> type[DenseEncoder]:

@@ -24,6 +24,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from evaluation.comparison import ComparisonReport, compare_query_rows
 from evaluation.report import PER_QUERY_FILE
 from model import load_config
+from model.registry import ZERO_SHOT
 from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.options import EmbedSettings
 from pipelines.zero_shot import zero_shot_model
@@ -42,7 +43,7 @@ def wants_zero_shot(config: EvaluateConfig) -> bool:
     if flag == "true" and not config.products:
         raise ValueError("--zero_shot needs --products: the zero-shot model embeds the catalog itself")
     if flag is None:
-        return bool(config.products) and load_config(config.model.model).variant != "zero-shot"
+        return bool(config.products) and load_config(config.model.model).variant != ZERO_SHOT
     return flag == "true"
 
 

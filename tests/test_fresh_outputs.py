@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-import model.training.trainer as trainer_module
+import model.training.loop as loop_module
 from jobs.cli import main
 from jobs.nightly import NightlyJob, run_nightly
 from model.training import TrainingConfig
@@ -321,20 +321,20 @@ def test_train_refuses_a_model_directory_and_resumes_an_interrupted_run(
         run_training(_train_job(dataset, tiny_backbone_dir, out), loop)
 
     # Killed right after its first checkpoint: the old model stays, the checkpoint waits in the staging.
-    save = trainer_module.save_checkpoint
+    save = loop_module.save_checkpoint
 
     def save_then_die(*args, **kwargs) -> None:
         save(*args, **kwargs)
         raise KeyboardInterrupt("killed after step 1")
 
-    monkeypatch.setattr(trainer_module, "save_checkpoint", save_then_die)
+    monkeypatch.setattr(loop_module, "save_checkpoint", save_then_die)
     with pytest.raises(KeyboardInterrupt):
         run_training(_train_job(dataset, tiny_backbone_dir, out, overwrite=True), loop)
     assert _files(out) == {"old-weights.safetensors"}
     staging = Path(staging_folder(str(out)))
     assert (staging / "checkpoints" / "last").is_dir()
 
-    monkeypatch.setattr(trainer_module, "save_checkpoint", save)
+    monkeypatch.setattr(loop_module, "save_checkpoint", save)
     with caplog.at_level(logging.INFO, logger="model.training.checkpoints"):
         report = run_training(_train_job(dataset, tiny_backbone_dir, out, overwrite=True), loop)
     assert any("at step 1" in record.getMessage() for record in caplog.records), "did not resume"

@@ -16,12 +16,12 @@ report it, with exit code 1.
 from __future__ import annotations
 
 import errno
-import re
 import sys
 import traceback
 from typing import TextIO
 
 from jobs.publish_guard import PublishRefused
+from pipelines.artifacts import wrapped_os_error
 from pipelines.embed.stage import DeadLetterThresholdExceeded
 from schemas.manifest import ArtifactError
 
@@ -58,25 +58,6 @@ def one_line(error: BaseException) -> str:
     else:
         message = str(error)
     return " ".join(message.split()) or type(error).__name__
-
-
-# An OS error as Beam re-raises a worker's: only its text is left, "OSError: [Errno 28] No space left on
-# device: 'path' [while running 'Step']".
-_WRAPPED_OS_ERROR = re.compile(r"\[Errno (\d+)\] ([^\[\]:]+)(?:: '([^']*)')?")
-
-
-def wrapped_os_error(error: BaseException) -> OSError | None:
-    """The OS error behind `error` (a full disk, a denied permission), when it has one: in its chain of
-    causes, or in the text Beam keeps of an error raised on a worker."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, OSError):
-            return seen
-        found = _WRAPPED_OS_ERROR.search(str(seen))
-        if found:
-            return OSError(int(found.group(1)), found.group(2).strip(), found.group(3))
-        seen = seen.__cause__ or seen.__context__
-    return None
 
 
 def report_error(command: str, error: Exception, stream: TextIO | None = None) -> int:

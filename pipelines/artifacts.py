@@ -16,6 +16,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -216,17 +217,29 @@ def is_local(path: str) -> bool:
     return FileSystems.get_scheme(path) is None
 
 
-def is_disk_full(error: BaseException) -> bool:
-    """Whether `error` is, or was caused by, a full disk (ENOSPC). Beam re-raises a worker's OSError as
-    a RuntimeError carrying only its text ("OSError: [Errno 28] No space left on device [while ...]")."""
+# An OS error as Beam re-raises a worker's: only its text is left, "OSError: [Errno 28] No space left on
+# device: 'path' [while running 'Step']".
+_WRAPPED_OS_ERROR = re.compile(r"\[Errno (\d+)\] ([^\[\]:]+)(?:: '([^']*)')?")
+
+
+def wrapped_os_error(error: BaseException) -> OSError | None:
+    """The OS error behind `error` (a full disk, a denied permission), when it has one: in its chain of
+    causes, or in the text Beam keeps of an error raised on a worker."""
     seen: BaseException | None = error
     while seen is not None:
-        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
-            return True
-        if f"[Errno {errno.ENOSPC}]" in str(seen):
-            return True
+        if isinstance(seen, OSError):
+            return seen
+        found = _WRAPPED_OS_ERROR.search(str(seen))
+        if found:
+            return OSError(int(found.group(1)), found.group(2).strip(), found.group(3))
         seen = seen.__cause__ or seen.__context__
-    return False
+    return None
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether `error` is, or was caused by, a full disk (ENOSPC)."""
+    found = wrapped_os_error(error)
+    return found is not None and found.errno == errno.ENOSPC
 
 
 class OutputNotEmpty(FileExistsError):

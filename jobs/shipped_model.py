@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from model.registry import embeds_summary_encoding
 from model.training import PretrainingConfig, PretrainingReport, TrainingConfig, TrainingReport
 from pipelines.train.adapt import ADAPT_VARIANT, ADAPT_VARIANT_OPTIONS, SHIPPED_DOCUMENT_LENGTH
 from pipelines.train.finetune import TrainJob, run_training
@@ -76,7 +77,7 @@ class ShippedRecipe:
 
     def variant_options(self) -> tuple[tuple[str, Any], ...]:
         """The recipe's model settings for MtBERT (and every variant that reads a summary encoding)."""
-        return SHIPPED_VARIANT_OPTIONS if self.variant in ("mtbert", "bibert") else ()
+        return SHIPPED_VARIANT_OPTIONS if embeds_summary_encoding(self.variant) else ()
 
 
 @dataclass(frozen=True)

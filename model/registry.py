@@ -85,6 +85,17 @@ EXPERIMENT_ROLES: dict[str, ExperimentRole] = {
 }
 
 
+# Variants whose embedding is the summary encoding itself, projected: the shipped recipe (mean pooling, an
+# identity projection, so that step 0 is the backbone used zero-shot) applies to these.
+SUMMARY_ENCODING_VARIANTS = frozenset({"bibert", "mtbert"})
+
+
+def embeds_summary_encoding(variant: str) -> bool:
+    """Whether `variant`'s embedding is its projected summary encoding (CLS or mean; `model.pooling`)."""
+    variant_class(variant)  # an unknown name is refused, naming the known ones
+    return variant in SUMMARY_ENCODING_VARIANTS
+
+
 def experiment_role(variant: str) -> ExperimentRole:
     """The variant's role in the experiment (a variant it does not list is trained from the backbone)."""
     variant_class(variant)  # an unknown name is refused, naming the known ones

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelines.artifacts import read_stage_manifest
-from pipelines.embed.stage import EMBEDDINGS_KIND
+from pipelines.embed.stage import EMBEDDINGS_KIND, rows_held
 
 DEFAULT_MAX_SHRINK = 0.2
 
@@ -29,8 +29,7 @@ def catalog_size(embeddings: str, complete: bool = True) -> int:
     ``complete=False`` reads the count of a folder that has lost files since: what it held when it was
     published is what tonight is compared with.
     """
-    counts = read_stage_manifest(embeddings, EMBEDDINGS_KIND, complete=complete)["counts"]
-    return int(counts.get("products_embedded", 0)) + int(counts.get("products_reused", 0))
+    return rows_held(read_stage_manifest(embeddings, EMBEDDINGS_KIND, complete=complete)["counts"])
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines.artifacts import read_stage_manifest
-from pipelines.embed.stage import EMBEDDINGS_KIND
+from pipelines.embed.stage import EMBEDDINGS_KIND, rows_held
 from schemas.manifest import ArtifactError
 
 T = TypeVar("T")
@@ -59,8 +59,7 @@ def unfinished(folder: str | os.PathLike[str], kind: str | None = None, complete
         if expected is not None and sizes[0] != int(expected):
             return f"{FileSystems.join(path, name)} is {sizes[0]} bytes, its manifest says {expected}"
     if manifest.get("kind") == EMBEDDINGS_KIND:
-        counts = manifest.get("counts") or {}
-        expected_rows = int(counts.get("products_embedded", 0)) + int(counts.get("products_reused", 0))
+        expected_rows = rows_held(manifest.get("counts") or {})
         rows = 0
         for name in names:
             if name.startswith("embeddings") and name.endswith(".parquet"):

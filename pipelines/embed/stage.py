@@ -32,7 +32,7 @@ dead letters are flattened (they are few, or the job fails anyway).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -222,6 +222,12 @@ COUNTERS = (
     "files_dead_lettered",
     "row_groups_dead_lettered",
 )
+
+
+def rows_held(counts: Mapping[str, Any]) -> int:
+    """The embedding rows an embed output holds, by its manifest's counts: embedded in the run plus
+    reused from --previous."""
+    return int(counts.get("products_embedded", 0)) + int(counts.get("products_reused", 0))
 
 
 def check_counts(counts: dict[str, int], max_dead_letter_fraction: float, folder: str = "") -> None:

@@ -7,29 +7,58 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-def check_optimiser_settings(config: Any) -> None:
-    """The checks `TrainingConfig` and `PretrainingConfig` share: epochs, steps, rates, warmup, freezing."""
-    if config.epochs < 1:
-        raise ValueError(f"epochs must be >= 1, got {config.epochs}")
-    if config.max_steps is not None and config.max_steps < 1:
-        raise ValueError(f"max_steps must be >= 1 when set, got {config.max_steps}")
-    for name in ("learning_rate", "head_learning_rate"):
-        rate = getattr(config, name)
-        if rate is not None and not 0 < rate < 1:
-            raise ValueError(f"{name} must be in (0, 1), got {rate}")
-    if not 0 <= config.warmup_fraction < 1:
-        raise ValueError("warmup_fraction must be in [0, 1)")
-    if config.frozen_layers < 0:
-        raise ValueError(f"frozen_layers must be >= 0, got {config.frozen_layers}")
-
-
 def cli_field(default: Any, help: str, choices: tuple[Any, ...] | None = None) -> Any:
     """A field with its command-line help: what `pipelines.stage_config` makes a flag of."""
     return field(default=default, metadata={"help": help, "choices": choices})
 
 
 @dataclass(frozen=True)
-class TrainingConfig:
+class LoopSettings:
+    """What the optimiser-step loop reads (`model.training.loop`), shared by fine-tuning's and
+    pre-training's configs, which add their losses and batches."""
+
+    epochs: int = cli_field(1, "Passes over the training data (a ceiling)")
+    max_steps: int | None = cli_field(None, "Stop after this many optimiser steps")
+    batch_size: int = cli_field(32, "Texts per step")
+    learning_rate: float = cli_field(5e-5, "AdamW rate, backbone")
+    head_learning_rate: float | None = cli_field(
+        None, "AdamW rate for the layers above the backbone (default: --learning_rate)"
+    )
+    warmup_fraction: float = cli_field(0.1, "Share of the steps the learning rate warms up over")
+    weight_decay: float = cli_field(0.01, "AdamW weight decay")
+    max_grad_norm: float = cli_field(1.0, "Gradient norm clipping")
+    frozen_layers: int = cli_field(
+        0, "Keep the backbone's word embeddings and lowest N transformer layers as they are (0: train all)"
+    )
+    seed: int = cli_field(13, "Seed of data order, sampling, masks and init")
+    checkpoint_every: int = cli_field(0, "Steps between resumable checkpoints (0: at the end only)")
+    device: str | None = cli_field(None, "Torch device; default: GPU when present, else CPU")
+    bf16: bool = cli_field(
+        False,
+        "Forward pass under bfloat16 autocast (weights, optimiser and losses stay fp32): about 1.6x faster "
+        "on a CPU with native bfloat16 (AVX-512 BF16, AMX) or a GPU, slower on a CPU without it",
+    )
+    show_progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1:
+            raise ValueError(f"epochs must be >= 1, got {self.epochs}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1 when set, got {self.max_steps}")
+        for name in ("learning_rate", "head_learning_rate"):
+            rate = getattr(self, name)
+            if rate is not None and not 0 < rate < 1:
+                raise ValueError(f"{name} must be in (0, 1), got {rate}")
+        if not 0 <= self.warmup_fraction < 1:
+            raise ValueError("warmup_fraction must be in [0, 1)")
+        if self.frozen_layers < 0:
+            raise ValueError(f"frozen_layers must be >= 0, got {self.frozen_layers}")
+        if self.checkpoint_every < 0:
+            raise ValueError("checkpoint_every must be >= 0 (0 = at the end only)")
+
+
+@dataclass(frozen=True)
+class TrainingConfig(LoopSettings):
     """How long and how to fine-tune.
 
     The effective batch is `batch_size * gradient_accumulation` queries; each
@@ -56,28 +85,14 @@ class TrainingConfig:
     """
 
     # `help` metadata makes a field a flag of `madr train` (pipelines/stage_config.py generates them).
-    epochs: int = cli_field(1, "Passes over the training queries (a ceiling)")
-    max_steps: int | None = cli_field(None, "Stop after this many optimiser steps")
     batch_size: int = cli_field(32, "Queries per micro-batch")
     gradient_accumulation: int = cli_field(1, "Micro-batches per optimiser step")
-    learning_rate: float = cli_field(5e-5, "AdamW rate, backbone")
-    head_learning_rate: float | None = cli_field(
-        None, "AdamW rate for the layers above the backbone (default: --learning_rate)"
-    )
-    warmup_fraction: float = cli_field(0.1, "Share of the steps the learning rate warms up over")
-    weight_decay: float = cli_field(0.01, "AdamW weight decay")
-    max_grad_norm: float = cli_field(1.0, "Gradient norm clipping")
     pointwise_loss_weight: float = cli_field(1.0, "Weight of L_CE over judged pairs (Eq. 8)")
     aspect_loss_weight: float = cli_field(0.0, "λf of Eq. 8 on the aspect losses (repro: 0 is best)")
     hard_negatives: int = cli_field(1, "Hard negatives per query (0: in-batch only)", choices=(0, 1))
-    seed: int = cli_field(13, "Seed of data order, sampling and init")
-    checkpoint_every: int = cli_field(0, "Steps between resumable checkpoints")
     validate_every: int = cli_field(0, "Steps between validations (0: once per epoch)")
     patience: int = cli_field(
         0, "Stop after this many validations without a better validation MRR@10; 0: never"
-    )
-    frozen_layers: int = cli_field(
-        0, "Keep the backbone's word embeddings and lowest N transformer layers as they are (0: train all)"
     )
     wise_ft_alpha: float = cli_field(
         1.0,
@@ -89,16 +104,9 @@ class TrainingConfig:
         "After training (and averaging), refit the aspect prediction heads on the encoder as saved: N passes "
         "over the dataset's products outside the held-out share (pipelines/train/head_refit.py); 0: none",
     )
-    device: str | None = cli_field(None, "Torch device; default: GPU when present, else CPU")
-    bf16: bool = cli_field(
-        False,
-        "Forward pass under bfloat16 autocast: faster on a CPU with native bfloat16 (AVX-512 BF16, AMX) or a "
-        "GPU, slower on a CPU without it",
-    )
-    show_progress: bool = True
 
     def __post_init__(self) -> None:
-        check_optimiser_settings(self)
+        super().__post_init__()
         if self.batch_size < 2:
             raise ValueError("batch_size must be >= 2: in-batch negatives need other queries")
         if self.gradient_accumulation < 1:
@@ -109,8 +117,8 @@ class TrainingConfig:
             raise ValueError(f"hard_negatives must be 0 or 1 per query, got {self.hard_negatives}")
         if self.patience < 0:
             raise ValueError(f"patience must be >= 0 (0 = never stop early), got {self.patience}")
-        if self.checkpoint_every < 0 or self.validate_every < 0:
-            raise ValueError("checkpoint_every and validate_every must be >= 0 (0 = at the end only)")
+        if self.validate_every < 0:
+            raise ValueError("validate_every must be >= 0 (0 = once per epoch)")
         if self.head_refit_epochs < 0:
             raise ValueError(f"head_refit_epochs must be >= 0, got {self.head_refit_epochs}")
         if not 0 <= self.wise_ft_alpha <= 1:

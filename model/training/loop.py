@@ -12,8 +12,7 @@ differently, and only pre-training had bfloat16 autocast):
   block has run the backward passes of one step (several with gradient accumulation);
 - `save`: the resumable checkpoint, due every `checkpoint_every` steps and at the last one.
 
-A loop settings object is either config (`TrainingConfig`, `PretrainingConfig`): the fields named in
-`LoopConfig` are all the loop reads.
+Its settings are `LoopSettings` (`model.training.config`), the base of both trainers' configs.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import contextlib
 import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from tqdm.auto import tqdm
@@ -30,23 +29,8 @@ from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmu
 
 from model.encoder import DenseEncoder, pick_device
 from model.training.checkpoints import checkpoint_dir, resume_from_checkpoint, save_checkpoint
+from model.training.config import LoopSettings
 from model.training.optimizer import adamw_with_head_rate, freeze_lower_layers
-
-
-class LoopConfig(Protocol):
-    """The settings of a training run the step loop reads."""
-
-    seed: int
-    learning_rate: float
-    head_learning_rate: float | None
-    weight_decay: float
-    warmup_fraction: float
-    max_grad_norm: float
-    frozen_layers: int
-    checkpoint_every: int
-    show_progress: bool
-    bf16: bool
-    device: str | None
 
 
 class StepLoop:
@@ -143,7 +127,7 @@ class EncoderRun:
         self,
         encoder: DenseEncoder,
         tokenizer: PreTrainedTokenizerBase,
-        config: LoopConfig,
+        config: LoopSettings,
         output_dir: str | Path,
     ) -> None:
         self.encoder = encoder

@@ -21,7 +21,7 @@ import torch
 
 from model.encoder import PretrainingLoss, Side
 from model.training.checkpoints import run_fingerprint
-from model.training.config import Annotations, check_optimiser_settings, cli_field
+from model.training.config import Annotations, LoopSettings, cli_field
 from model.training.loop import EncoderRun, StepLoop
 
 
@@ -42,7 +42,7 @@ def native_bfloat16(device: torch.device) -> bool:
 
 
 @dataclass(frozen=True)
-class PretrainingConfig:
+class PretrainingConfig(LoopSettings):
     """How long and how to pre-train.
 
     Attributes:
@@ -64,36 +64,18 @@ class PretrainingConfig:
     """
 
     # `help` metadata makes a field a flag of `madr pretrain` (pipelines/stage_config.py generates them).
-    epochs: int = cli_field(1, "Passes over the records")
-    max_steps: int | None = cli_field(None, "Stop after this many optimiser steps")
     batch_size: int = cli_field(32, "Texts per step (one side)")
-    learning_rate: float = cli_field(5e-5, "AdamW, backbone")
     head_learning_rate: float | None = cli_field(
         1e-3, "AdamW rate for the layers above the backbone (aspect extraction, heads, MLM heads)"
     )
-    warmup_fraction: float = cli_field(0.1, "Linear warmup")
-    weight_decay: float = cli_field(0.01, "AdamW weight decay")
-    max_grad_norm: float = cli_field(1.0, "Gradient norm clipping")
     aspect_weight: float = cli_field(1.0, "λp on the aspect losses (Eq. 7: 1)")
     mask_probability: float = cli_field(0.15, "MLM masking ratio")
     mlm_weight: float = cli_field(
         1.0, "Weight of L_MLM (Eq. 7: 1); 0 trains the aspect losses alone, on unmasked text"
     )
-    frozen_layers: int = cli_field(
-        0, "Keep the backbone's word embeddings and lowest N transformer layers as they are (0: train all)"
-    )
-    seed: int = cli_field(13, "Seed of data order, masks and init")
-    checkpoint_every: int = cli_field(0, "Steps between resumable checkpoints")
-    device: str | None = cli_field(None, "Torch device; default: GPU when present, else CPU")
-    show_progress: bool = True
-    bf16: bool = cli_field(
-        False,
-        "Forward pass under bfloat16 autocast: about 1.6x faster on a CPU with native bfloat16 (AVX-512 "
-        "BF16, AMX) or a GPU, slower on a CPU without it",
-    )
 
     def __post_init__(self) -> None:
-        check_optimiser_settings(self)
+        super().__post_init__()
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.aspect_weight < 0 or self.mlm_weight < 0:
@@ -103,8 +85,6 @@ class PretrainingConfig:
             )
         if not 0 < self.mask_probability < 1:
             raise ValueError(f"mask_probability must be in (0, 1), got {self.mask_probability}")
-        if self.checkpoint_every < 0:
-            raise ValueError("checkpoint_every must be >= 0 (0 = at the end only)")
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,14 @@ from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
 from pipelines.layout import DatasetLayout
 from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
-from pipelines.stage_config import add_config_arguments, add_output_argument, config_from_values
-from pipelines.train.adapt import SHIPPED_DOCUMENT_LENGTH, AdaptJob, AdaptReport, run_adapt
+from pipelines.stage_config import (
+    add_config_arguments,
+    add_output_argument,
+    config_from_values,
+    config_values,
+)
+from pipelines.train.adapt import AdaptJob, AdaptReport, run_adapt
 from pipelines.train.pretrain import PRETRAIN_PRECISIONS, pretrain_in_bf16
-from schemas import AspectSchema
 from schemas.splits import HeldOutProducts
 
 # The loop of the shipped recipe (docs/RESULTS.md, "zero-shot"): one pass over one pseudo-query per
@@ -43,6 +47,20 @@ ADAPT_TRAINING_DEFAULTS: dict[str, Any] = {
 }
 
 
+# `AdaptJob`'s fields that are `madr adapt` flags; the variant and its options are the shipped recipe's.
+ADAPT_FLAGS = (
+    "dataset",
+    "from_model",
+    "queries_per_product",
+    "max_products",
+    "min_steps",
+    "aspects",
+    "min_aspect_count",
+    "max_query_length",
+    "max_document_length",
+)
+
+
 def adapt_loop(seed: int = 13, precision: str = "auto", **changes: Any) -> TrainingConfig:
     """The recipe's adapt loop (`ADAPT_TRAINING_DEFAULTS`), bf16 where native unless `precision` is fp32."""
     settings = {**ADAPT_TRAINING_DEFAULTS, "seed": seed, "show_progress": False, **changes}
@@ -50,42 +68,13 @@ def adapt_loop(seed: int = 13, precision: str = "auto", **changes: Any) -> Train
 
 
 def add_adapt_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--data", required=True, help="Dataset folder (products/, and optionally queries.parquet, judgments)"
-    )
     add_output_argument(parser, required=True, help="Adapted model directory to write")
-    parser.add_argument(
-        "--from",
-        dest="from_model",
-        default=None,
-        metavar="MODEL",
-        help="Trained model to start from (its transformer; heads are new, sized by this catalog). Default: "
-        "the bundled backbone with the shipped recipe, i.e. the backbone used zero-shot",
-    )
+    add_config_arguments(parser, AdaptJob, only=ADAPT_FLAGS)
     parser.add_argument(
         "--held_out_fraction",
         type=float,
         default=0.05,
         help="Share of products never trained on (by a hash of the id), for validation and aspect accuracy",
-    )
-    parser.add_argument("--queries_per_product", type=int, default=1, help="Pseudo-queries drawn per product")
-    parser.add_argument("--max_products", type=int, default=None, help="Adapt on at most this many products")
-    parser.add_argument(
-        "--min_steps",
-        type=int,
-        default=100,
-        help="Run as many epochs as this many steps need (a small catalog has few steps per epoch)",
-    )
-    parser.add_argument("--aspects", default="category,brand,color", help="Aspect names")
-    parser.add_argument(
-        "--min_aspect_count", type=int, default=2, help="Drop aspect values seen in fewer products"
-    )
-    parser.add_argument("--max_query_length", type=int, default=32, help="Query truncation, in wordpieces")
-    parser.add_argument(
-        "--max_document_length",
-        type=int,
-        default=SHIPPED_DOCUMENT_LENGTH,
-        help="Product truncation, in wordpieces (64 as the shipped model; half the cost of 128 a step)",
     )
     parser.add_argument(
         "--evaluation",
@@ -106,18 +95,12 @@ def add_adapt_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def job_from_args(args: argparse.Namespace) -> AdaptJob:
+    values = config_values(AdaptJob, args, only=ADAPT_FLAGS)
     return AdaptJob(
-        dataset=DatasetLayout(args.data).require_products(),
+        **values,
+        dataset=DatasetLayout(values["dataset"]).require_products(),
         output=args.out,
-        from_model=args.from_model,
         held_out=HeldOutProducts(args.held_out_fraction),
-        queries_per_product=args.queries_per_product,
-        max_products=args.max_products,
-        min_steps=args.min_steps,
-        aspects=AspectSchema.parse(args.aspects),
-        min_aspect_count=args.min_aspect_count,
-        max_query_length=args.max_query_length,
-        max_document_length=args.max_document_length,
         overwrite=args.overwrite,
     )
 

@@ -49,12 +49,17 @@ from pipelines.options import (
     VerifyOptions,
     add_stage_arguments,
 )
-from pipelines.stage_config import StageOutput, add_output_argument, config_from_values
+from pipelines.stage_config import (
+    StageOutput,
+    add_config_arguments,
+    add_output_argument,
+    config_from_values,
+    config_values,
+)
 from pipelines.train.finetune import add_train_arguments, train_from_args
 from pipelines.train.presets import apply_preset, explicit_flags
 from pipelines.train.pretrain import add_pretrain_arguments, pretrain_from_args
 from product_data.synthetic import SyntheticConfig, generate_benchmark
-from schemas import AspectSchema
 
 BEAM_NOTE = "Any other flag is passed to Beam as a pipeline option (e.g. --runner DataflowRunner)."
 
@@ -278,10 +283,8 @@ def _evaluate(args: argparse.Namespace, beam_args: list[str], stage_argv: list[s
 
 
 def _enrich_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--products", required=True, help="Catalog Parquet file or glob")
-    parser.add_argument("--embeddings", required=True, help="Embedding folder written by `madr embed`")
+    add_config_arguments(parser, EnrichConfig)
     parser.add_argument("--output", required=True, help="Folder for enriched-*.parquet and its manifest")
-    parser.add_argument("--aspects", default="category,brand,color", help="Aspects to fill")
     # docs/RESULTS.md measures the precision of the fills at each threshold.
     add_stage_arguments(parser, ThresholdOptions, VerifyOptions, OverwriteOptions)
 
@@ -298,9 +301,7 @@ def _enrich(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str
     with their provenance (catalog, or predicted with its confidence). Catalog values are never
     overwritten; a prediction fills a gap only at or above --min_confidence."""
     config = EnrichConfig(
-        products=args.products,
-        embeddings=args.embeddings,
-        aspects=AspectSchema.parse(args.aspects).names,
+        **config_values(EnrichConfig, args),
         threshold=config_from_values(PredictionThreshold, args),
         **StageOutput.values_from(vars(args)),
     )

@@ -23,9 +23,8 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from jobs.adapt import adapt_loop, evaluate_model
-from jobs.shipped_model import SHIPPED_VARIANT, ShippedRecipe, train_shipped_model
+from jobs.shipped_model import ShippedRecipe, train_shipped_model
 from jobs.stage_runs import StageRunner
-from model import VARIANTS
 from pipelines.artifacts import read_parquet_table
 from pipelines.embed.enrich import PREDICTION_COLUMNS, EnrichConfig, enrich_catalog, format_counts
 from pipelines.embed.stage import EmbedConfig, embed_catalog
@@ -34,19 +33,13 @@ from pipelines.index.config import IndexBuildConfig
 from pipelines.index.single import build_index
 from pipelines.layout import DatasetLayout, RunLayout
 from pipelines.options import EmbedSettings, EvaluateSettings, IndexSettings, ModelSettings
-from pipelines.stage_config import add_output_argument
+from pipelines.stage_config import add_config_arguments, add_output_argument, config_from_values
 from pipelines.train.adapt import AdaptJob, run_adapt
-from pipelines.train.pretrain import add_pretrain_precision_argument
 from product_data.ingest.export_folder import ingest_export_folder
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import ECOMMERCE_ASPECTS
 from schemas.splits import HeldOutProducts
 
-DEMO_VARIANT = SHIPPED_VARIANT
-# At most one epoch over the catalog at 32 texts a step (the recipe's, jobs/shipped_model.py): about 95
-# steps on the demo's 3,000 products, 310 on the benchmark's 10,000.
-PRETRAIN_STEPS = ShippedRecipe.pretrain_steps
-HELD_OUT_FRACTION = ShippedRecipe.held_out_fraction
 ANNOTATED_EXAMPLES = 3
 ADAPT_DEMO_STEPS = 20
 
@@ -83,34 +76,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
         "make a 2-point Recall@100 difference significant at p < 0.01, per-query differences having an SD "
         "of about 0.18)",
     )
-    parser.add_argument(
-        "--variant",
-        default=DEMO_VARIANT,
-        choices=sorted(VARIANTS),
-        help="Encoder variant; mtbert both retrieves and annotates (docs/RESULTS.md), bibert only retrieves",
-    )
-    parser.add_argument(
-        "--pretrain_steps",
-        type=int,
-        default=PRETRAIN_STEPS,
-        help="Pre-training steps of 32 texts on the catalog before fine-tuning (0: none)",
-    )
-    add_pretrain_precision_argument(parser)
-    parser.add_argument(
-        "--held_out_fraction",
-        type=float,
-        default=HELD_OUT_FRACTION,
-        help="Share of products pre-training never reads, on which evaluate measures the annotations",
-    )
-    parser.add_argument("--epochs", type=int, default=1, help="Fine-tuning epochs over the training queries")
-    parser.add_argument("--batch_size", type=int, default=16, help="Training queries per step")
-    parser.add_argument(
-        "--max_document_length",
-        type=int,
-        default=64,
-        help="Product truncation in wordpieces; 64 keeps the demo within minutes on 2 cores (papers: 128)",
-    )
-    parser.add_argument("--seed", type=int, default=13, help="Seed for data and training")
+    add_config_arguments(parser, ShippedRecipe)
     parser.add_argument("--depth", type=int, default=10_000, help="Products retrieved per test query")
     parser.add_argument(
         "--store_export",
@@ -160,16 +126,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     summary = stages.run("generate", lambda: generate_benchmark(synthetic, data.root))
     print(summary.format())
 
-    recipe = ShippedRecipe(
-        pretrain_steps=args.pretrain_steps,
-        pretrain_precision=args.pretrain_precision,
-        held_out_fraction=args.held_out_fraction,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        max_document_length=args.max_document_length,
-        seed=args.seed,
-        variant=args.variant,
-    )
+    recipe = config_from_values(ShippedRecipe, args)
     trained = train_shipped_model(data.root, args.out, recipe, stages.run)
     if trained.pretraining is not None:
         done = trained.pretraining

@@ -20,13 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from model.registry import embeds_summary_encoding
+from model.registry import VARIANTS, embeds_summary_encoding
 from model.training import PretrainingConfig, PretrainingReport, TrainingConfig, TrainingReport
+from pipelines.stage_config import setting
 from pipelines.train.adapt import ADAPT_VARIANT, ADAPT_VARIANT_OPTIONS, SHIPPED_DOCUMENT_LENGTH
 from pipelines.train.finetune import TrainJob, run_training
 from pipelines.train.pretrain import (
     CATALOG_PRETRAIN_HEAD_LEARNING_RATE,
     CATALOG_PRETRAIN_LEARNING_RATE,
+    PRETRAIN_PRECISION_HELP,
+    PRETRAIN_PRECISIONS,
     PretrainJob,
     pretrain_in_bf16,
     run_pretraining,
@@ -40,6 +43,8 @@ SHIPPED_VARIANT_OPTIONS = ADAPT_VARIANT_OPTIONS
 @dataclass(frozen=True)
 class ShippedRecipe:
     """How the shipped model is trained on a dataset folder with judged training queries.
+
+    The fields made with `setting` are `madr demo`'s flags too.
 
     Attributes:
         pretrain_steps: aspect pre-training steps of 32 texts (0: none; the heads then learn only in
@@ -57,23 +62,36 @@ class ShippedRecipe:
         held_out_fraction: products pre-training never reads, to score the annotations on.
     """
 
-    pretrain_steps: int = 310
+    # At most one epoch over the catalog at 32 texts a step: about 95 steps on the demo's 3,000
+    # products, 310 on the benchmark's 10,000.
+    pretrain_steps: int = setting(
+        310, "Pre-training steps of 32 texts on the catalog before fine-tuning (0: none)"
+    )
     mlm_weight: float = 0.0
     pretrain_learning_rate: float = CATALOG_PRETRAIN_LEARNING_RATE
     pretrain_head_learning_rate: float = CATALOG_PRETRAIN_HEAD_LEARNING_RATE
-    epochs: int = 1
-    batch_size: int = 16
+    epochs: int = setting(1, "Fine-tuning epochs over the training queries")
+    batch_size: int = setting(16, "Training queries per step")
     learning_rate: float = 5e-5
     head_learning_rate: float | None = None
     aspect_loss_weight: float = 0.0
     frozen_layers: int = 0
     head_refit_epochs: int = 8
     wise_ft_alpha: float = 0.5
-    max_document_length: int = SHIPPED_DOCUMENT_LENGTH
-    held_out_fraction: float = 0.05
-    pretrain_precision: str = "auto"
-    seed: int = 13
-    variant: str = SHIPPED_VARIANT
+    max_document_length: int = setting(
+        SHIPPED_DOCUMENT_LENGTH,
+        "Product truncation in wordpieces; 64 keeps the demo within minutes on 2 cores (papers: 128)",
+    )
+    held_out_fraction: float = setting(
+        0.05, "Share of products pre-training never reads, on which evaluate measures the annotations"
+    )
+    pretrain_precision: str = setting("auto", PRETRAIN_PRECISION_HELP, choices=PRETRAIN_PRECISIONS)
+    seed: int = setting(13, "Seed for data and training")
+    variant: str = setting(
+        SHIPPED_VARIANT,
+        "Encoder variant; mtbert both retrieves and annotates (docs/RESULTS.md), bibert only retrieves",
+        choices=sorted(VARIANTS),
+    )
 
     def variant_options(self) -> tuple[tuple[str, Any], ...]:
         """The recipe's model settings for MtBERT (and every variant that reads a summary encoding)."""

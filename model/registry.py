@@ -55,6 +55,8 @@ class ExperimentRole:
             model is there (DSSM from BiBERT's, madral-kdd22 §8.2).
         pointwise_loss: whether madral-kdd22's L_CE is added in fine-tuning; UHD-BERT's objective is its
             hinge loss alone (uhd-bert Eq. 8).
+        paper_preset: the paper whose settings it is run with (`pipelines.train.presets`, `--preset paper`):
+            the paper that introduced it, or, for a baseline, the first paper of the family that ran it.
     """
 
     trained: bool = True
@@ -62,25 +64,28 @@ class ExperimentRole:
     budget_options: tuple[tuple[str, Any], ...] = ()
     embeddings_from: str | None = None
     pointwise_loss: bool = True
+    paper_preset: str | None = "madral-kdd22"
 
 
 # The experiment's variants, in the order of its table.
 EXPERIMENT_ROLES: dict[str, ExperimentRole] = {
-    ZERO_SHOT: ExperimentRole(trained=False),
+    ZERO_SHOT: ExperimentRole(trained=False, paper_preset=None),
     "bibert": ExperimentRole(pretrained_from="bibert"),
     "dssm": ExperimentRole(embeddings_from="bibert"),
     "mpbert": ExperimentRole(),
     "mtbert": ExperimentRole(pretrained_from="mtbert"),
-    "bibert-concat": ExperimentRole(pretrained_from="bibert"),
+    "bibert-concat": ExperimentRole(pretrained_from="bibert", paper_preset="repro-ecir24"),
     "madr": ExperimentRole(),
     "madral": ExperimentRole(pretrained_from="madral"),
-    "madral-en-v1": ExperimentRole(pretrained_from="madral"),
-    "madral-en-v2": ExperimentRole(pretrained_from="madral-en-v2"),
-    "no-fusion": ExperimentRole(pretrained_from="madral"),
-    "mural": ExperimentRole(pretrained_from="mural"),
-    "mur": ExperimentRole(pretrained_from="mur"),
+    "madral-en-v1": ExperimentRole(pretrained_from="madral", paper_preset="repro-ecir24"),
+    "madral-en-v2": ExperimentRole(pretrained_from="madral-en-v2", paper_preset="repro-ecir24"),
+    "no-fusion": ExperimentRole(pretrained_from="madral", paper_preset="repro-ecir24"),
+    "mural": ExperimentRole(pretrained_from="mural", paper_preset="mural-wsdm24"),
+    "mur": ExperimentRole(pretrained_from="mur", paper_preset="mural-wsdm24"),
     "uhd": ExperimentRole(
-        budget_options=(("dimensions", 8192), ("bucket_layers", [6])), pointwise_loss=False
+        budget_options=(("dimensions", 8192), ("bucket_layers", [6])),
+        pointwise_loss=False,
+        paper_preset="uhd",
     ),
 }
 

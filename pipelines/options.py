@@ -20,7 +20,8 @@ from evaluation import DEFAULT_METRICS
 from index_builder.config import ReorderPrecision, Scoring
 from index_builder.recall import DEFAULT_TARGET_RECALL
 from model.annotations import STATED_ASPECTS, AbstentionRule
-from pipelines.stage_config import add_config_arguments, setting
+from pipelines.stage_config import add_config_arguments, setting, switch
+from schemas import ECOMMERCE_ASPECTS
 
 DEFAULT_METRICS_FLAG = ",".join(DEFAULT_METRICS)
 # How the encoder runs (pipelines.inference): fp32 anywhere; int8 on ONNX Runtime (CPU); bf16 and
@@ -225,27 +226,18 @@ class EvaluateSettings:
         "exact; both are still reported unless --compare_exact false",
         choices=SEARCHERS,
     )
-    compare_exact: str | None = setting(
-        None,
+    compare_exact: str | None = switch(
         "Also search exactly over --embeddings in the same pipeline and report, per recall@k, the recall the "
         "index loses (exact − ann); default: true when --searcher ann has --embeddings too",
-        choices=("true", "false"),
-        bare="true",
     )
-    zero_shot: str | None = setting(
-        None,
+    zero_shot: str | None = switch(
         "Also evaluate the bundled backbone used zero-shot (mean pooling, untrained: what "
         "sentence-transformers gives) on the same queries over --products, and report each metric's "
         "difference from it with a paired t-test; default: true when --products is given",
-        choices=("true", "false"),
-        bare="true",
     )
-    allow_model_mismatch: str | None = setting(
-        None,
+    allow_model_mismatch: str | None = switch(
         "Evaluate even when --index or --embeddings record another model than --model (their manifests' "
         "model_fingerprint); refused by default, and recorded in the evaluation's manifest when allowed",
-        choices=("true", "false"),
-        bare="true",
     )
     positive_min_grade: int | None = setting(
         None,
@@ -373,7 +365,7 @@ class ExportSettings:
     """What `madr export-vertex` writes for Vertex AI Vector Search besides the vectors."""
 
     vertex_aspects: tuple[str, ...] = setting(
-        ("category", "brand", "color"), "Comma-separated product aspects exported as Vertex restricts"
+        ECOMMERCE_ASPECTS, "Comma-separated product aspects exported as Vertex restricts"
     )
     restricts: str = setting(
         "catalog",

@@ -14,7 +14,7 @@ import argparse
 import dataclasses
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -31,25 +31,43 @@ def setting(
     choices: Sequence[str] | None = None,
     required: bool = False,
     bare: str | None = None,
+    flag: str | None = None,
 ) -> Any:
-    """A dataclass field that is also a flag `--<field name>`.
+    """A dataclass field that is also a flag `--<field name>` (or `--<flag>`, parsed into the field's name).
 
     `required` fields keep a falsy default (so the dataclass can be built field by field) and
     are checked by `config_from_values`, which names the flag that is missing. `bare` is the
-    value of the flag given without one (`--compare_exact` alone means "true").
+    value of the flag given without one (`--compare_exact` alone means "true"). `flag` keeps a
+    command line's established name for a field named otherwise in code (`--data` for `dataset`).
     """
     metadata = {
         "help": help,
         "choices": tuple(choices) if choices else None,
         "required": required,
         "bare": bare,
+        "flag": flag,
     }
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def flag_fields(config_class: type) -> list[dataclasses.Field]:
-    """The fields of `config_class` that are flags (declared with `setting`)."""
-    return [f for f in dataclasses.fields(config_class) if "help" in f.metadata]
+def switch(help: str) -> Any:
+    """A `setting` that is "true", "false" or None (the stage decides from its other flags), where the
+    flag alone means "true": `--zero_shot` is `--zero_shot true`."""
+    return setting(None, help, choices=("true", "false"), bare="true")
+
+
+def flag_fields(config_class: type, only: Collection[str] | None = None) -> list[dataclasses.Field]:
+    """The fields of `config_class` that are flags (declared with `setting`); those in `only` if given."""
+    return [
+        f
+        for f in dataclasses.fields(config_class)
+        if "help" in f.metadata and (only is None or f.name in only)
+    ]
+
+
+def flag_name(field: dataclasses.Field) -> str:
+    """The command line's `--name` of a `setting` field."""
+    return "--" + (field.metadata.get("flag") or field.name)
 
 
 def comma_separated(text: str) -> tuple[str, ...]:
@@ -72,24 +90,35 @@ def _scalar_type(annotation: Any) -> type:
     )
 
 
-def add_config_arguments(parser: argparse.ArgumentParser, config_class: type) -> None:
-    """Add one `--<name>` per `setting` field of `config_class`, with its type, default, choices, help."""
+def add_config_arguments(
+    parser: argparse.ArgumentParser, config_class: type, only: Collection[str] | None = None
+) -> None:
+    """Add one `--<name>` per `setting` field of `config_class` (those named in `only` if given), with its
+    type, default, choices and help; each is parsed into the field's name."""
     hints = typing.get_type_hints(config_class)
-    for f in flag_fields(config_class):
+    for f in flag_fields(config_class, only):
         kind = _scalar_type(hints[f.name])
         text = ("(required) " if f.metadata.get("required") else "") + f.metadata["help"]
         if kind is bool:
             if f.default is not False:
                 raise TypeError(f"{config_class.__name__}.{f.name}: a bool flag must default to False")
-            parser.add_argument(f"--{f.name}", action="store_true", help=text)
+            parser.add_argument(flag_name(f), dest=f.name, action="store_true", help=text)
             continue
-        bare = {"nargs": "?", "const": f.metadata["bare"]} if f.metadata.get("bare") is not None else {}
+        extra = {"nargs": "?", "const": f.metadata["bare"]} if f.metadata.get("bare") is not None else {}
+        if f.metadata.get("flag"):
+            extra["metavar"] = f.metadata["flag"].upper()
         if kind is tuple:  # argparse converts a string default with `type` too
             kind, default = comma_separated, ",".join(f.default)
         else:
             default = f.default
         parser.add_argument(
-            f"--{f.name}", type=kind, default=default, choices=f.metadata.get("choices"), help=text, **bare
+            flag_name(f),
+            dest=f.name,
+            type=kind,
+            default=default,
+            choices=f.metadata.get("choices"),
+            help=text,
+            **extra,
         )
 
 
@@ -100,14 +129,25 @@ def config_from_values(
 
     Raises ValueError naming every required flag that was not given.
     """
+    return config_class(**config_values(config_class, values))
+
+
+def config_values(
+    config_class: type,
+    values: PipelineOptions | argparse.Namespace | Mapping[str, Any],
+    only: Collection[str] | None = None,
+) -> dict[str, Any]:
+    """The `setting` fields of `config_class` (those named in `only` if given) that parsed flags give,
+    for a config that also has fields no flag sets. Raises ValueError naming every missing required flag."""
     if isinstance(values, PipelineOptions):
         values = values.get_all_options(drop_default=False)
     elif isinstance(values, argparse.Namespace):
         values = vars(values)
-    require_flags(values, *(f.name for f in flag_fields(config_class) if f.metadata.get("required")))
-    return config_class(
-        **{f.name: values[f.name] for f in flag_fields(config_class) if values.get(f.name) is not None}
-    )
+    fields = flag_fields(config_class, only)
+    missing = [flag_name(f) for f in fields if f.metadata.get("required") and not values.get(f.name)]
+    if missing:
+        raise ValueError(f"missing required flag(s): {', '.join(missing)} (see --help)")
+    return {f.name: values[f.name] for f in fields if values.get(f.name) is not None}
 
 
 def require_flags(values: Mapping[str, Any], *names: str) -> None:

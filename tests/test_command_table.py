@@ -10,7 +10,7 @@ import pytest
 from jobs import cli
 from jobs.commands import BEAM_COMMANDS, COMMANDS
 from model import VARIANTS
-from pipelines.train.presets import PRESETS
+from pipelines.train.presets import PAPER, PRESETS
 
 
 def _help(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> str:
@@ -53,7 +53,7 @@ def test_variant_help_lists_its_choices(command: str, capsys, monkeypatch) -> No
 @pytest.mark.parametrize("command", ["train", "pretrain"])
 def test_preset_help_lists_its_choices(command: str, capsys, monkeypatch) -> None:
     out = _help([command], capsys, monkeypatch)
-    assert f"--preset {{{','.join(sorted(PRESETS))}}}" in out
+    assert f"--preset {{{','.join([PAPER, *sorted(PRESETS)])}}}" in out
 
 
 def test_an_unknown_variant_is_a_one_line_error(capsys) -> None:

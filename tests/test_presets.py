@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from jobs.cli import _parser
-from pipelines.train.encoder_job import parse_variant_options
+from model.registry import VARIANTS, ZERO_SHOT, experiment_role
+from model.training import TrainingConfig
+from pipelines.train.encoder_job import EncoderJob, parse_variant_options
 from pipelines.train.finetune import add_train_arguments
 from pipelines.train.presets import PRESETS, apply_preset, explicit_flags
 from pipelines.train.pretrain import add_pretrain_arguments
@@ -61,3 +63,38 @@ def test_help_lists_every_preset_and_what_it_sets(command: str, capsys) -> None:
     for name in PRESETS:
         assert name in text
     assert "aspect_weight=0.1" in text and "separate_towers=True" in text
+
+
+def test_every_preset_key_is_a_flag_field_of_the_command_it_sets() -> None:
+    """Presets are keyed by config field names: a misspelt key would be skipped without a word."""
+    from model.training.pretrain import PretrainingConfig
+    from pipelines.stage_config import flag_fields
+    from pipelines.train.finetune import TrainJob
+    from pipelines.train.pretrain import PretrainJob
+
+    def names(*classes: type) -> set[str]:
+        return {f.name for cls in classes for f in flag_fields(cls)}
+
+    for preset in PRESETS.values():
+        assert set(preset.model) <= names(EncoderJob), preset.name
+        assert set(preset.train) <= names(TrainJob, TrainingConfig), preset.name
+        assert set(preset.pretrain) <= names(PretrainJob, PretrainingConfig), preset.name
+
+
+def test_every_variants_paper_preset_exists() -> None:
+    roles = {variant: experiment_role(variant) for variant in VARIANTS}
+    assert {role.paper_preset for role in roles.values()} - {None} <= set(PRESETS)
+    assert roles[ZERO_SHOT].paper_preset is None  # used as it is: nothing to train
+
+
+@pytest.mark.parametrize(
+    ("variant", "towers_separate", "document_length"),
+    [("madral", True, 128), ("mural", False, 156), ("madral-en-v2", False, 156), ("uhd", False, 180)],
+)
+def test_preset_paper_applies_the_variants_own_paper(
+    variant: str, towers_separate: bool, document_length: int
+) -> None:
+    args = _train_args("--preset", "paper", "--variant", variant)
+    assert (args.separate_towers, args.max_document_length) == (towers_separate, document_length)
+    expected = PRESETS[experiment_role(variant).paper_preset]
+    assert args.learning_rate == expected.train.get("learning_rate", TrainingConfig().learning_rate)

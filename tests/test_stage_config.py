@@ -12,7 +12,8 @@ from jobs.experiment import PROFILES, ExperimentConfig, add_experiment_arguments
 from model.training import TrainingConfig
 from pipelines.options import EmbedSettings, IndexSettings, ModelSettings
 from pipelines.stage_config import add_config_arguments, config_from_values, setting
-from pipelines.train.finetune import add_train_arguments
+from pipelines.train.encoder_job import encoder_job_fields
+from pipelines.train.finetune import TrainJob, add_train_arguments
 from pipelines.train.presets import explicit_flags
 
 
@@ -103,3 +104,60 @@ def test_madr_train_flags_are_the_training_configs_fields() -> None:
     loop = config_from_values(TrainingConfig, parser.parse_args(argv))
     assert loop == TrainingConfig(epochs=3, gradient_accumulation=2, validate_every=5)
     assert config_from_values(TrainingConfig, parser.parse_args(argv[:4])) == TrainingConfig()
+
+
+@dataclass(frozen=True)
+class Renamed:
+    dataset: str = setting("", "Dataset folder", required=True, flag="data")
+
+
+def test_a_field_named_otherwise_keeps_its_flag_and_a_missing_one_is_named_by_its_flag() -> None:
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, Renamed)
+    assert config_from_values(Renamed, parser.parse_args(["--data", "d"])) == Renamed(dataset="d")
+    with pytest.raises(ValueError, match="--data"):
+        config_from_values(Renamed, parser.parse_args([]))
+
+
+def test_every_encoder_flag_of_madr_train_reaches_the_job(tmp_path) -> None:
+    """Each flag set away from its default arrives in `TrainJob` (the flags are its fields)."""
+    (tmp_path / "products").mkdir()
+    (tmp_path / "products" / "products-00000.parquet").write_bytes(b"")
+    parser = argparse.ArgumentParser()
+    add_train_arguments(parser)
+    argv = [
+        *("--data", str(tmp_path), "--output", "m", "--variant", "madral", "--backbone", "b"),
+        *("--model_version", "7", "--projection_dim", "64", "--separate_towers", "--aspects", "brand,color"),
+        *("--max_query_length", "16", "--max_document_length", "48", "--min_aspect_count", "3"),
+        *("--variant_option", "fusion=cls_gating", "--random_aspect_init", "--max_train_queries", "9"),
+        *("--init_from", "p", "--no_verify", "--overwrite"),
+    ]
+    job = TrainJob(**encoder_job_fields(parser.parse_args(argv), TrainJob), verify_init=False)
+    assert job == TrainJob(
+        dataset=str(tmp_path),
+        output="m",
+        variant="madral",
+        backbone="b",
+        model_version="7",
+        projection_dim=64,
+        separate_towers=True,
+        aspects=("brand", "color"),
+        max_query_length=16,
+        max_document_length=48,
+        min_aspect_count=3,
+        variant_options=(("fusion", "cls_gating"),),
+        random_aspect_init=True,
+        overwrite=True,
+        max_train_queries=9,
+        init_from="p",
+        verify_init=False,
+    )
+    settings = job.encoder_settings()
+    assert (settings["shared_towers"], settings["aspects"]) == (False, ("brand", "color"))
+    assert settings["fusion"] == "cls_gating"
+    assert not job.initialise_aspects
+
+
+def test_an_invalid_aspect_name_is_refused_when_the_job_is_built() -> None:
+    with pytest.raises(ValueError, match="snake_case"):
+        TrainJob(dataset="d", output="m", aspects=("Brand",))

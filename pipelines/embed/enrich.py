@@ -41,13 +41,14 @@ from pipelines.embed.agreement import DEFAULT_MIN_AGREEMENT, AgreementWithCatalo
 from pipelines.embed.gap_fill import fill_or_withhold
 from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, PredictionThreshold
 from pipelines.runner import make_pipeline
-from pipelines.stage_config import StageOutput
+from pipelines.stage_config import StageOutput, setting
 from pipelines.verify import verified_stage_manifest
 from schemas import (
     ECOMMERCE_ASPECTS,
     ENRICHED_PRODUCT_SCHEMA,
     PROVENANCE_CATALOG,
     PROVENANCE_PREDICTED,
+    AspectSchema,
     InvalidRecord,
 )
 from schemas.validation import clean_id, normalise_aspects
@@ -251,14 +252,14 @@ class EnrichConfig(StageOutput):
     """One enrich run: the catalog, the embed output holding its predictions, which aspects, at which
     threshold (default DEFAULT_FILL_CONFIDENCE; `--min_agreement` too), and where it writes."""
 
-    products: str
-    embeddings: str
-    aspects: tuple[str, ...] = tuple(ECOMMERCE_ASPECTS)
+    products: str = setting("", "Catalog Parquet file or glob", required=True)
+    embeddings: str = setting("", "Embedding folder written by `madr embed`", required=True)
+    aspects: tuple[str, ...] = setting(tuple(ECOMMERCE_ASPECTS), "Aspects to fill")
     threshold: PredictionThreshold = field(default_factory=PredictionThreshold)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        object.__setattr__(self, "aspects", tuple(self.aspects))
+        object.__setattr__(self, "aspects", AspectSchema(tuple(self.aspects)).names)
 
 
 def enrich_catalog(config: EnrichConfig, beam_options: PipelineOptions | None = None) -> dict[str, int]:

@@ -36,6 +36,7 @@ from model.training import Trainer, TrainingConfig
 from pipelines.artifacts import fresh_output, parquet_rows
 from pipelines.evaluate.judged_ranking import AspectAccuracy, aspect_accuracy
 from pipelines.layout import DatasetLayout
+from pipelines.stage_config import setting
 from pipelines.train.calibrate import calibrate_confidences, calibration_share
 from pipelines.train.encoder_job import EncoderJob, seeded
 from pipelines.train.head_refit import refit_aspect_heads
@@ -73,14 +74,25 @@ class AdaptJob(EncoderJob):
 
     variant: str = ADAPT_VARIANT
     variant_options: tuple[tuple[str, Any], ...] = ADAPT_VARIANT_OPTIONS
-    max_document_length: int = SHIPPED_DOCUMENT_LENGTH
-    from_model: str | None = None
+    max_document_length: int = setting(
+        SHIPPED_DOCUMENT_LENGTH,
+        "Product truncation, in wordpieces (64 as the shipped model; half the cost of 128 a step)",
+    )
+    from_model: str | None = setting(
+        None,
+        "Trained model to start from (its transformer; heads are new, sized by this catalog). Default: the "
+        "bundled backbone with the shipped recipe, i.e. the backbone used zero-shot",
+        flag="from",
+    )
     held_out: HeldOutProducts = field(default_factory=lambda: HeldOutProducts(0.05))
-    queries_per_product: int = 1
-    max_products: int | None = None
-    min_steps: int = 100
+    queries_per_product: int = setting(1, "Pseudo-queries drawn per product")
+    max_products: int | None = setting(None, "Adapt on at most this many products")
+    min_steps: int = setting(
+        100, "Run as many epochs as this many steps need (a small catalog has few steps per epoch)"
+    )
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.queries_per_product < 1:
             raise ValueError(f"queries_per_product must be >= 1, got {self.queries_per_product}")
         if self.min_steps < 0:
@@ -149,7 +161,7 @@ def _new_encoder(job: AdaptJob) -> tuple[DenseEncoder, PreTrainedTokenizerBase, 
     layout = DatasetLayout(job.dataset)
     with tempfile.TemporaryDirectory() as scratch:
         vocabulary = run_build_vocabulary(
-            layout.products, None, job.aspects.names, job.min_aspect_count, f"{scratch}/v.json"
+            layout.products, None, job.aspects, job.min_aspect_count, f"{scratch}/v.json"
         )
     encoder, tokenizer = job.new_encoder(vocabulary)
     if job.from_model:

@@ -13,7 +13,7 @@ import logging
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,9 @@ from model.aspects.vocabulary import AspectVocabulary
 from model.training.checkpoints import checkpoint_dir
 from pipelines.layout import DatasetLayout
 from pipelines.options import OverwriteOptions, add_stage_arguments
-from pipelines.stage_config import add_output_argument
+from pipelines.stage_config import add_config_arguments, add_output_argument, config_values, setting
 from pipelines.train.vocabulary import run_build_vocabulary
-from schemas import AspectSchema, write_manifest
+from schemas import ECOMMERCE_ASPECTS, AspectSchema, write_manifest
 
 LOGGER = logging.getLogger(__name__)
 
@@ -46,25 +46,43 @@ def seeded(seed: int) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class EncoderJob:
-    """The data, the output directory and the settings of the encoder a job builds."""
+    """The data, the output directory and the settings of the encoder a job builds.
 
-    dataset: str
-    output: str
-    variant: str = "bibert"
-    backbone: str | None = None
-    model_version: str = "1"
-    # None: the variant's own (128 for the papers' variants; the hidden size with an identity projection).
-    projection_dim: int | None = None
-    shared_towers: bool = True
-    aspects: AspectSchema = field(default_factory=AspectSchema)
-    max_query_length: int = 32
-    max_document_length: int = 128
-    min_aspect_count: int = 2
+    Each `setting` field is also the commands' flag of that name (`add_encoder_arguments`).
+    """
+
+    dataset: str = setting("", "Dataset folder (products/, queries.parquet, ...)", required=True, flag="data")
+    output: str = ""
+    variant: str = setting("bibert", "Encoder variant (default: %(default)s)", choices=sorted(VARIANTS))
+    backbone: str | None = setting(None, "BERT folder to start from (default: the bundled MiniLM)")
+    model_version: str = setting("1", "Version stamped on every embedding row")
+    projection_dim: int | None = setting(
+        None, "Embedding size (default: the variant's: 128, or the hidden size with projection_init=identity)"
+    )
+    separate_towers: bool = setting(False, "Separate query and document encoders")
+    aspects: tuple[str, ...] = setting(ECOMMERCE_ASPECTS, "Aspect names (default: %(default)s)")
+    max_query_length: int = setting(32, "Query truncation, in wordpieces")
+    max_document_length: int = setting(128, "Product truncation, in wordpieces")
+    min_aspect_count: int = setting(2, "Drop aspect values seen in fewer records (§8.1)")
     variant_options: tuple[tuple[str, Any], ...] = ()
-    # Start aspect layers from the backbone's states for the value names (model.aspects.initialisation).
-    initialise_aspects: bool = True
+    random_aspect_init: bool = setting(
+        False,
+        "Leave the aspect value tables and aspect queries at their random initialisation instead of the "
+        "backbone's states for the value names (model.aspects.initialisation; an ablation)",
+    )
     # Replace a model directory that already holds files (`artifacts.fresh_output`).
     overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        AspectSchema(tuple(self.aspects))  # names the aspect that is not a valid name
+
+    @property
+    def shared_towers(self) -> bool:
+        return not self.separate_towers
+
+    @property
+    def initialise_aspects(self) -> bool:
+        return not self.random_aspect_init
 
     def encoder_settings(self) -> dict[str, Any]:
         """The variant config's fields; --variant_option is the most specific, so it wins."""
@@ -72,7 +90,7 @@ class EncoderJob:
             "model_id": self.variant,
             "model_version": self.model_version,
             "shared_towers": self.shared_towers,
-            "aspects": self.aspects.names,
+            "aspects": self.aspects,
             "max_query_length": self.max_query_length,
             "max_document_length": self.max_document_length,
         }
@@ -88,7 +106,7 @@ class EncoderJob:
             vocabulary = run_build_vocabulary(
                 layout.products,
                 layout.queries,
-                self.aspects.names,
+                self.aspects,
                 self.min_aspect_count,
                 f"{scratch}/v.json",
             )
@@ -115,27 +133,10 @@ class EncoderJob:
         )
 
 
-def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of `EncoderJob`, for every command that builds an encoder."""
-    parser.add_argument("--data", required=True, help="Dataset folder (products/, queries.parquet, ...)")
+def add_encoder_arguments(parser: argparse.ArgumentParser, job_class: type[EncoderJob] = EncoderJob) -> None:
+    """The flags of `job_class` (an `EncoderJob`), for every command that builds an encoder."""
     add_output_argument(parser, required=True, help="Model directory to write")
-    parser.add_argument(
-        "--variant", default="bibert", choices=sorted(VARIANTS), help="Encoder variant (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--backbone", default=None, help="BERT folder to start from (default: the bundled MiniLM)"
-    )
-    parser.add_argument("--model_version", default="1", help="Version stamped on every embedding row")
-    parser.add_argument(
-        "--projection_dim",
-        type=int,
-        default=None,
-        help="Embedding size (default: the variant's: 128, or the hidden size with projection_init=identity)",
-    )
-    parser.add_argument("--separate_towers", action="store_true", help="Separate query and document encoders")
-    parser.add_argument(
-        "--aspects", default="category,brand,color", help="Aspect names (default: %(default)s)"
-    )
+    add_config_arguments(parser, job_class)
     parser.add_argument(
         "--variant_option",
         action="append",
@@ -144,38 +145,17 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
         help="A field of the variant's config, e.g. fusion=cls_gating or dimensions=4096 (repeatable; "
         "values are JSON when they parse as JSON); the config validates it",
     )
-    parser.add_argument(
-        "--min_aspect_count", type=int, default=2, help="Drop aspect values seen in fewer records (§8.1)"
-    )
-    parser.add_argument(
-        "--random_aspect_init",
-        action="store_true",
-        help="Leave the aspect value tables and aspect queries at their random initialisation instead of "
-        "the backbone's states for the value names (an ablation)",
-    )
-    parser.add_argument("--max_query_length", type=int, default=32, help="Query truncation, in wordpieces")
-    parser.add_argument(
-        "--max_document_length", type=int, default=128, help="Product truncation, in wordpieces"
-    )
     add_stage_arguments(parser, OverwriteOptions)
 
 
-def encoder_job_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """`EncoderJob`'s fields from the flags `add_encoder_arguments` declared."""
+def encoder_job_fields(args: argparse.Namespace, job_class: type[EncoderJob] = EncoderJob) -> dict[str, Any]:
+    """The fields of `job_class` that the flags `add_encoder_arguments` declared give."""
+    values = config_values(job_class, args)
     return {
-        "dataset": DatasetLayout(args.data).require_products(),
+        **values,
+        "dataset": DatasetLayout(values["dataset"]).require_products(),
         "output": args.out,
-        "variant": args.variant,
-        "backbone": args.backbone,
-        "model_version": args.model_version,
-        "projection_dim": args.projection_dim,
-        "shared_towers": not args.separate_towers,
-        "aspects": AspectSchema.parse(args.aspects),
-        "max_query_length": args.max_query_length,
-        "max_document_length": args.max_document_length,
-        "min_aspect_count": args.min_aspect_count,
         "variant_options": parse_variant_options(args.variant_option),
-        "initialise_aspects": not args.random_aspect_init,
         "overwrite": args.overwrite,
     }
 

@@ -21,7 +21,7 @@ from model.training.validation import VALIDATION_METRIC
 from pipelines.artifacts import fresh_output
 from pipelines.layout import DatasetLayout
 from pipelines.options import VerifyOptions, add_stage_arguments
-from pipelines.stage_config import add_config_arguments, config_from_values
+from pipelines.stage_config import add_config_arguments, config_from_values, setting
 from pipelines.train.calibrate import calibrate_on_catalog
 from pipelines.train.encoder_job import (
     EncoderJob,
@@ -44,35 +44,25 @@ LOGGER = logging.getLogger(__name__)
 class TrainJob(EncoderJob):
     """What to fine-tune on and where to write it; the loop's settings are a separate dataclass."""
 
-    max_train_queries: int | None = None
-    # A model directory (`madr pretrain`) to fine-tune instead of a fresh model on `backbone`.
-    init_from: str | None = None
+    max_train_queries: int | None = setting(None, "Use at most this many queries")
+    init_from: str | None = setting(
+        None,
+        "Fine-tune this model directory (written by `madr pretrain`) instead of a fresh model on --backbone; "
+        "it keeps its architecture, settings and aspect vocabulary",
+    )
     # Check `init_from` against its manifest before loading it; False only under --no_verify.
     verify_init: bool = True
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    add_encoder_arguments(parser)
+    add_encoder_arguments(parser, TrainJob)
     add_preset_argument(parser)
-    parser.add_argument(
-        "--init_from",
-        default=None,
-        metavar="MODEL_DIR",
-        help="Fine-tune this model directory (written by `madr pretrain`) instead of a fresh model on "
-        "--backbone; it keeps its architecture, settings and aspect vocabulary",
-    )
     add_stage_arguments(parser, VerifyOptions)
     add_config_arguments(parser, TrainingConfig)
-    parser.add_argument("--max_train_queries", type=int, default=None, help="Use at most this many queries")
 
 
 def train_from_args(args: argparse.Namespace) -> TrainingReport:
-    job = TrainJob(
-        **encoder_job_fields(args),
-        max_train_queries=args.max_train_queries,
-        init_from=args.init_from,
-        verify_init=not args.no_verify,
-    )
+    job = TrainJob(**encoder_job_fields(args, TrainJob), verify_init=not args.no_verify)
     loop = config_from_values(TrainingConfig, args)
     return run_training(job, loop)
 
@@ -92,7 +82,7 @@ def load_pretrained_encoder(
     wanted = {
         **({"projection_dim": job.projection_dim} if job.projection_dim is not None else {}),
         "shared_towers": job.shared_towers,
-        "aspects": list(job.aspects.names),
+        "aspects": list(job.aspects),
         "max_query_length": job.max_query_length,
         "max_document_length": job.max_document_length,
         **dict(job.variant_options),

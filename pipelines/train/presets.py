@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from model.registry import experiment_role
+
 
 @dataclass(frozen=True)
 class Preset:
@@ -102,13 +104,24 @@ PRESETS: dict[str, Preset] = {
     )
 }
 
-PRESET_HELP = "Settings a paper fixes, under any flag given explicitly: " + "; ".join(
-    p.describe() for p in PRESETS.values()
+# `--preset paper`: the preset of the paper named by the variant's registry entry (`paper_preset`).
+PAPER = "paper"
+
+PRESET_HELP = (
+    "Settings a paper fixes, under any flag given explicitly; 'paper' picks the variant's own paper. "
+    + "; ".join(p.describe() for p in PRESETS.values())
 )
 
 
 def add_preset_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", choices=sorted(PRESETS), default=None, help=PRESET_HELP)
+    parser.add_argument("--preset", choices=[PAPER, *sorted(PRESETS)], default=None, help=PRESET_HELP)
+
+
+def preset_for(name: str | None, variant: str) -> Preset | None:
+    """The preset `name` means for `variant`: PRESETS[name], or with "paper" the one its paper fixes."""
+    if name == PAPER:
+        name = experiment_role(variant).paper_preset
+    return PRESETS[name] if name else None
 
 
 def explicit_flags(add_arguments: Callable[[argparse.ArgumentParser], None], argv: Sequence[str]) -> set[str]:
@@ -124,9 +137,9 @@ def explicit_flags(add_arguments: Callable[[argparse.ArgumentParser], None], arg
 
 def apply_preset(args: argparse.Namespace, command: str, explicit: set[str]) -> argparse.Namespace:
     """Fill `args` with the preset's values for `command` ("train" or "pretrain") where not explicit."""
-    if not getattr(args, "preset", None):
+    preset = preset_for(getattr(args, "preset", None), args.variant)
+    if preset is None:
         return args
-    preset = PRESETS[args.preset]
     values = {**preset.model, **(preset.train if command == "train" else preset.pretrain)}
     for name, value in values.items():
         if name not in explicit and hasattr(args, name):

@@ -22,7 +22,7 @@ from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, Pre
 from model.training.pretrain import native_bfloat16
 from pipelines.artifacts import fresh_output, parquet_rows
 from pipelines.layout import DatasetLayout
-from pipelines.stage_config import add_config_arguments, config_from_values
+from pipelines.stage_config import add_config_arguments, config_from_values, setting
 from pipelines.train.encoder_job import (
     EncoderJob,
     add_encoder_arguments,
@@ -48,12 +48,6 @@ PRETRAIN_PRECISION_HELP = (
 )
 
 
-def add_pretrain_precision_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--pretrain_precision", choices=PRETRAIN_PRECISIONS, default="auto", help=PRETRAIN_PRECISION_HELP
-    )
-
-
 def pretrain_in_bf16(precision: str) -> bool:
     """Whether `--pretrain_precision` asks for bf16 autocast here ("auto": where bfloat16 is native)."""
     if precision not in PRETRAIN_PRECISIONS:
@@ -65,22 +59,21 @@ def pretrain_in_bf16(precision: str) -> bool:
 class PretrainJob(EncoderJob):
     """What to pre-train on and where to write it; the model settings are `EncoderJob`'s."""
 
-    query_splits: tuple[str, ...] = ("train",)
-    max_products: int | None = None
+    query_splits: tuple[str, ...] = setting(
+        ("train",), "Comma-separated query splits pre-trained on (query side)"
+    )
+    max_products: int | None = setting(None, "Pre-train on at most this many")
     held_out: HeldOutProducts = field(default_factory=HeldOutProducts)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.max_products is not None and self.max_products < 1:
             raise ValueError(f"max_products must be >= 1 when set, got {self.max_products}")
 
 
 def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
-    add_encoder_arguments(parser)
+    add_encoder_arguments(parser, PretrainJob)
     add_preset_argument(parser)
-    parser.add_argument(
-        "--query_splits", default="train", help="Comma-separated query splits pre-trained on (query side)"
-    )
-    parser.add_argument("--max_products", type=int, default=None, help="Pre-train on at most this many")
     parser.add_argument(
         "--held_out_fraction",
         type=float,
@@ -93,9 +86,7 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
 
 def pretrain_from_args(args: argparse.Namespace) -> PretrainingReport:
     job = PretrainJob(
-        **encoder_job_fields(args),
-        query_splits=tuple(s.strip() for s in args.query_splits.split(",") if s.strip()),
-        max_products=args.max_products,
+        **encoder_job_fields(args, PretrainJob),
         held_out=HeldOutProducts(args.held_out_fraction),
     )
     loop = config_from_values(PretrainingConfig, args)

@@ -20,7 +20,7 @@ from evaluation import DEFAULT_METRICS
 from index_builder.config import ReorderPrecision, Scoring
 from index_builder.recall import DEFAULT_TARGET_RECALL
 from model.annotations import STATED_ASPECTS, AbstentionRule
-from pipelines.stage_config import add_config_arguments, setting, switch
+from pipelines.stage_config import options_class, setting, switch
 from schemas import ECOMMERCE_ASPECTS
 
 DEFAULT_METRICS_FLAG = ",".join(DEFAULT_METRICS)
@@ -62,12 +62,7 @@ class ModelSettings:
             raise ValueError(f"precision must be one of {PRECISIONS} and runtime one of {RUNTIMES}")
 
 
-class ModelOptions(PipelineOptions):
-    """The flags of `ModelSettings`."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_config_arguments(parser, ModelSettings)
+ModelOptions = options_class(ModelSettings, "ModelOptions")
 
 
 class VerifyOptions(PipelineOptions):
@@ -190,20 +185,10 @@ class PredictionThreshold:
         return AbstentionRule(self.or_default(default), self.stated_aspects)
 
 
-class ThresholdOptions(PipelineOptions):
-    """The flag of `PredictionThreshold`."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_config_arguments(parser, PredictionThreshold)
+ThresholdOptions = options_class(PredictionThreshold, "ThresholdOptions")
 
 
-class EmbedOptions(PipelineOptions):
-    """The flags of `EmbedSettings`."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_config_arguments(parser, EmbedSettings)
+EmbedOptions = options_class(EmbedSettings, "EmbedOptions")
 
 
 @dataclass(frozen=True)
@@ -255,12 +240,7 @@ class EvaluateSettings:
             raise ValueError(f"--depth must be >= 1, got {self.depth}")
 
 
-class EvaluateOptions(PipelineOptions):
-    """The flags of `EvaluateSettings`."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_config_arguments(parser, EvaluateSettings)
+EvaluateOptions = options_class(EvaluateSettings, "EvaluateOptions")
 
 
 def add_stage_arguments(parser: argparse.ArgumentParser, *option_classes: type[PipelineOptions]) -> None:
@@ -347,13 +327,12 @@ SCANN_FIELDS = (
 )
 
 
-class IndexOptions(PipelineOptions):
+IndexOptions = options_class(
+    IndexSettings,
+    "IndexOptions",
     """The flags of `IndexSettings`. The partitioned build's input and output reuse --embeddings
-    (EvaluateOptions) and --output (OutputOptions)."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_config_arguments(parser, IndexSettings)
+    (EvaluateOptions) and --output (OutputOptions).""",
+)
 
 
 # Vertex AI Vector Search reads at most this many files from one folder.
@@ -384,9 +363,4 @@ class ExportSettings:
             )
 
 
-class ExportOptions(PipelineOptions):
-    """The flags of `ExportSettings`."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_config_arguments(parser, ExportSettings)
+ExportOptions = options_class(ExportSettings, "ExportOptions")

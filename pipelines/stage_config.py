@@ -122,6 +122,21 @@ def add_config_arguments(
         )
 
 
+def options_class(config_class: type, name: str, doc: str | None = None) -> type[PipelineOptions]:
+    """The Beam `PipelineOptions` subclass `name` whose flags are `config_class`'s `setting` fields, so
+    that a runner's own arguments and the stage's are parsed together (`get_all_options`)."""
+
+    def add_arguments(cls: type, parser: argparse.ArgumentParser) -> None:
+        add_config_arguments(parser, config_class)
+
+    namespace = {
+        "__doc__": doc or f"The flags of `{config_class.__name__}`.",
+        "__module__": config_class.__module__,
+        "_add_argparse_args": classmethod(add_arguments),
+    }
+    return type(name, (PipelineOptions,), namespace)
+
+
 def config_from_values(
     config_class: type[Config], values: PipelineOptions | argparse.Namespace | Mapping[str, Any]
 ) -> Config:

@@ -42,7 +42,7 @@ CASES: dict[str, list[tuple[str, str]]] = {
     ],
     "adapt": [
         (f"adapt --data {N} --out {{tmp}}/a", "is not a dataset folder"),
-        ("adapt --out {tmp}/a", "required: --data"),
+        ("adapt --out {tmp}/a", "missing required flag(s): --data"),
         (f"adapt --data {N} --out {{tmp}}/a --wise_ft_alpha 2", "wise_ft_alpha must be in [0, 1]"),
     ],
     "pretrain": [(f"pretrain --data {N} --out {{tmp}}/p", "is not a dataset folder")],

@@ -44,3 +44,20 @@ def report(name: str, config: dict[str, Any], figures: dict[str, Any]) -> Path:
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(document, indent=2) + "\n")
     return path
+
+
+def table(header: list[str], rows: list[list[Any]]) -> str:
+    """A Markdown table; floats to 3 decimals below 10, else 1; None as a dash."""
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return "—"
+        if isinstance(value, float):
+            return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
+        if isinstance(value, int):
+            return f"{value:,}"
+        return str(value).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)

@@ -33,7 +33,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from bench.common import report
+from bench.common import report, table
 from bench.support import command_line
 from model.backbone import bundled_backbone_path
 from pipelines.evaluate.annotation_quality import written_annotation_accuracy
@@ -116,8 +116,6 @@ def embed_peer_section(r: dict[str, Any]) -> str:
         for name, v in f.items()
         if name != "retrieval_quality"
     ]
-    from bench.performance_doc import table
-
     text = table(
         [
             "contender",

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import report
+from bench.common import report, table
 from bench.support import (
     clustered_unit_vectors,
     command_line,
@@ -211,8 +211,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def exact_search_section(r: dict[str, Any]) -> str:
     """This benchmark's section of docs/PERFORMANCE.md (`bench.performance_doc` renders it)."""
-    from bench.performance_doc import table  # performance_doc imports this module
-
     rows = []
     for case in r["figures"]["cases"]:
         speeds = [case["queries_per_s"][m] for m in ("madr", "faiss", "torch")]

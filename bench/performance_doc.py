@@ -16,9 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS
+from bench.common import RESULTS, table
 from bench.embed_peer_bench import embed_peer_section, embed_peer_verdicts
 from bench.exact_search_bench import exact_search_section
+from bench.nightly_scale import nightly_scale_section, nightly_scale_verdicts
 from bench.performance_notes import FINDINGS, INTRO, NOTES
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "PERFORMANCE.md"
@@ -32,21 +33,6 @@ def load(name: str) -> dict[str, Any] | None:
         if path.is_file():
             return json.loads(path.read_text())
     return None
-
-
-def table(header: list[str], rows: list[list[Any]]) -> str:
-    def cell(value: Any) -> str:
-        if value is None:
-            return "—"
-        if isinstance(value, float):
-            return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
-        if isinstance(value, int):
-            return f"{value:,}"
-        return str(value).replace("|", "\\|")
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def provenance(result: dict[str, Any]) -> str:
@@ -268,6 +254,11 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("exact_search", "Exact search against FAISS IndexFlatIP", exact_search_section),
     ("scaling", "Scaling: embed → index → evaluate", scaling_section),
     ("eval_join", "Evaluation join", eval_join_section),
+    (
+        "nightly_scale",
+        "The nightly job at catalog scale: a first night, then 5 % churn",
+        nightly_scale_section,
+    ),
 ]
 
 
@@ -289,6 +280,8 @@ def verdicts(results: dict[str, dict[str, Any] | None]) -> list[list[str]]:
 
     for key, target, measured, met in embed_peer_verdicts(results.get("embed_peer")):
         add(key, target, measured, met)
+    for key, target, measured, met, full in nightly_scale_verdicts(results.get("nightly_scale")):
+        add(key, target, measured, met, full)
     b = results.get("bucketing")
     if b:
         mixes = b["figures"]["bucketing"]

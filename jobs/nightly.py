@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import logging
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +77,11 @@ class NightlyJob:
     # they reach the index stage here and not through `beam_args`.
     index: IndexSettings = field(default_factory=IndexSettings)
     beam_args: tuple[str, ...] = ()
+    # Beam and stage flags for one stage only, after `beam_args` (a flag given in both takes the stage's):
+    # embed on GPU workers or in int8 while index and evaluate do not, say.
+    embed_flags: tuple[str, ...] = ()
+    index_flags: tuple[str, ...] = ()
+    evaluate_flags: tuple[str, ...] = ()
     max_shrink: float = DEFAULT_MAX_SHRINK
     allow_shrink: bool = False
     enrich: bool = False
@@ -153,10 +159,15 @@ class NightlyJob:
         what an interrupted attempt left."""
         return PipelineOptions([*self.beam_args, "--overwrite"])
 
+    def stage_args(self, stage: str) -> list[str]:
+        """The Beam arguments of one stage (its folder name): the job's, then that stage's own."""
+        own = {"embeddings": self.embed_flags, "index": self.index_flags, "eval": self.evaluate_flags}
+        return [*self.beam_args, *own.get(stage, ())]
+
     def _stage_values(self, stage: str, **own: Any) -> dict[str, Any]:
-        """Stage settings among the job's Beam arguments (--precision, --batch_size, ...), under the job's
+        """Stage settings among the stage's Beam arguments (--precision, --batch_size, ...), under the job's
         own; the stage writes into this run's `stage` folder, replacing what an interrupted attempt left."""
-        given = PipelineOptions(list(self.beam_args)).get_all_options(drop_default=False)
+        given = PipelineOptions(self.stage_args(stage)).get_all_options(drop_default=False)
         return {**given, **own, "output": self.stage(stage), "overwrite": True}
 
 
@@ -167,6 +178,20 @@ class NightlyReport:
     stages: dict[str, Any] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    # Per stage that ran: CPU seconds and peak resident memory (`StageRunner.usage`).
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def cost_lines(self) -> list[str]:
+        """One line per stage that ran: wall seconds, CPU seconds and peak resident memory."""
+        lines = []
+        for name, seconds in self.seconds.items():
+            used = self.usage.get(name, {})
+            peak = used.get("peak_rss_mb")
+            lines.append(
+                f"  {name}: {seconds:,.1f} s wall, {used.get('cpu_seconds', float('nan')):,.1f} CPU-s, "
+                f"peak RSS {'?' if peak is None else f'{peak:,.0f}'} MB"
+            )
+        return lines
 
 
 def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
@@ -201,6 +226,19 @@ def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="Publish even when the catalog shrank by more than --max_shrink (an empty one never is)",
     )
+    for stage, example in (
+        ("embed", "--precision int8 --direct_num_workers 2"),
+        ("index", "--runner DataflowRunner --num_workers 8"),
+        ("evaluate", "--worker_machine_type n1-highmem-16"),
+    ):
+        parser.add_argument(
+            f"--{stage}_flags",
+            type=shlex.split,
+            default=(),
+            metavar="'FLAGS'",
+            help=f"Beam and stage flags for the {stage} stage only, in one quoted string after the job's own "
+            f"(which they override), e.g. '{example}'",
+        )
     parser.add_argument(
         "--enrich",
         action="store_true",
@@ -225,6 +263,9 @@ def job_from_args(args: argparse.Namespace, beam_args: list[str]) -> NightlyJob:
         judgments=args.judgments,
         index=config_from_values(IndexSettings, args),
         beam_args=tuple(beam_args),
+        embed_flags=tuple(args.embed_flags),
+        index_flags=tuple(args.index_flags),
+        evaluate_flags=tuple(args.evaluate_flags),
         max_shrink=args.max_shrink,
         allow_shrink=args.allow_shrink,
         enrich=args.enrich,
@@ -295,11 +336,16 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
     if previous_embeddings and not is_finished(job.stage("embeddings")) and _reusable(previous_embeddings):
         reused = previous_embeddings
     stages = StageRunner(
-        report.seconds, digits=1, logger=LOGGER, skipped=report.skipped, results=report.stages
+        report.seconds,
+        digits=1,
+        logger=LOGGER,
+        skipped=report.skipped,
+        results=report.stages,
+        usage=report.usage,
     )
     stages.run(
         "embed",
-        lambda: embed_catalog(job.embed_config(reused), PipelineOptions(list(job.beam_args))),
+        lambda: embed_catalog(job.embed_config(reused), PipelineOptions(job.stage_args("embeddings"))),
         job.stage("embeddings"),
     )
     # Checked before the index is built: a refused night costs no index, and its rerun with
@@ -310,7 +356,7 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
 
     stages.run(
         "index",
-        lambda: repr(build_partitioned(job.index_config(), PipelineOptions(list(job.beam_args)))),
+        lambda: repr(build_partitioned(job.index_config(), PipelineOptions(job.stage_args("index")))),
         job.stage("index"),
     )
 
@@ -318,7 +364,7 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
         stages.run(
             "evaluate",
             lambda: _summary_means(
-                evaluate_retrieval(job.evaluate_config(), PipelineOptions(list(job.beam_args)))
+                evaluate_retrieval(job.evaluate_config(), PipelineOptions(job.stage_args("eval")))
             ),
             job.stage("eval"),
         )
@@ -330,6 +376,7 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
         "previous_run_id": previous,
         "skipped": report.skipped,
         "seconds": report.seconds,
+        "usage": report.usage,
         "catalog": job.catalog,
         "model": job.model,
         "catalog_check": check.to_dict(),

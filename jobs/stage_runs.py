@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar, overload
 
 import pyarrow.parquet as pq
@@ -70,6 +73,31 @@ def unfinished(folder: str | os.PathLike[str], kind: str | None = None, complete
     return None
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of its children that have been waited for."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _peak_rss_mb() -> float | None:
+    """This process's peak resident memory (VmHWM, Linux /proc); None where there is no /proc."""
+    try:
+        match = re.search(r"^VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.MULTILINE)
+    except OSError:
+        return None
+    return int(match.group(1)) / 1024 if match else None
+
+
+def _reset_peak_rss() -> bool:
+    """Start this process's peak RSS again from its current RSS (Linux >= 4.0), so that the next peak
+    is one stage's own and not the largest stage's so far."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
 @dataclass
 class StageRunner:
     """Runs a driver's stages one by one into shared records.
@@ -80,6 +108,10 @@ class StageRunner:
       (and `seconds` for `report`); None prints nothing.
     - `logger`: when given, says that a stage was skipped (info), or that it replaces what an
       interrupted attempt left in its folder (warning).
+    - `usage`: when given, what each stage that ran cost: `cpu_seconds` (this process and the child
+      processes it waited for: a local runner's workers, not a remote runner's) and `peak_rss_mb`, this
+      process's peak resident memory during the stage (`peak_rss_scope` "stage"; "process" where the peak
+      could not be reset and is the largest since the process started).
     """
 
     timings: dict[str, float]
@@ -89,6 +121,7 @@ class StageRunner:
     logger: logging.Logger | None = None
     skipped: list[str] = field(default_factory=list)
     results: dict[str, Any] | None = None
+    usage: dict[str, dict[str, Any]] | None = None
 
     @overload
     def run(self, name: str, work: Callable[[], T]) -> T: ...
@@ -128,10 +161,19 @@ class StageRunner:
                 )
         if self.announce is not None:
             print(self.announce.format(name=name), flush=True)
+        scope = "stage" if self.usage is not None and _reset_peak_rss() else "process"
+        cpu_before = _cpu_seconds()
         started = time.perf_counter()
         value = work()
         seconds = time.perf_counter() - started
         self.timings[name] = seconds if self.digits is None else round(seconds, self.digits)
+        if self.usage is not None:
+            peak = _peak_rss_mb()
+            self.usage[name] = {
+                "cpu_seconds": round(_cpu_seconds() - cpu_before, 1),
+                "peak_rss_mb": None if peak is None else round(peak, 1),
+                "peak_rss_scope": scope,
+            }
         if self.results is not None:
             self.results[name] = value
         if self.report is not None:

@@ -156,6 +156,21 @@ def test_the_index_flags_of_madr_nightly_reach_the_index_stage() -> None:
     assert beam_args == ["--direct_num_workers", "2"]
 
 
+def test_a_stages_own_flags_reach_that_stage_only_and_override_the_jobs() -> None:
+    """--embed_flags: embed in int8 (and on other workers) while evaluate encodes its queries as given."""
+    parser = argparse.ArgumentParser()
+    add_nightly_arguments(parser)
+    flags = ["--products", "p", "--model", "m", "--output", "o", "--run_id", "r", "--queries", "q"]
+    args, beam_args = parser.parse_known_args(
+        [*flags, "--judgments", "j", "--batch_size", "8", "--embed_flags", "--precision int8 --batch_size 64"]
+    )
+    job = job_from_args(args, beam_args)
+    embed, evaluate = job.embed_config(), job.evaluate_config()
+    assert (embed.model.precision, embed.model.batch_size) == ("int8", 64)
+    assert (evaluate.model.precision, evaluate.model.batch_size) == ("fp32", 8)
+    assert job.stage_args("index") == ["--batch_size", "8"]
+
+
 def test_one_min_confidence_reaches_every_stage_of_the_nightly_and_every_command() -> None:
     """--min_confidence is declared once (`PredictionThreshold`): the nightly's embed and evaluate get it
     from the pass-through flags, and each command that takes it shows the same flag."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import time
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from evaluation.text_table import format_text_table
@@ -128,3 +130,33 @@ def test_a_value_wider_than_its_header_widens_the_column_and_lines_end_without_s
     assert format_text_table(("only", "header"), []) == "only  header"
     with pytest.raises(ValueError, match="2 columns"):
         format_text_table(("a", "b"), [("1", "2", "3")])
+
+
+def test_each_stage_records_its_own_cpu_seconds_and_peak_memory() -> None:
+    """A small stage after a big one reports its own peak, not the big one's (the peak is reset)."""
+    usage: dict = {}
+    runner = StageRunner({}, usage=usage)
+
+    def hold(megabytes: int) -> int:
+        block = np.ones(megabytes * 2**20 // 8)  # touched, so resident
+        return int(block.sum())
+
+    def spin() -> float:
+        started = time.process_time()
+        while time.process_time() - started < 0.3:
+            pass
+        return time.process_time() - started
+
+    runner.run("big", lambda: hold(400))
+    runner.run("small", lambda: hold(50))
+    runner.run("busy", spin)
+    assert usage["big"]["peak_rss_scope"] == usage["small"]["peak_rss_scope"] == "stage"
+    assert usage["big"]["peak_rss_mb"] - usage["small"]["peak_rss_mb"] > 300
+    assert usage["busy"]["cpu_seconds"] >= 0.3 - 0.05
+    assert usage["small"]["cpu_seconds"] < usage["busy"]["cpu_seconds"]
+
+
+def test_without_usage_the_runner_records_none() -> None:
+    runner = StageRunner({})
+    runner.run("a", lambda: 1)
+    assert runner.usage is None and set(runner.timings) == {"a"}

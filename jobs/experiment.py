@@ -25,10 +25,10 @@ import pyarrow.parquet as pq
 from evaluation import RelevanceRule, aggregate, paired_t_test
 from jobs.experiment_pretraining import PretrainingPlan, pretrained_model
 from jobs.experiment_report import write_report
+from jobs.experiment_variant import embeddings_source, variant_training
 from jobs.stage_runs import StageRunner
 from model import Side, load_encoder, text_for_model
-from model.registry import EXPERIMENT_ROLES, ZERO_SHOT, experiment_role, learns_aspects_by_default
-from model.training import TrainingConfig
+from model.registry import EXPERIMENT_ROLES, ZERO_SHOT, experiment_role
 from pipelines.artifacts import read_embeddings
 from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.evaluate.judged_ranking import aspect_accuracy, encode, rerank_judged
@@ -55,9 +55,12 @@ RETRIEVAL_METRICS = ("recall@100", "recall@500", "recall@10000")
 
 # What `--profile` sets, under any flag given explicitly. default: the 2-core hour (docs/RESULTS.md);
 # full: two epochs of pre-training over the catalog and fine-tuning until validation stops improving.
+# paper: each variant with its paper's settings (`jobs.experiment_variant`), the new layers at their own
+# rate (the papers do not give one; 1e-3 is pre-training's), and the full profile's budget.
 PROFILES: dict[str, dict[str, Any]] = {
     "default": {},
     "full": {"pretrain_steps": 1125, "epochs": 10, "patience": 2},
+    "paper": {"paper_settings": True, "head_learning_rate": 1e-3, "pretrain_steps": 1125, "epochs": 10},
 }
 
 
@@ -97,6 +100,11 @@ class ExperimentConfig:
         2000, "Products at the catalog's end never pre-trained on; product Accuracy@1 is measured on them"
     )
     seed: int = setting(13, "Seed of data and training")
+    paper_settings: bool = setting(
+        False,
+        "Train each variant with its paper's settings (towers, truncation, losses, rates, options, which "
+        "variants are pre-trained: pipelines/train/presets.py) instead of the shared budget ones",
+    )
 
     def __post_init__(self) -> None:
         if self.baseline not in self.variants:
@@ -115,6 +123,8 @@ def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
         default="default",
         help="default: the budget that runs all 13 variants in about an hour on 2 cores; full: "
         + ", ".join(f"{name}={value}" for name, value in PROFILES["full"].items())
+        + "; paper: each variant with its paper's preset (--paper_settings), "
+        + ", ".join(f"{k}={v}" for k, v in PROFILES["paper"].items() if k != "paper_settings")
         + " (a flag given explicitly wins)",
     )
     add_config_arguments(parser, ExperimentConfig)
@@ -152,9 +162,10 @@ def _run_variant(
             folder / "model",
         )
         return _embed_index_evaluate(folder, data, stages, timings)
-    options = role.budget_options
-    source = folder.parent / str(role.embeddings_from) / "model"
-    if role.embeddings_from and (source / "manifest.json").is_file():
+    training = variant_training(config, variant)
+    options = training.model["variant_options"]
+    source = embeddings_source(training, folder.parent)
+    if source is not None:
         options = (("word_embeddings_from", str(source)),)
     plan = PretrainingPlan(
         steps=config.pretrain_steps,
@@ -165,29 +176,17 @@ def _run_variant(
     # Only for a model still to train: skipped, like the train stage, once its manifest exists.
     init_from = StageRunner(timings, digits=1).run(
         "pretrain",
-        lambda: pretrained_model(
-            variant, plan, data, folder.parent, config.num_products, config.max_document_length, config.seed
-        ),
+        lambda: pretrained_model(training, plan, data, folder.parent, config.num_products, config.seed),
         folder / "model",
     )
     job = TrainJob(
         dataset=data.root,
         output=str(folder / "model"),
         variant=variant,
-        max_document_length=config.max_document_length,
-        variant_options=options,
+        **{**training.model, "variant_options": options},
         init_from=str(init_from) if init_from else None,
     )
-    learns_aspects = learns_aspects_by_default(variant)
-    loop = TrainingConfig(
-        epochs=config.epochs,
-        patience=config.patience,
-        batch_size=config.batch_size,
-        seed=config.seed,
-        aspect_loss_weight=config.aspect_loss_weight if learns_aspects else 0.0,
-        head_learning_rate=config.head_learning_rate,
-        pointwise_loss_weight=1.0 if role.pointwise_loss else 0.0,
-    )
+    loop = training.loop
     stages.run("train", lambda: run_training(job, loop), folder / "model")
     if is_sparse_model(job.output):
         # UHD-BERT retrieves through inverted indexes (uhd-bert §3.7); a B·n-wide dense embed and a

@@ -12,10 +12,11 @@ product Accuracy@1 is measured on them.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from model.registry import experiment_role
+from jobs.experiment_variant import VariantTraining
 from model.training import PretrainingConfig
 from pipelines.layout import DatasetLayout
 from pipelines.train.pretrain import (
@@ -53,41 +54,44 @@ class PretrainingPlan:
 
 
 def pretrained_model(
-    variant: str,
+    training: VariantTraining,
     plan: PretrainingPlan,
     data: DatasetLayout,
     root: Path,
     num_products: int,
-    max_document_length: int,
     seed: int,
 ) -> Path | None:
-    """The pre-trained model `variant` fine-tunes from, pre-training it first if needed; None if none."""
-    source = experiment_role(variant).pretrained_from
+    """The pre-trained model a variant fine-tunes from (`training.pretrained_from`, kept in
+    root/pretrained/`training.pretrained_name`), pre-training it first if needed; None if none."""
+    source = training.pretrained_from
     if source is None or plan.steps == 0:
         return None
-    folder = root / "pretrained" / source
+    folder = root / "pretrained" / str(training.pretrained_name)
     if (folder / "manifest.json").is_file():
         return folder
     precision = "bf16" if plan.bf16 else "fp32"
-    print(f"   pre-training {source} ({plan.steps} steps, {precision}) for {variant}", flush=True)
+    print(f"   pre-training {training.pretrained_name} ({plan.steps} steps, {precision})", flush=True)
+    loop = PretrainingConfig(
+        max_steps=plan.steps,
+        epochs=1000,  # a ceiling: max_steps decides
+        batch_size=plan.batch_size,
+        aspect_weight=plan.aspect_weight,
+        learning_rate=plan.learning_rate,
+        head_learning_rate=plan.head_learning_rate,
+        bf16=plan.bf16,
+        seed=seed,
+        show_progress=True,
+    )
+    # The paper's own pre-training settings (rates, λp, masking); its epochs yield to the step budget.
+    changes = {name: value for name, value in training.pretraining.items() if name != "epochs"}
     run_pretraining(
         PretrainJob(
             dataset=data.root,
             output=str(folder),
             variant=source,
-            max_document_length=max_document_length,
             max_products=max(1, num_products - plan.held_out),
+            **training.model,
         ),
-        PretrainingConfig(
-            max_steps=plan.steps,
-            epochs=1000,  # a ceiling: max_steps decides
-            batch_size=plan.batch_size,
-            aspect_weight=plan.aspect_weight,
-            learning_rate=plan.learning_rate,
-            head_learning_rate=plan.head_learning_rate,
-            bf16=plan.bf16,
-            seed=seed,
-            show_progress=True,
-        ),
+        dataclasses.replace(loop, **changes),
     )
     return folder

@@ -57,6 +57,8 @@ class ExperimentRole:
             hinge loss alone (uhd-bert Eq. 8).
         paper_preset: the paper whose settings it is run with (`pipelines.train.presets`, `--preset paper`):
             the paper that introduced it, or, for a baseline, the first paper of the family that ran it.
+        paper_pretraining: the pre-trained model it starts from under the paper profile, where the paper
+            pre-trains it and the budget does not (None: as `pretrained_from`).
     """
 
     trained: bool = True
@@ -65,6 +67,7 @@ class ExperimentRole:
     embeddings_from: str | None = None
     pointwise_loss: bool = True
     paper_preset: str | None = "madral-kdd22"
+    paper_pretraining: str | None = None
 
 
 # The experiment's variants, in the order of its table.
@@ -72,10 +75,11 @@ EXPERIMENT_ROLES: dict[str, ExperimentRole] = {
     ZERO_SHOT: ExperimentRole(trained=False, paper_preset=None),
     "bibert": ExperimentRole(pretrained_from="bibert"),
     "dssm": ExperimentRole(embeddings_from="bibert"),
-    "mpbert": ExperimentRole(),
+    # madral-kdd22 §8.2: MpBERT and MADR are trained "the same way as BiBERT", pre-training included.
+    "mpbert": ExperimentRole(paper_pretraining="mpbert"),
     "mtbert": ExperimentRole(pretrained_from="mtbert"),
     "bibert-concat": ExperimentRole(pretrained_from="bibert", paper_preset="repro-ecir24"),
-    "madr": ExperimentRole(),
+    "madr": ExperimentRole(paper_pretraining="madr"),
     "madral": ExperimentRole(pretrained_from="madral"),
     "madral-en-v1": ExperimentRole(pretrained_from="madral", paper_preset="repro-ecir24"),
     "madral-en-v2": ExperimentRole(pretrained_from="madral-en-v2", paper_preset="repro-ecir24"),

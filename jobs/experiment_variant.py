@@ -1,0 +1,107 @@
+"""What one variant of `madr experiment` is pre-trained and fine-tuned with.
+
+Two profiles of settings:
+
+- the budget (`--profile default` or `full`): every variant gets the experiment's own steps, batch,
+  truncation and loss weights, one shared encoder for queries and documents, and its registry entry's
+  budget options (UHD at 8,192 × 1 bucket);
+- the papers (`--profile paper`, `ExperimentConfig.paper_settings`): each variant gets the preset of the
+  paper its registry entry names (`ExperimentRole.paper_preset`, `pipelines.train.presets`): separate
+  or shared towers, truncation, losses, rates and variant options as that paper says, and it is
+  pre-trained when that paper pre-trains it (`ExperimentRole.paper_pretraining`). Its pre-trained model is
+  kept per source and preset, so variants that share one in the paper share it here too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from model.registry import experiment_role, learns_aspects_by_default
+from model.training import TrainingConfig
+from pipelines.train.encoder_job import parse_variant_options
+from pipelines.train.presets import PRESETS, Preset
+
+if TYPE_CHECKING:
+    from jobs.experiment import ExperimentConfig
+
+
+@dataclass(frozen=True)
+class VariantTraining:
+    """One variant's pre-training and fine-tuning in an experiment.
+
+    Attributes:
+        pretrained_from: the variant whose pre-trained model it fine-tunes from (None: the backbone).
+        pretrained_name: that model's folder under the experiment's pretrained/ (source, and the preset
+            under the paper profile, whose settings the pre-trained model keeps).
+        model: `EncoderJob` fields of both pre-training and fine-tuning (towers, truncation, options).
+        pretraining: `PretrainingConfig` changes the paper asks for (empty under the budget).
+        loop: the fine-tuning loop.
+        embeddings_from: a model folder, relative to the experiment root, whose word embeddings it
+            starts from (DSSM: BiBERT's), or None.
+        preset: the paper preset applied, or None under the budget.
+    """
+
+    pretrained_from: str | None
+    pretrained_name: str | None
+    model: dict[str, Any]
+    pretraining: dict[str, Any]
+    loop: TrainingConfig
+    embeddings_from: str | None
+    preset: str | None
+
+
+def variant_training(config: ExperimentConfig, variant: str) -> VariantTraining:
+    """How `variant` is trained under `config`'s profile (see the module)."""
+    role = experiment_role(variant)
+    learns_aspects = learns_aspects_by_default(variant)
+    loop = TrainingConfig(
+        epochs=config.epochs,
+        patience=config.patience,
+        batch_size=config.batch_size,
+        seed=config.seed,
+        aspect_loss_weight=config.aspect_loss_weight if learns_aspects else 0.0,
+        head_learning_rate=config.head_learning_rate,
+        pointwise_loss_weight=1.0 if role.pointwise_loss else 0.0,
+    )
+    preset: Preset | None = (
+        PRESETS[role.paper_preset] if config.paper_settings and role.paper_preset else None
+    )
+    if preset is None:
+        return VariantTraining(
+            pretrained_from=role.pretrained_from,
+            pretrained_name=role.pretrained_from,
+            model={"max_document_length": config.max_document_length, "variant_options": role.budget_options},
+            pretraining={},
+            loop=loop,
+            # The fine-tuned BiBERT's word embeddings: the budget shortcut (madral-kdd22 §8.2 starts DSSM from
+            # the pre-trained one).
+            embeddings_from=f"{role.embeddings_from}/model" if role.embeddings_from else None,
+            preset=None,
+        )
+    source = role.paper_pretraining or role.pretrained_from
+    train = dict(preset.train)
+    if not learns_aspects:
+        train["aspect_loss_weight"] = 0.0
+    name = f"{source}-{preset.name}" if source else None
+    return VariantTraining(
+        pretrained_from=source,
+        pretrained_name=name,
+        model={**preset.model, "variant_options": parse_variant_options(list(preset.variant_options))},
+        pretraining=dict(preset.pretrain),
+        loop=dataclasses.replace(loop, **train),
+        embeddings_from=(
+            f"pretrained/{role.embeddings_from}-{preset.name}" if role.embeddings_from else None
+        ),
+        preset=preset.name,
+    )
+
+
+def embeddings_source(training: VariantTraining, root: Path) -> Path | None:
+    """The model folder whose word embeddings the variant starts from, when it is there."""
+    if training.embeddings_from is None:
+        return None
+    folder = root / training.embeddings_from
+    return folder if (folder / "manifest.json").is_file() else None

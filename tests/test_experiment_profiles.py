@@ -1,0 +1,106 @@
+"""`madr experiment --profile paper`: each variant trained as its paper says (issue 27, item 1)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from jobs.experiment import PROFILES, ExperimentConfig, add_experiment_arguments, config_from_args
+from jobs.experiment_variant import variant_training
+from model.training import TrainingConfig
+from pipelines.train.pretrain import PretrainJob
+
+
+def _profile(name: str) -> ExperimentConfig:
+    parser = argparse.ArgumentParser()
+    add_experiment_arguments(parser)
+    return config_from_args(parser.parse_args(["--profile", name]))
+
+
+BUDGET = ExperimentConfig()
+PAPER = _profile("paper")
+
+
+def test_the_paper_profile_turns_the_paper_settings_on_and_gives_new_layers_their_own_rate() -> None:
+    assert PAPER.paper_settings and not BUDGET.paper_settings
+    assert PAPER.head_learning_rate == PROFILES["paper"]["head_learning_rate"] != BUDGET.head_learning_rate
+
+
+def test_the_budget_profile_trains_every_variant_alike_with_one_shared_encoder() -> None:
+    training = variant_training(BUDGET, "madral")
+    assert training.preset is None and training.pretraining == {}
+    assert training.model == {"max_document_length": BUDGET.max_document_length, "variant_options": ()}
+    assert training.loop == TrainingConfig(
+        epochs=BUDGET.epochs,
+        patience=BUDGET.patience,
+        batch_size=BUDGET.batch_size,
+        seed=BUDGET.seed,
+        aspect_loss_weight=BUDGET.aspect_loss_weight,
+        pointwise_loss_weight=1.0,
+    )
+    assert (training.pretrained_from, training.pretrained_name) == ("madral", "madral")
+    assert variant_training(BUDGET, "mpbert").pretrained_from is None  # the budget skips it
+    assert variant_training(BUDGET, "dssm").embeddings_from == "bibert/model"
+
+
+def test_madral_in_the_paper_profile_has_separate_towers_and_eq8() -> None:
+    training = variant_training(PAPER, "madral")
+    assert training.preset == "madral-kdd22"
+    assert training.model["separate_towers"] and training.model["max_document_length"] == 128
+    loop = training.loop
+    assert (loop.pointwise_loss_weight, loop.aspect_loss_weight, loop.hard_negatives) == (1.0, 0.1, 1)
+    assert loop.head_learning_rate == PROFILES["paper"]["head_learning_rate"]
+    assert training.pretraining == {"aspect_weight": 1.0, "mask_probability": 0.15}
+    assert training.pretrained_name == "madral-madral-kdd22"
+
+
+def test_the_repro_variants_share_towers_and_their_own_pretrained_model() -> None:
+    en_v1 = variant_training(PAPER, "madral-en-v1")
+    assert en_v1.preset == "repro-ecir24" and not en_v1.model["separate_towers"]
+    # The same source as MADRAL, but pre-trained with repro's settings, so not MADRAL's model.
+    assert en_v1.pretrained_name == "madral-repro-ecir24" != variant_training(PAPER, "madral").pretrained_name
+    assert (en_v1.loop.learning_rate, en_v1.loop.batch_size, en_v1.loop.aspect_loss_weight) == (5e-6, 64, 0.0)
+
+
+@pytest.mark.parametrize("variant", ["mpbert", "madr"])
+def test_variants_the_paper_pretrains_are_pretrained(variant: str) -> None:
+    training = variant_training(PAPER, variant)
+    assert training.pretrained_from == variant
+    PretrainJob(dataset="d", output="o", variant=variant, **training.model)  # the settings build a job
+
+
+def test_uhd_runs_at_the_papers_size_with_its_loss_alone() -> None:
+    training = variant_training(PAPER, "uhd")
+    assert dict(training.model["variant_options"]) == {
+        "dimensions": 81920,
+        "winners": 80,
+        "weight_sparsity": 0.7,
+    }
+    loop = training.loop
+    assert (loop.hard_negatives, loop.pointwise_loss_weight, loop.learning_rate) == (0, 0.0, 5e-6)
+    assert dict(variant_training(BUDGET, "uhd").model["variant_options"])["dimensions"] == 8192
+
+
+def test_dssm_starts_from_the_pretrained_bibert_and_bibert_learns_no_aspects() -> None:
+    assert variant_training(PAPER, "dssm").embeddings_from == "pretrained/bibert-madral-kdd22"
+    assert variant_training(PAPER, "bibert").loop.aspect_loss_weight == 0.0
+
+
+def test_the_paper_pretraining_keeps_the_papers_model_settings(tmp_path) -> None:
+    """One pre-training step through the experiment's own function: the model it writes has the preset's
+    towers and truncation, so the variants fine-tuned from it keep them."""
+    from jobs.experiment_pretraining import PretrainingPlan, pretrained_model
+    from model import load_config
+    from pipelines.layout import DatasetLayout
+    from product_data.synthetic import SyntheticConfig, generate_benchmark
+
+    data = DatasetLayout(str(tmp_path / "data"))
+    generate_benchmark(SyntheticConfig(num_products=300, num_queries=20), data.root)
+    training = variant_training(PAPER, "madral")
+    plan = PretrainingPlan(steps=1, batch_size=4, held_out=100)
+    folder = pretrained_model(training, plan, data, tmp_path, 300, seed=13)
+    assert folder == tmp_path / "pretrained" / "madral-madral-kdd22"
+    config = load_config(folder)
+    assert (config.shared_towers, config.max_document_length) == (False, 128)
+    assert pretrained_model(training, plan, data, tmp_path, 300, seed=13) == folder  # kept, not redone

@@ -19,7 +19,7 @@ from evaluation.metrics import (
 )
 from evaluation.relevance import ESCI_RELEVANCE, RelevanceRule
 from evaluation.report import format_table, read_run, write_metrics, write_run
-from evaluation.significance import TTestResult, paired_t_test, student_t_cdf
+from evaluation.significance import TTestResult, holm_adjusted, paired_t_test, student_t_cdf
 
 __all__ = [
     "DEFAULT_METRICS",
@@ -34,6 +34,7 @@ __all__ = [
     "evaluate_query",
     "evaluate_ranks",
     "format_table",
+    "holm_adjusted",
     "paired_t_test",
     "parse_metric",
     "parse_metrics",

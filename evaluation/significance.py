@@ -8,11 +8,12 @@ fraction with the modified Lentz method (Numerical Recipes §6.4):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
+K = TypeVar("K")
 _TINY = 1e-300
 _EPSILON = 1e-15
 _MAX_ITERATIONS = 1000
@@ -114,8 +115,25 @@ def paired_t_test(a: Sequence[float], b: Sequence[float]) -> TTestResult:
     return TTestResult(statistic, student_t_two_sided_p(statistic, differences.size - 1))
 
 
+def holm_adjusted(pvalues: Mapping[K, float]) -> dict[K, float]:
+    """Holm's step-down adjustment of a family of p-values (Holm 1979), as the p-values to compare with α.
+
+    Sorted ascending, the i-th of m (from 0) becomes max over j ≤ i of min(1, (m − j)·p_j): rejecting where
+    the adjusted value is below α controls the family-wise error rate at α. nan (an undefined test) stays
+    nan and does not count towards m.
+    """
+    defined = sorted(((p, key) for key, p in pvalues.items() if not math.isnan(p)), key=lambda pair: pair[0])
+    adjusted: dict[K, float] = {key: math.nan for key, p in pvalues.items() if math.isnan(p)}
+    running = 0.0
+    for rank, (pvalue, key) in enumerate(defined):
+        running = max(running, min(1.0, (len(defined) - rank) * pvalue))
+        adjusted[key] = running
+    return {key: adjusted[key] for key in pvalues}
+
+
 __all__ = [
     "TTestResult",
+    "holm_adjusted",
     "paired_t_test",
     "regularized_incomplete_beta",
     "student_t_cdf",

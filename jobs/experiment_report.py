@@ -87,7 +87,7 @@ def _sparse_table(summary: dict[str, Any]) -> list[str]:
 
 
 def write_report(report: dict[str, Any], path: Path) -> str:
-    """Write the table (means; † = paired t-test p < 0.01 against the baseline) and return it."""
+    """Write the table (means; ↑ / ↓ = Holm-adjusted paired t-test p < 0.01 against the baseline)."""
     config, summary = report["config"], report["summary"]
     aspects = ECOMMERCE_ASPECTS  # the experiment's models are trained on the default aspects (EncoderJob)
     header = [
@@ -102,8 +102,9 @@ def write_report(report: dict[str, Any], path: Path) -> str:
         f"{config['num_products']:,} products) and the ranking task "
         f"(NDCG, AUC: each test query re-ranks its judged products), on the test split of "
         f"{config['num_queries']} synthetic queries. ↑ / ↓: better / worse than {config['baseline']} "
-        f"with p < {SIGNIFICANCE} in a paired t-test over the test queries; ▲ / ▼: the same against "
-        "zero-shot (the bundled MiniLM, mean pooling, untrained).",
+        f"with p < {SIGNIFICANCE} in a paired t-test over the test queries, Holm-adjusted over every "
+        "comparison the table marks; ▲ / ▼: the same against zero-shot (the bundled MiniLM, mean "
+        "pooling, untrained), adjusted over its own comparisons.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
@@ -111,10 +112,11 @@ def write_report(report: dict[str, Any], path: Path) -> str:
     for variant, result in summary.items():
         baseline = summary[config["baseline"]]["means"]
         zero = summary.get("zero-shot")
-        against = (
-            (zero["means"], result.get("pvalues_zero_shot") or {}) if zero and zero is not result else None
-        )
-        cells = [_cell(result["means"], result["pvalues"], baseline, key, against) for key, _ in COLUMNS]
+        # Holm-adjusted p-values; a results.json from before the adjustment has only the raw ones.
+        pvalues = result.get("pvalues_holm", result["pvalues"])
+        zero_pvalues = result.get("pvalues_zero_shot_holm", result.get("pvalues_zero_shot")) or {}
+        against = (zero["means"], zero_pvalues) if zero and zero is not result else None
+        cells = [_cell(result["means"], pvalues, baseline, key, against) for key, _ in COLUMNS]
         accuracy = [
             _accuracy(result["query_accuracy"], aspects),
             _accuracy(result["product_accuracy"], aspects),

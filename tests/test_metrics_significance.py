@@ -9,6 +9,7 @@ import pytest
 
 from evaluation.metrics import paired_t_test
 from evaluation.significance import (
+    holm_adjusted,
     regularized_incomplete_beta,
     student_t_cdf,
     student_t_two_sided_p,
@@ -80,3 +81,14 @@ def test_paired_t_test_degenerate_and_invalid_input() -> None:
         paired_t_test([1.0, math.nan], [0.0, 1.0])
     with pytest.raises(ValueError):
         regularized_incomplete_beta(1.5, 1.0, 1.0)
+
+
+def test_holm_adjustment_by_hand() -> None:
+    """m = 4 defined p-values (the nan is not a test): sorted 0.005, 0.01, 0.03, 0.04 become 4·0.005, 3·0.01,
+    2·0.03 and max(0.06, 1·0.04), each at least its predecessor."""
+    adjusted = holm_adjusted({"a": 0.01, "b": 0.04, "c": 0.03, "d": 0.005, "e": math.nan})
+    assert list(adjusted) == ["a", "b", "c", "d", "e"]
+    assert [adjusted[k] for k in "abcd"] == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert math.isnan(adjusted["e"])
+    assert holm_adjusted({"x": 0.5, "y": 0.6}) == {"x": 1.0, "y": 1.0}
+    assert holm_adjusted({}) == {}

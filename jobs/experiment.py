@@ -49,6 +49,7 @@ from pipelines.train.finetune import TrainJob, run_training
 from pipelines.train.pretrain import PRETRAIN_PRECISION_HELP, PRETRAIN_PRECISIONS, pretrain_in_bf16
 from pipelines.zero_shot import zero_shot_model
 from product_data.synthetic import SyntheticConfig, generate_benchmark
+from schemas.splits import HeldOutProducts, title_key
 
 DEFAULT_VARIANTS = tuple(EXPERIMENT_ROLES)
 RETRIEVAL_METRICS = ("recall@100", "recall@500", "recall@10000")
@@ -97,7 +98,9 @@ class ExperimentConfig:
     pretrain_aspect_weight: float = setting(1.0, "λp on the aspect losses in pre-training (Eq. 7)")
     pretrain_precision: str = setting("auto", PRETRAIN_PRECISION_HELP, choices=PRETRAIN_PRECISIONS)
     held_out_products: int = setting(
-        2000, "Products at the catalog's end never pre-trained on; product Accuracy@1 is measured on them"
+        2000,
+        "About this many products never trained on, chosen by a hash of their title's words (so near-"
+        "duplicate titles fall on one side); product Accuracy@1 is measured on them",
     )
     seed: int = setting(13, "Seed of data and training")
     paper_settings: bool = setting(
@@ -113,6 +116,12 @@ class ExperimentConfig:
             raise ValueError(f"variants repeat: {self.variants}")
         if self.pretrain_precision not in PRETRAIN_PRECISIONS:
             raise ValueError(f"pretrain_precision must be one of {PRETRAIN_PRECISIONS}")
+        if not 0 <= self.held_out_products < self.num_products:
+            raise ValueError(f"held_out_products must be in [0, num_products), got {self.held_out_products}")
+
+    def held_out_rule(self) -> HeldOutProducts:
+        """The products no model trains on: a hash of the title's words at `held_out_products` / catalog."""
+        return HeldOutProducts(self.held_out_products / self.num_products, by="title")
 
 
 def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
@@ -170,13 +179,13 @@ def _run_variant(
     plan = PretrainingPlan(
         steps=config.pretrain_steps,
         aspect_weight=config.pretrain_aspect_weight,
-        held_out=config.held_out_products,
+        held_out=config.held_out_rule(),
         bf16=pretrain_in_bf16(config.pretrain_precision),
     )
     # Only for a model still to train: skipped, like the train stage, once its manifest exists.
     init_from = StageRunner(timings, digits=1).run(
         "pretrain",
-        lambda: pretrained_model(training, plan, data, folder.parent, config.num_products, config.seed),
+        lambda: pretrained_model(training, plan, data, folder.parent, config.seed),
         folder / "model",
     )
     job = TrainJob(
@@ -224,11 +233,12 @@ def _embed_index_evaluate(
     return timings
 
 
-def held_out_products(data: DatasetLayout, count: int) -> list[dict[str, Any]]:
-    """The annotated products among the catalog's last `count` that no model trained on.
+def held_out_products(data: DatasetLayout, rule: HeldOutProducts) -> list[dict[str, Any]]:
+    """The annotated products that `rule` holds out and that no model trained on, nor on a near-duplicate.
 
-    Pre-training reads the products before them (`PretrainingPlan.held_out`); fine-tuning
-    reads the judged products of the train and valid queries, so those are left out too.
+    Pre-training skips what `rule` holds (`PretrainingPlan.held_out`). Fine-tuning reads the judged
+    products of the train and valid queries: those are left out, and so is every held-out product whose
+    title words (`schemas.splits.title_key`) are those of one of them.
     """
     tuned = {q["query_id"] for q in pq.read_table(data.queries).to_pylist() if q["split"] != "test"}
     seen = {
@@ -236,11 +246,16 @@ def held_out_products(data: DatasetLayout, count: int) -> list[dict[str, Any]]:
         for row in pq.read_table(data.judgments, columns=["query_id", "product_id"]).to_pylist()
         if row["query_id"] in tuned
     }
-    products = pq.read_table(str(Path(data.root) / "products"))
-    tail = products.slice(max(0, products.num_rows - count)).to_pylist()
+    products = pq.read_table(str(Path(data.root) / "products")).to_pylist()
+    seen_titles = {title_key(p["title"]) for p in products if p["product_id"] in seen}
     # Parquet gives the aspects map as (key, values) pairs; the text builders read a dict.
     return [
-        {**p, "aspects": dict(p["aspects"])} for p in tail if p["aspects"] and p["product_id"] not in seen
+        {**p, "aspects": dict(p["aspects"])}
+        for p in products
+        if p["aspects"]
+        and rule.holds(p)
+        and p["product_id"] not in seen
+        and title_key(p["title"]) not in seen_titles
     ]
 
 
@@ -290,7 +305,7 @@ def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
     started = time.perf_counter()
     data = _dataset(config, root)
     rule = RelevanceRule()
-    held_out = held_out_products(data, config.held_out_products)  # the same for every variant
+    held_out = held_out_products(data, config.held_out_rule())  # the same for every variant
     results: dict[str, Any] = {}
     progress = ProgressLog("variants done", len(config.variants), interval_s=0, log=print)
     for variant in config.variants:

@@ -6,14 +6,14 @@ differ only in fine-tuning share one pre-trained model, as in repro-ecir24 §8.1
 en-v1 "only differs during fine-tuning" from MADRAL-ori and "Only CLS" (§5.2) fuses
 nothing on top of the same pre-trained aspect embeddings. BiBERT is pre-trained with
 MLM alone for the same number of steps, so that a gain of an aspect variant is not
-just domain-adaptive MLM. The last `held_out` products are never pre-trained on:
-product Accuracy@1 is measured on them.
+just domain-adaptive MLM. The products `held_out` holds (a hash of their title's words) are never
+pre-trained on: product Accuracy@1 is measured on them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from jobs.experiment_variant import VariantTraining
@@ -25,6 +25,7 @@ from pipelines.train.pretrain import (
     PretrainJob,
     run_pretraining,
 )
+from schemas.splits import HeldOutProducts
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class PretrainingPlan:
         steps: optimiser steps per pre-trained model (0: no pre-training at all).
         batch_size: texts per step (one side at a time).
         aspect_weight: λp of Eq. 7 (repro-ecir24 §7 uses 0.1; 1 is Eq. 7 as written).
-        held_out: products at the end of the catalog that no model is pre-trained on.
+        held_out: the products no model is pre-trained on (`ExperimentConfig.held_out_rule`).
         learning_rate / head_learning_rate: AdamW's rates for the backbone / the new layers.
         bf16: bfloat16 autocast in the forward pass (1.75x per step where it is native).
     """
@@ -43,13 +44,13 @@ class PretrainingPlan:
     steps: int = 250
     batch_size: int = 32
     aspect_weight: float = 1.0
-    held_out: int = 2000
+    held_out: HeldOutProducts = field(default_factory=lambda: HeldOutProducts(0.1, by="title"))
     learning_rate: float = CATALOG_PRETRAIN_LEARNING_RATE
     head_learning_rate: float = CATALOG_PRETRAIN_HEAD_LEARNING_RATE
     bf16: bool = False
 
     def __post_init__(self) -> None:
-        if self.steps < 0 or self.batch_size < 1 or self.held_out < 0 or self.aspect_weight < 0:
+        if self.steps < 0 or self.batch_size < 1 or self.aspect_weight < 0:
             raise ValueError(f"invalid pre-training plan {self}")
 
 
@@ -58,7 +59,6 @@ def pretrained_model(
     plan: PretrainingPlan,
     data: DatasetLayout,
     root: Path,
-    num_products: int,
     seed: int,
 ) -> Path | None:
     """The pre-trained model a variant fine-tunes from (`training.pretrained_from`, kept in
@@ -89,7 +89,7 @@ def pretrained_model(
             dataset=data.root,
             output=str(folder),
             variant=source,
-            max_products=max(1, num_products - plan.held_out),
+            held_out=plan.held_out,
             **training.model,
         ),
         dataclasses.replace(loop, **changes),

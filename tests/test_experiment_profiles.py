@@ -98,9 +98,9 @@ def test_the_paper_pretraining_keeps_the_papers_model_settings(tmp_path) -> None
     data = DatasetLayout(str(tmp_path / "data"))
     generate_benchmark(SyntheticConfig(num_products=300, num_queries=20), data.root)
     training = variant_training(PAPER, "madral")
-    plan = PretrainingPlan(steps=1, batch_size=4, held_out=100)
-    folder = pretrained_model(training, plan, data, tmp_path, 300, seed=13)
+    plan = PretrainingPlan(steps=1, batch_size=4)
+    folder = pretrained_model(training, plan, data, tmp_path, seed=13)
     assert folder == tmp_path / "pretrained" / "madral-madral-kdd22"
     config = load_config(folder)
     assert (config.shared_towers, config.max_document_length) == (False, 128)
-    assert pretrained_model(training, plan, data, tmp_path, 300, seed=13) == folder  # kept, not redone
+    assert pretrained_model(training, plan, data, tmp_path, seed=13) == folder  # kept, not redone

@@ -35,6 +35,7 @@ from pipelines.layout import DatasetLayout
 from pipelines.verify import ModelMismatchError
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import write_manifest
+from schemas.splits import HeldOutProducts
 from tests.conftest import tiny_backbone
 
 RULE = RelevanceRule(positive_min_grade=2)
@@ -153,7 +154,7 @@ def test_weighted_index_retrieves_as_dense_exact_search_of_the_model(sparse_run:
 
 def test_experiment_ranking_summary_and_table_for_a_sparse_variant(sparse_run: dict) -> None:
     data, folder = sparse_run["data"], sparse_run["folder"]
-    driver = _driver_metrics(data, folder, RULE, held_out_products(data, 100))
+    driver = _driver_metrics(data, folder, RULE, held_out_products(data, HeldOutProducts(0.25, by="title")))
     assert driver["query_accuracy"] is None  # UHD learns no aspects
     ranking = {row["query_id"]: row for row in driver["ranking_rows"]}
     assert ranking and all(0 <= row["ndcg@5"] <= 1 for row in ranking.values())
@@ -211,16 +212,32 @@ def test_experiment_ranking_summary_and_table_for_a_sparse_variant(sparse_run: d
     )
 
 
-def test_held_out_products_are_the_catalog_tail_minus_tuned_judgments(sparse_run: dict) -> None:
+def test_held_out_products_are_the_rules_minus_tuned_judgments_and_their_near_duplicates(
+    sparse_run: dict,
+) -> None:
+    """Regenerates the experiment's held-out set from the code: the title rule's products, less those
+    judged for train or valid queries and those whose title words are one of theirs."""
     from model.text import document_text_with_aspects
+    from schemas.splits import title_key
 
     data = sparse_run["data"]
-    products = held_out_products(data, 100)
-    tail = {p["product_id"] for p in pq.read_table(f"{data.root}/products").slice(300).to_pylist()}
+    rule = HeldOutProducts(0.25, by="title")
+    products = held_out_products(data, rule)
+    catalog = pq.read_table(f"{data.root}/products").to_pylist()
     tuned = {q["query_id"] for q in pq.read_table(data.queries).to_pylist() if q["split"] != "test"}
     judged = {j["product_id"] for j in pq.read_table(data.judgments).to_pylist() if j["query_id"] in tuned}
+    trained_titles = {
+        title_key(p["title"]) for p in catalog if not rule.holds(p) or p["product_id"] in judged
+    }
+    expected = {
+        p["product_id"]
+        for p in catalog
+        if p["aspects"] and rule.holds(p) and title_key(p["title"]) not in trained_titles
+    }
     ids = {p["product_id"] for p in products}
-    assert ids and ids <= tail and not ids & judged
+    assert ids == expected and not ids & judged
+    # No held-out product has a near-duplicate title among the products trained on.
+    assert not {title_key(p["title"]) for p in products} & trained_titles
     # BiBERT-CONCAT's text builder reads the aspects as a dict (it crashed on Parquet's pairs).
     assert all(isinstance(p["aspects"], dict) for p in products)
     assert "category: " in document_text_with_aspects(products[0], ("category", "brand", "color"))

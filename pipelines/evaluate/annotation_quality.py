@@ -108,7 +108,7 @@ def held_out_products(
             continue  # the embed stage dead-letters it; it has no annotation to score
         if not product["aspects"] or product["product_id"] in excluded:
             continue
-        if rule is None or rule.contains(product["product_id"]):
+        if rule is None or rule.holds(product):
             chosen.append(product)
     return chosen
 
@@ -159,7 +159,7 @@ def _held_out_of_model(
     # `madr adapt` fitted its confidence temperatures on a share of the held-out products: not scored.
     calibrated = HeldOutProducts.from_manifest({"held_out_products": manifest.get("calibrated_on_products")})
     if calibrated is not None:
-        chosen = [product for product in chosen if not calibrated.contains(product["product_id"])]
+        chosen = [product for product in chosen if not calibrated.holds(product)]
         described = _describe(rule, len(chosen), None)
         return f"{described}, less the {calibrated.fraction:.1%} that calibrated the confidences", chosen
     return _describe(rule, len(chosen), None), chosen

@@ -146,7 +146,7 @@ def _catalog(job: AdaptJob, encoder: DenseEncoder) -> tuple[list[CatalogProduct]
             LOGGER.debug("skipping product: %s", error)
             continue
         item = catalog_product(product, text_for_model(product, encoder.config))
-        (held_out if job.held_out.contains(item.product_id) else train).append(item)
+        (held_out if job.held_out.holds(product) else train).append(item)
     if invalid:
         LOGGER.warning("%d invalid products skipped (madr embed dead-letters them with the reason)", invalid)
     if job.max_products is not None:
@@ -157,11 +157,13 @@ def _catalog(job: AdaptJob, encoder: DenseEncoder) -> tuple[list[CatalogProduct]
 
 
 def _new_encoder(job: AdaptJob) -> tuple[DenseEncoder, PreTrainedTokenizerBase, dict[str, int]]:
-    """The recipe's encoder with heads sized by this catalog's products (their fields, not queries)."""
+    """The recipe's encoder with heads sized by this catalog's products outside the held-out share (their
+    fields, not queries): a value only held-out products carry stays unknown, as on a catalog never seen."""
     layout = DatasetLayout(job.dataset)
     with tempfile.TemporaryDirectory() as scratch:
+        path = f"{scratch}/v.json"
         vocabulary = run_build_vocabulary(
-            layout.products, None, job.aspects, job.min_aspect_count, f"{scratch}/v.json"
+            layout.products, None, job.aspects, job.min_aspect_count, path, held_out=job.held_out
         )
     encoder, tokenizer = job.new_encoder(vocabulary)
     if job.from_model:
@@ -202,7 +204,7 @@ def _adapt(job: AdaptJob, loop: TrainingConfig) -> AdaptReport:
         refit_aspect_heads(job.output, job.dataset, job.held_out, loop.head_refit_epochs, loop.seed)
     # Confidences fitted on one half of the held-out products; the other half measures them.
     calibrating = calibration_share(job.held_out)
-    chosen = [product for product in held_out if calibrating.contains(product.product_id)]
+    chosen = [p for p in held_out if calibrating.holds({"product_id": p.product_id, "title": p.title})]
     temperatures = calibrate_confidences(
         job.output, [p.text for p in chosen], [p.aspects or {} for p in chosen]
     )

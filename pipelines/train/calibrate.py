@@ -28,7 +28,7 @@ LOGGER = logging.getLogger(__name__)
 def calibration_share(held_out: HeldOutProducts) -> HeldOutProducts:
     """The half of the held-out products that calibrates: a rule with half the fraction holds out a
     subset of the same products (`HeldOutProducts` grows by adding products)."""
-    return HeldOutProducts(held_out.fraction / 2)
+    return HeldOutProducts(held_out.fraction / 2, held_out.by)
 
 
 def calibrate_confidences(

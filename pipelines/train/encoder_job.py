@@ -11,7 +11,7 @@ import argparse
 import json
 import logging
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +28,7 @@ from pipelines.options import OverwriteOptions, add_stage_arguments
 from pipelines.stage_config import add_config_arguments, add_output_argument, config_values, setting
 from pipelines.train.vocabulary import run_build_vocabulary
 from schemas import ECOMMERCE_ASPECTS, AspectSchema, write_manifest
+from schemas.splits import HeldOutProducts
 
 LOGGER = logging.getLogger(__name__)
 
@@ -99,8 +100,11 @@ class EncoderJob:
         settings.update(self.variant_options)
         return settings
 
-    def new_encoder_for_dataset(self) -> tuple[DenseEncoder, PreTrainedTokenizerBase, AspectVocabulary]:
-        """A fresh encoder on the job's backbone, its heads sized by the dataset's aspect vocabulary."""
+    def new_encoder_for_dataset(
+        self, held_out: HeldOutProducts | None = None, query_splits: Sequence[str] = ("train",)
+    ) -> tuple[DenseEncoder, PreTrainedTokenizerBase, AspectVocabulary]:
+        """A fresh encoder on the job's backbone, its heads sized by the aspect vocabulary of what it
+        trains on: the dataset's products outside `held_out` and its queries of `query_splits`."""
         layout = DatasetLayout(self.dataset)
         with tempfile.TemporaryDirectory() as scratch:
             vocabulary = run_build_vocabulary(
@@ -109,6 +113,8 @@ class EncoderJob:
                 self.aspects,
                 self.min_aspect_count,
                 f"{scratch}/v.json",
+                held_out=held_out,
+                query_splits=query_splits,
             )
         LOGGER.info("aspect vocabulary sizes: %s", vocabulary.sizes())
         return (*self.new_encoder(vocabulary), vocabulary)

@@ -106,7 +106,7 @@ def load_pretraining_records(job: PretrainJob, encoder: DenseEncoder) -> list[Pr
             skipped += 1
             LOGGER.debug("skipping product: %s", error)
             continue
-        if job.held_out.contains(product["product_id"]):
+        if job.held_out.holds(product):
             held_out += 1
             continue
         text = text_for_model(product, encoder.config)
@@ -140,7 +140,7 @@ def run_pretraining(job: PretrainJob, loop: PretrainingConfig) -> PretrainingRep
 
 def _pretrain(job: PretrainJob, loop: PretrainingConfig) -> PretrainingReport:
     with seeded(loop.seed):
-        encoder, tokenizer, vocabulary = job.new_encoder_for_dataset()
+        encoder, tokenizer, vocabulary = job.new_encoder_for_dataset(job.held_out, job.query_splits)
     records = load_pretraining_records(job, encoder)
     sides = {side.value: sum(r.side is side for r in records) for side in Side}
     LOGGER.info("pre-training on %d products and %d queries", sides["document"], sides["query"])

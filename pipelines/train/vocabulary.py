@@ -28,6 +28,7 @@ from model.backbone import load_tokenizer
 from pipelines.catalog_io import METRICS_NAMESPACE, ValidateRecords
 from pipelines.runner import make_pipeline
 from schemas import validate_product, validate_query
+from schemas.splits import HeldOutProducts
 
 
 class _AspectUnits(beam.DoFn):
@@ -132,10 +133,15 @@ def run_build_vocabulary(
     aspects: Sequence[str],
     min_count: int,
     output_path: str,
+    held_out: HeldOutProducts | None = None,
+    query_splits: Sequence[str] | None = ("train",),
 ) -> AspectVocabulary:
     """Count the aspect values of a catalog (and its queries); save and return the vocabulary.
 
-    A Beam pipeline, so it scales with the catalog; only the kept values reach the driver.
+    Only what training reads counts: products outside `held_out`, and queries of `query_splits` (None:
+    every split). A value seen only in validation or test queries, or only on held-out products, is
+    then unknown to the model, as it would be on a catalog it never saw, and its accuracy on them is
+    not inflated. A Beam pipeline, so it scales with the catalog; only the kept values reach the driver.
     """
     pipeline = make_pipeline(PipelineOptions([]))
     products = (
@@ -143,14 +149,21 @@ def run_build_vocabulary(
         | "ReadProducts" >> beam.io.ReadFromParquet(product_pattern)
         | "ValidateProducts" >> ValidateRecords("product", validate_product)
     )
-    records = [products.valid]
+    trained_on = products.valid
+    if held_out is not None and held_out.fraction:
+        trained_on = trained_on | "SkipHeldOut" >> beam.Filter(lambda product: not held_out.holds(product))
+    records = [trained_on]
     if queries_path:
         queries = (
             pipeline
             | "ReadQueries" >> beam.io.ReadFromParquet(queries_path)
             | "ValidateQueries" >> ValidateRecords("query", validate_query)
         )
-        records.append(queries.valid)
+        splits = None if query_splits is None else frozenset(query_splits)
+        records.append(
+            queries.valid
+            | "TrainingSplits" >> beam.Filter(lambda query: splits is None or query["split"] in splits)
+        )
     _ = (
         records
         | "AllRecords" >> beam.Flatten()

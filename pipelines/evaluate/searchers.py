@@ -35,7 +35,7 @@ class CorpusSearcher(Searcher, Protocol):
 
 
 class SearcherSource(Protocol):
-    """How a worker gets its searcher: picklable, opened once per DoFn instance."""
+    """How a worker gets its searcher: picklable; `SearchAndScore` opens it once per worker process."""
 
     def open(self) -> CorpusSearcher: ...
 

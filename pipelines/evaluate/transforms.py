@@ -20,6 +20,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
+from apache_beam.utils import shared
 
 from evaluation.metrics import MetricSpec
 from evaluation.ranked import CorpusIds, run_table, score_query
@@ -78,6 +79,9 @@ class _SearchAndScoreFn(beam.DoFn):
         self.metrics = tuple(metrics)
         self.rule = rule
         self.emit_run = emit_run
+        # One searcher per worker process, however many DoFn instances the runner makes (threads,
+        # bundles, a second search of the same source): at 100M products a copy is about 51 GB.
+        self.shared_searcher = shared.Shared()
         self.searcher: CorpusSearcher | None = None
         self.corpus: CorpusIds | None = None
         self.searched = Metrics.counter(METRICS_NAMESPACE, "queries_searched" + counter_suffix)
@@ -88,7 +92,7 @@ class _SearchAndScoreFn(beam.DoFn):
         self.not_in_catalog = Metrics.counter(METRICS_NAMESPACE, "judgments_not_in_catalog" + counter_suffix)
 
     def setup(self) -> None:
-        self.searcher = self.source.open()
+        self.searcher = self.shared_searcher.acquire(self.source.open, tag=repr(self.source))
         self.corpus = CorpusIds(self.searcher.ids)
 
     def process(self, batch: Sequence[JudgedQuery]) -> Iterator[Any]:
@@ -118,8 +122,9 @@ class _SearchAndScoreFn(beam.DoFn):
 class SearchAndScore(beam.PTransform):
     """JudgedQuery -> {"per_query": metric rows, "relevant_ranks": rows, "run": `RUN_SCHEMA` Arrow tables}.
 
-    ``source.open()`` gives the searcher (once per worker); queries are searched ``batch_size`` at a time
-    to ``depth``, capped at the corpus size. ``emit_run=False`` skips the run tables of a searcher whose
+    ``source.open()`` gives the searcher, once per worker process (a Beam `Shared` handle: every copy of
+    the DoFn a runner unpickles in a process shares it); queries are searched ``batch_size`` at a time to
+    ``depth``, capped at the corpus size. ``emit_run=False`` skips the run tables of a searcher whose
     run is not kept; ``counter_suffix`` names the counters of a second searcher in the same job.
     """
 

@@ -12,6 +12,7 @@ stage (its manifest exists) is not run again, so an interrupted experiment resum
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import time
@@ -22,13 +23,14 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from evaluation import RelevanceRule, aggregate, holm_adjusted, paired_t_test
+from evaluation import RelevanceRule
 from jobs.experiment_pretraining import PretrainingPlan, pretrained_model
-from jobs.experiment_report import COLUMNS, write_report
+from jobs.experiment_report import write_report
+from jobs.experiment_summary import pool_seeds, summarise
 from jobs.experiment_variant import embeddings_source, variant_training
 from jobs.stage_runs import StageRunner
 from model import Side, load_encoder, text_for_model
-from model.registry import EXPERIMENT_ROLES, ZERO_SHOT, experiment_role
+from model.registry import EXPERIMENT_ROLES, experiment_role
 from pipelines.artifacts import read_embeddings
 from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.evaluate.judged_ranking import aspect_accuracy, encode, rerank_judged
@@ -103,6 +105,11 @@ class ExperimentConfig:
         "duplicate titles fall on one side); product Accuracy@1 is measured on them",
     )
     seed: int = setting(13, "Seed of data and training")
+    seeds: int = setting(
+        1,
+        "Training runs per variant, with seeds --seed, --seed + 1, ... over the same data: the table gives "
+        "mean ± sd over them and tests the per-query means pooled over them",
+    )
     paper_settings: bool = setting(
         False,
         "Train each variant with its paper's settings (towers, truncation, losses, rates, options, which "
@@ -116,6 +123,8 @@ class ExperimentConfig:
             raise ValueError(f"variants repeat: {self.variants}")
         if self.pretrain_precision not in PRETRAIN_PRECISIONS:
             raise ValueError(f"pretrain_precision must be one of {PRETRAIN_PRECISIONS}")
+        if self.seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
         if not 0 <= self.held_out_products < self.num_products:
             raise ValueError(f"held_out_products must be in [0, num_products), got {self.held_out_products}")
 
@@ -299,6 +308,23 @@ def _driver_metrics(
     }
 
 
+def _run_result(
+    data: DatasetLayout, folder: Path, rule: RelevanceRule, held_out: list[dict[str, Any]], timings: dict
+) -> dict[str, Any]:
+    """One trained run's per-query metrics (the pipeline's and the driver's), accuracies and timings."""
+    per_query = {
+        row["query_id"]: row for row in pq.read_table(folder / "eval" / "per_query.parquet").to_pylist()
+    }
+    driver = _driver_metrics(data, folder, rule, held_out)
+    for row in driver["ranking_rows"]:
+        per_query.setdefault(row["query_id"], {"query_id": row["query_id"]}).update(row)
+    result = {"per_query": per_query, "timings": timings, **driver}
+    sparse = read_sparse_results(folder / "eval")
+    if sparse is not None:
+        result["sparse_indexes"] = sparse["indexes"]
+    return result
+
+
 def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
@@ -310,18 +336,16 @@ def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
     progress = ProgressLog("variants done", len(config.variants), interval_s=0, log=print)
     for variant in config.variants:
         print(f"\n== {variant} ({config.variants.index(variant) + 1} of {len(config.variants)})", flush=True)
-        folder = root / variant
-        timings = _run_variant(config, variant, data, folder)
-        per_query = {
-            row["query_id"]: row for row in pq.read_table(folder / "eval" / "per_query.parquet").to_pylist()
-        }
-        driver = _driver_metrics(data, folder, rule, held_out)
-        for row in driver["ranking_rows"]:
-            per_query.setdefault(row["query_id"], {"query_id": row["query_id"]}).update(row)
-        results[variant] = {"per_query": per_query, "timings": timings, **driver}
-        sparse = read_sparse_results(folder / "eval")
-        if sparse is not None:
-            results[variant]["sparse_indexes"] = sparse["indexes"]
+        runs = []
+        # The zero-shot backbone is not trained: one run, whatever the seeds.
+        seeds = range(config.seed, config.seed + (config.seeds if experiment_role(variant).trained else 1))
+        for seed in seeds:
+            # The first seed's runs at the root, as with one seed; each further seed's, pre-trained models
+            # included, in seeds/<seed>/ over the same data.
+            folder = (root if seed == config.seed else root / "seeds" / str(seed)) / variant
+            timings = _run_variant(dataclasses.replace(config, seed=seed), variant, data, folder)
+            runs.append(_run_result(data, folder, rule, held_out, timings))
+        results[variant] = pool_seeds(runs)
         progress.add(1)
         if config.baseline in results:
             # After every variant, so an experiment stopped half-way still leaves its table.
@@ -343,62 +367,3 @@ def _write_results(
     (root / "results.json").write_text(json.dumps(report, indent=2, default=float) + "\n")
     write_report(report, root / "results.md")
     return report
-
-
-def _pvalues(per_query: dict[str, Any], base: dict[str, Any], names: list[str]) -> dict[str, float]:
-    """Paired t-test p-value per metric, over the queries where both define it."""
-    pvalues = {}
-    for name in names:
-        pairs = [
-            (row[name], base[qid][name])
-            for qid, row in per_query.items()
-            if qid in base and name in row and name in base[qid]
-        ]
-        pairs = [(a, b) for a, b in pairs if not (np.isnan(a) or np.isnan(b))]
-        if len(pairs) >= 2:
-            pvalues[name] = paired_t_test([a for a, _ in pairs], [b for _, b in pairs]).pvalue
-    return pvalues
-
-
-def summarise(results: dict[str, Any], baseline: str) -> dict[str, Any]:
-    """Means per variant and metric, with paired t-test p-values against the baseline's queries and,
-    when the experiment has it, against the backbone used zero-shot (`pvalues_zero_shot`)."""
-    summary: dict[str, Any] = {}
-    base = results[baseline]["per_query"]
-    zero_shot = results[ZERO_SHOT]["per_query"] if ZERO_SHOT in results else None
-    for variant, result in results.items():
-        rows = list(result["per_query"].values())
-        means = {name: mean.mean for name, mean in aggregate(rows).items()}
-        pvalues = _pvalues(result["per_query"], base, list(means)) if variant != baseline else {}
-        if zero_shot is not None and variant != ZERO_SHOT:
-            result["pvalues_zero_shot"] = _pvalues(result["per_query"], zero_shot, list(means))
-        summary[variant] = {
-            "means": means,
-            "pvalues": pvalues,
-            "pvalues_zero_shot": result.get("pvalues_zero_shot", {}),
-            "query_accuracy": result["query_accuracy"],
-            "product_accuracy": result["product_accuracy"],
-            "timings": result["timings"],
-        }
-        if "sparse_indexes" in result:  # per inverted index: means, size on disk, ms per query
-            summary[variant]["sparse_indexes"] = result["sparse_indexes"]
-    for family in ("pvalues", "pvalues_zero_shot"):
-        _holm_correct(summary, family)
-    return summary
-
-
-def _holm_correct(summary: dict[str, Any], family: str) -> None:
-    """Add `<family>_holm` to every variant: its p-values of the table's metrics, Holm-adjusted over all
-    the comparisons the table marks (every variant, every marked metric), so that the marks hold jointly
-    at p < 0.01 and not once per cell (84 tests for 12 variants and 7 metrics)."""
-    marked = {key for key, _ in COLUMNS}
-    tests = {
-        (variant, metric): pvalue
-        for variant, row in summary.items()
-        for metric, pvalue in row[family].items()
-        if metric in marked
-    }
-    for variant in summary:
-        summary[variant][f"{family}_holm"] = {}
-    for (variant, metric), adjusted in holm_adjusted(tests).items():
-        summary[variant][f"{family}_holm"][metric] = adjusted

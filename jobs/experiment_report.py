@@ -32,17 +32,20 @@ def _cell(
     baseline: dict[str, float],
     key: str,
     zero_shot: tuple[dict[str, float], dict[str, float]] | None = None,
+    sd: dict[str, float] | None = None,
 ) -> str:
-    """The mean, marked ↑ or ↓ when it differs from the baseline's with p < 0.01, and ▲ or ▼ when it
-    differs so from the zero-shot backbone's (`zero_shot`: its means, and this row's p-values against it)."""
+    """The mean (± its sd over training seeds, when there are several), marked ↑ or ↓ when it differs
+    from the baseline's with p < 0.01, and ▲ or ▼ when it differs so from the zero-shot backbone's
+    (`zero_shot`: its means, and this row's p-values against it)."""
     value = means.get(key)
     if value is None or math.isnan(value):
         return "–"
+    spread = f" ± {sd[key]:.4f}" if sd and key in sd else ""
     mark = _mark(value, pvalues.get(key, 1.0), baseline.get(key), " ↑", " ↓")
     if zero_shot is not None:
         zero_means, zero_pvalues = zero_shot
         mark += _mark(value, zero_pvalues.get(key, 1.0), zero_means.get(key), " ▲", " ▼")
-    return f"{value:.4f}{mark}"
+    return f"{value:.4f}{spread}{mark}"
 
 
 def _accuracy(accuracy: dict[str, Any] | None, aspects: tuple[str, ...], key: str = "accuracy") -> str:
@@ -101,7 +104,13 @@ def write_report(report: dict[str, Any], path: Path) -> str:
         f"Retrieval (R@k through the ScaNN index, or the inverted index of a sparse variant; "
         f"{config['num_products']:,} products) and the ranking task "
         f"(NDCG, AUC: each test query re-ranks its judged products), on the test split of "
-        f"{config['num_queries']} synthetic queries. ↑ / ↓: better / worse than {config['baseline']} "
+        f"{config['num_queries']} synthetic queries"
+        + (
+            f"; mean ± sd over {config['seeds']} training seeds, tests on per-query means pooled over them"
+            if config.get("seeds", 1) > 1
+            else ""
+        )
+        + f". ↑ / ↓: better / worse than {config['baseline']} "
         f"with p < {SIGNIFICANCE} in a paired t-test over the test queries, Holm-adjusted over every "
         "comparison the table marks; ▲ / ▼: the same against zero-shot (the bundled MiniLM, mean "
         "pooling, untrained), adjusted over its own comparisons.",
@@ -116,7 +125,8 @@ def write_report(report: dict[str, Any], path: Path) -> str:
         pvalues = result.get("pvalues_holm", result["pvalues"])
         zero_pvalues = result.get("pvalues_zero_shot_holm", result.get("pvalues_zero_shot")) or {}
         against = (zero["means"], zero_pvalues) if zero and zero is not result else None
-        cells = [_cell(result["means"], pvalues, baseline, key, against) for key, _ in COLUMNS]
+        sd = result.get("sd") if result.get("seeds", 1) > 1 else None
+        cells = [_cell(result["means"], pvalues, baseline, key, against, sd) for key, _ in COLUMNS]
         accuracy = [
             _accuracy(result["query_accuracy"], aspects),
             _accuracy(result["product_accuracy"], aspects),

@@ -1,12 +1,13 @@
-"""The experiment's table marks a difference only when it survives Holm's correction (issue 27, item 4)."""
+"""The experiment's table: marks that survive Holm's correction, mean ± sd over seeds (issue 27, item 4)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from evaluation import holm_adjusted, paired_t_test
-from jobs.experiment import summarise
 from jobs.experiment_report import SIGNIFICANCE, write_report
+from jobs.experiment_summary import pool_seeds, summarise
 
 QUERIES = 40
 METRICS = ("recall@100", "ndcg@10")
@@ -52,3 +53,32 @@ def test_marks_follow_holm_adjusted_p_values_and_not_the_raw_ones(tmp_path) -> N
     assert rows["strong"][1].endswith("↑")  # R@100: p tiny, marked after adjustment too
     assert not rows["weak"][1].endswith(("↑", "↓"))  # raw p < 0.01, adjusted not: unmarked
     assert "Holm-adjusted" in markdown
+
+
+def test_seeds_pool_into_per_query_means_and_the_table_shows_their_spread(tmp_path) -> None:
+    """Three runs of one variant: each query's metric is its mean over the runs, the sd is over the runs'
+    means, accuracies average per aspect, and the table prints mean ± sd."""
+    rng = np.random.default_rng(3)
+    base = {name: rng.uniform(0.3, 0.7, QUERIES) for name in METRICS}
+    runs = []
+    for offset in (0.10, 0.12, 0.20):
+        run = _result({name: base[name] + offset for name in METRICS})
+        run["query_accuracy"] = {"accuracy": {"brand": offset}, "accuracy_at_3": {"brand": 2 * offset}}
+        run["timings"] = {"train": 10.0}
+        runs.append(run)
+    pooled = pool_seeds(runs)
+    assert pooled["seeds"] == 3 and pooled["timings"] == {"train": 30.0}
+    first = pooled["per_query"]["q0"]["recall@100"]
+    assert first == pytest.approx(base["recall@100"][0] + (0.10 + 0.12 + 0.20) / 3)
+    assert pooled["sd"]["recall@100"] == pytest.approx(np.std([0.10, 0.12, 0.20], ddof=1))
+    assert pooled["query_accuracy"]["accuracy"]["brand"] == pytest.approx(0.14)
+    assert pooled["query_accuracy"]["accuracy_at_3"]["brand"] == pytest.approx(0.28)
+    assert pool_seeds(runs[:1])["seeds"] == 1 and "sd" not in pool_seeds(runs[:1])
+    summary = summarise({"bibert": _result(base), "variant": pooled}, "bibert")
+    assert summary["variant"]["sd"] == pooled["sd"] and summary["variant"]["seeds"] == 3
+    config = {"num_products": 100, "num_queries": QUERIES, "baseline": "bibert", "seeds": 3}
+    markdown = write_report({"config": config, "summary": summary, "wall_seconds": 1}, tmp_path / "r.md")
+    row = next(line for line in markdown.splitlines() if line.startswith("| variant | 0."))
+    mean = summary["variant"]["means"]["recall@100"]
+    assert f"{mean:.4f} ± {pooled['sd']['recall@100']:.4f} ↑" in row
+    assert "over 3 training seeds" in markdown

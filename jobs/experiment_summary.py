@@ -1,0 +1,137 @@
+"""The experiment's figures: per variant, means over the test queries (± sd over training seeds), and
+paired t-tests against the baseline and the zero-shot backbone, Holm-adjusted over the table's marks.
+
+A variant trained with several seeds is pooled first (`pool_seeds`): each query's metric is averaged
+over the seeds, and the paired tests compare those per-query means, so the queries stay the unit of the
+test and the seeds' noise is averaged out of each pair instead of counted as more queries.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import numpy as np
+
+from evaluation import aggregate, holm_adjusted, paired_t_test
+from jobs.experiment_report import COLUMNS
+from model.registry import ZERO_SHOT
+
+_ACCURACIES = ("accuracy", "accuracy_at_3")
+
+
+def pool_seeds(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One variant's result from its runs, one per training seed (in seed order).
+
+    `per_query`: each query's metrics averaged over the runs that define them; `sd`: per metric, the
+    standard deviation over the runs of their means (absent with one run); accuracies averaged per aspect;
+    timings summed; everything else (sparse index figures) from the first run.
+    """
+    first = runs[0]
+    if len(runs) == 1:
+        return {**first, "seeds": 1}
+    per_query: dict[str, dict[str, Any]] = {}
+    for query_id in first["per_query"]:
+        rows = [run["per_query"][query_id] for run in runs if query_id in run["per_query"]]
+        names = {name for row in rows for name, value in row.items() if isinstance(value, (int, float))}
+        per_query[query_id] = {"query_id": query_id}
+        for name in names:
+            values = [row[name] for row in rows if name in row and not np.isnan(row[name])]
+            per_query[query_id][name] = float(np.mean(values)) if values else float("nan")
+    run_means = [
+        {name: m.mean for name, m in aggregate(list(run["per_query"].values())).items()} for run in runs
+    ]
+    sd = {
+        name: statistics.stdev([means[name] for means in run_means])
+        for name in run_means[0]
+        if all(name in means and not np.isnan(means[name]) for means in run_means)
+    }
+    timings: dict[str, float] = {}
+    for run in runs:
+        for stage, seconds in run["timings"].items():
+            timings[stage] = round(timings.get(stage, 0.0) + seconds, 1)
+    return {
+        **first,
+        "per_query": per_query,
+        "sd": sd,
+        "seeds": len(runs),
+        "timings": timings,
+        "query_accuracy": _mean_accuracy([run["query_accuracy"] for run in runs]),
+        "product_accuracy": _mean_accuracy([run["product_accuracy"] for run in runs]),
+    }
+
+
+def _mean_accuracy(accuracies: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """Per aspect, the mean over the runs of Accuracy@1 and @3 (the first run's other fields)."""
+    present = [accuracy for accuracy in accuracies if accuracy]
+    if not present:
+        return None
+    pooled = dict(present[0])
+    for key in _ACCURACIES:
+        if present[0].get(key):
+            pooled[key] = {
+                aspect: float(np.mean([a[key][aspect] for a in present if aspect in (a.get(key) or {})]))
+                for aspect in present[0][key]
+            }
+    return pooled
+
+
+def _pvalues(per_query: dict[str, Any], base: dict[str, Any], names: list[str]) -> dict[str, float]:
+    """Paired t-test p-value per metric, over the queries where both define it."""
+    pvalues = {}
+    for name in names:
+        pairs = [
+            (row[name], base[qid][name])
+            for qid, row in per_query.items()
+            if qid in base and name in row and name in base[qid]
+        ]
+        pairs = [(a, b) for a, b in pairs if not (np.isnan(a) or np.isnan(b))]
+        if len(pairs) >= 2:
+            pvalues[name] = paired_t_test([a for a, _ in pairs], [b for _, b in pairs]).pvalue
+    return pvalues
+
+
+def summarise(results: dict[str, Any], baseline: str) -> dict[str, Any]:
+    """Means per variant and metric, with paired t-test p-values against the baseline's queries and,
+    when the experiment has it, against the backbone used zero-shot (`pvalues_zero_shot`)."""
+    summary: dict[str, Any] = {}
+    base = results[baseline]["per_query"]
+    zero_shot = results[ZERO_SHOT]["per_query"] if ZERO_SHOT in results else None
+    for variant, result in results.items():
+        rows = list(result["per_query"].values())
+        means = {name: mean.mean for name, mean in aggregate(rows).items()}
+        pvalues = _pvalues(result["per_query"], base, list(means)) if variant != baseline else {}
+        if zero_shot is not None and variant != ZERO_SHOT:
+            result["pvalues_zero_shot"] = _pvalues(result["per_query"], zero_shot, list(means))
+        summary[variant] = {
+            "means": means,
+            "sd": result.get("sd", {}),
+            "seeds": result.get("seeds", 1),
+            "pvalues": pvalues,
+            "pvalues_zero_shot": result.get("pvalues_zero_shot", {}),
+            "query_accuracy": result["query_accuracy"],
+            "product_accuracy": result["product_accuracy"],
+            "timings": result["timings"],
+        }
+        if "sparse_indexes" in result:  # per inverted index: means, size on disk, ms per query
+            summary[variant]["sparse_indexes"] = result["sparse_indexes"]
+    for family in ("pvalues", "pvalues_zero_shot"):
+        _holm_correct(summary, family)
+    return summary
+
+
+def _holm_correct(summary: dict[str, Any], family: str) -> None:
+    """Add `<family>_holm` to every variant: its p-values of the table's metrics, Holm-adjusted over all
+    the comparisons the table marks (every variant, every marked metric), so that the marks hold jointly
+    at p < 0.01 and not once per cell (84 tests for 12 variants and 7 metrics)."""
+    marked = {key for key, _ in COLUMNS}
+    tests = {
+        (variant, metric): pvalue
+        for variant, row in summary.items()
+        for metric, pvalue in row[family].items()
+        if metric in marked
+    }
+    for variant in summary:
+        summary[variant][f"{family}_holm"] = {}
+    for (variant, metric), adjusted in holm_adjusted(tests).items():
+        summary[variant][f"{family}_holm"][metric] = adjusted

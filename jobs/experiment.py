@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from evaluation import RelevanceRule
 from jobs.experiment_pretraining import PretrainingPlan, pretrained_model
 from jobs.experiment_report import write_report
-from jobs.experiment_summary import pool_seeds, summarise
+from jobs.experiment_summary import pool_seeds, power_analysis, summarise
 from jobs.experiment_variant import embeddings_source, variant_training
 from jobs.stage_runs import StageRunner
 from model import Side, load_encoder, text_for_model
@@ -358,7 +358,9 @@ def _write_results(
     config: ExperimentConfig, results: dict[str, Any], root: Path, wall: float
 ) -> dict[str, Any]:
     summary = summarise(results, config.baseline)
+    queries = len(results[config.baseline]["per_query"])
     report = {
+        "power": power_analysis(summary, queries),
         "config": asdict(config),
         "wall_seconds": round(wall, 1),
         "finished_variants": list(results),

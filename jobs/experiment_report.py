@@ -134,6 +134,16 @@ def write_report(report: dict[str, Any], path: Path) -> str:
         ]
         lines.append("| " + " | ".join([variant, *cells, *accuracy]) + " |")
     lines += _sparse_table(summary)
+    power = report.get("power")
+    if power:
+        lines += [
+            "",
+            f"Power: per-query differences from {config['baseline']} in {power['metric']} have a median sd "
+            f"of {power['difference_sd']:.3f}; over {power['queries']} test queries a paired test detects "
+            f"{100 * power['detectable']:.1f} points at 80 % power after Holm's correction over "
+            f"{power['tests']} comparisons; {100 * power['target']:.0f} points would need "
+            f"{power['queries_for_target']:,} test queries.",
+        ]
     lines += ["", f"Wall time: {report['wall_seconds'] / 60:.1f} minutes."]
     markdown = "\n".join(lines) + "\n"
     path.write_text(markdown)

@@ -8,16 +8,20 @@ test and the seeds' noise is averaged out of each pair instead of counted as mor
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any
 
 import numpy as np
 
 from evaluation import aggregate, holm_adjusted, paired_t_test
-from jobs.experiment_report import COLUMNS
+from jobs.experiment_report import COLUMNS, SIGNIFICANCE
 from model.registry import ZERO_SHOT
 
 _ACCURACIES = ("accuracy", "accuracy_at_3")
+# The power line of the table: Recall@100, at 80 % power (issue 27: detect 2 points of it).
+POWER_METRIC = "recall@100"
+POWER = 0.8
 
 
 def pool_seeds(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -117,7 +121,36 @@ def summarise(results: dict[str, Any], baseline: str) -> dict[str, Any]:
             summary[variant]["sparse_indexes"] = result["sparse_indexes"]
     for family in ("pvalues", "pvalues_zero_shot"):
         _holm_correct(summary, family)
+    for variant, result in results.items():
+        if variant != baseline:
+            summary[variant]["difference_sd"] = _difference_sd(result["per_query"], base, POWER_METRIC)
     return summary
+
+
+def _difference_sd(per_query: dict[str, Any], base: dict[str, Any], name: str) -> float | None:
+    """The sd of the per-query differences from the baseline in `name` (None with fewer than 2 pairs)."""
+    differences = [
+        row[name] - base[qid][name]
+        for qid, row in per_query.items()
+        if qid in base and name in row and name in base[qid] and not np.isnan(row[name] - base[qid][name])
+    ]
+    return statistics.stdev(differences) if len(differences) >= 2 else None
+
+
+def detectable_difference(difference_sd: float, queries: int, tests: int, power: float = POWER) -> float:
+    """The smallest mean difference a two-sided paired test over `queries` detects with `power`, at
+    p < 0.01 after Holm's correction over `tests` comparisons (its first step, α / tests: the bound
+    every mark must clear when all are real differences of this size), by the normal approximation."""
+    normal = statistics.NormalDist()
+    z = normal.inv_cdf(1 - SIGNIFICANCE / tests / 2) + normal.inv_cdf(power)
+    return z * difference_sd / math.sqrt(queries)
+
+
+def queries_needed(difference_sd: float, difference: float, tests: int, power: float = POWER) -> int:
+    """Test queries a paired test needs to detect `difference` (see `detectable_difference`)."""
+    normal = statistics.NormalDist()
+    z = normal.inv_cdf(1 - SIGNIFICANCE / tests / 2) + normal.inv_cdf(power)
+    return math.ceil((z * difference_sd / difference) ** 2)
 
 
 def _holm_correct(summary: dict[str, Any], family: str) -> None:
@@ -135,3 +168,23 @@ def _holm_correct(summary: dict[str, Any], family: str) -> None:
         summary[variant][f"{family}_holm"] = {}
     for (variant, metric), adjusted in holm_adjusted(tests).items():
         summary[variant][f"{family}_holm"][metric] = adjusted
+
+
+def power_analysis(summary: dict[str, Any], queries: int, target: float = 0.02) -> dict[str, Any] | None:
+    """What the table can detect in `POWER_METRIC`: with the median sd of the per-query differences from
+    the baseline, the difference detectable over `queries` test queries after Holm's correction over the
+    table's comparisons, and the test queries that `target` (2 points) would need."""
+    sds = [row["difference_sd"] for row in summary.values() if row.get("difference_sd")]
+    if not sds or queries < 2:
+        return None
+    tests = max(1, sum(len(row.get("pvalues_holm") or {}) for row in summary.values()))  # Holm's family
+    sd = statistics.median(sds)
+    return {
+        "metric": POWER_METRIC,
+        "queries": queries,
+        "tests": tests,
+        "difference_sd": sd,
+        "detectable": detectable_difference(sd, queries, tests),
+        "target": target,
+        "queries_for_target": queries_needed(sd, target, tests),
+    }

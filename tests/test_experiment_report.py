@@ -7,7 +7,13 @@ import pytest
 
 from evaluation import holm_adjusted, paired_t_test
 from jobs.experiment_report import SIGNIFICANCE, write_report
-from jobs.experiment_summary import pool_seeds, summarise
+from jobs.experiment_summary import (
+    detectable_difference,
+    pool_seeds,
+    power_analysis,
+    queries_needed,
+    summarise,
+)
 
 QUERIES = 40
 METRICS = ("recall@100", "ndcg@10")
@@ -82,3 +88,21 @@ def test_seeds_pool_into_per_query_means_and_the_table_shows_their_spread(tmp_pa
     mean = summary["variant"]["means"]["recall@100"]
     assert f"{mean:.4f} ± {pooled['sd']['recall@100']:.4f} ↑" in row
     assert "over 3 training seeds" in markdown
+
+
+def test_the_power_line_follows_the_normal_approximation(tmp_path) -> None:
+    """sd 0.18 at α = 0.01 over one test and 80 % power: (2.576 + 0.842) · 0.18 / √150 = 5.0 points, and
+    2 points need ((2.576 + 0.842) · 0.18 / 0.02)² = 947 queries; Holm's family of 84 asks for more."""
+    assert detectable_difference(0.18, 150, 1) == pytest.approx(0.0502, abs=5e-4)
+    assert queries_needed(0.18, 0.02, 1) == pytest.approx(947, abs=2)
+    assert queries_needed(0.18, 0.02, 84) > 1.5 * queries_needed(0.18, 0.02, 1)
+    summary = summarise(_results(0.1), "bibert")
+    power = power_analysis(summary, QUERIES)
+    assert power["tests"] == 4 and power["queries"] == QUERIES  # 2 variants x 2 marked metrics
+    sds = [summary[v]["difference_sd"] for v in ("strong", "weak")]
+    assert power["difference_sd"] == pytest.approx(float(np.median(sds)))
+    config = {"num_products": 100, "num_queries": QUERIES, "baseline": "bibert"}
+    report = {"config": config, "summary": summary, "wall_seconds": 1, "power": power}
+    assert f"would need {power['queries_for_target']:,} test queries" in write_report(
+        report, tmp_path / "r.md"
+    )

@@ -110,6 +110,11 @@ class ExactSearcher:
         return int(self._embeddings.shape[0])
 
     @property
+    def corpus(self) -> np.ndarray:
+        """The float32 [n, dim] matrix it scores (row i is ``ids[i]``); not a copy."""
+        return self._embeddings
+
+    @property
     def ids(self) -> tuple[str, ...]:
         return tuple(self._ids.tolist())
 

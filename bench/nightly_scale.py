@@ -254,8 +254,10 @@ def nightly_scale_section(r: dict[str, Any]) -> str:
     return (
         table(header, rows)
         + f"\n\nCatalog: {c['products']:,} generated products, {c['queries']:,} queries (Recall@10k over the "
-        f"judged test queries: night 1 {f['night_1']['recall_at_10000']}, night 2 "
-        f"{f['night_2']['recall_at_10000']}). Night 2: {changes['edited']:,} titles edited, "
+        f"judged test queries: night 1 {_figure(f['night_1']['recall_at_10000'])}, night 2 "
+        f"{_figure(f['night_2']['recall_at_10000'])}; searched by {f['night_2']['searcher']}). "
+        + _index_lines(f)
+        + f" Night 2: {changes['edited']:,} titles edited, "
         f"{changes['added']:,} products added, {changes['removed']:,} removed; "
         f"{split['products_embedded']:,} embedded and {split['products_reused']:,} reused. Embedding the "
         "changed products accounts for "
@@ -265,6 +267,20 @@ def nightly_scale_section(r: dict[str, Any]) -> str:
         f"{c['model']}, nightly flags `{c['nightly_flags']}`, {c['runner']}; one `madr nightly` process per "
         "night; CPU-s counts that process and the workers it waited for; peak RSS is each stage's own."
     )
+
+
+def _figure(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4f}"
+
+
+def _index_lines(f: dict[str, Any]) -> str:
+    """What each night's index build shipped, and why (`index_builder.tuned`)."""
+    parts = []
+    for night in ("night_1", "night_2"):
+        for shard in f[night].get("index", {}).values():
+            why = f": {shard['reason']}" if shard.get("reason") else ""
+            parts.append(f"{night.replace('_', ' ')} shipped {shard.get('choice') or 'its index'}{why}")
+    return ("Index: " + "; ".join(parts) + ".") if parts else ""
 
 
 def nightly_scale_verdicts(result: dict[str, Any] | None) -> list[tuple[str, str, str, bool | None, bool]]:

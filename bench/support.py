@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from jobs.stage_runs import peak_rss_mb, reset_peak_rss
+
 T = TypeVar("T")
 
 # Described in every results file that uses it, so a figure always says what data it came from.
@@ -104,23 +106,6 @@ def current_rss_mb() -> float:
     return _status_mb("VmRSS")
 
 
-def reset_peak_rss() -> bool:
-    """Reset this process's peak RSS (VmHWM) to its current RSS, so the next peak is one step's own.
-
-    Writing 5 to /proc/self/clear_refs does that on Linux >= 4.0; without it, ru_maxrss
-    only ever grows and every step after the biggest one would show no cost.
-    """
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
-
-
-def peak_rss_since_reset_mb() -> float:
-    return _status_mb("VmHWM")
-
-
 def measure_memory(call: Callable[[], T]) -> tuple[T, float, float, float]:
     """(result, seconds, peak RSS delta MB, retained RSS delta MB) of one call."""
     import gc
@@ -129,7 +114,7 @@ def measure_memory(call: Callable[[], T]) -> tuple[T, float, float, float]:
     reset_peak_rss()
     before = current_rss_mb()
     result, seconds = timed(call)
-    return result, seconds, peak_rss_since_reset_mb() - before, current_rss_mb() - before
+    return result, seconds, (peak_rss_mb() or float("nan")) - before, current_rss_mb() - before
 
 
 def load_average() -> float:

@@ -79,7 +79,7 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def _peak_rss_mb() -> float | None:
+def peak_rss_mb() -> float | None:
     """This process's peak resident memory (VmHWM, Linux /proc); None where there is no /proc."""
     try:
         match = re.search(r"^VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.MULTILINE)
@@ -88,7 +88,7 @@ def _peak_rss_mb() -> float | None:
     return int(match.group(1)) / 1024 if match else None
 
 
-def _reset_peak_rss() -> bool:
+def reset_peak_rss() -> bool:
     """Start this process's peak RSS again from its current RSS (Linux >= 4.0), so that the next peak
     is one stage's own and not the largest stage's so far."""
     try:
@@ -161,14 +161,14 @@ class StageRunner:
                 )
         if self.announce is not None:
             print(self.announce.format(name=name), flush=True)
-        scope = "stage" if self.usage is not None and _reset_peak_rss() else "process"
+        scope = "stage" if self.usage is not None and reset_peak_rss() else "process"
         cpu_before = _cpu_seconds()
         started = time.perf_counter()
         value = work()
         seconds = time.perf_counter() - started
         self.timings[name] = seconds if self.digits is None else round(seconds, self.digits)
         if self.usage is not None:
-            peak = _peak_rss_mb()
+            peak = peak_rss_mb()
             self.usage[name] = {
                 "cpu_seconds": round(_cpu_seconds() - cpu_before, 1),
                 "peak_rss_mb": None if peak is None else round(peak, 1),

@@ -32,7 +32,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from bench.common import report
 from bench.support import command_line, measure_memory, shared_machine_note
 from evaluation import DEFAULT_METRICS, MetricSpec, RelevanceRule, parse_metrics
-from evaluation.cutoffs import cap_cutoffs
+from evaluation.cutoffs import plan_cutoffs
 from evaluation.ranked import CorpusIds, run_table, score_query
 from index_builder.searcher import SearchResult, as_query_matrix, effective_k, make_result
 from pipelines.evaluate.transforms import JoinJudgments, SearchAndScore, WriteRun
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if args.quick:
         args.queries, args.depth = min(args.queries, 200), min(args.depth, 1_000)
-    metrics = cap_cutoffs(parse_metrics(DEFAULT_METRICS), args.catalog)
+    metrics = plan_cutoffs(parse_metrics(DEFAULT_METRICS), args.depth, args.catalog).metrics
     config = {
         "command": command_line("bench.eval_join_bench", argv),
         **vars(args),

@@ -278,3 +278,17 @@ def test_top1_accuracy_of_a_batch_counts_labelled_pairs_only() -> None:
     # Labelled pairs: (0, brand), (1, brand), (0, color); record 2 is unannotated.
     assert labels.top1_accuracy({"brand": brand, "color": color}) == pytest.approx(2 / 3)
     assert labels.top1_accuracy({}) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "folded"),
+    [
+        ("Café Crème 2-Pack", " cafe creme 2 pack "),  # non-ASCII: accents dropped through NFKD
+        ("Stainless STEEL, 1.5 L", " stainless steel 1 5 l "),  # ASCII: the fast path, same rule
+        ("ﬁt Straße", " fit strasse "),  # a ligature and ß: casefold and NFKD both apply
+    ],
+)
+def test_folded_words_casefolds_and_drops_accents_on_either_path(text: str, folded: str) -> None:
+    from model.annotations import folded_words
+
+    assert folded_words(text) == folded

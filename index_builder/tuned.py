@@ -15,7 +15,10 @@ knows what they get.
 
 `madr build-index` (`pipelines.index.single`) and the partitioned build (per shard) call
 `train_within_target`; `ScannIndexBuilder.build` trains exactly the settings it is given, with no
-target.
+target. A nightly build is handed last night's ``recall`` entry: where that build timed exact scoring
+faster for the same k, target and dimension on a corpus of about this size, exact scoring ships again
+without a tree trained, tuned and timed (at 500,000 x 384 and k = 10,000 that tree was most of the index
+stage's 205 s and of its 7 GB).
 """
 
 from __future__ import annotations
@@ -47,12 +50,43 @@ logger = logging.getLogger(__name__)
 SPEED_QUERIES = 200
 SPEED_REPEATS = 3
 SHALLOW_K = 10
+# How far the corpus may grow or shrink before an earlier exact-or-approximate timing is redone.
+SAME_SIZE = 1.25
 
 
 def exact_config(config: ScannIndexConfig) -> ScannIndexConfig:
     """The brute-force (exact scoring, no tree) config over the same corpus."""
     return config_for_corpus(
         config.num_vectors, config.dimension, settings={"scoring": "brute_force", "num_leaves": 0}
+    )
+
+
+def exact_measured_before(
+    earlier: dict[str, Any] | None, shape: tuple[int, int], max_k: int, target_recall: float | None
+) -> str | None:
+    """Why exact scoring ships again without timing a tree, or None where it must be timed.
+
+    The earlier build must have timed both (its ``speed``) and shipped exact for the same k, target and
+    dimension, on a corpus of between 1 / SAME_SIZE and SAME_SIZE times this one's size. A choice carried
+    over keeps the size it was timed at, so slow growth is re-timed once it adds up.
+    """
+    speed = (earlier or {}).get("speed") or {}
+    n, dimension = shape
+    if not target_recall or (earlier or {}).get("choice") != "exact" or "vectors" not in speed:
+        return None
+    timed_at = int(speed["vectors"])
+    same = (
+        speed.get("k") == min(max_k, n - 1)
+        and speed.get("dimension") == dimension
+        and earlier.get("target") == target_recall
+        and 1 / SAME_SIZE <= n / max(timed_at, 1) <= SAME_SIZE
+    )
+    if not same:
+        return None
+    return (
+        f"exact again without training a tree: a build of {timed_at:,} vectors timed exact scoring at "
+        f"{speed['exact_qps']:.0f} queries/s and the approximate index at {speed['approximate_qps']:.0f} "
+        f"(k={speed['k']})"
     )
 
 
@@ -75,13 +109,20 @@ def train_within_target(
     target_recall: float | None = DEFAULT_TARGET_RECALL,
     *,
     evaluation_queries: np.ndarray | None = None,
+    earlier: dict[str, Any] | None = None,
 ) -> tuple[ScannIndex, RecallReport]:
     """Train `config` on `embeddings`, tune it to `target_recall` at min(max_k, n - 1), and return it,
     or an exact-scoring index when that one is faster or the target cannot be reached otherwise.
 
     The report says which it is (`exact`, `choice`), and why. With `target_recall` None or 0 the
-    settings are kept as given and only measured (no fallback: the user chose them).
+    settings are kept as given and only measured (no fallback: the user chose them). `earlier` is the
+    ``recall`` entry of the last build of this index (last night's): where it timed exact scoring
+    faster for this k, target and dimension, on a corpus within `SAME_SIZE` of this one, exact scoring
+    ships again without a tree trained, tuned and timed (`exact_measured_before`).
     """
+    known = exact_measured_before(earlier, embeddings.shape, max_k, target_recall)
+    if known is not None:
+        return _exact(config, embeddings, ids, max_k, target_recall, known, earlier["speed"], None)
     index = ScannIndex.train(config, embeddings, ids)
     try:
         index, report = tune_recall(
@@ -92,11 +133,11 @@ def train_within_target(
         return _exact(config, embeddings, ids, max_k, target_recall, reason, None, None)
     if report.exact or not target_recall:  # exact already (tune_recall says so), or settings as given
         return index, report
-    k = report.k
+    k, (n, dimension) = report.k, embeddings.shape
     queries = np.ascontiguousarray(embeddings[recall_queries(embeddings, SPEED_QUERIES)], dtype=np.float32)
     # An exact ScannIndex searches with madr's exact searcher (`ScannIndex`): the speed to beat.
     exact = ScannIndex.train(exact_config(config), embeddings, ids)
-    speeds: dict[str, Any] = {"k": k, "queries": len(queries)}
+    speeds: dict[str, Any] = {"k": k, "queries": len(queries), "vectors": n, "dimension": dimension}
     slower = []
     for depth in sorted({k, min(k, SHALLOW_K)}):
         approximate_qps = queries_per_second(index, queries, depth)

@@ -118,12 +118,14 @@ class NightlyJob:
             **StageOutput.values_from(values),
         )
 
-    def index_config(self) -> IndexBuildConfig:
+    def index_config(self, previous_index: str | None = None) -> IndexBuildConfig:
         """The partitioned index build over this run's embeddings, into its index/, with the job's index
-        settings (--num_leaves, --soar_lambda, ...)."""
+        settings (--num_leaves, --soar_lambda, ...); `previous_index` (last night's) lets it ship exact
+        scoring again where that index timed it faster, without timing a tree (`index_builder.tuned`)."""
         return IndexBuildConfig(
             embeddings=self.stage("embeddings"),
             index=self.index,
+            previous_index=previous_index,
             **StageOutput.values_from(self._stage_values("index")),
         )
 
@@ -332,6 +334,7 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
     # stage is skipped (`StageRunner`) and never touched.
 
     previous_embeddings = FileSystems.join(job.out, previous, "embeddings") if previous else None
+    previous_index = FileSystems.join(job.out, previous, "index") if previous else None
     reused = None
     if previous_embeddings and not is_finished(job.stage("embeddings")) and _reusable(previous_embeddings):
         reused = previous_embeddings
@@ -356,7 +359,9 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
 
     stages.run(
         "index",
-        lambda: repr(build_partitioned(job.index_config(), PipelineOptions(job.stage_args("index")))),
+        lambda: repr(
+            build_partitioned(job.index_config(previous_index), PipelineOptions(job.stage_args("index")))
+        ),
         job.stage("index"),
     )
 

@@ -284,3 +284,47 @@ def test_recall_counts_equally_near_neighbours_as_found() -> None:
     exact = ExactSearcher(duplicated, ids).search(duplicated[:50], 10).indices
     assert (searcher.search(duplicated[:50], 10).indices != exact).any()  # other ids than exact search
     assert measure_recall(searcher, duplicated, 10, num_queries=200).recall_at_k == 1.0
+
+
+def test_a_nightly_index_reuses_last_nights_exact_choice_until_the_corpus_size_moves(
+    diffuse: np.ndarray, tmp_path: Path, monkeypatch
+) -> None:
+    """Night 1 trains and times a tree and ships exact scoring; night 2, given night 1's index, ships exact
+    again without training a tree or timing anything; night 3's corpus is 30 % smaller than the one timed,
+    so it is timed afresh."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.index.partitioned import run_build_index
+
+    _timed_as(monkeypatch, approximate=176.0, exact=2_000.0)
+    timed, trained = [], []
+    timing, training = tuned_builds.queries_per_second, tuned_builds.ScannIndex.train
+    monkeypatch.setattr(tuned_builds, "queries_per_second", lambda *a: timed.append(1) or timing(*a))
+    monkeypatch.setattr(
+        tuned_builds.ScannIndex,
+        "train",
+        lambda config, *a: trained.append(config.uses_tree) or training(config, *a),
+    )
+
+    def night(name: str, rows: int, previous: str | None) -> dict:
+        timed.clear(), trained.clear()
+        write_embeddings(tmp_path / f"embeddings-{name}", IDS[:rows], diffuse[:rows])
+        flags = ["--embeddings", str(tmp_path / f"embeddings-{name}"), "--output", str(tmp_path / name)]
+        flags += (
+            ["--max_k", str(MAX_K), "--previous_index", previous] if previous else ["--max_k", str(MAX_K)]
+        )
+        run_build_index(PipelineOptions(flags))
+        shard = json.loads((tmp_path / name / "shard-00000-of-00001" / "manifest.json").read_text())["recall"]
+        top = json.loads((tmp_path / name / "manifest.json").read_text())["extra"]["recall"]
+        assert top == shard and shard["choice"] == "exact" and shard["recall_at_k"] == 1.0
+        return shard
+
+    first = night("night-1", N, None)
+    assert "answers 176 queries/s" in first["reason"] and first["speed"]["vectors"] == N
+    assert timed and True in trained  # a tree was trained and timed
+    second = night("night-2", N - 2_000, str(tmp_path / "night-1"))
+    assert second["reason"].startswith("exact again without training a tree: a build of 20,000 vectors")
+    assert not timed and True not in trained and second["speed"] == first["speed"]
+    third = night("night-3", 14_000, str(tmp_path / "night-2"))  # 0.7x the size night 1 timed
+    assert "answers 176 queries/s" in third["reason"] and third["speed"]["vectors"] == 14_000
+    assert timed and True in trained

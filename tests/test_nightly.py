@@ -36,7 +36,13 @@ def _job(
     )
 
 
-def test_two_nights_reuse_rerun_and_crash(tmp_path, tiny_model_dir, evaluation_files) -> None:
+def test_two_nights_reuse_rerun_and_crash(tmp_path, tiny_model_dir, evaluation_files, monkeypatch) -> None:
+    from pipelines.index import partitioned
+
+    earlier_builds_read, read = [], partitioned.shard_recall
+    monkeypatch.setattr(
+        partitioned, "shard_recall", lambda folder, *a: earlier_builds_read.append(folder) or read(folder, *a)
+    )
     monday = catalog(40)
     first = run_nightly(
         _job(
@@ -54,6 +60,8 @@ def test_two_nights_reuse_rerun_and_crash(tmp_path, tiny_model_dir, evaluation_f
     second = run_nightly(_job(tmp_path, tiny_model_dir, tuesday_path, "tue", evaluation_files))
     assert second.previous_run_id == "mon"
     assert (second.stages["embed"]["products_reused"], second.stages["embed"]["products_embedded"]) == (38, 2)
+    # Tuesday's index build reads what Monday's measured (it may ship exact scoring again untimed).
+    assert earlier_builds_read == [None, str(tmp_path / "nightly" / "mon" / "index")]
     latest = read_latest(str(tmp_path / "nightly"))
     assert latest["run_id"] == "tue" and latest["previous_run_id"] == "mon"
 

@@ -7,6 +7,7 @@ One shard (`IndexSettings.num_index_shards`, 1 by default) is a single ScaNN art
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -15,12 +16,29 @@ from pipelines.options import IndexSettings
 from pipelines.stage_config import StageOutput, config_from_values, require_flags
 
 
+class PreviousIndexOptions(PipelineOptions):
+    """`--previous_index`: the last build of this index, whose timings a build may reuse."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--previous_index",
+            default=None,
+            help="The last build of this index (`madr nightly` passes last night's): where it timed exact "
+            "scoring faster at this k for a corpus within 25%% of this size, exact scoring ships again "
+            "without a tree trained and timed (default: none, every build times both)",
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class IndexBuildConfig(StageOutput):
     """One index build: the embed stage's folder, the index settings, where it writes."""
 
     embeddings: str
     index: IndexSettings = field(default_factory=IndexSettings)
+    # The previous build of this index (last night's): where it timed exact scoring faster, at about
+    # this size, exact ships again without a tree trained and timed (`index_builder.tuned`).
+    previous_index: str | None = None
 
     @classmethod
     def from_options(cls, options: PipelineOptions) -> IndexBuildConfig:
@@ -28,4 +46,9 @@ class IndexBuildConfig(StageOutput):
         values = options.get_all_options(drop_default=False)
         require_flags(values, "embeddings", "output")
         index = config_from_values(IndexSettings, values)
-        return cls(embeddings=values["embeddings"], index=index, **StageOutput.values_from(values))
+        return cls(
+            embeddings=values["embeddings"],
+            index=index,
+            previous_index=values.get("previous_index"),
+            **StageOutput.values_from(values),
+        )

@@ -1,4 +1,5 @@
-"""The top-level manifest of a partitioned index, and the recall of its shards searched as one.
+"""The top-level manifest of a partitioned index, the recall of its shards searched as one, and what
+an earlier build of each shard measured.
 
 `run_build_index` calls these on the driver once every shard exists: the manifest is written last
 (temp file + rename), so a reader never sees a manifest over missing shards.
@@ -7,6 +8,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -91,3 +93,38 @@ def measured_recall(folder: str, embeddings: str, max_k: int) -> dict[str, Any] 
     report = measure_recall(searcher, matrix[[row_of[i] for i in searcher.ids]], max_k)
     LOGGER.info("partitioned index: %s", recall_summary(report))
     return report.to_dict()
+
+
+def shard_recall(index_dir: str | None, shard: int, num_shards: int) -> dict[str, Any] | None:
+    """The ``recall`` entry a build wrote for one shard of `index_dir` (a single index is shard 0 of 1),
+    or None: no such folder, another shard count, or a manifest that cannot be read (logged: the nightly
+    reads last night's to save time, never to fail)."""
+    if not index_dir:
+        return None
+    paths = [FileSystems.join(index_dir, shard_dir_name(shard, num_shards), MANIFEST_FILE)]
+    if num_shards == 1:
+        paths.append(FileSystems.join(index_dir, MANIFEST_FILE))
+    for path in paths:
+        try:
+            if not FileSystems.exists(path):
+                continue
+            recall = json.loads(_read_json(path)[0]).get("recall")
+        except (OSError, ValueError) as error:
+            LOGGER.warning("%s unreadable, its build's choice not reused: %s", path, error)
+            return None
+        if recall is not None:
+            return dict(recall)
+    return None
+
+
+def union_recall(folder: str, embeddings: str, max_k: int, num_shards: int) -> dict[str, Any] | None:
+    """recall@max_k of the built shards searched as one. One shard's build measured it already, and
+    shards that all score exactly find every true neighbour: only other layouts are measured again
+    (`measured_recall`, which loads the index and the embeddings a second time)."""
+    shards = [shard_recall(folder, shard, num_shards) for shard in range(num_shards)]
+    if num_shards == 1 and shards[0] is not None:
+        return shards[0]
+    if all(recall is not None and recall.get("exact") for recall in shards):
+        reason = "every shard scores exactly: recall is 1 by construction"
+        return {"k": max_k, "queries": 0, "recall_at_k": 1.0, "exact": True, "reason": reason}
+    return measured_recall(folder, embeddings, max_k)

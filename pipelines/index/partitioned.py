@@ -40,7 +40,7 @@ from index_builder.tuned import train_within_target
 from pipelines.artifacts import fresh_output
 from pipelines.catalog_io import METRICS_NAMESPACE
 from pipelines.index.config import IndexBuildConfig
-from pipelines.index.manifest import measured_recall, write_partitioned_manifest
+from pipelines.index.manifest import shard_recall, union_recall, write_partitioned_manifest
 from pipelines.runner import make_pipeline
 from pipelines.verify import embeddings_digest, verified_stage_manifest
 from schemas.manifest import MANIFEST_FILE
@@ -109,6 +109,8 @@ class ShardBuild:
     target_recall: float | None = None
     # ScannIndexConfig fields in place of what each shard's size gives (`config_for_corpus`).
     scann_settings: tuple[tuple[str, Any], ...] = ()
+    # Each shard's ``recall`` entry from the previous build of this index (`shard_recall`), or ().
+    earlier: tuple[dict[str, Any] | None, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target_recall", check_target(self.target_recall))
@@ -146,7 +148,10 @@ class _BuildShardFn(beam.DoFn):
         # Each shard tuned to the target on its own vectors, and exact where that is faster (the rule
         # `madr build-index` follows, `index_builder.tuned`): a merged top-k is as good as its shards'
         # top-k, and the union is measured after the build.
-        index, recall = train_within_target(config, matrix, ids, build.max_k, build.target_recall)
+        earlier = build.earlier[shard] if shard < len(build.earlier) else None
+        index, recall = train_within_target(
+            config, matrix, ids, build.max_k, build.target_recall, earlier=earlier
+        )
         seconds = time.perf_counter() - started
         name = shard_dir_name(shard, build.num_shards)
         target = FileSystems.join(build.output_dir, name)
@@ -224,10 +229,11 @@ class BuildPartitionedIndex(beam.PTransform):
         model_version: str,
         target_recall: float | None = None,
         scann_settings: tuple[tuple[str, Any], ...] = (),
+        earlier: tuple[dict[str, Any] | None, ...] = (),
     ) -> None:
         super().__init__()
         self.build = ShardBuild(
-            output_dir, num_shards, max_k, model_id, model_version, target_recall, scann_settings
+            output_dir, num_shards, max_k, model_id, model_version, target_recall, scann_settings, earlier
         )
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
@@ -326,6 +332,7 @@ def build_partitioned_index_pipeline(
             plan.model_version,
             plan.target_recall,
             tuple(settings.scann_settings().items()),
+            tuple(shard_recall(config.previous_index, i, plan.num_shards) for i in range(plan.num_shards)),
         )
     )
     return pipeline, plan
@@ -359,7 +366,7 @@ def build_partitioned(
         manifest = write_partitioned_manifest(
             plan.folder, plan.num_shards, plan.model_id, plan.model_version, plan.dimension, extra
         )
-        recall = measured_recall(plan.folder, plan.embeddings, plan.max_k)
+        recall = union_recall(plan.folder, plan.embeddings, plan.max_k, plan.num_shards)
         if recall is not None:  # the manifest again, with the figure: it is still the last file written
             write_partitioned_manifest(
                 plan.folder,

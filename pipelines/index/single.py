@@ -11,7 +11,8 @@ from index_builder.builder import config_for_corpus
 from index_builder.recall import check_target, recall_summary
 from index_builder.tuned import train_within_target
 from pipelines.artifacts import fresh_output, read_embeddings
-from pipelines.index.config import IndexBuildConfig
+from pipelines.index.config import IndexBuildConfig, PreviousIndexOptions
+from pipelines.index.manifest import shard_recall
 from pipelines.local_copies import local_output
 from pipelines.options import IndexOptions, OverwriteOptions, VerifyOptions, add_stage_arguments
 from pipelines.stage_config import add_output_argument
@@ -37,7 +38,7 @@ def add_build_index_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embeddings", required=True, help="Embedding shards folder written by `madr embed`")
     # --out is the name of earlier releases; --output is every stage's.
     add_output_argument(parser, required=True, help="Index artifact directory to write")
-    add_stage_arguments(parser, IndexOptions, VerifyOptions, OverwriteOptions)
+    add_stage_arguments(parser, IndexOptions, PreviousIndexOptions, VerifyOptions, OverwriteOptions)
 
 
 def build_index(config: IndexBuildConfig) -> IndexBuildReport:
@@ -51,7 +52,7 @@ def build_index(config: IndexBuildConfig) -> IndexBuildReport:
     recall reached and nothing is written (`index_builder.recall`). The ScaNN settings given replace
     those the corpus size would give (`ScannIndexConfig` fields, `index_builder.builder.config_for_corpus`).
     One shard only: `build_index_artifact` sends more to the partitioned build."""
-    embeddings, out, settings = config.embeddings, config.output, config.index
+    build, (embeddings, out, settings) = config, (config.embeddings, config.output, config.index)
     max_k, target_recall, scann = settings.max_k, settings.target_recall, settings.scann_settings()
     check_target(target_recall)
     with fresh_output(out, config.overwrite) as staging:
@@ -66,7 +67,8 @@ def build_index(config: IndexBuildConfig) -> IndexBuildReport:
         LOGGER.info("building a ScaNN index (about %.0f s expected): %s", expected, config)
         started = time.perf_counter()
         # Trained, tuned to the target, and replaced by exact scoring where that is faster.
-        index, recall = train_within_target(config, matrix, ids, max_k, target_recall)
+        earlier = shard_recall(build.previous_index, 0, 1)
+        index, recall = train_within_target(config, matrix, ids, max_k, target_recall, earlier=earlier)
         seconds = time.perf_counter() - started
         built_rate = len(ids) / max(seconds, 1e-9)
         LOGGER.info("built and tuned in %.1f s (%.0f vectors/s)", seconds, built_rate)

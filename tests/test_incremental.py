@@ -5,19 +5,21 @@ from __future__ import annotations
 import shutil
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from apache_beam import pvalue
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from model import content_hash, document_text, load_encoder
+from model.annotations import ANNOTATION_COLUMNS
 from pipelines.artifacts import read_embeddings, read_parquet_table
 from pipelines.catalog_io import Positioned
 from pipelines.embed.dedupe import KeptCopy
-from pipelines.embed.incremental import _PlanFn
+from pipelines.embed.incremental import _PlanFn, embedding_table
 from pipelines.embed.key_index import KeyIndex, content_key, id_key
 from pipelines.embed.stage import run_embed
 from pipelines.inference import ModelIdentity, TextToEncode
-from schemas import ArtifactError, write_manifest
+from schemas import ArtifactError, embedding_schema, write_manifest
 from tests.test_embed_pipeline import catalog, write_catalog
 
 
@@ -62,6 +64,29 @@ def test_second_night_reuses_unchanged_products(tmp_path, tiny_model_dir) -> Non
     reused = read_parquet_table(str(tmp_path / "tue"), "embeddings-reused").to_pylist()
     assert sorted(row["product_id"] for row in reused) == sorted({*mon_ids} - {"p0", "p3"})
     assert all(row["model_version"] == "test" for row in reused)
+    # Copied column-wise, every column as Monday wrote it (vector, hash, annotations).
+    monday_written = {
+        row["product_id"]: row for row in read_parquet_table(str(tmp_path / "mon"), "embeddings").to_pylist()
+    }
+    assert all(row == monday_written[row["product_id"]] for row in reused)
+
+
+def test_rows_written_before_the_annotation_columns_are_reused_with_them_empty() -> None:
+    old = pa.RecordBatch.from_pydict(
+        {
+            "product_id": ["p1"],
+            "embedding": pa.array([[0.5, 0.5]], pa.list_(pa.float32())),  # a variable-size list then
+            "model_id": ["bibert"],
+            "model_version": ["1"],
+            "content_hash": ["ab" * 32],
+        }
+    )
+    table = embedding_table(old, 2)
+    assert table.schema == embedding_schema(2)
+    assert table.to_pylist()[0] == {
+        **dict.fromkeys(ANNOTATION_COLUMNS),
+        **{name: old.column(name)[0].as_py() for name in old.schema.names},
+    }
 
 
 def test_a_kept_copy_whose_key_another_id_shares_is_embedded_not_reused(tiny_model_dir) -> None:

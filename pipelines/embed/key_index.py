@@ -64,6 +64,24 @@ class KeyIndex:
     def __len__(self) -> int:
         return len(self.keys) + len(self.repeated)
 
+    def values_of(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`get` for an array of keys at once: whether each was seen exactly once, and its value (0 where
+        not)."""
+        once, at = _positions(self.keys, keys)
+        return once, np.where(once, self.values[at] if len(self.values) else 0, 0).astype(np.uint64)
+
+    def contains_each(self, keys: np.ndarray) -> np.ndarray:
+        """`in` for an array of keys at once."""
+        return _positions(self.keys, keys)[0] | _positions(self.repeated, keys)[0]
+
+
+def _positions(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of `keys` is in `sorted_keys` (clipped into range) and whether it is there."""
+    if len(sorted_keys) == 0:
+        return np.zeros(len(keys), dtype=bool), np.zeros(len(keys), dtype=np.intp)
+    at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return sorted_keys[at] == keys, at
+
 
 def build_index(keys: np.ndarray, values: np.ndarray | None) -> KeyIndex:
     """Sort once; a key equal to its neighbour is repeated. Peak memory is a few copies of `keys`."""

@@ -181,7 +181,11 @@ class EmbedProducts(beam.PTransform):
 
 
 class WriteEmbeddings(beam.PTransform):
-    """Embedding rows -> `<prefix>-SSSSS-of-NNNNN.parquet` shards; readers take every `embeddings*` file."""
+    """Embedding rows -> `<prefix>-SSSSS-of-NNNNN.parquet` shards; readers take every `embeddings*` file.
+
+    `batched`: the elements are Arrow tables in the embedding schema (the reused rows, copied column-wise),
+    each written as it comes; otherwise row dicts, gathered into row groups of `row_group_mb`.
+    """
 
     def __init__(
         self,
@@ -190,6 +194,7 @@ class WriteEmbeddings(beam.PTransform):
         num_shards: int = 0,
         row_group_mb: int = 8,
         prefix: str = "embeddings",
+        batched: bool = False,
     ) -> None:
         super().__init__()
         self.output = output
@@ -197,17 +202,20 @@ class WriteEmbeddings(beam.PTransform):
         self.dimension = dimension
         self.num_shards = num_shards
         self.row_group_bytes = row_group_mb * 1024 * 1024
+        self.batched = batched
 
     def expand(self, rows: beam.PCollection) -> pvalue.PDone:
-        return rows | beam.io.WriteToParquet(
-            FileSystems.join(self.output, self.prefix),
-            schema=embedding_schema(self.dimension),
-            num_shards=self.num_shards,
-            row_group_buffer_size=self.row_group_bytes,
-            shard_name_template="-SSSSS-of-NNNNN",
-            file_name_suffix=".parquet",
-            codec="snappy",
-        )
+        shards: dict[str, Any] = {
+            "schema": embedding_schema(self.dimension),
+            "num_shards": self.num_shards,
+            "shard_name_template": "-SSSSS-of-NNNNN",
+            "file_name_suffix": ".parquet",
+            "codec": "snappy",
+        }
+        prefix = FileSystems.join(self.output, self.prefix)
+        if self.batched:
+            return rows | beam.io.WriteToParquetBatched(prefix, **shards)
+        return rows | beam.io.WriteToParquet(prefix, row_group_buffer_size=self.row_group_bytes, **shards)
 
 
 COUNTERS = (
@@ -309,7 +317,7 @@ def build_embed_pipeline(
     write = (folder, identity.dimension, settings.num_shards, settings.row_group_mb)
     _ = embedded[ROWS] | WriteEmbeddings(*write)
     if previous_folder:
-        _ = plan[REUSED] | "WriteReused" >> WriteEmbeddings(*write, prefix="embeddings-reused")
+        _ = plan[REUSED] | "WriteReused" >> WriteEmbeddings(*write, prefix="embeddings-reused", batched=True)
     _ = (
         (plan[DEAD_LETTERS], embedded[DEAD_LETTERS])
         | "AllDeadLetters" >> beam.Flatten()

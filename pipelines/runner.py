@@ -25,6 +25,11 @@ def resolve_runner(options: PipelineOptions) -> PipelineRunner | str:
     return name
 
 
+def runs_locally(options: PipelineOptions) -> bool:
+    """Whether these options run a pipeline on the local runner, in this process's machine."""
+    return options.view_as(StandardOptions).runner in LOCAL_RUNNER_NAMES
+
+
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     return beam.Pipeline(runner=resolve_runner(options), options=options)
 

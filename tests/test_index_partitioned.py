@@ -236,6 +236,40 @@ def test_one_shard_searches_like_its_single_index(built: Path, corpus, tmp_path:
     assert isinstance(open_index(root / "index" / shard_dir_name(0, 1)), ScannIndex)
 
 
+def test_the_one_shard_build_in_process_equals_the_beam_one(corpus, tmp_path: Path) -> None:
+    """On the local runner one shard is built without a Beam job (`build_one_shard`): the same ids in the
+    same order and the same vectors as the shard the Beam pipeline builds from the same embeddings."""
+    from pipelines.index.config import IndexBuildConfig
+    from pipelines.index.partitioned import build_partitioned, build_partitioned_index_pipeline
+    from pipelines.options import IndexSettings
+
+    embeddings, ids, queries = corpus
+    write_embeddings(tmp_path / "embeddings", ids[:3_000], embeddings[:3_000], files=3)
+    config = IndexBuildConfig(
+        embeddings=str(tmp_path / "embeddings"),
+        output=str(tmp_path / "direct"),
+        index=IndexSettings(max_k=10),
+    )
+    build_partitioned(config)
+    pipeline, _ = build_partitioned_index_pipeline(config, folder=str(tmp_path / "beam"))
+    pipeline.run().wait_until_finish()
+    direct = ScannIndex.load(tmp_path / "direct" / shard_dir_name(0, 1))
+    beam_built = ScannIndex.load(tmp_path / "beam" / shard_dir_name(0, 1))
+    assert direct.ids == beam_built.ids == tuple(sorted(ids[:3_000]))
+    a, b = direct.search(queries, 10), beam_built.search(queries, 10)
+    assert a.ids == b.ids and np.allclose(a.scores, b.scores, atol=1e-4)
+
+
+def test_the_one_shard_build_in_process_refuses_rows_of_another_model(corpus, tmp_path: Path) -> None:
+    from pipelines.index.shard_build import ShardBuild, build_one_shard
+
+    embeddings, ids, _ = corpus
+    write_embeddings(tmp_path / "embeddings", ids[:50], embeddings[:50], files=1)
+    wanted = ShardBuild(str(tmp_path / "out"), 1, 10, "mtbert", "1")
+    with pytest.raises(ValueError, match=r"product 'sku-0000\d\d' was embedded by \('bibert-test', '7'\)"):
+        build_one_shard(wanted, str(tmp_path / "embeddings"), DIM)
+
+
 def test_moved_artifact_loads_and_searches_the_same(
     built: Path, index: PartitionedIndex, corpus, tmp_path
 ) -> None:

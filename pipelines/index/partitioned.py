@@ -14,12 +14,9 @@ global order whatever order Beam delivered them in.
 from __future__ import annotations
 
 import logging
-import shutil
-import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
@@ -31,25 +28,17 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from index_builder import ScannIndex
-from index_builder.artifact import IndexManifest
-from index_builder.builder import config_for_corpus
-from index_builder.partitioned import shard_dir_name, shard_of
+from index_builder.partitioned import shard_of
 from index_builder.recall import check_target
-from index_builder.tuned import train_within_target
 from pipelines.artifacts import fresh_output
 from pipelines.catalog_io import METRICS_NAMESPACE
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.manifest import shard_recall, union_recall, write_partitioned_manifest
-from pipelines.runner import make_pipeline
+from pipelines.index.shard_build import BuildShardFn, ShardBuild, build_one_shard
+from pipelines.runner import make_pipeline, runs_locally
 from pipelines.verify import embeddings_digest, verified_stage_manifest
-from schemas.manifest import MANIFEST_FILE
 
 LOGGER = logging.getLogger(__name__)
-
-
-def _is_local(path: str) -> bool:
-    return FileSystems.get_scheme(path) in (None, "file")
 
 
 # Rows buffered per shard before they are emitted as one (ids, matrix) chunk: the shuffle then
@@ -95,99 +84,6 @@ class _KeyByShard(beam.DoFn):
         if len(shapes) != 1 or len(next(iter(shapes))) != 1:
             raise ValueError(f"shard {shard}: embeddings of different or non-vector shapes {sorted(shapes)}")
         return shard, ([pid for pid, _ in rows], np.stack([vector for _, vector in rows]))
-
-
-@dataclass(frozen=True)
-class ShardBuild:
-    """What every shard of one partitioned build shares; validated on construction."""
-
-    output_dir: str
-    num_shards: int
-    max_k: int
-    model_id: str
-    model_version: str
-    target_recall: float | None = None
-    # ScannIndexConfig fields in place of what each shard's size gives (`config_for_corpus`).
-    scann_settings: tuple[tuple[str, Any], ...] = ()
-    # Each shard's ``recall`` entry from the previous build of this index (`shard_recall`), or ().
-    earlier: tuple[dict[str, Any] | None, ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "target_recall", check_target(self.target_recall))
-        for name, value in (("num_shards", self.num_shards), ("max_k", self.max_k)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if not self.model_id or not self.model_version:
-            raise ValueError("model_id and model_version are required: an index is valid for one encoder")
-
-
-class _BuildShardFn(beam.DoFn):
-    """(shard, chunks) -> a saved ScannIndex artifact in ``output/shard-...``, and a summary dict."""
-
-    def __init__(self, build: ShardBuild) -> None:
-        self.build = build
-        self.built = Metrics.counter(METRICS_NAMESPACE, "index_shards_built")
-        self.indexed = Metrics.counter(METRICS_NAMESPACE, "index_rows_indexed")
-
-    def process(
-        self, element: tuple[int, Iterable[tuple[list[str], np.ndarray]]]
-    ) -> Iterator[dict[str, Any]]:
-        shard, chunks = element
-        chunks = list(chunks)
-        if len({matrix.shape[1] for _, matrix in chunks}) != 1:
-            raise ValueError(f"shard {shard}: embeddings of different dimensions")
-        all_ids = np.asarray([pid for ids, _ in chunks for pid in ids], dtype=object)
-        # Sorted by product id: the same embeddings give the same shard whatever order Beam delivered.
-        order = np.argsort(all_ids, kind="stable")
-        matrix = np.concatenate([matrix for _, matrix in chunks])[order]
-        ids = all_ids[order].tolist()
-        del chunks
-        build = self.build
-        started = time.perf_counter()
-        config = config_for_corpus(len(ids), matrix.shape[1], build.max_k, dict(build.scann_settings))
-        # Each shard tuned to the target on its own vectors, and exact where that is faster (the rule
-        # `madr build-index` follows, `index_builder.tuned`): a merged top-k is as good as its shards'
-        # top-k, and the union is measured after the build.
-        earlier = build.earlier[shard] if shard < len(build.earlier) else None
-        index, recall = train_within_target(
-            config, matrix, ids, build.max_k, build.target_recall, earlier=earlier
-        )
-        seconds = time.perf_counter() - started
-        name = shard_dir_name(shard, build.num_shards)
-        target = FileSystems.join(build.output_dir, name)
-        extra = {"shard": shard, "num_shards": build.num_shards, "max_k": build.max_k}
-        manifest = _save_shard(index, target, build.model_id, build.model_version, extra, recall.to_dict())
-        self.built.inc()
-        self.indexed.inc(len(ids))
-        LOGGER.info("shard %s: %d × %d indexed in %.1f s", name, len(ids), matrix.shape[1], seconds)
-        yield {"shard": shard, "path": name, "count": manifest.count, "seconds": seconds}
-
-
-def _save_shard(
-    index: ScannIndex, target: str, model_id: str, model_version: str, extra: dict, recall: dict
-) -> IndexManifest:
-    """Save a shard where it belongs, replacing what a failed earlier attempt may have left.
-
-    Beam retries a failed bundle; its half-written shard directory would make
-    `ScannIndex.save` (which refuses non-empty directories) fail forever, and only this
-    DoFn call ever writes shard i, so the leftovers are removed first. A remote target
-    (gs://) is staged in a local temporary directory and copied file by file, manifest last.
-    """
-    if _is_local(target):
-        shutil.rmtree(target, ignore_errors=True)
-        return index.save(target, model_id=model_id, model_version=model_version, extra=extra, recall=recall)
-    leftovers = FileSystems.match([FileSystems.join(target, "**")])[0].metadata_list
-    if leftovers:  # object stores have no directories: delete the objects under the prefix
-        FileSystems.delete([metadata.path for metadata in leftovers])
-    with tempfile.TemporaryDirectory(prefix="madr-shard-") as local:
-        manifest = index.save(Path(local) / "shard", model_id, model_version, extra=extra, recall=recall)
-        root = Path(local) / "shard"
-        files = sorted(p for p in root.rglob("*") if p.is_file() and p.name != MANIFEST_FILE)
-        for path in [*files, root / MANIFEST_FILE]:
-            destination = FileSystems.join(target, *path.relative_to(root).parts)
-            with path.open("rb") as source, FileSystems.create(destination) as sink:
-                shutil.copyfileobj(source, sink)
-    return manifest
 
 
 def table_rows(table: pa.Table) -> Iterator[dict[str, Any]]:
@@ -236,13 +132,19 @@ class BuildPartitionedIndex(beam.PTransform):
             output_dir, num_shards, max_k, model_id, model_version, target_recall, scann_settings, earlier
         )
 
+    @classmethod
+    def of(cls, build: ShardBuild) -> BuildPartitionedIndex:
+        transform = cls(build.output_dir, build.num_shards, build.max_k, build.model_id, build.model_version)
+        transform.build = build
+        return transform
+
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         return (
             rows
             | "KeyByShard"
             >> beam.ParDo(_KeyByShard(self.build.num_shards, self.build.model_id, self.build.model_version))
             | "GroupByShard" >> beam.GroupByKey()
-            | "BuildShard" >> beam.ParDo(_BuildShardFn(self.build))
+            | "BuildShard" >> beam.ParDo(BuildShardFn(self.build))
         )
 
 
@@ -294,11 +196,28 @@ def build_partitioned_index_pipeline(
     """The partitioned index build, built but not run, writing its shards into ``folder`` (default: the
     config's output).
 
-    The driver's checks happen here (an empty output, the embeddings against their manifest); a test
-    translates the pipeline for another runner (tests/test_dataflow_translation.py).
+    The driver's checks happen here (`plan_partitioned_build`); a test translates the pipeline for another
+    runner (tests/test_dataflow_translation.py).
     """
+    plan, build = plan_partitioned_build(config, folder or config.output)
+    pipeline = make_pipeline(beam_options or PipelineOptions([]))
+    _ = (
+        pipeline
+        | "ReadEmbeddings"
+        >> beam.io.ReadFromParquetBatched(
+            FileSystems.join(config.embeddings, "embeddings*.parquet"),
+            columns=["product_id", "embedding", "model_id", "model_version"],
+        )
+        | "ToRows" >> beam.FlatMap(table_rows)
+        | "BuildPartitionedIndex" >> BuildPartitionedIndex.of(build)
+    )
+    return pipeline, plan
+
+
+def plan_partitioned_build(config: IndexBuildConfig, folder: str) -> tuple[PartitionedBuildPlan, ShardBuild]:
+    """The driver's checks (an empty output, the embeddings against their manifest), what the driver needs
+    after the build, and what every shard's build shares (with what the previous index measured)."""
     settings = config.index
-    folder = folder or config.output
     _require_empty(folder)
     # Checked once, here; the workers that read the shards trust this check.
     embed_manifest = verified_stage_manifest(config.embeddings, "madr-embeddings", config.verify)
@@ -314,28 +233,17 @@ def build_partitioned_index_pipeline(
         dimension=int(embed_manifest["dimension"]),
         target_recall=check_target(settings.target_recall),
     )
-    pipeline = make_pipeline(beam_options or PipelineOptions([]))
-    _ = (
-        pipeline
-        | "ReadEmbeddings"
-        >> beam.io.ReadFromParquetBatched(
-            FileSystems.join(config.embeddings, "embeddings*.parquet"),
-            columns=["product_id", "embedding", "model_id", "model_version"],
-        )
-        | "ToRows" >> beam.FlatMap(table_rows)
-        | "BuildPartitionedIndex"
-        >> BuildPartitionedIndex(
-            folder,
-            plan.num_shards,
-            plan.max_k,
-            plan.model_id,
-            plan.model_version,
-            plan.target_recall,
-            tuple(settings.scann_settings().items()),
-            tuple(shard_recall(config.previous_index, i, plan.num_shards) for i in range(plan.num_shards)),
-        )
+    build = ShardBuild(
+        folder,
+        plan.num_shards,
+        plan.max_k,
+        plan.model_id,
+        plan.model_version,
+        plan.target_recall,
+        tuple(settings.scann_settings().items()),
+        tuple(shard_recall(config.previous_index, i, plan.num_shards) for i in range(plan.num_shards)),
     )
-    return pipeline, plan
+    return plan, build
 
 
 def run_build_index(options: PipelineOptions) -> PartitionedBuildReport:
@@ -349,14 +257,21 @@ def build_partitioned(
     """Build a partitioned index from an embed stage's shards into the config's output.
 
     ``num_index_shards=1`` gives a one-shard artifact whose searches equal a single index
-    built from the same embeddings; `index_builder.open_index` loads either layout. A non-empty
-    output is refused unless `overwrite`: the shards are built in a staging folder, which moves
+    built from the same embeddings (on the local runner built in this process, `build_one_shard`);
+    `index_builder.open_index` loads either layout. A non-empty output is refused unless `overwrite`:
+    the shards are built in a staging folder, which moves
     into the output, manifest included, once every shard exists (`artifacts.fresh_output`).
     """
     started = time.perf_counter()
+    beam_options = beam_options or PipelineOptions([])
     with fresh_output(config.output, config.overwrite) as folder:
-        pipeline, plan = build_partitioned_index_pipeline(config, beam_options, folder)
-        pipeline.run().wait_until_finish()
+        if config.index.num_index_shards == 1 and runs_locally(beam_options):
+            # No Beam job: grouping one shard's rows only held the vectors more times over.
+            plan, build = plan_partitioned_build(config, folder)
+            build_one_shard(build, plan.embeddings, plan.dimension)
+        else:
+            pipeline, plan = build_partitioned_index_pipeline(config, beam_options, folder)
+            pipeline.run().wait_until_finish()
         extra = {
             "embeddings": plan.embeddings,
             "max_k": plan.max_k,

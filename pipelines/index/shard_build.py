@@ -1,0 +1,169 @@
+"""One shard of a partitioned index: its settings (`ShardBuild`), its build and save (`BuildShardFn`), and the
+one-shard build without a Beam job (`build_one_shard`).
+
+`pipelines.index.partitioned` runs `BuildShardFn` in Beam after grouping rows by shard. With one shard on
+the local runner that grouping only costs memory: the runner held the rows grouped, and the DoFn stacked and
+sorted them again (the nightly's index stage peaked at 7.0 GB for 500,000 × 384 vectors). `build_one_shard`
+reads the embed output into one matrix in this process and hands it to the same DoFn, which builds the
+same shard from it.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+import pyarrow.compute as pc
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+
+from index_builder import ScannIndex
+from index_builder.artifact import IndexManifest
+from index_builder.builder import config_for_corpus
+from index_builder.partitioned import shard_dir_name
+from index_builder.recall import check_target
+from index_builder.tuned import train_within_target
+from pipelines.artifacts import read_parquet_table
+from pipelines.catalog_io import METRICS_NAMESPACE
+from schemas.manifest import MANIFEST_FILE
+
+LOGGER = logging.getLogger(__name__)
+
+
+def _is_local(path: str) -> bool:
+    return FileSystems.get_scheme(path) in (None, "file")
+
+
+@dataclass(frozen=True)
+class ShardBuild:
+    """What every shard of one partitioned build shares; validated on construction."""
+
+    output_dir: str
+    num_shards: int
+    max_k: int
+    model_id: str
+    model_version: str
+    target_recall: float | None = None
+    # ScannIndexConfig fields in place of what each shard's size gives (`config_for_corpus`).
+    scann_settings: tuple[tuple[str, Any], ...] = ()
+    # Each shard's ``recall`` entry from the previous build of this index (`shard_recall`), or ().
+    earlier: tuple[dict[str, Any] | None, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "target_recall", check_target(self.target_recall))
+        for name, value in (("num_shards", self.num_shards), ("max_k", self.max_k)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not self.model_id or not self.model_version:
+            raise ValueError("model_id and model_version are required: an index is valid for one encoder")
+
+
+class BuildShardFn(beam.DoFn):
+    """(shard, chunks) -> a saved ScannIndex artifact in ``output/shard-...``, and a summary dict."""
+
+    def __init__(self, build: ShardBuild) -> None:
+        self.build = build
+        self.built = Metrics.counter(METRICS_NAMESPACE, "index_shards_built")
+        self.indexed = Metrics.counter(METRICS_NAMESPACE, "index_rows_indexed")
+
+    def process(
+        self, element: tuple[int, Iterable[tuple[list[str], np.ndarray]]]
+    ) -> Iterator[dict[str, Any]]:
+        shard, chunks = element
+        chunks = list(chunks)
+        if len({matrix.shape[1] for _, matrix in chunks}) != 1:
+            raise ValueError(f"shard {shard}: embeddings of different dimensions")
+        all_ids = np.asarray([pid for ids, _ in chunks for pid in ids], dtype=object)
+        # Sorted by product id: the same embeddings give the same shard whatever order Beam delivered.
+        order = np.argsort(all_ids, kind="stable")
+        matrices = [matrix for _, matrix in chunks]
+        del chunks
+        # One chunk (the one-shard build) is sorted straight into a copy, not concatenated into a second.
+        stacked = matrices.pop() if len(matrices) == 1 else np.concatenate(matrices)
+        del matrices
+        matrix = stacked[order]
+        del stacked
+        ids = all_ids[order].tolist()
+        build = self.build
+        started = time.perf_counter()
+        config = config_for_corpus(len(ids), matrix.shape[1], build.max_k, dict(build.scann_settings))
+        # Each shard tuned to the target on its own vectors, and exact where that is faster (the rule
+        # `madr build-index` follows, `index_builder.tuned`): a merged top-k is as good as its shards'
+        # top-k, and the union is measured after the build.
+        earlier = build.earlier[shard] if shard < len(build.earlier) else None
+        index, recall = train_within_target(
+            config, matrix, ids, build.max_k, build.target_recall, earlier=earlier
+        )
+        seconds = time.perf_counter() - started
+        name = shard_dir_name(shard, build.num_shards)
+        target = FileSystems.join(build.output_dir, name)
+        extra = {"shard": shard, "num_shards": build.num_shards, "max_k": build.max_k}
+        manifest = _save_shard(index, target, build.model_id, build.model_version, extra, recall.to_dict())
+        self.built.inc()
+        self.indexed.inc(len(ids))
+        LOGGER.info("shard %s: %d × %d indexed in %.1f s", name, len(ids), matrix.shape[1], seconds)
+        yield {"shard": shard, "path": name, "count": manifest.count, "seconds": seconds}
+
+
+def _save_shard(
+    index: ScannIndex, target: str, model_id: str, model_version: str, extra: dict, recall: dict
+) -> IndexManifest:
+    """Save a shard where it belongs, replacing what a failed earlier attempt may have left.
+
+    Beam retries a failed bundle; its half-written shard directory would make
+    `ScannIndex.save` (which refuses non-empty directories) fail forever, and only this
+    DoFn call ever writes shard i, so the leftovers are removed first. A remote target
+    (gs://) is staged in a local temporary directory and copied file by file, manifest last.
+    """
+    if _is_local(target):
+        shutil.rmtree(target, ignore_errors=True)
+        return index.save(target, model_id=model_id, model_version=model_version, extra=extra, recall=recall)
+    leftovers = FileSystems.match([FileSystems.join(target, "**")])[0].metadata_list
+    if leftovers:  # object stores have no directories: delete the objects under the prefix
+        FileSystems.delete([metadata.path for metadata in leftovers])
+    with tempfile.TemporaryDirectory(prefix="madr-shard-") as local:
+        manifest = index.save(Path(local) / "shard", model_id, model_version, extra=extra, recall=recall)
+        root = Path(local) / "shard"
+        files = sorted(p for p in root.rglob("*") if p.is_file() and p.name != MANIFEST_FILE)
+        for path in [*files, root / MANIFEST_FILE]:
+            destination = FileSystems.join(target, *path.relative_to(root).parts)
+            with path.open("rb") as source, FileSystems.create(destination) as sink:
+                shutil.copyfileobj(source, sink)
+    return manifest
+
+
+def build_one_shard(build: ShardBuild, embeddings: str, dimension: int) -> dict[str, Any]:
+    """Shard 0 of 1 from the embed output `embeddings`, built in this process; `BuildShardFn`'s summary.
+
+    The rows must all be the build's model's, as `BuildPartitionedIndex` requires of each row.
+    """
+    columns = ["product_id", "embedding", "model_id", "model_version"]
+    table = read_parquet_table(embeddings, "embeddings", columns)
+    model = (build.model_id, build.model_version)
+    same = pc.and_(pc.equal(table["model_id"], model[0]), pc.equal(table["model_version"], model[1]))
+    if not pc.all(same.fill_null(False)).as_py():
+        stranger = table.filter(pc.invert(same.fill_null(False))).slice(0, 1).to_pylist()[0]
+        found = (stranger["model_id"], stranger["model_version"])
+        # One index, one encoder: vectors of two models are not comparable by dot product.
+        raise ValueError(
+            f"product {stranger['product_id']!r} was embedded by {found}, the index is for {model}"
+        )
+    ids = table.column("product_id").to_pylist()
+    flat = table.column("embedding").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    del table
+    matrix = np.ascontiguousarray(flat.reshape(len(ids), dimension), dtype=np.float32)
+    del flat
+    # An iterator: once the DoFn has read it, the DoFn holds the only reference to the matrix and frees it
+    # as soon as it has sorted a copy.
+    chunks = iter([(ids, matrix)])
+    del ids, matrix
+    (summary,) = BuildShardFn(build).process((0, chunks))
+    return summary

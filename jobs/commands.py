@@ -217,6 +217,7 @@ def _build_index(args: argparse.Namespace, beam_args: list[str], stage_argv: lis
     config = IndexBuildConfig(
         embeddings=args.embeddings,
         index=config_from_values(IndexSettings, args),
+        previous_index=args.previous_index,
         **StageOutput.values_from({**vars(args), "output": args.out}),
     )
     if config.index.num_index_shards > 1:

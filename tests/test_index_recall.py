@@ -328,3 +328,17 @@ def test_a_nightly_index_reuses_last_nights_exact_choice_until_the_corpus_size_m
     third = night("night-3", 14_000, str(tmp_path / "night-2"))  # 0.7x the size night 1 timed
     assert "answers 176 queries/s" in third["reason"] and third["speed"]["vectors"] == 14_000
     assert timed and True in trained
+
+
+def test_madr_build_index_reuses_the_exact_choice_of_its_previous_index(
+    diffuse: np.ndarray, tmp_path: Path, monkeypatch
+) -> None:
+    _timed_as(monkeypatch, approximate=176.0, exact=2_000.0)
+    write_embeddings(tmp_path / "embeddings", IDS, diffuse)
+    reasons = []
+    for name, previous in (("monday", []), ("tuesday", ["--previous_index", str(tmp_path / "monday")])):
+        argv = ["build-index", "--embeddings", str(tmp_path / "embeddings"), "--out", str(tmp_path / name)]
+        assert main([*argv, "--max_k", str(MAX_K), *previous]) == 0
+        reasons.append(json.loads((tmp_path / name / "manifest.json").read_text())["recall"]["reason"])
+    assert "answers 176 queries/s" in reasons[0]
+    assert reasons[1].startswith("exact again without training a tree: a build of 20,000 vectors")

@@ -19,6 +19,7 @@ from typing import Any
 from bench.common import RESULTS, table
 from bench.embed_peer_bench import embed_peer_section, embed_peer_verdicts
 from bench.exact_search_bench import exact_search_section
+from bench.index_stage_bench import index_stage_section
 from bench.nightly_scale import nightly_scale_section, nightly_scale_verdicts
 from bench.performance_notes import FINDINGS, INTRO, NOTES
 
@@ -259,6 +260,7 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
         "The nightly job at catalog scale: a first night, then 5 % churn",
         nightly_scale_section,
     ),
+    ("index_stage", "The nightly's index stage with and without last night's index", index_stage_section),
 ]
 
 

@@ -165,18 +165,24 @@ NOTES = """### Notes (25 Nov 2026): embedding against sentence-transformers
 
 # Keyed like the targets in `bench.performance_doc.verdicts`; shown next to a verdict that is not "met".
 FINDINGS: dict[str, str] = {
-    "nightly_time": "26 Nov: the 1M night was not run (night 1 alone is about 2 hours of int8 "
-    "embedding at the 143 products/s measured at 500k). By the 500k stages, a 1M night 2 is embed "
-    "~520 s (linear), index ~420 s or more (it trains and tunes an approximate tree every night, then "
-    "ships exact scoring: at k = 10,000 the tuned tree answered 40 queries/s, exact 115) and evaluate "
-    "~140 s: about 18 minutes, missing 10. The index stage is the lever: skip the tree where the last "
-    "night shipped exact at this k. (Night 1 ran before exact indexes were searched with madr's exact "
-    "searcher: its exact scoring was ScaNN's brute force, 60 queries/s)",
-    "nightly_memory": "26 Nov: the index stage peaked at 7.0 GB for 500k × 384 (the float vectors held by "
-    "the stage, the tuned tree's float32 re-ranking copy and the exact candidate, each 0.77 GB, plus the "
-    "tuning's ground truth at k = 10,000); linear in n it is about 14 GB at 1M, missing 8 GB. Embed stays "
-    "at ~1 GB and evaluate at ~4 GB at 500k (one searcher per worker process)",
-    "nightly_churn": "26 Nov: reading, hashing and copying the 483,334 unchanged rows (141.6 s) costs more "
-    "than embedding the 16,666 changed ones (116.8 s): the reused rows are rewritten as Python dicts; a "
-    "column-wise copy of the previous shards' reused row groups is the follow-up",
+    "nightly_time": "27 Nov: the 1M night was not run (night 1 alone is about 2 hours of int8 embedding "
+    "on 2 cores). By the stages measured since: a 1M 5 % night is embed ~400 s (33,333 changed products "
+    "at 147/s, ~227 s, plus ~175 s for the unchanged ones: 33-37 s per 200,000 on nights 2 and 3 of the "
+    "table), index ~25 s (11.3 s at 500,000 x 384 when last night's index timed exact faster; 126 s on a "
+    "night that trains and times a tree, 205 s before the index stage ran in-process) and evaluate ~140 s "
+    "(69-76 s at 500,000): about 565 s, inside 10 minutes by an estimate, not a measurement. At 200,000 "
+    "products (the table) a 5 % night takes 136-150 s",
+    "nightly_memory": "27 Nov: at 500,000 x 384 the index stage peaks at 5.4 GB on a night that trains "
+    "and times a tree and 4.2 GB on a night that reuses last night's choice (7.0 GB before it ran "
+    "in-process, `python -m bench.index_stage_bench` over the 500,000-product night-2 embeddings of 26 "
+    "Nov); linear in n that is ~10.5 GB and ~8 GB at 1M: the first night misses 8 GB, the later ones are "
+    "at the limit. What is left in the 4.2 GB beyond the one sorted copy of the vectors (0.77 GB) is "
+    "ScaNN's brute-force copy and the Arrow read; not profiled yet. Embed stays at ~0.9 GB and evaluate "
+    "at ~2.1-2.6 GB at 200,000 (~4 GB at 500,000)",
+    "nightly_churn": "27 Nov: at 200,000 products, nights 2 and 3 spend 54.0 / 53.6 s embedding the "
+    "changed products against 36.9 / 32.8 s for reading, hashing and copying the unchanged ones (the "
+    "reused rows are now copied column-wise, as Arrow tables). Night 1's embed ran at 123 products/s, "
+    "slowed by a test run beside it (147/s alone): at 147/s the changed products cost ~45 s, still above "
+    "the unchanged ones' 33-37 s. At 500,000 on 26 Nov (rows copied as Python dicts) the unchanged ones "
+    "cost more: 141.6 s against 116.8 s",
 }

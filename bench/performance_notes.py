@@ -172,13 +172,12 @@ FINDINGS: dict[str, str] = {
     "a night that trains and times a tree, 205 s before the index stage ran in-process) and evaluate ~140 "
     "s (69-76 s at 500,000): about 565 s, inside 10 minutes by an estimate, not a measurement. At 200,000 "
     "products (the table) a 5 % night takes 136-150 s",
-    "nightly_memory": "27 Nov: at 500,000 x 384 the index stage peaks at 5.3 GB on a night that trains "
-    "and times a tree and 4.4 GB on a night that reuses last night's choice (7.0 GB before it ran "
-    "in-process, `python -m bench.index_stage_bench` over the 500,000-product night-2 embeddings of 26 "
-    "Nov); linear in n that is ~10.5 GB and ~8.5 GB at 1M: the first night misses 8 GB, the later ones "
-    "are at the limit. What is left in the 4.4 GB beyond the one sorted copy of the vectors (0.77 GB) is "
-    "ScaNN's brute-force copy and the Arrow read; not profiled yet. Embed stays at ~0.9 GB and evaluate "
-    "at ~2.1-2.6 GB at 200,000 (~4 GB at 500,000)",
+    "nightly_memory": "27 Nov: at 500,000 x 384 the index stage peaks at 3.5 GB on a night that trains "
+    "and times a tree and 2.7 GB on a night that reuses last night's choice (`python -m "
+    "bench.index_stage_bench` over the 500,000-product night-2 embeddings of 26 Nov; 7.0 GB through Beam "
+    "on 26 Nov, 5.3 / 4.4 GB in-process before the vectors were read straight into their sorted place). "
+    "Linear in n that is ~7 GB and ~5 GB at 1M: inside 8 GB by estimate, not measured. Embed stays at "
+    "~0.9 GB and evaluate at ~2.1-2.6 GB at 200,000 (~4 GB at 500,000)",
     "nightly_churn": "27 Nov: at 200,000 products, nights 2 and 3 spend 54.0 / 53.6 s embedding the "
     "changed products against 36.9 / 32.8 s for reading, hashing and copying the unchanged ones (the "
     "reused rows are now copied column-wise, as Arrow tables). Night 1's embed ran at 123 products/s, "

@@ -70,9 +70,9 @@ class KeyIndex:
         once, at = _positions(self.keys, keys)
         return once, np.where(once, self.values[at] if len(self.values) else 0, 0).astype(np.uint64)
 
-    def contains_each(self, keys: np.ndarray) -> np.ndarray:
-        """`in` for an array of keys at once."""
-        return _positions(self.keys, keys)[0] | _positions(self.repeated, keys)[0]
+    def repeated_each(self, keys: np.ndarray) -> np.ndarray:
+        """`is_repeated` for an array of keys at once."""
+        return _positions(self.repeated, keys)[0]
 
 
 def _positions(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

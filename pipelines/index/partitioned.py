@@ -34,7 +34,7 @@ from pipelines.artifacts import fresh_output
 from pipelines.catalog_io import METRICS_NAMESPACE
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.manifest import shard_recall, union_recall, write_partitioned_manifest
-from pipelines.index.shard_build import BuildShardFn, ShardBuild, build_one_shard
+from pipelines.index.shard_build import BuildShardFn, ShardBuild, build_one_shard, other_model_error
 from pipelines.runner import make_pipeline, runs_locally
 from pipelines.verify import embeddings_digest, verified_stage_manifest
 
@@ -63,10 +63,7 @@ class _KeyByShard(beam.DoFn):
         self.rows.inc()
         found = (row.get("model_id", self.model[0]), row.get("model_version", self.model[1]))
         if found != self.model:
-            # One index, one encoder: vectors of two models are not comparable by dot product.
-            raise ValueError(
-                f"product {row['product_id']!r} was embedded by {found}, the index is for {self.model}"
-            )
+            raise other_model_error(row["product_id"], found, self.model)
         product_id = row["product_id"]
         shard = shard_of(product_id, self.num_shards)
         buffer = self.buffers.setdefault(shard, [])

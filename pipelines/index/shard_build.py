@@ -185,7 +185,10 @@ def _refuse_other_models(table: pa.Table, model: tuple[str, str]) -> None:
     if table.num_rows and not pc.all(same).as_py():  # an empty file (nothing new tonight) has no rows
         stranger = table.filter(pc.invert(same)).slice(0, 1).to_pylist()[0]
         found = (stranger["model_id"], stranger["model_version"])
-        # One index, one encoder: vectors of two models are not comparable by dot product.
-        raise ValueError(
-            f"product {stranger['product_id']!r} was embedded by {found}, the index is for {model}"
-        )
+        raise other_model_error(stranger["product_id"], found, model)
+
+
+def other_model_error(product_id: str, found: tuple[str, str], model: tuple[str, str]) -> ValueError:
+    """The refusal of a row embedded by another model than the index's, in Beam or in-process."""
+    # One index, one encoder: vectors of two models are not comparable by dot product.
+    return ValueError(f"product {product_id!r} was embedded by {found}, the index is for {model}")

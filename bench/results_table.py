@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.experiment_report import write_report
+from jobs.experiment_report import COLLAPSED, write_report
 from schemas import ECOMMERCE_ASPECTS
 
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?")
@@ -32,6 +32,7 @@ class Table:
 
     baseline: str
     cells: dict[str, dict[str, Cell]] = field(default_factory=dict)
+    collapsed: set[str] = field(default_factory=set)  # rows marked † (`evaluation.collapse`)
 
     def value(self, variant: str, column: str) -> float | None:
         """The cell's mean; `R@100 Δ points` and the like: its difference from the baseline's, in points
@@ -87,7 +88,10 @@ def main_table(markdown: str) -> Table:
                     cells[f"{label}:{aspect}"] = parse_cell(part)
             else:
                 cells[label] = parse_cell(text)
-        table.cells[row[0]] = cells
+        variant = row[0].removesuffix(f" {COLLAPSED}")
+        if variant != row[0]:
+            table.collapsed.add(variant)
+        table.cells[variant] = cells
     return table
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from evaluation import RelevanceRule
+from evaluation.collapse import mean_pairwise_cosine
 from jobs.experiment_pretraining import PretrainingPlan, pretrained_model
 from jobs.experiment_report import write_report
 from jobs.experiment_summary import pool_seeds, power_analysis, summarise
@@ -109,6 +110,13 @@ class ExperimentConfig:
         1,
         "Training runs per variant, with seeds --seed, --seed + 1, ... over the same data: the table gives "
         "mean ± sd over them and tests the per-query means pooled over them",
+    )
+    paper_layer_drop: bool = setting(
+        False,
+        "Under the budget profiles, drop the backbone's last layer for MADR, MADRAL, en-v1 and no-fusion as "
+        "madral-kdd22 §7.2 does (the paper profile always does). Off by default: on MiniLM-L6, CLS after 5 "
+        "of 6 layers is the same vector for every text, and the variants that read it collapse "
+        "(docs/RESULTS.md); the paper's setting is the ablation",
     )
     paper_settings: bool = setting(
         False,
@@ -271,12 +279,14 @@ def held_out_products(data: DatasetLayout, rule: HeldOutProducts) -> list[dict[s
 def _driver_metrics(
     data: DatasetLayout, folder: Path, rule: RelevanceRule, held_out: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    """Ranking-task rows per query, aspect Accuracy@1/@3 for test queries and the `held_out` products."""
+    """Ranking-task rows per query, aspect Accuracy@1/@3 for test queries and the `held_out` products, and
+    the mean pairwise cosine of a dense variant's document embeddings (its collapse, if near 1)."""
     encoder, tokenizer = load_encoder(folder / "model")
     queries = [q for q in pq.read_table(data.queries).to_pylist() if q["split"] == "test"]
     judgments: dict[str, dict[str, int]] = {}
     for row in pq.read_table(data.judgments).to_pylist():
         judgments.setdefault(row["query_id"], {})[row["product_id"]] = row["grade"]
+    document_cosine = None
     if is_sparse_model(folder / "model"):
         pairs = [(q["query_id"], q["text"]) for q in queries]
         ranking_rows = sparse_ranking_rows(folder / "eval", encoder, tokenizer, pairs, judgments, rule)
@@ -287,6 +297,7 @@ def _driver_metrics(
         ids, matrix, _ = read_embeddings(str(folder / "embeddings"))
         product_vectors = dict(zip(ids, matrix, strict=True))
         ranking_rows = rerank_judged(query_vectors, product_vectors, judgments, rule)
+        document_cosine = mean_pairwise_cosine(matrix)  # a collapsed row is marked (evaluation.collapse)
 
     def aspects_of(records: list[dict]) -> list[Any]:
         return [dict(r["aspects"]) if r["aspects"] else None for r in records]
@@ -305,6 +316,7 @@ def _driver_metrics(
         "ranking_rows": ranking_rows,
         "query_accuracy": asdict(query_accuracy) if query_accuracy else None,
         "product_accuracy": asdict(product_accuracy) if product_accuracy else None,
+        "document_cosine": document_cosine,
     }
 
 

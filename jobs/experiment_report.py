@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from evaluation.collapse import COLLAPSED_COSINE, is_collapsed
 from schemas import ECOMMERCE_ASPECTS
 
 COLUMNS = (
@@ -18,6 +19,7 @@ COLUMNS = (
     ("auc", "AUC"),
 )
 SIGNIFICANCE = 0.01  # p < 0.01, madral-kdd22 §8.3
+COLLAPSED = "†"  # after the variant's name: its embeddings collapsed (`evaluation.collapse`)
 
 
 def _mark(value: float, pvalue: float, other: float | None, up: str, down: str) -> str:
@@ -89,6 +91,23 @@ def _sparse_table(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _collapsed_note(summary: dict[str, Any]) -> list[str]:
+    """The footnote of the rows marked collapsed (`evaluation.collapse`), with each one's cosine."""
+    collapsed = [
+        f"{variant} {result['document_cosine']:.3f}"
+        for variant, result in summary.items()
+        if is_collapsed(result.get("document_cosine"))
+    ]
+    if not collapsed:
+        return []
+    return [
+        "",
+        f"{COLLAPSED} collapsed: the documents' embeddings have a mean pairwise cosine of at least "
+        f"{COLLAPSED_COSINE} ({', '.join(collapsed)}): every product maps to nearly one vector, so the row "
+        "measures the collapse of this backbone under the variant's settings, not the method.",
+    ]
+
+
 def write_report(report: dict[str, Any], path: Path) -> str:
     """Write the table (means; ↑ / ↓ = Holm-adjusted paired t-test p < 0.01 against the baseline)."""
     config, summary = report["config"], report["summary"]
@@ -132,7 +151,9 @@ def write_report(report: dict[str, Any], path: Path) -> str:
             _accuracy(result["product_accuracy"], aspects),
             _accuracy(result["product_accuracy"], aspects, "accuracy_at_3"),
         ]
-        lines.append("| " + " | ".join([variant, *cells, *accuracy]) + " |")
+        label = f"{variant} {COLLAPSED}" if is_collapsed(result.get("document_cosine")) else variant
+        lines.append("| " + " | ".join([label, *cells, *accuracy]) + " |")
+    lines += _collapsed_note(summary)
     lines += _sparse_table(summary)
     power = report.get("power")
     if power:

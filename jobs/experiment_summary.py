@@ -62,7 +62,13 @@ def pool_seeds(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "timings": timings,
         "query_accuracy": _mean_accuracy([run["query_accuracy"] for run in runs]),
         "product_accuracy": _mean_accuracy([run["product_accuracy"] for run in runs]),
+        "document_cosine": _mean_of([run.get("document_cosine") for run in runs]),
     }
+
+
+def _mean_of(values: list[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return float(np.mean(present)) if present else None
 
 
 def _mean_accuracy(accuracies: list[dict[str, Any] | None]) -> dict[str, Any] | None:
@@ -116,6 +122,7 @@ def summarise(results: dict[str, Any], baseline: str) -> dict[str, Any]:
             "query_accuracy": result["query_accuracy"],
             "product_accuracy": result["product_accuracy"],
             "timings": result["timings"],
+            "document_cosine": result.get("document_cosine"),
         }
         if "sparse_indexes" in result:  # per inverted index: means, size on disk, ms per query
             summary[variant]["sparse_indexes"] = result["sparse_indexes"]

@@ -4,7 +4,8 @@ Two profiles of settings:
 
 - the budget (`--profile default` or `full`): every variant gets the experiment's own steps, batch,
   truncation and loss weights, one shared encoder for queries and documents, and its registry entry's
-  budget options (UHD at 8,192 × 1 bucket);
+  budget options (UHD at 8,192 × 1 bucket); the MADRAL family keeps all of the backbone's layers unless
+  `--paper_layer_drop` asks for madral-kdd22 §7.2's drop (on MiniLM-L6 it collapses CLS);
 - the papers (`--profile paper`, `ExperimentConfig.paper_settings`): each variant gets the preset of the
   paper its registry entry names (`ExperimentRole.paper_preset`, `pipelines.train.presets`): separate
   or shared towers, truncation, losses, rates and variant options as that paper says, and it is
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from model.registry import experiment_role, learns_aspects_by_default
+from model.registry import drops_last_layer_by_default, experiment_role, learns_aspects_by_default
 from model.training import TrainingConfig
 from pipelines.train.encoder_job import parse_variant_options
 from pipelines.train.presets import PRESETS, Preset
@@ -70,10 +71,16 @@ def variant_training(config: ExperimentConfig, variant: str) -> VariantTraining:
         PRESETS[role.paper_preset] if config.paper_settings and role.paper_preset else None
     )
     if preset is None:
+        options, name = role.budget_options, role.pretrained_from
+        if drops_last_layer_by_default(variant):
+            # The budget keeps every layer unless asked (`ExperimentConfig.paper_layer_drop`); a pre-trained
+            # model is kept per layer setting, so the ablation never fine-tunes from the other's.
+            options = (*options, ("drop_last_layer", config.paper_layer_drop))
+            name = f"{name}-paper-layers" if name and config.paper_layer_drop else name
         return VariantTraining(
             pretrained_from=role.pretrained_from,
-            pretrained_name=role.pretrained_from,
-            model={"max_document_length": config.max_document_length, "variant_options": role.budget_options},
+            pretrained_name=name,
+            model={"max_document_length": config.max_document_length, "variant_options": options},
             pretraining={},
             loop=loop,
             # The fine-tuned BiBERT's word embeddings: the budget shortcut (madral-kdd22 §8.2 starts DSSM from

@@ -154,10 +154,19 @@ def new_encoder(
     return encoder.eval(), tokenizer
 
 
+def _config_defaults(variant: str) -> dict[str, Any]:
+    return {f.name: f.default for f in dataclasses.fields(variant_class(variant).config_class)}
+
+
 def learns_aspects_by_default(variant: str) -> bool:
     """Whether a variant's default config trains aspect heads from annotations (so λf applies to it)."""
-    defaults = {f.name: f.default for f in dataclasses.fields(variant_class(variant).config_class)}
+    defaults = _config_defaults(variant)
     return bool(defaults.get("aspect_learning") or defaults.get("presence_learning"))
+
+
+def drops_last_layer_by_default(variant: str) -> bool:
+    """Whether a variant's default config drops the backbone's last layer (madral-kdd22 §7.2)."""
+    return bool(_config_defaults(variant).get("drop_last_layer"))
 
 
 def load_config(directory: str | Path) -> EncoderConfig:

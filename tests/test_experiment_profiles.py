@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import pytest
 
 from jobs.experiment import PROFILES, ExperimentConfig, add_experiment_arguments, config_from_args
 from jobs.experiment_variant import variant_training
 from model.training import TrainingConfig
+from pipelines.train.finetune import TrainJob
 from pipelines.train.pretrain import PretrainJob
 
 
@@ -30,7 +32,10 @@ def test_the_paper_profile_turns_the_paper_settings_on_and_gives_new_layers_thei
 def test_the_budget_profile_trains_every_variant_alike_with_one_shared_encoder() -> None:
     training = variant_training(BUDGET, "madral")
     assert training.preset is None and training.pretraining == {}
-    assert training.model == {"max_document_length": BUDGET.max_document_length, "variant_options": ()}
+    assert training.model == {
+        "max_document_length": BUDGET.max_document_length,
+        "variant_options": (("drop_last_layer", False),),
+    }
     assert training.loop == TrainingConfig(
         epochs=BUDGET.epochs,
         patience=BUDGET.patience,
@@ -104,3 +109,28 @@ def test_the_paper_pretraining_keeps_the_papers_model_settings(tmp_path) -> None
     config = load_config(folder)
     assert (config.shared_towers, config.max_document_length) == (False, 128)
     assert pretrained_model(training, plan, data, tmp_path, seed=13) == folder  # kept, not redone
+
+
+@pytest.mark.parametrize("variant", ["madr", "madral", "madral-en-v1", "no-fusion"])
+def test_the_budget_keeps_every_layer_and_the_papers_drop_is_an_ablation(variant: str) -> None:
+    # Issue 27 item 2: madral-kdd22 §7.2's drop collapses CLS on MiniLM-L6; the main table keeps all layers.
+    kept = variant_training(BUDGET, variant)
+    dropped = variant_training(dataclasses.replace(BUDGET, paper_layer_drop=True), variant)
+    assert dict(kept.model["variant_options"])["drop_last_layer"] is False
+    assert dict(dropped.model["variant_options"])["drop_last_layer"] is True
+    if kept.pretrained_name:  # the ablation never fine-tunes from the other setting's pre-trained model
+        assert dropped.pretrained_name == f"{kept.pretrained_name}-paper-layers"
+    # The paper profile is the paper's: its presets leave the variant's default (the drop) alone.
+    assert "drop_last_layer" not in dict(variant_training(PAPER, variant).model["variant_options"])
+
+
+@pytest.mark.parametrize("variant", ["bibert", "mtbert", "madral-en-v2", "mural", "uhd"])
+def test_variants_that_never_drop_a_layer_get_no_layer_option(variant: str) -> None:
+    assert "drop_last_layer" not in dict(variant_training(BUDGET, variant).model["variant_options"])
+
+
+def test_the_layer_option_reaches_the_model_config(tmp_path) -> None:
+    for drop in (False, True):
+        training = variant_training(dataclasses.replace(BUDGET, paper_layer_drop=drop), "madral")
+        job = TrainJob(dataset=str(tmp_path), output=str(tmp_path / "m"), variant="madral", **training.model)
+        assert job.encoder_settings()["drop_last_layer"] is drop

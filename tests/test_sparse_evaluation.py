@@ -157,6 +157,7 @@ def test_experiment_ranking_summary_and_table_for_a_sparse_variant(sparse_run: d
     data, folder = sparse_run["data"], sparse_run["folder"]
     driver = _driver_metrics(data, folder, RULE, held_out_products(data, HeldOutProducts(0.25, by="title")))
     assert driver["query_accuracy"] is None  # UHD learns no aspects
+    assert driver["document_cosine"] is None  # collapse is measured on dense embeddings only
     ranking = {row["query_id"]: row for row in driver["ranking_rows"]}
     assert ranking and all(0 <= row["ndcg@5"] <= 1 for row in ranking.values())
     # The weighted index re-ranks judged products exactly as the model's embeddings do.

@@ -96,7 +96,10 @@ def variant_training(config: ExperimentConfig, variant: str) -> VariantTraining:
     return VariantTraining(
         pretrained_from=source,
         pretrained_name=name,
-        model={**preset.model, "variant_options": parse_variant_options(list(preset.variant_options))},
+        model={
+            **preset.model,
+            "variant_options": (*parse_variant_options(list(preset.variant_options)), *role.paper_options),
+        },
         pretraining=dict(preset.pretrain),
         loop=dataclasses.replace(loop, **train),
         embeddings_from=(

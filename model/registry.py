@@ -59,6 +59,8 @@ class ExperimentRole:
             the paper that introduced it, or, for a baseline, the first paper of the family that ran it.
         paper_pretraining: the pre-trained model it starts from under the paper profile, where the paper
             pre-trains it and the budget does not (None: as `pretrained_from`).
+        paper_options: config fields the paper profile sets for this variant alone, after its preset's
+            (a preset's options apply to every variant of its paper).
     """
 
     trained: bool = True
@@ -68,6 +70,7 @@ class ExperimentRole:
     pointwise_loss: bool = True
     paper_preset: str | None = "madral-kdd22"
     paper_pretraining: str | None = None
+    paper_options: tuple[tuple[str, Any], ...] = ()
 
 
 # The experiment's variants, in the order of its table.
@@ -82,7 +85,12 @@ EXPERIMENT_ROLES: dict[str, ExperimentRole] = {
     "madr": ExperimentRole(paper_pretraining="madr"),
     "madral": ExperimentRole(pretrained_from="madral"),
     "madral-en-v1": ExperimentRole(pretrained_from="madral", paper_preset="repro-ecir24"),
-    "madral-en-v2": ExperimentRole(pretrained_from="madral-en-v2", paper_preset="repro-ecir24"),
+    # repro-ecir24 Table 3: the first k tokens read as (category, color, brand), its best order.
+    "madral-en-v2": ExperimentRole(
+        pretrained_from="madral-en-v2",
+        paper_preset="repro-ecir24",
+        paper_options=(("first_token_order", ("category", "color", "brand")),),
+    ),
     "no-fusion": ExperimentRole(pretrained_from="madral", paper_preset="repro-ecir24"),
     "mural": ExperimentRole(pretrained_from="mural", paper_preset="mural-wsdm24"),
     "mur": ExperimentRole(pretrained_from="mur", paper_preset="mural-wsdm24"),

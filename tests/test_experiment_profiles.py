@@ -9,9 +9,12 @@ import pytest
 
 from jobs.experiment import PROFILES, ExperimentConfig, add_experiment_arguments, config_from_args
 from jobs.experiment_variant import variant_training
+from model.aspects.extraction import FirstTokens
+from model.madral import MadralEnV2Config
 from model.training import TrainingConfig
 from pipelines.train.finetune import TrainJob
 from pipelines.train.pretrain import PretrainJob
+from tests.conftest import tiny_backbone
 
 
 def _profile(name: str) -> ExperimentConfig:
@@ -134,3 +137,22 @@ def test_the_layer_option_reaches_the_model_config(tmp_path) -> None:
         training = variant_training(dataclasses.replace(BUDGET, paper_layer_drop=drop), "madral")
         job = TrainJob(dataset=str(tmp_path), output=str(tmp_path / "m"), variant="madral", **training.model)
         assert job.encoder_settings()["drop_last_layer"] is drop
+
+
+def test_en_v2_reads_the_first_tokens_in_the_studys_order_under_the_paper_profile() -> None:
+    # repro-ecir24 Table 3: (category, color, brand) is its best first-k order; the budget: `aspects` order.
+    paper = variant_training(PAPER, "madral-en-v2")
+    assert dict(paper.model["variant_options"])["first_token_order"] == ("category", "color", "brand")
+    assert "first_token_order" not in dict(variant_training(BUDGET, "madral-en-v2").model["variant_options"])
+    assert "first_token_order" not in dict(variant_training(PAPER, "madral-en-v1").model["variant_options"])
+    job = PretrainJob(dataset="d", output="o", variant="madral-en-v2", **paper.model)
+    sizes = {"category": 3, "brand": 3, "color": 3}
+    config = MadralEnV2Config(
+        **{**job.encoder_settings(), "backbone": tiny_backbone(), "aspect_vocabulary_sizes": sizes}
+    )
+    assert config.first_token_order == ("category", "color", "brand")
+    assert FirstTokens(config.aspects, config.first_token_order).positions == (
+        1,
+        3,
+        2,
+    )  # category, brand, color

@@ -1,0 +1,187 @@
+"""Recall@1k / @10k where they discriminate: the experiment's judged queries over its catalog and distractors.
+
+At 20,000 products every variant reaches Recall@10k >= 0.99 (10,000 is half the catalog); madral-kdd22
+reports it over a production catalog, where 10,000 is a small share. This adds `--distractors` products
+to the experiment's catalog and retrieves its test queries over both:
+
+    python -m bench.distractor_recall --experiment runs/experiment --variants zero-shot,bibert,mtbert
+    python -m bench.distractor_recall --quick           # 1,500 + 3,000 products, a tiny random model
+
+The distractors come from the same generator with another seed (`--distractor_seed`): realistic products
+of the same taxonomy and brands, with their own popularity, and **unjudged**: a distractor that would in
+truth satisfy a query counts as a miss, as an unjudged product does in any offline evaluation. Their ids
+are prefixed so that none collides with a judged product's.
+
+Per variant, through the production path (`embed_catalog`, `evaluate_retrieval`, exact search): the
+union catalog is embedded once (int8 by default: products and queries encoded alike), the experiment's
+catalog alone is then embedded reusing those rows by content hash (`--previous`: nothing encoded twice),
+and the test queries are evaluated over each. Prints R@100 / R@1k / R@10k with and without the
+distractors; saves bench/results/distractor_recall[_quick].json. Embeddings stay in `--work` between runs,
+one folder per variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from bench.common import report, table
+from bench.support import command_line, shared_machine_note, tiny_model
+
+METRICS = ("recall@100", "recall@1000", "recall@10000")
+PREFIX = "distractor-"
+
+
+def distractor_catalog(folder: Path, products: int, seed: int) -> Path:
+    """`products` generator products with seed `seed`, ids prefixed with `PREFIX`, as Parquet in `folder`."""
+    from product_data.synthetic import SyntheticConfig, generate_benchmark
+
+    target = folder / "products"
+    if (folder / "done").is_file():
+        return target
+    generated = folder / "generated"
+    # The generator plans queries too; a few suffice, they are not used.
+    queries = max(1, min(100, products // 30))
+    generate_benchmark(SyntheticConfig(num_products=products, num_queries=queries, seed=seed), str(generated))
+    target.mkdir(parents=True, exist_ok=True)
+    for shard in sorted((generated / "products").glob("*.parquet")):
+        rows = pq.read_table(shard)
+        ids = pc.binary_join_element_wise(pa.scalar(PREFIX), rows.column("product_id"), "")
+        rows = rows.set_column(rows.schema.get_field_index("product_id"), "product_id", ids)
+        pq.write_table(rows, target / f"distractors-{shard.name}", row_group_size=8_192)
+    (folder / "done").write_text(json.dumps({"products": products, "seed": seed}) + "\n")
+    return target
+
+
+def union_catalog(folder: Path, catalog: Path, distractors: Path) -> Path:
+    """A folder of links to the catalog's and the distractors' Parquet files: one glob for the embed stage."""
+    union = folder / "union"
+    union.mkdir(parents=True, exist_ok=True)
+    for source, tag in ((catalog, "catalog"), (distractors, "distractors")):
+        for shard in sorted(source.glob("*.parquet")):
+            link = union / f"{tag}-{shard.name}"
+            if not link.exists():
+                link.symlink_to(shard.resolve())
+    overlap = set(_ids(catalog)) & set(_ids(distractors))
+    if overlap:
+        raise ValueError(f"{len(overlap)} distractor ids are catalog ids, e.g. {sorted(overlap)[:3]}")
+    return union
+
+
+def _ids(folder: Path) -> list[str]:
+    return pq.read_table(folder, columns=["product_id"]).column(0).to_pylist()
+
+
+def evaluate_variant(
+    model: Path, data: Path, union: Path, work: Path, precision: str
+) -> dict[str, dict[str, float]]:
+    """R@k of the test queries over the union and over the catalog alone, for one model."""
+    from pipelines.embed.stage import EmbedConfig, embed_catalog
+    from pipelines.evaluate.searchers import SearcherSpec
+    from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
+    from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
+
+    settings = ModelSettings(str(model), precision=precision)
+    figures: dict[str, dict[str, float]] = {}
+    plans = (
+        ("with distractors", union, None, work / "union-embeddings"),
+        ("catalog alone", data / "products", work / "union-embeddings", work / "catalog-embeddings"),
+    )
+    for name, products, previous, embeddings in plans:
+        started = time.perf_counter()
+        if not (embeddings / "manifest.json").is_file():
+            embed = EmbedSettings(str(products), previous=str(previous) if previous else None)
+            embed_catalog(EmbedConfig(model=settings, embed=embed, output=str(embeddings)))
+        embed_s = time.perf_counter() - started
+        output = embeddings.parent / f"eval-{embeddings.name}"
+        evaluate = EvaluateSettings(
+            queries=str(data / "queries.parquet"),
+            judgments=str(data / "judgments.parquet"),
+            embeddings=str(embeddings),
+            searcher="exact",
+            metrics=",".join(METRICS),
+            zero_shot="false",
+        )
+        evaluate_retrieval(
+            EvaluateConfig(model=settings, evaluate=evaluate, output=str(output), overwrite=True)
+        )
+        metrics = json.loads((output / "metrics.json").read_text())["metrics"]
+        figures[name] = {
+            **{metric: metrics[metric]["mean"] for metric in METRICS if metric in metrics},
+            "products": SearcherSpec("exact", str(embeddings)).corpus_size(),
+            "embed_s": round(embed_s, 1),
+        }
+    return figures
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--experiment", default="runs/experiment", help="A `madr experiment` output folder")
+    parser.add_argument(
+        "--variants", default="zero-shot,bibert,mtbert", help="Comma-separated variants of that experiment"
+    )
+    parser.add_argument("--distractors", type=int, default=500_000, help="Distractor products added")
+    parser.add_argument("--distractor_seed", type=int, default=1013, help="The generator's seed for them")
+    parser.add_argument("--precision", default="int8", help="Inference precision of products and queries")
+    parser.add_argument("--work", default="runs/distractors", help="Distractor catalog and embeddings")
+    parser.add_argument("--quick", action="store_true", help="1,500 + 3,000 products, a tiny random model")
+    args = parser.parse_args(argv)
+    work = Path(args.work) / ("quick" if args.quick else "")
+    work.mkdir(parents=True, exist_ok=True)
+    if args.quick:
+        from product_data.synthetic import SyntheticConfig, generate_benchmark
+
+        args.distractors, data = 3_000, work / "data"
+        if not (data / "manifest.json").is_file():
+            generate_benchmark(SyntheticConfig(num_products=1_500, num_queries=120, seed=13), str(data))
+        # Made once: the work folder's embeddings are this model's.
+        tiny = work / "tiny-model"
+        models = {"tiny": tiny if (tiny / "manifest.json").is_file() else tiny_model(tiny, 32, "1")}
+    else:
+        data = Path(args.experiment) / "data"
+        models = {variant: Path(args.experiment) / variant / "model" for variant in args.variants.split(",")}
+    missing = [str(path) for path in models.values() if not (path / "manifest.json").is_file()]
+    if missing or not (data / "manifest.json").is_file():
+        raise SystemExit(
+            f"not found: {', '.join(missing) or data}: run `madr experiment` first, or give --experiment"
+        )
+    distractors = distractor_catalog(
+        work / f"distractors-{args.distractors}-{args.distractor_seed}",
+        args.distractors,
+        args.distractor_seed,
+    )
+    union = union_catalog(distractors.parent, data / "products", distractors)
+    figures = {
+        variant: evaluate_variant(model, data, union, work / f"{variant}-{args.distractors}", args.precision)
+        for variant, model in models.items()
+    }
+    config = {
+        "command": command_line("bench.distractor_recall", argv),
+        "experiment": str(data.parent),
+        "distractors": args.distractors,
+        "distractor_seed": args.distractor_seed,
+        "precision": args.precision,
+        "distractors_are": "generator products with another seed, unjudged (a relevant one counts as a miss)",
+        **shared_machine_note(),
+    }
+    rows = [
+        [variant, name, f"{f['products']:,}", *(f"{f[m]:.4f}" if m in f else "–" for m in METRICS)]
+        for variant, by_setting in figures.items()
+        for name, f in by_setting.items()
+    ]
+    print(table(["variant", "catalog", "products", "R@100", "R@1k", "R@10k"], rows))
+    report("distractor_recall_quick" if args.quick else "distractor_recall", config, figures)
+    return figures
+
+
+if __name__ == "__main__":
+    main()

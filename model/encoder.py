@@ -361,12 +361,10 @@ class DenseEncoder(nn.Module):
         )
         masked = TokenizedBatch(masked_ids, batch.attention_mask)
         labels = self.aspect_labels(annotations, tokenizer.tokenize) if learns else None
-        hidden, output = self._pretraining_pass(masked, side, with_output=labels is not None)
-        words = self.transformer(side).get_input_embeddings().weight
-        mlm = masked_lm_loss(self.mlm_head(side), hidden, words, mlm_labels)
+        mlm, output = self.masked_lm_loss(masked, side, mlm_labels, with_output=labels is not None)
         if output is None or labels is None:
             return PretrainingLoss(total=mlm_weight * mlm, mlm=mlm, aspect=mlm.new_zeros(()))
-        labels = labels.to(hidden.device)
+        labels = labels.to(mlm.device)
         aspect = self.auxiliary_loss(output, labels)
         return PretrainingLoss(
             total=mlm_weight * mlm + aspect_weight * aspect,
@@ -374,6 +372,16 @@ class DenseEncoder(nn.Module):
             aspect=aspect,
             aspect_accuracy=labels.top1_accuracy(output.aspect_logits),
         )
+
+    def masked_lm_loss(
+        self, masked: TokenizedBatch, side: Side, mlm_labels: torch.Tensor, with_output: bool
+    ) -> tuple[torch.Tensor, EncoderOutput | None]:
+        """L_MLM of the masked batch from the last layer's states, and the model's output when the
+        aspect loss needs it (one pass). A variant with another pre-training objective over the masked
+        text (Condenser's head) overrides this."""
+        hidden, output = self._pretraining_pass(masked, side, with_output=with_output)
+        words = self.transformer(side).get_input_embeddings().weight
+        return masked_lm_loss(self.mlm_head(side), hidden, words, mlm_labels), output
 
     def _pretraining_pass(
         self, masked: TokenizedBatch, side: Side, with_output: bool

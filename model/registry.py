@@ -17,6 +17,7 @@ from model.aspects.vocabulary import AspectVocabulary
 from model.backbone import backbone_config_dict, bundled_backbone_path, load_tokenizer
 from model.baselines import BASELINE_ENCODERS
 from model.bibert import BiBertEncoder, ZeroShotEncoder
+from model.condenser import CondenserEncoder
 from model.config import EncoderConfig, read_config_dict
 from model.encoder import DenseEncoder, pick_device
 from model.madral import MADRAL_ENCODERS
@@ -28,6 +29,7 @@ VARIANTS: dict[str, type[DenseEncoder]] = {
     for cls in (
         ZeroShotEncoder,
         BiBertEncoder,
+        CondenserEncoder,
         *MADRAL_ENCODERS,
         *BASELINE_ENCODERS,
         MuralEncoder,
@@ -78,6 +80,8 @@ EXPERIMENT_ROLES: dict[str, ExperimentRole] = {
     ZERO_SHOT: ExperimentRole(trained=False, paper_preset=None),
     "bibert": ExperimentRole(pretrained_from="bibert"),
     "dssm": ExperimentRole(embeddings_from="bibert"),
+    # repro-ecir24 §8.1's "advanced pre-trained model": BiBERT fine-tuning from Condenser's pre-training.
+    "condenser": ExperimentRole(pretrained_from="condenser", paper_preset="repro-ecir24"),
     # madral-kdd22 §8.2: MpBERT and MADR are trained "the same way as BiBERT", pre-training included.
     "mpbert": ExperimentRole(paper_pretraining="mpbert"),
     "mtbert": ExperimentRole(pretrained_from="mtbert"),

@@ -52,6 +52,7 @@ from pipelines.train.finetune import TrainJob, run_training
 from pipelines.train.pretrain import PRETRAIN_PRECISION_HELP, PRETRAIN_PRECISIONS, pretrain_in_bf16
 from pipelines.zero_shot import zero_shot_model
 from product_data.synthetic import SyntheticConfig, generate_benchmark
+from schemas import ECOMMERCE_ASPECTS
 from schemas.splits import HeldOutProducts, title_key
 
 DEFAULT_VARIANTS = tuple(EXPERIMENT_ROLES)
@@ -111,6 +112,11 @@ class ExperimentConfig:
         "Training runs per variant, with seeds --seed, --seed + 1, ... over the same data: the table gives "
         "mean ± sd over them and tests the per-query means pooled over them",
     )
+    aspects: tuple[str, ...] = setting(
+        ECOMMERCE_ASPECTS,
+        "Comma-separated aspects the aspect-aware variants learn and fuse; leave one out for madral-kdd22's "
+        "ablation removing one aspect (the benchmark annotates %(default)s)",
+    )
     paper_layer_drop: bool = setting(
         False,
         "Under the budget profiles, drop the backbone's last layer for MADR, MADRAL, en-v1 and no-fusion as "
@@ -131,6 +137,9 @@ class ExperimentConfig:
             raise ValueError(f"variants repeat: {self.variants}")
         if self.pretrain_precision not in PRETRAIN_PRECISIONS:
             raise ValueError(f"pretrain_precision must be one of {PRETRAIN_PRECISIONS}")
+        unknown = set(self.aspects) - set(ECOMMERCE_ASPECTS)
+        if not self.aspects or unknown or len(set(self.aspects)) != len(self.aspects):
+            raise ValueError(f"aspects must be distinct names among {ECOMMERCE_ASPECTS}, got {self.aspects}")
         if self.seeds < 1:
             raise ValueError(f"seeds must be >= 1, got {self.seeds}")
         if not 0 <= self.held_out_products < self.num_products:

@@ -24,6 +24,7 @@ from model.registry import drops_last_layer_by_default, experiment_role, learns_
 from model.training import TrainingConfig
 from pipelines.train.encoder_job import parse_variant_options
 from pipelines.train.presets import PRESETS, Preset
+from schemas import ECOMMERCE_ASPECTS
 
 if TYPE_CHECKING:
     from jobs.experiment import ExperimentConfig
@@ -71,7 +72,7 @@ def variant_training(config: ExperimentConfig, variant: str) -> VariantTraining:
         PRESETS[role.paper_preset] if config.paper_settings and role.paper_preset else None
     )
     if preset is None:
-        options, name = role.budget_options, role.pretrained_from
+        options, name = role.budget_options, _ablation_name(role.pretrained_from, config)
         if drops_last_layer_by_default(variant):
             # The budget keeps every layer unless asked (`ExperimentConfig.paper_layer_drop`); a pre-trained
             # model is kept per layer setting, so the ablation never fine-tunes from the other's.
@@ -80,7 +81,11 @@ def variant_training(config: ExperimentConfig, variant: str) -> VariantTraining:
         return VariantTraining(
             pretrained_from=role.pretrained_from,
             pretrained_name=name,
-            model={"max_document_length": config.max_document_length, "variant_options": options},
+            model={
+                "max_document_length": config.max_document_length,
+                "aspects": config.aspects,
+                "variant_options": options,
+            },
             pretraining={},
             loop=loop,
             # The fine-tuned BiBERT's word embeddings: the budget shortcut (madral-kdd22 §8.2 starts DSSM from
@@ -92,12 +97,13 @@ def variant_training(config: ExperimentConfig, variant: str) -> VariantTraining:
     train = dict(preset.train)
     if not learns_aspects:
         train["aspect_loss_weight"] = 0.0
-    name = f"{source}-{preset.name}" if source else None
+    name = _ablation_name(f"{source}-{preset.name}", config) if source else None
     return VariantTraining(
         pretrained_from=source,
         pretrained_name=name,
         model={
             **preset.model,
+            "aspects": config.aspects,
             "variant_options": (*parse_variant_options(list(preset.variant_options)), *role.paper_options),
         },
         pretraining=dict(preset.pretrain),
@@ -107,6 +113,14 @@ def variant_training(config: ExperimentConfig, variant: str) -> VariantTraining:
         ),
         preset=preset.name,
     )
+
+
+def _ablation_name(name: str | None, config: ExperimentConfig) -> str | None:
+    """A pre-trained model's folder name, marked with the aspects it learns when they are not all of the
+    benchmark's, so that an aspect ablation never fine-tunes from a model that learnt the left-out one."""
+    if name is None or config.aspects == ECOMMERCE_ASPECTS:
+        return name
+    return f"{name}-{'-'.join(config.aspects)}"
 
 
 def embeddings_source(training: VariantTraining, root: Path) -> Path | None:

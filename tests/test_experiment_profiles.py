@@ -37,6 +37,7 @@ def test_the_budget_profile_trains_every_variant_alike_with_one_shared_encoder()
     assert training.preset is None and training.pretraining == {}
     assert training.model == {
         "max_document_length": BUDGET.max_document_length,
+        "aspects": ("category", "brand", "color"),
         "variant_options": (("drop_last_layer", False),),
     }
     assert training.loop == TrainingConfig(
@@ -156,3 +157,20 @@ def test_en_v2_reads_the_first_tokens_in_the_studys_order_under_the_paper_profil
         3,
         2,
     )  # category, brand, color
+
+
+@pytest.mark.parametrize("config", [BUDGET, PAPER])
+def test_an_aspect_left_out_is_left_out_of_training_and_of_the_pretrained_model(
+    config: ExperimentConfig,
+) -> None:
+    # madral-kdd22's ablation removing one aspect: no head, no label, no pre-trained model that learnt it.
+    ablation = dataclasses.replace(config, aspects=("category", "brand"))
+    full, without = variant_training(config, "madral"), variant_training(ablation, "madral")
+    assert without.model["aspects"] == ("category", "brand")
+    assert without.pretrained_name == f"{full.pretrained_name}-category-brand"
+    job = TrainJob(dataset="d", output="o", variant="madral", **without.model)
+    assert job.encoder_settings()["aspects"] == ("category", "brand")
+    with pytest.raises(ValueError, match="aspects must be distinct names"):
+        dataclasses.replace(config, aspects=("category", "material"))
+    with pytest.raises(ValueError, match="aspects must be distinct names"):
+        dataclasses.replace(config, aspects=())

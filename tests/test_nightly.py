@@ -196,3 +196,30 @@ def test_one_min_confidence_reaches_every_stage_of_the_nightly_and_every_command
         (action,) = [a for a in command._actions if "--min_confidence" in a.option_strings]
         helps.add((action.help, action.default))
     assert len(helps) == 1  # one declaration, one default (None: each command's own, said in the help)
+
+
+def test_the_nightly_evaluates_with_one_searcher_unless_asked_for_both() -> None:
+    """Issue 26: one copy of the corpus per evaluate worker; the comparison with exact search on request."""
+    parser = argparse.ArgumentParser()
+    add_nightly_arguments(parser)
+    flags = [
+        "--products",
+        "p",
+        "--model",
+        "m",
+        "--output",
+        "o",
+        "--run_id",
+        "r",
+        "--queries",
+        "q",
+        "--judgments",
+        "j",
+    ]
+    job = job_from_args(*parser.parse_known_args(flags))
+    assert (job.evaluate_config().evaluate.searcher, job.evaluate_config().evaluate.compare_exact) == (
+        "auto",
+        "false",
+    )
+    both = job_from_args(*parser.parse_known_args([*flags, "--evaluate_flags", "--compare_exact true"]))
+    assert both.evaluate_config().evaluate.compare_exact == "true"

@@ -83,7 +83,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "queries": len(queries),
         "target": DEFAULT_TARGET_RECALL,
     }
-    report("index_choice_quick" if args.quick else "index_choice", config_doc, figures)
+    # The default size keeps its file; another size gets its own, so a 1M run does not replace the 200k one.
+    name = "index_choice" if n == parser.get_default("n") else f"index_choice_{n}"
+    report("index_choice_quick" if args.quick else name, config_doc, figures)
     return figures
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.results_table import Table, main_table, table_of_results
+from bench.results_table import DELTA, Table, main_table, table_of_results
 from schemas import ECOMMERCE_ASPECTS
 
 SECTION = "## What the figures say"
@@ -44,7 +44,7 @@ class Quote:
     def failure(self, table: Table) -> str | None:
         value = table.value(self.variant, self.column)
         decimals = len(self.text.split(".")[1]) if "." in self.text else 0
-        scale = 100.0 if self.column.endswith("Δ points") else 1.0
+        scale = 100.0 if self.column.endswith(DELTA) else 1.0
         if value is None:
             return f"{self.variant} has no {self.column}"
         if f"{value * scale:.{decimals}f}" != self.text.lstrip("+"):
@@ -76,6 +76,9 @@ class NotMarked:
     mark: str
 
     def failure(self, table: Table) -> str | None:
+        missing = [f"{v} {c}" for v in self.variants for c in self.columns if table.value(v, c) is None]
+        if missing:  # a row or column the claim speaks of is gone: not a vacuous pass
+            return f"no value for {', '.join(missing)}"
         found = [f"{v} {c}" for v in self.variants for c in self.columns if self.mark in table.marks(v, c)]
         return f"marked {self.mark}: {', '.join(found)}" if found else None
 
@@ -95,7 +98,10 @@ class Ahead:
             mine = table.value(self.variant, column)
             for other in self.others:
                 theirs = table.value(other, column)
-                if mine is None or theirs is None or (mine < theirs if self.lower else mine > theirs):
+                if mine is None or theirs is None:
+                    wrong.append(f"{column}: no value for {self.variant if mine is None else other}")
+                    continue
+                if mine < theirs if self.lower else mine > theirs:
                     continue
                 wrong.append(f"{column}: {self.variant} {mine:.4f} vs {other} {theirs:.4f}")
         side = "below" if self.lower else "ahead of"

@@ -116,3 +116,15 @@ def test_the_command_exits_1_on_a_failed_claim(markdown: str, tmp_path: Path, ca
     assert main(["--doc", str(doc)]) == 1
     out = capsys.readouterr().out
     assert "FAIL  DSSM and MADR are far behind" in out and "the table has 0.9244" in out
+
+
+def test_a_claim_about_a_row_the_table_lost_fails_instead_of_passing(markdown: str) -> None:
+    table = main_table(markdown)
+    del table.cells["mur"]
+    del table.cells["mural"]["R@100"]
+    failed = {claim.says: failures for claim, failures in check_claims(table) if failures}
+    assert any("no value for mur" in f for f in failed["both are below BiBERT on R@100"])
+    assert any(
+        "no value for mural R@100" in f
+        for f in failed["On R@100 no aspect-aware variant is significantly ahead"]
+    )

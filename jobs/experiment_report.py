@@ -122,8 +122,12 @@ def write_report(report: dict[str, Any], path: Path) -> str:
     lines = [
         f"Retrieval (R@k through the ScaNN index, or the inverted index of a sparse variant; "
         f"{config['num_products']:,} products) and the ranking task "
-        f"(NDCG, AUC: each test query re-ranks its judged products), on the test split of "
-        f"{config['num_queries']} synthetic queries"
+        f"(NDCG, AUC: each test query re-ranks its judged products), on "
+        + (
+            f"{config['test_queries']:,} synthetic test queries"
+            if config.get("test_queries")
+            else f"the test split of {config['num_queries']} synthetic queries"
+        )
         + (
             f"; mean ± sd over {config['seeds']} training seeds, tests on per-query means pooled over them"
             if config.get("seeds", 1) > 1

@@ -174,3 +174,14 @@ def test_an_aspect_left_out_is_left_out_of_training_and_of_the_pretrained_model(
         dataclasses.replace(config, aspects=("category", "material"))
     with pytest.raises(ValueError, match="aspects must be distinct names"):
         dataclasses.replace(config, aspects=())
+
+
+def test_test_queries_grow_the_test_split_alone() -> None:
+    # Issue 27 item 4: power for 2 points of Recall@100 needs more test queries, not more training.
+    default = BUDGET.benchmark().split_sizes()
+    assert default == {"train": 360, "valid": 90, "test": 150}
+    grown = dataclasses.replace(BUDGET, test_queries=1500, num_products=60_000).benchmark()
+    assert grown.split_sizes() == {"train": 360, "valid": 90, "test": 1500}
+    assert grown.max_judged_per_query == 20 and grown.num_products == 60_000
+    with pytest.raises(ValueError, match="test_queries"):
+        dataclasses.replace(BUDGET, test_queries=-1)

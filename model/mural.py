@@ -40,7 +40,7 @@ from model.mural_aspects import (
     value_wordpieces,
     vocabulary_sizes,
 )
-from model.mural_config import MuralConfig, MurConfig, ValueTables
+from model.mural_config import MuralConcatConfig, MuralConfig, MurConfig, ValueTables
 from model.mural_tokens import grow_word_embeddings, insert_guiding_tokens
 
 WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
@@ -382,3 +382,7 @@ class MuralEncoder(DenseEncoder):
 
 class MurEncoder(MuralEncoder):
     config_class = MurConfig
+
+
+class MuralConcatEncoder(MuralEncoder):
+    config_class = MuralConcatConfig

@@ -101,3 +101,16 @@ class MurConfig(MuralConfig):
         if self.aspect_loss_weight != 0:
             raise ValueError("mur is MURAL with aspect_loss_weight = 0; use variant 'mural' to learn aspects")
         super().__post_init__()
+
+
+@dataclass(frozen=True)
+class MuralConcatConfig(MuralConfig):
+    """MURAL-CONCAT (mural-wsdm24 §5.1 (6)): MURAL reading its documents with their aspect strings, as
+    BiBERT-CONCAT does (`model.text.document_text_with_aspects`); queries stay as they are."""
+
+    variant: ClassVar[str] = "mural-concat"
+    model_id: str = "mural-concat"
+
+    @property
+    def appends_aspects_to_documents(self) -> bool:
+        return True

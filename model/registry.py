@@ -21,7 +21,7 @@ from model.condenser import CondenserEncoder
 from model.config import EncoderConfig, read_config_dict
 from model.encoder import DenseEncoder, pick_device
 from model.madral import MADRAL_ENCODERS
-from model.mural import MuralEncoder, MurEncoder
+from model.mural import MuralConcatEncoder, MuralEncoder, MurEncoder
 from model.uhd import UhdEncoder
 
 VARIANTS: dict[str, type[DenseEncoder]] = {
@@ -33,6 +33,7 @@ VARIANTS: dict[str, type[DenseEncoder]] = {
         *MADRAL_ENCODERS,
         *BASELINE_ENCODERS,
         MuralEncoder,
+        MuralConcatEncoder,
         MurEncoder,
         UhdEncoder,
     )
@@ -97,6 +98,8 @@ EXPERIMENT_ROLES: dict[str, ExperimentRole] = {
     ),
     "no-fusion": ExperimentRole(pretrained_from="madral", paper_preset="repro-ecir24"),
     "mural": ExperimentRole(pretrained_from="mural", paper_preset="mural-wsdm24"),
+    # Its aspect strings are part of the document text it pre-trains on, so it has its own pre-trained model.
+    "mural-concat": ExperimentRole(pretrained_from="mural-concat", paper_preset="mural-wsdm24"),
     "mur": ExperimentRole(pretrained_from="mur", paper_preset="mural-wsdm24"),
     "uhd": ExperimentRole(
         budget_options=(("dimensions", 8192), ("bucket_layers", [6])),

@@ -14,7 +14,7 @@ from model.aspects.labels import AspectLabels
 from model.backbone import load_tokenizer
 from model.encoder import DenseEncoder, Side
 from model.mlm import masked_lm_loss
-from model.mural import MuralEncoder, MurEncoder
+from model.mural import MuralConcatEncoder, MuralEncoder, MurEncoder
 from model.mural_aspects import (
     Grouping,
     aspect_groups,
@@ -26,6 +26,8 @@ from model.mural_aspects import (
 )
 from model.mural_config import MuralConfig, MurConfig
 from model.mural_tokens import IGNORE_INDEX, insert_guiding_tokens, mask_for_mlm
+from model.registry import experiment_role
+from model.text import text_for_model
 from tests.conftest import tiny_backbone
 
 ASPECTS = ("category", "brand", "color")
@@ -331,3 +333,14 @@ def test_loaded_model_names_its_predicted_values(tmp_path, tokenizer) -> None:
     # A value of the phrase vocabulary (not a class id), as the catalog spells it: what a reader can use.
     assert rows[0].aspect_values["category"] in vocabularies["phrase"].values("category").spellings
     assert set(rows[0].aspect_values) == {"category", "brand", "color"}
+
+
+def test_mural_concat_reads_documents_with_their_aspect_strings_and_queries_as_they_are(tokenizer) -> None:
+    # mural-wsdm24 §5.1 (6): MURAL with BiBERT-CONCAT's document text; the model itself is MURAL's.
+    encoder, _ = make_encoder(tokenizer, MuralConcatEncoder)
+    product = {"title": "running shoes", "aspects": {"brand": ["Nike"], "color": ["Red"]}}
+    assert text_for_model(product, encoder.config) == "running shoes . brand: Nike . color: Red"
+    assert text_for_model(product, make_encoder(tokenizer)[0].config) == "running shoes"
+    batch = encoder.tokenize(tokenizer, [text_for_model(product, encoder.config)], Side.DOCUMENT)
+    assert encoder(batch, Side.DOCUMENT).embedding.shape == (1, 8)
+    assert experiment_role("mural-concat").pretrained_from == "mural-concat"

@@ -123,6 +123,11 @@ class ExperimentConfig:
         "Comma-separated aspects the aspect-aware variants learn and fuse; leave one out for madral-kdd22's "
         "ablation removing one aspect (the benchmark annotates %(default)s)",
     )
+    aspect_sides: tuple[str, ...] = setting(
+        ("query", "document"),
+        "Sides whose aspect losses count in pre-training and fine-tuning; one side alone is madral-kdd22's "
+        "ablation of aspect learning on one side",
+    )
     paper_layer_drop: bool = setting(
         False,
         "Under the budget profiles, drop the backbone's last layer for MADR, MADRAL, en-v1 and no-fusion as "
@@ -227,6 +232,7 @@ def _run_variant(
         aspect_weight=config.pretrain_aspect_weight,
         held_out=config.held_out_rule(),
         bf16=pretrain_in_bf16(config.pretrain_precision),
+        aspect_sides=config.aspect_sides,
     )
     # Only for a model still to train: skipped, like the train stage, once its manifest exists.
     init_from = StageRunner(timings, digits=1).run(

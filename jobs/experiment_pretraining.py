@@ -48,6 +48,7 @@ class PretrainingPlan:
     learning_rate: float = CATALOG_PRETRAIN_LEARNING_RATE
     head_learning_rate: float = CATALOG_PRETRAIN_HEAD_LEARNING_RATE
     bf16: bool = False
+    aspect_sides: tuple[str, ...] = ("query", "document")
 
     def __post_init__(self) -> None:
         if self.steps < 0 or self.batch_size < 1 or self.aspect_weight < 0:
@@ -79,6 +80,7 @@ def pretrained_model(
         learning_rate=plan.learning_rate,
         head_learning_rate=plan.head_learning_rate,
         bf16=plan.bf16,
+        aspect_sides=plan.aspect_sides,
         seed=seed,
         show_progress=True,
     )

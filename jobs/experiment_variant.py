@@ -65,6 +65,7 @@ def variant_training(config: ExperimentConfig, variant: str) -> VariantTraining:
         batch_size=config.batch_size,
         seed=config.seed,
         aspect_loss_weight=config.aspect_loss_weight if learns_aspects else 0.0,
+        aspect_sides=config.aspect_sides,
         head_learning_rate=config.head_learning_rate,
         pointwise_loss_weight=1.0 if role.pointwise_loss else 0.0,
     )
@@ -117,10 +118,15 @@ def variant_training(config: ExperimentConfig, variant: str) -> VariantTraining:
 
 def _ablation_name(name: str | None, config: ExperimentConfig) -> str | None:
     """A pre-trained model's folder name, marked with the aspects it learns when they are not all of the
-    benchmark's, so that an aspect ablation never fine-tunes from a model that learnt the left-out one."""
-    if name is None or config.aspects == ECOMMERCE_ASPECTS:
-        return name
-    return f"{name}-{'-'.join(config.aspects)}"
+    benchmark's, and the side it learns them on when only one, so that an ablation never fine-tunes from a
+    model that learnt what it leaves out."""
+    if name is None:
+        return None
+    if config.aspects != ECOMMERCE_ASPECTS:
+        name = f"{name}-{'-'.join(config.aspects)}"
+    if len(config.aspect_sides) == 1:
+        name = f"{name}-{config.aspect_sides[0]}-side"
+    return name
 
 
 def embeddings_source(training: VariantTraining, root: Path) -> Path | None:

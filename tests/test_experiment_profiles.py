@@ -185,3 +185,11 @@ def test_test_queries_grow_the_test_split_alone() -> None:
     assert grown.max_judged_per_query == 20 and grown.num_products == 60_000
     with pytest.raises(ValueError, match="test_queries"):
         dataclasses.replace(BUDGET, test_queries=-1)
+
+
+def test_aspect_learning_on_one_side_reaches_the_loop_and_keeps_its_own_pretrained_model() -> None:
+    one_side = dataclasses.replace(BUDGET, aspect_sides=("query",))
+    training = variant_training(one_side, "madral")
+    assert training.loop.aspect_sides == ("query",)
+    assert training.pretrained_name == "madral-query-side"
+    assert variant_training(BUDGET, "madral").loop.aspect_sides == ("query", "document")

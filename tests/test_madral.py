@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -436,6 +437,14 @@ def test_the_fine_tuning_loss_is_eq_8_of_its_parts(tmp_path) -> None:
     aspects = encoder.auxiliary_loss(q, labels_q) + encoder.auxiliary_loss(d, labels_d)
     assert min(sce.item(), ce.item(), aspects.item()) > 0
     torch.testing.assert_close(loss, sce + 0.3 * ce + 0.5 * aspects)
+    # madral-kdd22's ablation of aspect learning on one side: only that side's aspect losses count.
+    for side, output, labels in (("query", q, labels_q), ("document", d, labels_d)):
+        one_side = dataclasses.replace(config, aspect_sides=(side,))
+        with torch.no_grad():
+            partial = Trainer(encoder, tokenizer, one_side, tmp_path).batch_loss(batch)
+        torch.testing.assert_close(partial, sce + 0.3 * ce + 0.5 * encoder.auxiliary_loss(output, labels))
+    with pytest.raises(ValueError, match="aspect_sides"):
+        dataclasses.replace(config, aspect_sides=("item",))
 
 
 def test_the_trainer_fits_a_multi_aspect_variant_and_the_aspect_loss_reaches_the_heads(tmp_path) -> None:

@@ -15,7 +15,7 @@ from model import AspectVocabulary, DenseEncoder, Side, load_encoder, new_encode
 from model.mlm import IGNORE_INDEX, MlmHead, mask_for_mlm, masked_lm_loss
 from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, TrainingConfig
 from model.training.optimizer import freeze_lower_layers
-from model.training.pretrain import pretraining_batches
+from model.training.pretrain import PretrainingBatch, pretraining_batches
 from pipelines.train.finetune import TrainJob, run_training
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from tests.conftest import tiny_backbone
@@ -403,3 +403,20 @@ def test_head_refit_moves_only_the_prediction_heads_and_lowers_their_loss(
     report = json.loads((tmp_path / "refit" / "manifest.json").read_text())["head_refit"]
     assert report["epochs"] == 3 and 0 < report["products"] <= 300  # the annotated ones
     assert report["final_loss"] < report["initial_loss"]
+
+
+def test_a_side_left_out_of_aspect_sides_pretrains_with_mlm_alone(tmp_path) -> None:
+    """madral-kdd22's ablation of aspect learning on one side: that side's batches have no aspect loss."""
+    encoder, tokenizer = build("madral")
+    encoder.eval()
+    queries = PretrainingBatch(Side.QUERY, tuple(TEXTS), tuple(ANNOTATIONS))
+    documents = PretrainingBatch(Side.DOCUMENT, tuple(TEXTS), tuple(ANNOTATIONS))
+    both = Pretrainer(encoder, tokenizer, _config(), tmp_path / "both")
+    documents_only = Pretrainer(encoder, tokenizer, _config(aspect_sides=("document",)), tmp_path / "d")
+    with torch.no_grad():
+        assert both.batch_loss(queries, 0).aspect.item() > 0
+        left_out = documents_only.batch_loss(queries, 0)
+        assert left_out.aspect.item() == 0 and left_out.total.item() == pytest.approx(left_out.mlm.item())
+        assert documents_only.batch_loss(documents, 0).aspect.item() == pytest.approx(
+            both.batch_loss(documents, 0).aspect.item()
+        )

@@ -38,9 +38,16 @@ class LoopSettings:
         "Forward pass under bfloat16 autocast (weights, optimiser and losses stay fp32): about 1.6x faster "
         "on a CPU with native bfloat16 (AVX-512 BF16, AMX) or a GPU, slower on a CPU without it",
     )
+    aspect_sides: tuple[str, ...] = cli_field(
+        ("query", "document"),
+        "Sides whose aspect losses count, comma-separated (madral-kdd22's ablation learns aspects on one)",
+    )
     show_progress: bool = True
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "aspect_sides", tuple(self.aspect_sides))
+        if not self.aspect_sides or not set(self.aspect_sides) <= {"query", "document"}:
+            raise ValueError(f"aspect_sides must name 'query', 'document' or both, got {self.aspect_sides}")
         if self.epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {self.epochs}")
         if self.max_steps is not None and self.max_steps < 1:

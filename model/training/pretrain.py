@@ -190,7 +190,8 @@ class Pretrainer(EncoderRun):
             batch.side,
             list(batch.aspects),
             mask_generator(cfg.seed, step),
-            aspect_weight=cfg.aspect_weight,
+            # A side left out of `aspect_sides` pre-trains with L_MLM alone.
+            aspect_weight=cfg.aspect_weight if batch.side.value in cfg.aspect_sides else 0.0,
             mask_probability=cfg.mask_probability,
             mlm_weight=cfg.mlm_weight,
         )

@@ -125,10 +125,16 @@ class Trainer(EncoderRun):
                 pairs_q, encoded.embedding, relevant, encoder.config.temperature
             )
         if cfg.aspect_loss_weight:
-            loss = loss + cfg.aspect_loss_weight * (
-                self._aspect_loss(queries, batch.query_aspects)
-                + self._aspect_loss(encoded, batch.positive_aspects + batch.negative_aspects)
+            sides = (
+                (Side.QUERY, queries, batch.query_aspects),
+                (Side.DOCUMENT, encoded, batch.positive_aspects + batch.negative_aspects),
             )
+            aspect = sum(
+                self._aspect_loss(output, annotations)
+                for side, output, annotations in sides
+                if side.value in cfg.aspect_sides
+            )
+            loss = loss + cfg.aspect_loss_weight * aspect
         return loss
 
     def _aspect_loss(self, output: EncoderOutput, annotations: list[Annotations]) -> torch.Tensor:

@@ -128,6 +128,11 @@ class ExperimentConfig:
         "Sides whose aspect losses count in pre-training and fine-tuning; one side alone is madral-kdd22's "
         "ablation of aspect learning on one side",
     )
+    annotated_share: float = setting(
+        1.0,
+        "Share of the products whose annotations pre-training learns from (repro-ecir24 §8.5: 1/3, 2/3, "
+        "all); masked-language modelling reads every product",
+    )
     paper_layer_drop: bool = setting(
         False,
         "Under the budget profiles, drop the backbone's last layer for MADR, MADRAL, en-v1 and no-fusion as "
@@ -153,6 +158,8 @@ class ExperimentConfig:
             raise ValueError(f"aspects must be distinct names among {ECOMMERCE_ASPECTS}, got {self.aspects}")
         if self.seeds < 1:
             raise ValueError(f"seeds must be >= 1, got {self.seeds}")
+        if not 0.0 <= self.annotated_share <= 1.0:
+            raise ValueError(f"annotated_share must be in [0, 1], got {self.annotated_share}")
         if self.test_queries < 0:
             raise ValueError(f"test_queries must be >= 0, got {self.test_queries}")
         if not 0 <= self.held_out_products < self.num_products:
@@ -233,6 +240,7 @@ def _run_variant(
         held_out=config.held_out_rule(),
         bf16=pretrain_in_bf16(config.pretrain_precision),
         aspect_sides=config.aspect_sides,
+        annotated_share=config.annotated_share,
     )
     # Only for a model still to train: skipped, like the train stage, once its manifest exists.
     init_from = StageRunner(timings, digits=1).run(

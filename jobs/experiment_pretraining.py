@@ -49,6 +49,7 @@ class PretrainingPlan:
     head_learning_rate: float = CATALOG_PRETRAIN_HEAD_LEARNING_RATE
     bf16: bool = False
     aspect_sides: tuple[str, ...] = ("query", "document")
+    annotated_share: float = 1.0
 
     def __post_init__(self) -> None:
         if self.steps < 0 or self.batch_size < 1 or self.aspect_weight < 0:
@@ -92,6 +93,7 @@ def pretrained_model(
             output=str(folder),
             variant=source,
             held_out=plan.held_out,
+            annotated_share=plan.annotated_share,
             **training.model,
         ),
         dataclasses.replace(loop, **changes),

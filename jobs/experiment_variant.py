@@ -118,14 +118,16 @@ def variant_training(config: ExperimentConfig, variant: str) -> VariantTraining:
 
 def _ablation_name(name: str | None, config: ExperimentConfig) -> str | None:
     """A pre-trained model's folder name, marked with the aspects it learns when they are not all of the
-    benchmark's, and the side it learns them on when only one, so that an ablation never fine-tunes from a
-    model that learnt what it leaves out."""
+    benchmark's, the side it learns them on when only one, and the share of annotated products when not
+    all, so that an ablation never fine-tunes from a model that learnt what it leaves out."""
     if name is None:
         return None
     if config.aspects != ECOMMERCE_ASPECTS:
         name = f"{name}-{'-'.join(config.aspects)}"
     if len(config.aspect_sides) == 1:
         name = f"{name}-{config.aspect_sides[0]}-side"
+    if config.annotated_share < 1.0:
+        name = f"{name}-annotated-{config.annotated_share:g}"
     return name
 
 

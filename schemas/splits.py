@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-_BUCKETS = 10_000
+BUCKETS = 10_000
 RULE_NAME = "sha256(product_id) mod 10000 < fraction * 10000"
 TITLE_RULE_NAME = "sha256(title words without numbers, lower-cased) mod 10000 < fraction * 10000"
 RULES = {"product_id": RULE_NAME, "title": TITLE_RULE_NAME}
@@ -28,7 +28,7 @@ _WORD = re.compile(r"[^\W\d_]+")
 def held_out_bucket(key: str) -> int:
     """A stable bucket in [0, 10000) for a product id (or a title key)."""
     digest = hashlib.sha256(key.encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % _BUCKETS
+    return int.from_bytes(digest[:8], "big") % BUCKETS
 
 
 def title_key(title: str) -> str:
@@ -53,12 +53,12 @@ class HeldOutProducts:
         """Whether the product of this id is held out (the product-id rule; see `holds` for both)."""
         if self.by != "product_id":
             raise ValueError("a held-out rule by title needs the product: call holds(product)")
-        return held_out_bucket(product_id) < round(self.fraction * _BUCKETS)
+        return held_out_bucket(product_id) < round(self.fraction * BUCKETS)
 
     def holds(self, product: Mapping[str, Any]) -> bool:
         """Whether `product` (a record with product_id and title) is held out."""
         key = product["product_id"] if self.by == "product_id" else title_key(product.get("title") or "")
-        return held_out_bucket(key) < round(self.fraction * _BUCKETS)
+        return held_out_bucket(key) < round(self.fraction * BUCKETS)
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": RULES[self.by], "fraction": self.fraction}

@@ -193,3 +193,10 @@ def test_aspect_learning_on_one_side_reaches_the_loop_and_keeps_its_own_pretrain
     assert training.loop.aspect_sides == ("query",)
     assert training.pretrained_name == "madral-query-side"
     assert variant_training(BUDGET, "madral").loop.aspect_sides == ("query", "document")
+
+
+def test_a_share_of_annotations_keeps_its_own_pretrained_model() -> None:
+    third = dataclasses.replace(BUDGET, annotated_share=1 / 3)
+    assert variant_training(third, "madral").pretrained_name == "madral-annotated-0.333333"
+    with pytest.raises(ValueError, match="annotated_share"):
+        dataclasses.replace(BUDGET, annotated_share=-0.1)

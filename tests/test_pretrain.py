@@ -17,6 +17,7 @@ from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, Tra
 from model.training.optimizer import freeze_lower_layers
 from model.training.pretrain import PretrainingBatch, pretraining_batches
 from pipelines.train.finetune import TrainJob, run_training
+from pipelines.train.pretrain import PretrainJob, load_pretraining_records
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from tests.conftest import tiny_backbone
 
@@ -420,3 +421,24 @@ def test_a_side_left_out_of_aspect_sides_pretrains_with_mlm_alone(tmp_path) -> N
         assert documents_only.batch_loss(documents, 0).aspect.item() == pytest.approx(
             both.batch_loss(documents, 0).aspect.item()
         )
+
+
+@pytest.mark.parametrize("share", [1 / 3, 2 / 3, 1.0])
+def test_pretraining_learns_from_a_share_of_the_annotations_and_masks_every_product(
+    dataset: str, share: float
+) -> None:
+    """repro-ecir24 §8.5: 1/3, 2/3 or all of the products' annotations; every product still in L_MLM."""
+    encoder, _ = build("madral")
+    everything = load_pretraining_records(PretrainJob(dataset=dataset, output="o", variant="madral"), encoder)
+    job = PretrainJob(dataset=dataset, output="o", variant="madral", annotated_share=share)
+    records = load_pretraining_records(job, encoder)
+    assert [r.text for r in records] == [r.text for r in everything]
+    documents = [(a, b) for a, b in zip(everything, records, strict=True) if a.side is Side.DOCUMENT]
+    annotated = [a for a, _ in documents if a.aspects]
+    kept = [b for _, b in documents if b.aspects]
+    assert all(b.aspects in (None, a.aspects) for a, b in documents)
+    assert len(kept) == pytest.approx(share * len(annotated), abs=0.08 * len(annotated))
+    queries = [(a, b) for a, b in zip(everything, records, strict=True) if a.side is Side.QUERY]
+    assert all(a.aspects == b.aspects for a, b in queries)  # the share is of the products' annotations
+    with pytest.raises(ValueError, match="annotated_share"):
+        PretrainJob(dataset=dataset, output="o", variant="madral", annotated_share=1.5)

@@ -32,7 +32,7 @@ from pipelines.train.encoder_job import (
 )
 from pipelines.train.presets import add_preset_argument
 from schemas import InvalidRecord, validate_product, validate_query
-from schemas.splits import HeldOutProducts
+from schemas.splits import BUCKETS, HeldOutProducts, held_out_bucket
 
 LOGGER = logging.getLogger(__name__)
 
@@ -63,12 +63,24 @@ class PretrainJob(EncoderJob):
         ("train",), "Comma-separated query splits pre-trained on (query side)"
     )
     max_products: int | None = setting(None, "Pre-train on at most this many")
+    annotated_share: float = setting(
+        1.0,
+        "Share of the products whose aspect annotations pre-training learns from, chosen by a hash of the "
+        "product id (repro-ecir24 §8.5 compares 1/3, 2/3 and all); L_MLM reads every product",
+    )
     held_out: HeldOutProducts = field(default_factory=HeldOutProducts)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.max_products is not None and self.max_products < 1:
             raise ValueError(f"max_products must be >= 1 when set, got {self.max_products}")
+        if not 0.0 <= self.annotated_share <= 1.0:
+            raise ValueError(f"annotated_share must be in [0, 1], got {self.annotated_share}")
+
+    def keeps_annotations(self, product_id: str) -> bool:
+        """Whether pre-training learns from this product's annotations (`annotated_share` of them)."""
+        # Salted, so that the share is drawn independently of a held-out rule by product id.
+        return held_out_bucket(f"annotated:{product_id}") < round(self.annotated_share * BUCKETS)
 
 
 def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,7 +122,8 @@ def load_pretraining_records(job: PretrainJob, encoder: DenseEncoder) -> list[Pr
             held_out += 1
             continue
         text = text_for_model(product, encoder.config)
-        records.append(PretrainingRecord(text, Side.DOCUMENT, product["aspects"] or None))
+        aspects = product["aspects"] if job.keeps_annotations(product["product_id"]) else None
+        records.append(PretrainingRecord(text, Side.DOCUMENT, aspects or None))
     for row in parquet_rows(layout.queries):
         try:
             query = validate_query(row)

@@ -27,7 +27,7 @@ from pipelines.train.presets import PRESETS, Preset
 from schemas import ECOMMERCE_ASPECTS
 
 if TYPE_CHECKING:
-    from jobs.experiment import ExperimentConfig
+    from jobs.experiment_config import ExperimentConfig
 
 
 @dataclass(frozen=True)

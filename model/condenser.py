@@ -93,20 +93,12 @@ class CondenserEncoder(BiBertEncoder):
     def prepare_pretraining(self) -> None:
         """The MLM heads, and one Condenser head per tower (on demand, like the MLM heads)."""
         super().prepare_pretraining()
-        if CONDENSER_HEADS in self._modules:
-            return
-        device = next(self.parameters()).device
-        heads = nn.ModuleDict(
-            {
-                name: CondenserHead(tower.config, self.config.head_layers)
-                for name, tower in self.transformers.items()
-            }
+        self.add_tower_modules(
+            CONDENSER_HEADS, lambda tower: CondenserHead(tower.config, self.config.head_layers)
         )
-        self.add_module(CONDENSER_HEADS, heads.to(device))
 
     def condenser_head(self, side: Side) -> CondenserHead:
-        self.prepare_pretraining()
-        return self._modules[CONDENSER_HEADS]["shared" if self.config.shared_towers else Side(side).value]
+        return self.tower_module(CONDENSER_HEADS, side)
 
     def load_state_dict(
         self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False

@@ -9,7 +9,7 @@ the self-describing directory written by `save_pretrained`.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -282,20 +282,25 @@ class DenseEncoder(nn.Module):
         pre-trained keep their state dict, and `load_state_dict` recreates the heads of
         a saved pre-trained model. Call this before building an optimiser over `parameters()`.
         """
-        if MLM_HEADS in self._modules:
+        self.add_tower_modules(
+            MLM_HEADS, lambda tower: MlmHead(tower.config, tower.get_input_embeddings().num_embeddings)
+        )
+
+    def add_tower_modules(self, name: str, build: Callable[[BertModel], nn.Module]) -> None:
+        """One `build(tower)` per tower under attribute `name`, on this model's device; made once."""
+        if name in self._modules:
             return
         device = next(self.parameters()).device
-        heads = nn.ModuleDict(
-            {
-                name: MlmHead(tower.config, tower.get_input_embeddings().num_embeddings)
-                for name, tower in self.transformers.items()
-            }
-        )
-        self.add_module(MLM_HEADS, heads.to(device))
+        modules = nn.ModuleDict({key: build(tower) for key, tower in self.transformers.items()})
+        self.add_module(name, modules.to(device))
+
+    def tower_module(self, name: str, side: Side) -> nn.Module:
+        """The module of `add_tower_modules(name, ...)` for `side`'s tower (pre-training's heads)."""
+        self.prepare_pretraining()
+        return self._modules[name]["shared" if self.config.shared_towers else Side(side).value]
 
     def mlm_head(self, side: Side) -> MlmHead:
-        self.prepare_pretraining()
-        return self._modules[MLM_HEADS]["shared" if self.config.shared_towers else Side(side).value]
+        return self.tower_module(MLM_HEADS, side)
 
     def load_state_dict(
         self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False

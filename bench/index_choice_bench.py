@@ -20,9 +20,32 @@ from typing import Any
 import numpy as np
 
 from bench.common import report
-from index_builder import ExactSearcher, ScannIndexBuilder
+from index_builder import ExactSearcher, ScannIndex, ScannIndexBuilder
 from index_builder.recall import DEFAULT_TARGET_RECALL, measure_recall, recall_queries
 from index_builder.tuned import queries_per_second, train_within_target
+
+# Alternating timing rounds per searcher and k (each the best of tuned.SPEED_REPEATS searches).
+ROUNDS = 5
+
+
+def side_by_side_qps(
+    shipped: ScannIndex, exact: ExactSearcher, queries: np.ndarray, k: int, rounds: int = ROUNDS
+) -> dict[str, float]:
+    """Each one's best and worst queries/s over alternating rounds, so both see the same machine state.
+
+    Timed once each, one after the other, the shipped index (madr's exact searcher itself) read 0.94x
+    the exact searcher at 1M x 128 and k = 10,000 on 27 Nov; one exact searcher timed against itself
+    three times in a row read 591-666 queries/s at k = 10. The worst-to-best spread says how much of a
+    ratio is noise.
+    """
+    timings: dict[str, list[float]] = {"shipped": [], "exact": []}
+    for _ in range(rounds):
+        timings["shipped"].append(queries_per_second(shipped, queries, k))
+        timings["exact"].append(queries_per_second(exact, queries, k))
+    figures = {f"{name}_qps": max(values) for name, values in timings.items()}
+    figures.update({f"{name}_worst_qps": min(values) for name, values in timings.items()})
+    figures["shipped_over_exact"] = figures["shipped_qps"] / figures["exact_qps"]
+    return figures
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -68,14 +91,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "recall@10": measure_recall(shipped, vectors, 10).recall_at_k,
         f"recall@{args.max_k}": recall.recall_at_k,
     }
+    # An exact choice ships madr's exact searcher itself (`ScannIndex` delegates to it): the ratio is
+    # then 1 by construction, and what is left of it is timing noise.
+    figures["shipped"]["searches_with_exact_searcher"] = shipped.exact_searcher is not None
     for k in (10, args.max_k):
-        figures[f"k={k}"] = {
-            "shipped_qps": queries_per_second(shipped, queries, k),
-            "exact_qps": queries_per_second(exact, queries, k),
-        }
-        figures[f"k={k}"]["shipped_over_exact"] = (
-            figures[f"k={k}"]["shipped_qps"] / figures[f"k={k}"]["exact_qps"]
-        )
+        figures[f"k={k}"] = side_by_side_qps(shipped, exact, queries, k)
     config_doc = {
         "n": n,
         "dim": args.dim,

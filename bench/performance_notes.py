@@ -159,14 +159,19 @@ NOTES = """### Notes (25 Nov 2026): embedding against sentence-transformers
   evaluate process would need ~690 GB at 100M: the search has to be sharded across workers before then
   (docs/SCALING.md, "What does not scale yet").
 - **Never slower than exact, at 1M isotropic vectors** (`python -m bench.index_choice_bench --n 1000000
-  --max_k 10000`, `bench/results/index_choice_1000000.json`; 1,000,000 x 128 unit Gaussian vectors, 2:50
-  in all, peak 3.1 GB): the tree `for_corpus` sizes (1,000 leaves, 120 searched) has recall@10 0.528
-  untuned; tuned to the target at k = 10,000 it answers 72 queries/s against exact scoring's 141, so the
-  build ships exact scoring (recall@10 and @10,000 1.0) and says why in its manifest. Timed beside madr's
-  exact searcher on the same held-out vectors: 672 against 671 queries/s at k = 10 (1.00x) and 134 against
-  142 at k = 10,000 (0.94x: ScaNN's brute force against madr's `ExactSearcher`, both exact). At k = 10
-  the tuned tree would answer ~3,000 queries/s; the rule decides at `max_k`, the depth the index is
-  built for.
+  --max_k 10000`, `bench/results/index_choice_1000000.json`; 1,000,000 x 128 unit Gaussian vectors, 5 min
+  in all, peak 3.2 GB): the tree `for_corpus` sizes (1,000 leaves, 120 searched) has recall@10 0.529
+  untuned; tuned to the target at k = 10,000 it answers 47 queries/s against exact scoring's 108 (74 and
+  136 in an earlier run of the same bench), so the build ships exact scoring (recall@10 and @10,000 1.0)
+  and says why in its manifest. A shipped exact index searches with madr's `ExactSearcher` itself
+  (`ScannIndex.exact_searcher`; ScaNN's brute-force files are still written for other servers), so it
+  is the exact searcher by construction. Timed beside it in 5 alternating rounds: best 672 against 672
+  queries/s at k = 10 (1.00x) and 149 against 154 at k = 10,000 (0.97x; worst rounds 128 and 137). The
+  gap is timing noise: one searcher timed against itself in alternating order read 854-1,224 queries/s
+  at 200,000 x 128 and k = 1,000. 200,000 x 128 at `--max_k 1000` (tree 447 leaves, recall@10 0.477
+  untuned): exact shipped, 1.00x at k = 10 and 0.97x at k = 1,000 in the same way. At k = 10 the tuned
+  tree would answer ~3,000 queries/s at 1M; the rule decides at `max_k`, the depth the index is built
+  for.
 - **Recall@10k discriminates at this size**: 0.9288 over the judged test queries at 1,000,000 products
   (the shipped model, int8, exact search), against 0.99-1.00 at 20,000.
 

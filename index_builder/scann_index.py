@@ -198,6 +198,11 @@ class ScannIndex:
         return self._config
 
     @property
+    def exact_searcher(self) -> ExactSearcher | None:
+        """The exact searcher an exact config searches with (None for a tree or hashing index)."""
+        return self._exact
+
+    @property
     def manifest(self) -> IndexManifest | None:
         """The manifest it was loaded with; None for an index built in this process."""
         return self._manifest

@@ -200,6 +200,8 @@ def test_an_index_slower_than_exact_scoring_ships_exact_and_says_why(
     assert "answers 176 queries/s at k=10, exact scoring 2000" in recall["reason"]
     loaded = ScannIndex.load(tmp_path / "index")
     assert loaded.config.scoring is Scoring.BRUTE_FORCE and not loaded.config.uses_tree
+    # Shipped exact scoring is madr's exact searcher itself, so it is never slower than exact search.
+    assert isinstance(loaded.exact_searcher, ExactSearcher)
 
 
 def test_an_unreachable_target_falls_back_to_exact_scoring(diffuse: np.ndarray, monkeypatch) -> None:
@@ -213,6 +215,7 @@ def test_an_unreachable_target_falls_back_to_exact_scoring(diffuse: np.ndarray, 
     index, report = tuned_builds.train_within_target(config, diffuse, IDS, MAX_K, 0.95)
     assert report.choice == "exact" and "could not reach the target" in report.reason
     assert index.config.scoring is Scoring.BRUTE_FORCE and report.recall_at_k == 1.0
+    assert isinstance(index.exact_searcher, ExactSearcher)
 
 
 def test_a_deep_tuned_index_records_its_recall_at_10(clustered: np.ndarray, monkeypatch) -> None:

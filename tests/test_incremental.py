@@ -7,7 +7,6 @@ import shutil
 import numpy as np
 import pyarrow as pa
 import pytest
-from apache_beam import pvalue
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from model import content_hash, document_text, load_encoder
@@ -15,7 +14,7 @@ from model.annotations import ANNOTATION_COLUMNS
 from pipelines.artifacts import read_embeddings, read_parquet_table
 from pipelines.catalog_io import Positioned
 from pipelines.embed.dedupe import KeptCopy
-from pipelines.embed.incremental import _PlanFn, embedding_table
+from pipelines.embed.incremental import TonightKeys, _PlanFn, embedding_table
 from pipelines.embed.key_index import KeyIndex, content_key, id_key
 from pipelines.embed.stage import run_embed
 from pipelines.inference import ModelIdentity, TextToEncode
@@ -100,12 +99,13 @@ def test_a_kept_copy_whose_key_another_id_shares_is_embedded_not_reused(tiny_mod
 
     def planned(sole_id: bool) -> list:
         kept = {"p0": KeptCopy(("f", 0), "h", sole_id)}
-        outputs = plan.plan(Positioned(("f", 0), product), candidates, kept, previous)
-        return [(out.tag, out.value) if isinstance(out, pvalue.TaggedOutput) else out for out in outputs]
+        tonight = TonightKeys()
+        outputs = list(plan.plan(Positioned(("f", 0), product), candidates, kept, previous, tonight))
+        assert (tonight.keys, tonight.digests) == ([key], [digest])
+        return outputs
 
-    tonight = ("tonight", (key, digest))
-    assert planned(sole_id=True) == [tonight]  # reused: nothing to embed
-    assert planned(sole_id=False) == [tonight, TextToEncode("p0", document_text(product))]
+    assert planned(sole_id=True) == []  # reused: nothing to embed
+    assert planned(sole_id=False) == [TextToEncode("p0", document_text(product))]
 
 
 def test_a_new_model_version_re_embeds_everything(tmp_path, tiny_model_dir) -> None:

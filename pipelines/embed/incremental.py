@@ -102,6 +102,21 @@ class _PreviousKeysFn(ArrowDoFn):
             )
 
 
+class TonightKeys:
+    """The (id key, content key) of each product a row group kept, for `IndexKeys` as two arrays."""
+
+    def __init__(self) -> None:
+        self.keys: list[int] = []
+        self.digests: list[int] = []
+
+    def add(self, key: int, digest: int) -> None:
+        self.keys.append(key)
+        self.digests.append(digest)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.array(self.keys, dtype=np.uint64), np.array(self.digests, dtype=np.uint64)
+
+
 class _PlanFn(ArrowDoFn):
     """Product RowGroups -> read, validate, dedupe, then embed or leave to reuse, record by record.
 
@@ -132,14 +147,24 @@ class _PlanFn(ArrowDoFn):
         kept: dict[str, KeptCopy],
         previous: KeyIndex | None = None,
     ) -> Iterator[Any]:
+        tonight = TonightKeys()
         for product in self.read.process(group):
             if isinstance(product, pvalue.TaggedOutput):
                 yield product  # an invalid record's dead letter
             else:
-                yield from self.plan(product, candidates, kept, previous)
+                yield from self.plan(product, candidates, kept, previous, tonight)
+        if tonight.keys:
+            # One element per row group, not per product: a million (key, digest) elements cost the
+            # runner's per-element overhead twice (the output and the combiner's add_input).
+            yield pvalue.TaggedOutput(TONIGHT, tonight.arrays())
 
     def plan(
-        self, product: Positioned, candidates: KeyIndex, kept: dict[str, KeptCopy], previous: KeyIndex | None
+        self,
+        product: Positioned,
+        candidates: KeyIndex,
+        kept: dict[str, KeptCopy],
+        previous: KeyIndex | None,
+        tonight: TonightKeys,
     ) -> Iterator[Any]:
         record = product.record
         product_id = record["product_id"]
@@ -156,7 +181,7 @@ class _PlanFn(ArrowDoFn):
         text = self.identity.text_of(record)
         digest = content_key(content_hash(text))
         if self.with_previous:
-            yield pvalue.TaggedOutput(TONIGHT, (key, digest))
+            tonight.add(key, digest)
             if previous is not None and (copy is None or copy.sole_id) and previous.get(key) == digest:
                 return  # unchanged: `_ReusedRowsFn` writes the previous row
         self.changed.inc()

@@ -74,6 +74,7 @@ from pipelines.options import (
     ModelSettings,
     PredictionThreshold,
 )
+from pipelines.parquet_shards import WriteParquetShards
 from pipelines.runner import make_pipeline
 from pipelines.stage_config import StageOutput, config_from_values, require_flags
 from pipelines.verify import model_fingerprint, verified_stage_manifest, verify_model
@@ -205,17 +206,15 @@ class WriteEmbeddings(beam.PTransform):
         self.batched = batched
 
     def expand(self, rows: beam.PCollection) -> pvalue.PDone:
-        shards: dict[str, Any] = {
-            "schema": embedding_schema(self.dimension),
-            "num_shards": self.num_shards,
-            "shard_name_template": "-SSSSS-of-NNNNN",
-            "file_name_suffix": ".parquet",
-            "codec": "snappy",
-        }
-        prefix = FileSystems.join(self.output, self.prefix)
-        if self.batched:
-            return rows | beam.io.WriteToParquetBatched(prefix, **shards)
-        return rows | beam.io.WriteToParquet(prefix, row_group_buffer_size=self.row_group_bytes, **shards)
+        return rows | WriteParquetShards(
+            FileSystems.join(self.output, self.prefix),
+            embedding_schema(self.dimension),
+            batched=self.batched,
+            num_shards=self.num_shards,
+            row_group_bytes=self.row_group_bytes,
+            # The vector, then ids, hashes, model names and a few annotations.
+            row_bytes=4 * self.dimension + 512,
+        )
 
 
 COUNTERS = (

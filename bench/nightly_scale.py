@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.common import report, table
+from bench.common import report
 from bench.support import command_line, load_average, shared_machine_note, tiny_model
 
 # Targets of the 5 % night on 2 cores (issue 26): wall time, and peak memory of every stage.
@@ -235,6 +235,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             night["embed_split"] = embed_split(nights[0], night)
         nights.append(night)
     last = nights[-1]
+    last["unchanged_pass"] = unchanged_pass(work, root / f"night-{args.nights}", catalog, model, flags)
+    last["embed_split"] = embed_split(nights[0], last)
     figures = {
         "generate_s": round(generate_s, 1),
         "nights": nights,
@@ -256,130 +258,52 @@ def catalog_rows(folder: Path) -> int:
     return sum(pq.read_metadata(path).num_rows for path in folder.glob("*.parquet"))
 
 
+def unchanged_pass(work: Path, run: Path, catalog: Path, model: Path, flags: list[str]) -> dict[str, Any]:
+    """The last night's catalog embedded again over that night's own output: every product reused,
+    none embedded. Its seconds are what unchanged products cost on the machine as it is right after the
+    night (whose speed drifted by up to 40 % between runs here). Run in this process, with madr already
+    imported, so that the seconds count what a night's embed stage counts (the model load included)."""
+    from jobs.cli import main as madr
+
+    out = work / "unchanged-pass"
+    precision = argparse.ArgumentParser(add_help=False)
+    precision.add_argument("--precision")
+    chosen = precision.parse_known_args(flags)[0].precision
+    argv = [
+        *("embed", "--model", str(model), "--products", str(catalog), "--previous", str(run / "embeddings")),
+        *("--output", str(out), "--overwrite", *(("--precision", chosen) if chosen else ())),
+    ]
+    print("$ madr " + " ".join(argv), flush=True)
+    started = time.perf_counter()
+    if madr(argv) != 0:
+        raise SystemExit("the unchanged pass failed")
+    seconds = time.perf_counter() - started
+    counts = json.loads((out / "manifest.json").read_text())["counts"]
+    subprocess.run(["rm", "-rf", str(out)], check=True)
+    return {"seconds": round(seconds, 1), "products_reused": counts["products_reused"]}
+
+
 def embed_split(first: dict[str, Any], night: dict[str, Any]) -> dict[str, Any]:
-    """A churn night's embed stage in two: embedding the changed products (their number times night 1's
-    seconds per product) and the rest (reading and hashing the unchanged ones, copying their rows)."""
-    per_product = first["seconds"]["embed"] / first["products"]
+    """A churn night's embed stage in two: the unchanged products (reading and hashing them, copying
+    their rows) and the changed ones (embedding them). With an `unchanged_pass` the unchanged part is
+    measured (its seconds per product times tonight's reused count) and the changed part is the rest;
+    without, the changed part is estimated (their number times night 1's seconds per product)."""
     embedded = int(night["embed_counts"].get("products_embedded", 0))
-    changed_cost = embedded * per_product
+    reused = int(night["embed_counts"].get("products_reused", 0))
+    measured = night.get("unchanged_pass")
+    if measured:
+        unchanged = measured["seconds"] / max(measured["products_reused"], 1) * reused
+        changed, method = night["seconds"]["embed"] - unchanged, "unchanged products measured"
+    else:
+        changed = embedded * first["seconds"]["embed"] / first["products"]
+        unchanged, method = night["seconds"]["embed"] - changed, "changed products at night 1's rate"
     return {
         "products_embedded": embedded,
-        "products_reused": int(night["embed_counts"].get("products_reused", 0)),
-        "changed_embedding_s": round(changed_cost, 1),
-        "unchanged_overhead_s": round(night["seconds"]["embed"] - changed_cost, 1),
+        "products_reused": reused,
+        "changed_embedding_s": round(changed, 1),
+        "unchanged_overhead_s": round(unchanged, 1),
+        "method": method,
     }
-
-
-def nightly_scale_section(r: dict[str, Any]) -> str:
-    """This benchmark's section of docs/PERFORMANCE.md (`bench.performance_doc` renders it)."""
-    f, c = r["figures"], r["config"]
-    rows = []
-    for night in f["nights"]:
-        for stage, row in night["stages"].items():
-            rows.append(
-                [
-                    night["number"],
-                    stage,
-                    row["seconds"],
-                    row["products_per_s"],
-                    row["cpu_seconds"],
-                    row["peak_rss_mb"],
-                    row["core_hours_per_million"],
-                ]
-            )
-    header = ["night", "stage", "wall s", "products/s", "CPU-s", "peak RSS MB", "core-hours per 1M"]
-    lines = [
-        f"Catalog: {c['products']:,} generated products, {c['queries']:,} queries; each night after the "
-        f"first changes {c['change']:.0%} of the last one's catalog. Recall@10k over the judged test "
-        "queries: "
-        + ", ".join(f"night {n['number']} {_figure(n['recall_at_10000'])}" for n in f["nights"])
-        + f" (searched by {f['nights'][-1]['searcher']})."
-    ]
-    for night in f["nights"]:
-        lines.append(_night_line(night))
-    resumed = [str(n["number"]) for n in f["nights"] if n.get("resumed")]
-    if resumed:
-        lines.append(
-            f"Nights {', '.join(resumed)} were run by an earlier invocation (`--resume`) and read from their "
-            "manifests, with the code of their day."
-        )
-    lines.append(
-        f"Model {c['model']}, nightly flags `{c['nightly_flags']}`, {c['runner']}; one `madr nightly` "
-        "process per night; CPU-s counts that process and the workers it waited for; peak RSS is each "
-        "stage's own."
-    )
-    return table(header, rows) + "\n\n" + "\n".join(f"- {line}" for line in lines)
-
-
-def _night_line(night: dict[str, Any]) -> str:
-    """What one night changed, embedded and reused, and what its index build shipped and why."""
-    total = round(sum(night["seconds"].get(s, 0) for s in STAGES), 1)
-    text = f"Night {night['number']} ({night['products']:,} products, {total:,} s in all)"
-    changes, split = night.get("changes"), night.get("embed_split")
-    if changes:
-        text += (
-            f": {changes['edited']:,} titles edited, {changes['added']:,} products added, "
-            f"{changes['removed']:,} removed"
-        )
-    if split:
-        text += (
-            f"; {split['products_embedded']:,} embedded and {split['products_reused']:,} reused: embedding "
-            f"the changed products accounts for {split['changed_embedding_s']:,} s of the embed stage (their "
-            "number × night 1's seconds per product), reading, hashing and copying the unchanged ones for "
-            f"the other {split['unchanged_overhead_s']:,} s"
-        )
-    for shard in night.get("index", {}).values():
-        why = f": {shard['reason']}" if shard.get("reason") else ""
-        text += f". Index: shipped {shard.get('choice') or 'its index'}{why}"
-    return text + "."
-
-
-def _figure(value: float | None) -> str:
-    return "—" if value is None else f"{value:.4f}"
-
-
-def nightly_scale_verdicts(result: dict[str, Any] | None) -> list[tuple[str, str, str, bool | None, bool]]:
-    """(key, target, measured, met, full size) rows of the performance targets this benchmark checks."""
-    night_target = f"5 % night of a 1M catalog ≤ {NIGHT_TWO_TARGET_S // 60} minutes on 2 cores"
-    memory_target = f"peak RSS of every nightly stage ≤ {PEAK_RSS_TARGET_MB // 1024} GB at 1M products"
-    churn_target = "5 % night: embedding the changed products costs more than the unchanged ones"
-    if result is None:
-        return [
-            (key, target, "—", None, True)
-            for key, target in (
-                ("nightly_time", night_target),
-                ("nightly_memory", memory_target),
-                ("nightly_churn", churn_target),
-            )
-        ]
-    f, products = result["figures"], result["config"]["products"]
-    full = products >= 1_000_000 and not result["benchmark"].endswith("_quick")
-    t, split = f["targets"], f["nights"][-1]["embed_split"]
-    size = f"at {products:,} products (night {len(f['nights'])})"
-    return [
-        (
-            "nightly_time",
-            night_target,
-            f"{t['last_night_seconds']:,} s {size}",
-            t["last_night_seconds"] <= NIGHT_TWO_TARGET_S,
-            full,
-        ),
-        (
-            "nightly_memory",
-            memory_target,
-            f"{t['peak_rss_mb_max']:,.0f} MB at {products:,} products (the most of any stage and night)",
-            t["peak_rss_mb_max"] <= PEAK_RSS_TARGET_MB,
-            full,
-        ),
-        (
-            "nightly_churn",
-            churn_target,
-            f"{split['changed_embedding_s']:,} s changed vs {split['unchanged_overhead_s']:,} s "
-            f"unchanged {size}",
-            split["changed_embedding_s"] > split["unchanged_overhead_s"],
-            full,
-        ),
-    ]
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from bench.common import RESULTS, table
 from bench.embed_peer_bench import embed_peer_section, embed_peer_verdicts
 from bench.exact_search_bench import exact_search_section
 from bench.index_stage_bench import index_stage_section
-from bench.nightly_scale import nightly_scale_section, nightly_scale_verdicts
+from bench.nightly_scale_doc import nightly_scale_section, nightly_scale_verdicts
 from bench.performance_notes import FINDINGS, INTRO, NOTES
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "PERFORMANCE.md"

@@ -144,13 +144,31 @@ NOTES = """### Notes (25 Nov 2026): embedding against sentence-transformers
   so that work on the main checkout could not change the code between the nights; the model is a copy of
   `runs/demo/model` (the shipped MtBERT). Night 1 shared the 2 cores with short test runs for about its
   first 20 minutes (the embed log shows 115-125 products/s then, 150-167/s undisturbed): its 147.1/s is a
-  slight under-statement.
-- **The churn split is close.** The table's split charges the 33,334 changed products night 1's
-  seconds per product (226.7 s) and leaves 213.6 s for reading, hashing and copying the 966,666 unchanged
-  ones. At the undisturbed ~160/s the changed products cost ~208 s and the unchanged ~232 s: at 1M the two
-  halves are about equal, not clearly dominated by the changed ones. The unchanged part is ~0.22 ms per
-  product (build the text the model reads, hash it, look up last night's key, copy the Arrow row); that is
-  the next lever for the 5 % night.
+  slight under-statement. Night 2 in the table is a re-run at 774d3d2 (`--resume`: night 1 read from its
+  manifests, the same night-2 catalog), after the writer change below, with nothing else running.
+- **The 5 % night: 579.7 s, then 637.2 s.** The first night 2 (ff0f2ff, 27 Nov 05:20) took 440.3 s
+  to embed, 28.7 s to index and 110.7 s to evaluate with both searchers: 579.7 s. The re-run took 487.5,
+  34.9 and 114.8 s (one searcher): 637.2 s, over the 600 s target. This machine's speed drifted between
+  the two: the index stage, whose code did not change, took 22 % longer, and the embed stage spent 780
+  CPU-s where the first spent 686 for the same 33,334 products. The target is met or missed on 2 cores
+  depending on the machine's state: there is no margin. What costs the 5 % night now: embedding the
+  changed products (~110-150/s in int8) and a fixed ~110 s to evaluate 1M products.
+- **The churn split, measured.** The benchmark now measures the unchanged products' cost instead of
+  inferring it: right after the last night it embeds that night's catalog again over its own output
+  (every product reused, none embedded) in its own process, here 1,000,000 products in 185.3 s. Scaled to
+  the 966,666 reused tonight that is 179.1 s; the other 308.4 s of the 487.5 s embed stage is the 33,334
+  changed products. The changed products dominate (63 %). The first run's split, which charged the
+  changed products night 1's seconds per product, read 226.7 s changed against 213.6 s unchanged; at
+  the undisturbed rate the halves were about equal.
+- **Embedding shards without dictionary-encoded vectors** (`pipelines.parquet_shards`, 774d3d2).
+  Beam's Parquet writer left pyarrow's dictionary encoding on for the float vectors, which never repeat:
+  the writer hashed a page of floats, gave up, and kept the dictionary's larger first pages. The shards
+  of an unchanged 1M catalog are 1.6 GB instead of 2.2 GB (200k: 315 MB against 443 MB). Copying the
+  unchanged rows of 200,000 products took 38-58 s against 44-74 s (4 alternating runs each; the spread
+  is the machine), and of 1,000,000 products 195-228 s against 189-226 s (2 alternating runs each): at
+  1M the time saved is within this machine's noise; the smaller files are certain, and every later
+  reader (the next night, index, evaluate) reads less. The plan step also hands the runner one element of
+  (id, content) keys per row group instead of one per product.
 - **Memory at 1M.** Every stage is inside 8 GB; the closest are evaluate at 7.4 GB (night 2) and the index
   stage at 7.0 GB on the night that trains and times a tree. Evaluate ran both searchers there (the
   calibrated choice and the other); `madr nightly` now runs the choice alone, and the same evaluation with

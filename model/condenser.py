@@ -15,9 +15,8 @@ initialisation scheme (normal, std `initializer_range`), its MLM prediction is t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -89,6 +88,7 @@ class CondenserHead(nn.Module):
 class CondenserEncoder(BiBertEncoder):
     config_class = CondenserConfig
     config: CondenserConfig
+    pretraining_modules = (*BiBertEncoder.pretraining_modules, CONDENSER_HEADS)
 
     def prepare_pretraining(self) -> None:
         """The MLM heads, and one Condenser head per tower (on demand, like the MLM heads)."""
@@ -99,13 +99,6 @@ class CondenserEncoder(BiBertEncoder):
 
     def condenser_head(self, side: Side) -> CondenserHead:
         return self.tower_module(CONDENSER_HEADS, side)
-
-    def load_state_dict(
-        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
-    ) -> Any:
-        if any(name.startswith(f"{CONDENSER_HEADS}.") for name in state_dict):
-            self.prepare_pretraining()
-        return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def masked_lm_loss(
         self, masked: TokenizedBatch, side: Side, mlm_labels: torch.Tensor, with_output: bool

@@ -119,6 +119,9 @@ class DenseEncoder(nn.Module):
     """Base of every variant: towers, tokenisation, save/load. Subclasses define `forward`."""
 
     config_class: ClassVar[type[EncoderConfig]] = EncoderConfig
+    # State-dict prefixes of the modules `prepare_pretraining` adds: a state dict holding any of them
+    # is a pre-trained model's, and `load_state_dict` recreates them first.
+    pretraining_modules: ClassVar[tuple[str, ...]] = (MLM_HEADS,)
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
@@ -305,8 +308,9 @@ class DenseEncoder(nn.Module):
     def load_state_dict(
         self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
     ) -> Any:
-        """nn.Module's, after recreating the MLM heads when `state_dict` holds some (a pre-trained model)."""
-        if any(name.startswith(f"{MLM_HEADS}.") for name in state_dict):
+        """nn.Module's, after recreating the pre-training heads when `state_dict` holds some."""
+        prefixes = tuple(f"{module}." for module in self.pretraining_modules)
+        if any(name.startswith(prefixes) for name in state_dict):
             self.prepare_pretraining()
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 

@@ -160,6 +160,14 @@ NOTES = """### Notes (25 Nov 2026): embedding against sentence-transformers
   changed products. The changed products dominate (63 %). The first run's split, which charged the
   changed products night 1's seconds per product, read 226.7 s changed against 213.6 s unchanged; at
   the undisturbed rate the halves were about equal.
+- **Where the 5 % night's evaluate time goes** (py-spy, `madr evaluate` as the nightly runs it over the
+  re-run's night 2, 86 s sampled): the annotation-quality report ~29 % (it encodes the held-out products
+  with the torch model in fp32, while the night embeds in int8), choosing the searcher ~32 % (opening
+  the exact index: hashing its files and copying them into a private folder before `np.load`, ~23 %;
+  timing it ~9 %), verifying the inputs' sha256 ~14 % in all, the Beam pipeline itself (search and
+  metrics) ~14 %. Levers, not taken: score annotations at the night's precision, and open an exact index
+  by hashing its vector file into memory once (ScaNN never loads it, so the private copy that guards
+  ScaNN's loader is not needed there).
 - **Embedding shards without dictionary-encoded vectors** (`pipelines.parquet_shards`, 774d3d2).
   Beam's Parquet writer left pyarrow's dictionary encoding on for the float vectors, which never repeat:
   the writer hashed a page of floats, gave up, and kept the dictionary's larger first pages. The shards

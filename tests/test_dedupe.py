@@ -147,11 +147,6 @@ def test_products_go_from_reading_to_writing_in_one_stage(tmp_path, tiny_model_d
         names = [t.unique_name for t in stage.transforms]
         assert any(n.startswith(writer) and n.endswith("WriteImpl/WriteBundles") for n in names), names
         leaving = [t.unique_name for t in stage.transforms if t.spec.urn == bundle_processor.DATA_OUTPUT_URN]
-        # The writer's file names: row dicts go through WriteToParquet, reused Arrow tables through
-        # WriteToParquetBatched.
-        file_names = [
-            f"{writer}{sink}/Write/WriteImpl/GroupByKey/Write"
-            for sink in ("WriteToParquet", "WriteToParquetBatched")
-        ]
-        allowed = (*others, *file_names)
+        # The writer's file names (row dicts and reused Arrow tables alike go through WriteParquetShards).
+        allowed = (*others, f"{writer}WriteParquetShards/Write/WriteImpl/GroupByKey/Write")
         assert leaving and all(n.startswith(allowed) for n in leaving), leaving

@@ -23,7 +23,8 @@ COLLAPSED = "†"  # after the variant's name: its embeddings collapsed (`evalua
 
 
 def _mark(value: float, pvalue: float, other: float | None, up: str, down: str) -> str:
-    if other is None or pvalue >= SIGNIFICANCE:
+    # `not p < α` rather than `p >= α`: a nan p-value (every per-query difference 0) marks nothing.
+    if other is None or not pvalue < SIGNIFICANCE:
         return ""
     return up if value > other else down
 

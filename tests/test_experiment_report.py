@@ -106,3 +106,15 @@ def test_the_power_line_follows_the_normal_approximation(tmp_path) -> None:
     assert f"would need {power['queries_for_target']:,} test queries" in write_report(
         report, tmp_path / "r.md"
     )
+
+
+def test_a_variant_equal_to_the_baseline_on_every_query_is_not_marked(tmp_path) -> None:
+    """Identical per-query values make the paired t-test undefined (p = nan): no ↑ or ↓, not a ↓."""
+    results = _results(0.1)
+    results["same"] = results["bibert"]
+    summary = summarise(results, "bibert")
+    assert all(np.isnan(p) for p in summary["same"]["pvalues"].values())
+    config = {"num_products": 100, "num_queries": QUERIES, "baseline": "bibert"}
+    markdown = write_report({"config": config, "summary": summary, "wall_seconds": 1}, tmp_path / "r.md")
+    row = next(line for line in markdown.splitlines() if line.startswith("| same |"))
+    assert "↑" not in row and "↓" not in row

@@ -193,7 +193,11 @@ def _driver_metrics(
         ranking_rows = sparse_ranking_rows(folder / "eval", encoder, tokenizer, pairs, judgments, rule)
     else:
         outputs = encode(encoder, tokenizer, [q["text"] for q in queries], Side.QUERY)
-        vectors = np.concatenate([o.embedding.numpy() for o in outputs]) if outputs else np.zeros((0, 1))
+        vectors = (
+            np.concatenate([o.embedding.float().cpu().numpy() for o in outputs])
+            if outputs
+            else np.zeros((0, 1))
+        )
         query_vectors = {q["query_id"]: vectors[i] for i, q in enumerate(queries)}
         ids, matrix, _ = read_embeddings(str(folder / "embeddings"))
         product_vectors = dict(zip(ids, matrix, strict=True))

@@ -15,8 +15,9 @@ ScaNN also unpickles ``scann/scann_docids.pkl`` if one is there, running whateve
 names; madr keeps ids in ``ids.parquet`` and never writes it, so it is refused even when a
 (rewritten) manifest lists it. ScaNN opens the paths its ``scann_assets.pbtxt`` names, so each
 must be a listed file inside ``scann/``; a symbolic link anywhere in the artifact is refused; and
-the loader hands ScaNN a private copy of the bytes it hashed (`copy_verified_files`), so what is
-verified is what is loaded.
+the loader hands ScaNN a private copy of the bytes it hashed (`copy_verified_files`), or parses an
+exact index's vectors from the bytes it hashed in memory (`read_verified_files`), so what is verified
+is what is loaded.
 """
 
 from __future__ import annotations
@@ -157,10 +158,11 @@ def write_ids(directory: Path, ids: list[str]) -> None:
     pq.write_table(table, directory / IDS_FILE)
 
 
-def read_ids(directory: Path, expected_count: int) -> list[str]:
+def read_ids(directory: Path, expected_count: int, contents: bytearray | None = None) -> list[str]:
+    """The ids of `directory`'s ids.parquet, or of its verified `contents` when the loader read them."""
     path = directory / IDS_FILE
     try:
-        table = pq.read_table(path)
+        table = pq.read_table(path if contents is None else pa.BufferReader(contents))
     except (OSError, pa.ArrowException) as err:
         raise IndexArtifactError(f"{path} cannot be read as Parquet ({err}); {REBUILD_HINT}") from err
     if table.schema.names != ["product_id"] or table.num_rows != expected_count:
@@ -213,8 +215,13 @@ def check_no_links(directory: Path) -> None:
         )
 
 
-def read_verified_manifest(directory: Path) -> IndexManifest:
-    """Read the manifest and check every file it lists; raise IndexArtifactError on any mismatch."""
+def read_verified_manifest(directory: Path, *, check_digests: bool = True) -> IndexManifest:
+    """Read the manifest and check every file it lists; raise IndexArtifactError on any mismatch.
+
+    `check_digests=False` checks each file's presence and size but not its sha256: for a loader that
+    hashes every listed file as it reads it (`copy_verified_files`, `read_verified_files`), so that a
+    gigabyte of vectors is read and hashed once, not twice.
+    """
     if not directory.is_dir():
         raise IndexArtifactError(f"index directory {directory} does not exist; {REBUILD_HINT}")
     check_no_links(directory)
@@ -241,7 +248,8 @@ def read_verified_manifest(directory: Path) -> IndexManifest:
         path = directory / relative
         if not path.is_file():
             raise IndexArtifactError(f"{path} is missing from the index artifact; {REBUILD_HINT}")
-        actual = file_entry(path)
+        # Without check_digests the loader compares the sha256 as it reads; only the size is checked here.
+        actual = file_entry(path) if check_digests else FileEntry(expected.sha256, path.stat().st_size)
         if actual.sha256 != expected.sha256:  # worded like every other artifact's (schemas.manifest)
             raise IndexArtifactError(digest_mismatch(str(path), actual.sha256, expected.sha256, REBUILD_HINT))
         if actual.bytes != expected.bytes:  # the same bytes: it is the manifest that was edited
@@ -281,3 +289,27 @@ def copy_verified_files(directory: Path, manifest: IndexManifest, prefix: str, t
         destination = target / relative
         destination.parent.mkdir(parents=True, exist_ok=True)
         destination.write_bytes(data)
+
+
+def read_verified_files(directory: Path, manifest: IndexManifest) -> dict[str, bytearray]:
+    """Every listed file's bytes, read once into memory and hashed as read: {relative path: bytes}.
+
+    The in-memory counterpart of `copy_verified_files`, for a loader that parses the bytes itself (the
+    exact searcher's vectors): nothing changed in `directory` after the check reaches it, and the
+    vectors are not written to a private copy and read back. The buffers are writable, so arrays made
+    over them are too.
+    """
+    contents: dict[str, bytearray] = {}
+    for relative, expected in manifest.files.items():
+        path = directory / relative
+        data = bytearray(expected.bytes)
+        with path.open("rb") as reader:
+            read = reader.readinto(data)
+            extra = reader.read(1)
+        if read != expected.bytes or extra:
+            raise IndexArtifactError(f"{path} changed size while it was read; {REBUILD_HINT}")
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != expected.sha256:
+            raise IndexArtifactError(digest_mismatch(str(path), actual, expected.sha256, REBUILD_HINT))
+        contents[relative] = data
+    return contents

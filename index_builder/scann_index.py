@@ -8,6 +8,7 @@ from the config and k alone.
 from __future__ import annotations
 
 import errno
+import io
 import json
 import logging
 import os
@@ -35,6 +36,7 @@ from index_builder.artifact import (
     list_files,
     prepare_directory,
     read_ids,
+    read_verified_files,
     read_verified_manifest,
     write_ids,
     write_manifest,
@@ -69,12 +71,25 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _exact_searcher(private: str, ids: list[str], directory: Path) -> ExactSearcher:
-    """The exact searcher over the float32 vectors of a brute-force ScaNN artifact (checked by hash)."""
-    path = Path(private) / SCANN_DIR / "dataset.npy"
+def _npy_array(contents: bytearray) -> np.ndarray:
+    """The array a .npy file's bytes hold, as a view of `contents` (no copy: the vectors of a 1M-product
+    index are 1.5 GB). Raises ValueError on a malformed header or an object dtype, as np.load does."""
+    header = io.BytesIO(bytes(contents[: min(len(contents), 1 << 16)]))
+    major, _ = np.lib.format.read_magic(header)
+    read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+    shape, fortran_order, dtype = read_header(header)
+    if dtype.hasobject:
+        raise ValueError("it holds Python objects, which are never loaded")
+    count = int(np.prod(shape))
+    array = np.frombuffer(contents, dtype=dtype, count=count, offset=header.tell())
+    return array.reshape(shape, order="F" if fortran_order else "C")
+
+
+def _exact_searcher(contents: bytearray, ids: list[str], directory: Path) -> ExactSearcher:
+    """The exact searcher over the float32 vectors of a brute-force ScaNN artifact (its hashed bytes)."""
     try:
-        vectors = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as err:
+        vectors = _npy_array(contents)
+    except ValueError as err:
         raise IndexArtifactError(f"{directory / SCANN_DIR / 'dataset.npy'} is unreadable: {err}") from err
     if vectors.ndim != 2 or vectors.shape[0] != len(ids):
         raise IndexArtifactError(
@@ -361,16 +376,20 @@ class ScannIndex:
                 missing or altered, or ScaNN cannot load what passed the checks.
         """
         directory = Path(directory)
-        manifest = read_verified_manifest(directory)
+        # Each file's sha256 is checked below, as the bytes that are loaded are read.
+        manifest = read_verified_manifest(directory, check_digests=False)
         scann_dir = directory / SCANN_DIR
+        if scores_every_vector(manifest.config):
+            # madr's exact searcher parses the vectors from the bytes it hashed; ScaNN reads nothing.
+            contents = read_verified_files(directory, manifest)
+            ids = read_ids(directory, manifest.count, contents.pop(IDS_FILE))
+            exact = _exact_searcher(contents[f"{SCANN_DIR}/dataset.npy"], ids, directory)
+            return cls(None, ids, manifest.config, manifest, exact=exact)
         # ScaNN reads from a private copy made of the bytes it hashed while copying: nothing planted or
-        # swapped in the artifact after the check above (a pickle ScaNN would unpickle) reaches it.
+        # swapped in the artifact after the check (a pickle ScaNN would unpickle) reaches it.
         with tempfile.TemporaryDirectory(prefix="madr-index-") as private:
             copy_verified_files(directory, manifest, "", Path(private))
             ids = read_ids(Path(private), manifest.count)
-            if scores_every_vector(manifest.config):
-                exact = _exact_searcher(private, ids, directory)
-                return cls(None, ids, manifest.config, manifest, exact=exact)
             try:
                 searcher = scann.scann_ops_pybind.load_searcher(
                     str(Path(private) / SCANN_DIR), assets_backcompat_shim=False

@@ -179,6 +179,52 @@ def test_brute_force_index_round_trips(corpus, tmp_path: Path) -> None:
         np.testing.assert_array_equal(tiny.search(queries, k).indices, loaded.search(queries, k).indices)
 
 
+@pytest.fixture
+def exact_copy(corpus, tmp_path: Path) -> Path:
+    """A saved brute-force (exact) index that a test may damage."""
+    embeddings, ids, _ = corpus
+    tiny = ScannIndexBuilder.for_corpus(300, DIM, max_k=10).build(embeddings[:300], ids[:300])
+    assert tiny.config.scoring is Scoring.BRUTE_FORCE
+    tiny.save(tmp_path / "exact", model_id="m", model_version="1")
+    return tmp_path / "exact"
+
+
+def test_an_exact_index_loads_its_vectors_from_the_bytes_it_hashed(
+    corpus, exact_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No private copy is written and read back: the searcher's matrix is a writable view of the
+    # verified bytes, equal to what was saved.
+    def no_copy(*_args: object) -> None:
+        raise AssertionError("an exact index was copied to disk")
+
+    monkeypatch.setattr("index_builder.scann_index.copy_verified_files", no_copy)
+    loaded = ScannIndex.load(exact_copy).exact_searcher
+    assert loaded is not None and loaded.corpus.flags.writeable
+    np.testing.assert_array_equal(loaded.corpus, np.load(exact_copy / "scann" / "dataset.npy"))
+    np.testing.assert_array_equal(loaded.corpus, corpus[0][:300])
+
+
+@pytest.mark.parametrize("relative", ["ids.parquet", "scann/dataset.npy"])
+def test_an_altered_exact_index_file_is_refused_by_name(exact_copy: Path, relative: str) -> None:
+    target = exact_copy / relative
+    data = bytearray(target.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    target.write_bytes(bytes(data))
+    with pytest.raises(IndexArtifactError, match=rf"{relative.split('/')[-1]}: sha256 .* does not match"):
+        ScannIndex.load(exact_copy)
+
+
+def test_exact_vectors_holding_python_objects_are_refused(exact_copy: Path) -> None:
+    # Listed with its true digest, as an attacker who can rewrite the manifest would: np.load's
+    # allow_pickle=False rule still holds for the in-memory parse.
+    np.save(
+        exact_copy / "scann" / "dataset.npy", np.array([[object()]] * 300, dtype=object), allow_pickle=True
+    )
+    _relist(exact_copy, "scann/dataset.npy")
+    with pytest.raises(IndexArtifactError, match=r"dataset\.npy is unreadable: it holds Python objects"):
+        ScannIndex.load(exact_copy)
+
+
 def test_an_asset_path_leaving_the_index_is_refused(copy: Path, saved: Path, tmp_path: Path) -> None:
     # Another valid index's vectors, outside this one: ScaNN would load them if the asset file said so.
     shutil.copytree(saved, tmp_path / "outside")

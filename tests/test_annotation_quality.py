@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from pipelines.evaluate.annotation_quality import (
     written_annotation_accuracy,
 )
 from pipelines.layout import DatasetLayout
+from pipelines.options import ModelSettings
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas.splits import RULE_NAME, HeldOutProducts, held_out_bucket
 
@@ -187,6 +189,28 @@ def test_written_annotations_score_like_the_model_and_int8_stays_close(
     for aspect, (accuracy, count) in written["int8"].items():
         # Within 0.1, or one product: a near tie of this tiny random model may flip under int8.
         assert abs(accuracy - written["fp32"][aspect][0]) <= max(0.1, 1 / count + 1e-9)
+
+
+def test_quality_is_measured_at_the_runs_precision_when_given_its_settings(
+    dataset: DatasetLayout, tuned: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With the run's model settings the report encodes as the run does (int8 here, the nightly's
+    precision): it scores what int8 shards hold, up to one product per aspect (int8 scales its
+    activations per batch, and the report's batches are not the run's)."""
+    output = tmp_path / "int8"
+    flags = ["embed", "--products", dataset.products, "--model", tuned, "--output", str(output)]
+    assert main([*flags, "--precision", "int8"]) == 0
+    args = (tuned, dataset.products, dataset.queries, dataset.judgments, "test")
+    written = written_annotation_accuracy(tuned, str(output), *args[1:])
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="pipelines.inference"):
+        at_int8 = measure_annotation_quality(*args, settings=ModelSettings(model=tuned, precision="int8"))
+    assert at_int8 is not None
+    assert "encoding document texts with onnxruntime, int8" in caplog.text
+    assert "encoding query texts with onnxruntime, int8" in caplog.text
+    for aspect, (accuracy, count) in written.items():
+        assert abs(at_int8.products.accuracy[aspect] - accuracy) <= 1 / count + 1e-9
+        assert at_int8.products.counts[aspect] == count
 
 
 def test_products_that_calibrated_the_confidences_are_not_scored(

@@ -10,7 +10,7 @@ a sample of products), so they run on the driver against the model directly.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,12 +19,17 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from evaluation import MetricSpec, RelevanceRule, evaluate_query, parse_metrics
-from model import DenseEncoder, Side
+from model import DenseEncoder, EncoderOutput, Side, TokenizedBatch
 from model.annotations import EVERY_PREDICTION, AbstentionRule, folded_words
 from model.aspects.calibration import aspect_probabilities
 from model.aspects.vocabulary import UNSEEN
 
 RANKING_METRICS = ("ndcg@5", "ndcg@10", "ndcg@50", "auc")
+
+
+# What encodes a tokenized batch in place of the torch encoder: an embed run's runtime at its precision
+# (`pipelines.inference.LoadedEncoder.forward`, e.g. the ONNX Runtime graph in int8).
+Forward = Callable[[TokenizedBatch, Side], EncoderOutput]
 
 
 def encode(
@@ -33,12 +38,13 @@ def encode(
     texts: Sequence[str],
     side: Side,
     batch_size: int = 64,
+    forward: Forward | None = None,
 ) -> list[Any]:
-    """EncoderOutputs of consecutive batches (inference mode)."""
-    return [
-        encoder.embed_texts(tokenizer, list(texts[start : start + batch_size]), side)
-        for start in range(0, len(texts), batch_size)
-    ]
+    """EncoderOutputs of consecutive batches (inference mode), by `forward` when given, else `encoder`."""
+    batches = [list(texts[start : start + batch_size]) for start in range(0, len(texts), batch_size)]
+    if forward is None:
+        return [encoder.embed_texts(tokenizer, batch, side) for batch in batches]
+    return [forward(encoder.tokenize(tokenizer, batch, side), side) for batch in batches]
 
 
 def rerank_judged(
@@ -95,8 +101,10 @@ def aspect_accuracy(
     annotations: Sequence[Mapping[str, Sequence[str]] | None],
     side: Side,
     rule: AbstentionRule | None = None,
+    forward: Forward | None = None,
 ) -> AspectAccuracy | None:
     """Top-1 predicted value among the record's annotated values, per aspect; None without aspect heads.
+    `forward` encodes instead of the torch encoder (`encode`).
 
     The annotations are encoded into class ids by the call the aspect labels of training use
     (`AspectVocabulary.encode`, with the tokenizer for word or token vocabularies), so a hit is
@@ -113,7 +121,7 @@ def aspect_accuracy(
     out_of_vocabulary: dict[str, int] = defaultdict(int)
     written: dict[str, int] = defaultdict(int)
     written_hits: dict[str, int] = defaultdict(int)
-    outputs = encode(encoder, tokenizer, texts, side)
+    outputs = encode(encoder, tokenizer, texts, side, forward=forward)
     offset = 0
     for output in outputs:
         if not output.aspect_logits:

@@ -138,6 +138,7 @@ def _annotation_quality(config: EvaluateConfig, output: str) -> AnnotationQualit
         opts.judgments,
         opts.split,
         config.threshold.abstention(DEFAULT_MIN_CONFIDENCE),
+        settings=config.model,  # at the run's precision and runtime: the values a night writes
     )
     if quality is None:
         LOGGER.info("%s predicts no aspects; no annotation quality to report", model_dir)

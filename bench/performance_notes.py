@@ -144,30 +144,41 @@ NOTES = """### Notes (25 Nov 2026): embedding against sentence-transformers
   so that work on the main checkout could not change the code between the nights; the model is a copy of
   `runs/demo/model` (the shipped MtBERT). Night 1 shared the 2 cores with short test runs for about its
   first 20 minutes (the embed log shows 115-125 products/s then, 150-167/s undisturbed): its 147.1/s is a
-  slight under-statement. Night 2 in the table is a re-run at 774d3d2 (`--resume`: night 1 read from its
-  manifests, the same night-2 catalog), after the writer change below, with nothing else running.
-- **The 5 % night: 579.7 s, then 637.2 s.** The first night 2 (ff0f2ff, 27 Nov 05:20) took 440.3 s
-  to embed, 28.7 s to index and 110.7 s to evaluate with both searchers: 579.7 s. The re-run took 487.5,
-  34.9 and 114.8 s (one searcher): 637.2 s, over the 600 s target. This machine's speed drifted between
-  the two: the index stage, whose code did not change, took 22 % longer, and the embed stage spent 780
-  CPU-s where the first spent 686 for the same 33,334 products. The target is met or missed on 2 cores
-  depending on the machine's state: there is no margin. What costs the 5 % night now: embedding the
-  changed products (~110-150/s in int8) and a fixed ~110 s to evaluate 1M products.
-- **The churn split, measured.** The benchmark now measures the unchanged products' cost instead of
-  inferring it: right after the last night it embeds that night's catalog again over its own output
-  (every product reused, none embedded) in its own process, here 1,000,000 products in 185.3 s. Scaled to
-  the 966,666 reused tonight that is 179.1 s; the other 308.4 s of the 487.5 s embed stage is the 33,334
-  changed products. The changed products dominate (63 %). The first run's split, which charged the
-  changed products night 1's seconds per product, read 226.7 s changed against 213.6 s unchanged; at
-  the undisturbed rate the halves were about equal.
-- **Where the 5 % night's evaluate time goes** (py-spy, `madr evaluate` as the nightly runs it over the
-  re-run's night 2, 86 s sampled): the annotation-quality report ~29 % (it encodes the held-out products
-  with the torch model in fp32, while the night embeds in int8), choosing the searcher ~32 % (opening
-  the exact index: hashing its files and copying them into a private folder before `np.load`, ~23 %;
-  timing it ~9 %), verifying the inputs' sha256 ~14 % in all, the Beam pipeline itself (search and
-  metrics) ~14 %. Levers, not taken: score annotations at the night's precision, and open an exact index
-  by hashing its vector file into memory once (ScaNN never loads it, so the private copy that guards
-  ScaNN's loader is not needed there).
+  slight under-statement. Night 2 in the table is a re-run at 4bbe93e (`--resume`: night 1 read from its
+  manifests, the same night-2 catalog), after the writer and evaluate changes below, nothing else running.
+- **The 5 % night: 579.7 s, 637.2 s, then 419.3 s.** The first night 2 (ff0f2ff, 27 Nov 05:20) took
+  440.3 s to embed, 28.7 s to index and 110.7 s to evaluate with both searchers: 579.7 s. A re-run at
+  774d3d2 (07:15) took 487.5, 34.9 and 114.8 s (one searcher): 637.2 s, over the 600 s target. The re-run
+  in the table (4bbe93e, 09:53) took 334.0, 24.6 and 60.7 s: **419.3 s**. Most of the difference is the
+  machine: the index stage, whose code did not change in any of the three, took 28.7, 34.9 and 24.6 s, and
+  the embed stage (same code in the last two) spent 780 CPU-s at 07:15 and 540 at 09:53 on the same 33,334
+  products. The evaluate changes of 82c09b4 and 4bbe93e measured alone, old and new code alternating over
+  this night 2 in one sitting (`madr evaluate` as the nightly runs it): 87.1 and 91.8 s before, 73.1 and
+  68.3 s after (about 19 s, 21 %), the same retrieval metrics. With this machine's spread the target is
+  met on a quiet machine and can be missed on a slow one: 419 s leaves 30 % of margin today, and 637 s
+  was seen two hours earlier with code that was slower by about 19 s.
+- **The churn split, measured.** Right after the last night the benchmark embeds that night's catalog
+  again over its own output (every product reused, none embedded) in its own process: 1,000,000 products
+  in 154.3 s (185.3 s at 07:15). Scaled to the 966,666 reused tonight that is 149.2 s; the other 184.8 s
+  of the 334.0 s embed stage is the 33,334 changed products (55 %; 63 % at 07:15): the changed products
+  dominate. Where the embed stage's time goes (py-spy over the same night-2 embed, 384 s sampled while
+  a training job shared the cores at nice 10): ONNX Runtime ~59 %, reading and validating the 1M
+  products ~15 % (validation alone ~11 %, 41 µs a product, every night for every product), planning
+  (keys, content hashes, the reuse lookup) ~20 %, copying reused rows and writing shards ~6 %. The next
+  lever on the unchanged products is to skip validating a row whose raw bytes match last night's, which
+  needs a raw-row digest in the shards; not taken.
+- **The evaluate stage at 1M: 110-115 s, then 61 s.** Before (py-spy over the 07:15 night 2, 86 s
+  sampled): the annotation-quality report ~29 % (the held-out products encoded by the torch model in
+  fp32 while the night embeds in int8, then all 1M shard rows read into Python to score the values the
+  run wrote), choosing the searcher ~32 % (opening the exact index ~23 %: every file hashed while the
+  manifest was checked, then read, hashed again and written to a private folder, then read back by
+  `np.load`; timing it ~9 %), verifying the inputs' sha256 ~14 %, the Beam pipeline (search, metrics)
+  ~14 %. Now (82c09b4, 4bbe93e): an exact index's files are read once, hashed as read, and the vectors
+  are a view of those bytes (ScaNN never loads an exact index, so the private copy that guards its loader
+  is not needed): 1M x 384 opens in 8.4-8.7 s against 16.1-18.7 s. The report encodes as the run does
+  (`madr evaluate --precision int8`: the ONNX graph in int8, so it describes the values the night
+  writes): 18.7-19.4 s against 23.3 s; and it reads the written values of the 2,000 measured products
+  only: 1.0-1.4 s against 6.7 s.
 - **Embedding shards without dictionary-encoded vectors** (`pipelines.parquet_shards`, 774d3d2).
   Beam's Parquet writer left pyarrow's dictionary encoding on for the float vectors, which never repeat:
   the writer hashed a page of floats, gave up, and kept the dictionary's larger first pages. The shards
@@ -228,9 +239,10 @@ NOTES = """### Notes (25 Nov 2026): embedding against sentence-transformers
 
 # Keyed like the targets in `bench.performance_doc.verdicts`; shown next to a verdict that is not "met".
 FINDINGS: dict[str, str] = {
-    "nightly_time": "27 Nov: the 1M 5 % night took 579.7 s (embed 440.3, index 28.7, evaluate 110.7)",
+    "nightly_time": "27 Nov: the 1M 5 % night took 579.7 s at 05:20 and 637.2 s at 07:15 (a slower machine), "
+    "419.3 s at 09:53 after the evaluate changes (about 19 s of it; the rest the machine)",
     "nightly_memory": "27 Nov: at 1M the largest stage peaks were evaluate 7.4 GB (both searchers; 6.9 GB "
     "with the one the nightly now runs) and the index stage 7.0 GB on a night that trains a tree",
-    "nightly_churn": "27 Nov: at 1M, 226.7 s for the changed products (night 1's rate) against 213.6 s for "
-    "the unchanged ones; at night 1's undisturbed rate ~208 s against ~232 s: about equal",
+    "nightly_churn": "27 Nov 09:53: at 1M, 184.8 s for the 33,334 changed products against 149.2 s for the "
+    "966,666 unchanged ones (measured by re-embedding the night's catalog over its own output)",
 }

@@ -37,7 +37,7 @@ from bench.support import command_line, shared_machine_note
 from evaluation import MetricSpec, RelevanceRule, evaluate_query
 from index_builder import ExactSearcher
 from model import Side, document_text, load_encoder, new_encoder
-from model.encoder import TokenizedBatch
+from model.batch import TokenizedBatch
 from pipelines.inference import EncoderModelHandler, LoadedEncoder, TextToEncode, length_sorted_chunks
 from pipelines.options import ModelSettings
 from product_data.synthetic import SyntheticConfig, generate_benchmark

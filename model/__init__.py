@@ -12,8 +12,9 @@ from model.aspects import (
     ImplicitSlot,
     Representation,
 )
+from model.batch import EncoderOutput, Side, TokenizedBatch, pick_device
 from model.config import EncoderConfig
-from model.encoder import DenseEncoder, EncoderOutput, Side, TokenizedBatch, pick_device
+from model.encoder import DenseEncoder
 from model.madral import MultiAspectConfig, MultiAspectEncoder
 from model.registry import VARIANTS, load_config, load_encoder, new_encoder, variant_class
 from model.text import content_hash, document_text, document_text_with_aspects, text_for_model

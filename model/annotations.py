@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 import torch
 
 from model.aspects.calibration import aspect_probabilities
-from model.encoder import DenseEncoder, EncoderOutput
+from model.batch import EncoderOutput
+from model.encoder import DenseEncoder
 from schemas import EMBEDDING_ANNOTATION_COLUMNS
 
 

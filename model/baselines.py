@@ -21,9 +21,10 @@ from model.aspects.extraction import MultiTokenPooling, Representation
 from model.aspects.fusion import FusionType, ImplicitSlot
 from model.aspects.tower import AspectTower
 from model.backbone import load_pretrained_transformer
+from model.batch import EncoderOutput, Side, TokenizedBatch
 from model.bibert import BiBertConfig, BiBertEncoder
 from model.config import EncoderConfig
-from model.encoder import WEIGHTS_FILE, DenseEncoder, EncoderOutput, Side, TokenizedBatch
+from model.encoder import WEIGHTS_FILE, DenseEncoder
 from model.madral import AspectTowerEncoder, MultiAspectConfig, MultiAspectEncoder
 
 

@@ -18,8 +18,9 @@ from typing import ClassVar
 from torch import nn
 from torch.nn import functional
 
+from model.batch import EncoderOutput, Side, TokenizedBatch
 from model.config import EncoderConfig
-from model.encoder import DenseEncoder, EncoderOutput, Side, TokenizedBatch
+from model.encoder import DenseEncoder
 from model.pooling import Pooling, ProjectionInit, initialise_projection, pool, positions_for
 
 

@@ -23,8 +23,8 @@ from torch import nn
 from transformers import BertConfig
 from transformers.models.bert.modeling_bert import BertLayer
 
+from model.batch import EncoderOutput, Side, TokenizedBatch
 from model.bibert import BiBertConfig, BiBertEncoder
-from model.encoder import EncoderOutput, Side, TokenizedBatch
 from model.mlm import masked_lm_loss
 
 CONDENSER_HEADS = "condenser_heads"  # attribute (and state-dict prefix) of the per-tower heads

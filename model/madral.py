@@ -43,8 +43,9 @@ from model.aspects.labels import Annotations, AspectLabels
 from model.aspects.losses import aspect_learning_loss
 from model.aspects.tower import AspectTower
 from model.aspects.vocabulary import VOCABULARY_FILE, AspectVocabulary, Tokenize
+from model.batch import EncoderOutput, Side, TokenizedBatch
 from model.config import EncoderConfig, read_config_dict
-from model.encoder import DenseEncoder, EncoderOutput, Side, TokenizedBatch
+from model.encoder import DenseEncoder
 
 
 @dataclass(frozen=True)

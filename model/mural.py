@@ -31,7 +31,8 @@ from transformers import BertConfig, PreTrainedTokenizerBase
 from model.aspects.fusion import ClsGating
 from model.aspects.vocabulary import AspectVocabulary, Granularity
 from model.backbone import load_pretrained_transformer, load_tokenizer
-from model.encoder import DenseEncoder, EncoderOutput, PretrainingLoss, Side, TokenizedBatch
+from model.batch import EncoderOutput, PretrainingLoss, Side, TokenizedBatch
+from model.encoder import DenseEncoder
 from model.mlm import IGNORE_INDEX, MlmHead, mask_for_mlm
 from model.mural_aspects import (
     GranularityLabels,

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from transformers import BertModel
 
-from model.encoder import TokenizedBatch
+from model.batch import TokenizedBatch
 
 # The MLM itself is model-agnostic and lives in model.mlm; re-exported for existing callers.
 from model.mlm import IGNORE_INDEX as IGNORE_INDEX

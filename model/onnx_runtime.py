@@ -33,7 +33,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from model.encoder import WEIGHTS_FILE, DenseEncoder, EncoderOutput, Side, TokenizedBatch
+from model.batch import EncoderOutput, Side, TokenizedBatch
+from model.encoder import WEIGHTS_FILE, DenseEncoder
 from schemas.manifest import sha256_file
 
 ONNX_PRECISIONS = ("fp32", "int8")

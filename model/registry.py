@@ -16,10 +16,11 @@ from transformers import PreTrainedTokenizerBase
 from model.aspects.vocabulary import AspectVocabulary
 from model.backbone import backbone_config_dict, bundled_backbone_path, load_tokenizer
 from model.baselines import BASELINE_ENCODERS
+from model.batch import pick_device
 from model.bibert import BiBertEncoder, ZeroShotEncoder
 from model.condenser import CondenserEncoder
 from model.config import EncoderConfig, read_config_dict
-from model.encoder import DenseEncoder, pick_device
+from model.encoder import DenseEncoder
 from model.madral import MADRAL_ENCODERS
 from model.mural import MuralConcatEncoder, MuralEncoder, MurEncoder
 from model.uhd import UhdEncoder

@@ -31,8 +31,9 @@ import torch
 from torch import nn
 from torch.nn import functional
 
+from model.batch import EncoderOutput, Side, TokenizedBatch
 from model.config import EncoderConfig
-from model.encoder import DenseEncoder, EncoderOutput, Side, TokenizedBatch
+from model.encoder import DenseEncoder
 from model.sparse import SparseVector, WinnerTakeAll, masked_max_pool, to_sparse
 
 # Eq. 8 (uhd-bert) writes the margin as the constant 1; A.1 lists no other value, so it is no setting.

@@ -190,7 +190,7 @@ def test_en_v1_and_no_fusion_warm_start_from_a_madral_model(tmp_path: Path) -> N
 
 def test_annotations_below_min_confidence_are_absent_but_keep_their_confidence() -> None:
     from model.annotations import AbstentionRule, annotate
-    from model.encoder import EncoderOutput
+    from model.batch import EncoderOutput
 
     encoder, _ = new_encoder(
         "madral", pretrained=False, backbone=tiny_backbone(), vocabulary=VOCABULARY, projection_dim=8
@@ -214,7 +214,7 @@ def test_annotations_below_min_confidence_are_absent_but_keep_their_confidence()
 def test_a_stated_aspect_abstains_when_the_text_does_not_name_the_value() -> None:
     """An unknown brand is not put on a known one: the value is written only when the text names it."""
     from model.annotations import AbstentionRule, annotate
-    from model.encoder import EncoderOutput
+    from model.batch import EncoderOutput
 
     encoder, _ = new_encoder(
         "madral", pretrained=False, backbone=tiny_backbone(), vocabulary=VOCABULARY, projection_dim=8

@@ -49,7 +49,7 @@ def test_too_few_labelled_products_fit_nothing() -> None:
 def test_the_annotations_read_the_model_configs_temperature() -> None:
     from model import new_encoder
     from model.annotations import annotate
-    from model.encoder import EncoderOutput
+    from model.batch import EncoderOutput
     from tests.conftest import tiny_backbone
     from tests.test_aspect_initialisation import VOCABULARY
 

@@ -12,7 +12,8 @@ from transformers import BertTokenizerFast, PreTrainedTokenizerBase
 from model.annotations import annotate
 from model.aspects.labels import AspectLabels
 from model.backbone import load_tokenizer
-from model.encoder import DenseEncoder, Side
+from model.batch import Side
+from model.encoder import DenseEncoder
 from model.mlm import masked_lm_loss
 from model.mural import MuralConcatEncoder, MuralEncoder, MurEncoder
 from model.mural_aspects import (

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from model.backbone import load_tokenizer
-from model.encoder import Side
+from model.batch import Side
 from model.sparse import WinnerTakeAll, binarize, masked_max_pool, to_sparse, winner_take_all
 from model.uhd import UhdConfig, UhdEncoder, UhdOutput, in_batch_hinge_loss
 from tests.conftest import tiny_backbone

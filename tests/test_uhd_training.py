@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from model.backbone import backbone_config_dict, bundled_backbone_path, load_tokenizer
-from model.encoder import Side
+from model.batch import Side
 from model.training import QueryExamples, TrainingConfig
 from model.training.trainer import Trainer, validation_batches
 from model.uhd import UhdConfig, UhdEncoder, UhdOutput, in_batch_hinge_loss, paper_bucket_layers

@@ -25,7 +25,7 @@ from transformers import PreTrainedTokenizerBase
 
 from model.aspects.initialisation import text_states
 from model.aspects.vocabulary import AspectValues, Granularity, normalise_value
-from model.encoder import Side
+from model.batch import Side
 
 
 @torch.no_grad()

@@ -27,7 +27,8 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
 
-from model.encoder import DenseEncoder, pick_device
+from model.batch import pick_device
+from model.encoder import DenseEncoder
 from model.training.checkpoints import checkpoint_dir, resume_from_checkpoint, save_checkpoint
 from model.training.config import LoopSettings
 from model.training.optimizer import adamw_with_head_rate, freeze_lower_layers

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from model.encoder import PretrainingLoss, Side
+from model.batch import PretrainingLoss, Side
 from model.training.checkpoints import run_fingerprint
 from model.training.config import Annotations, LoopSettings, cli_field
 from model.training.loop import EncoderRun, StepLoop

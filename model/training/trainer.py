@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from model.aspects.losses import pointwise_relevance_loss
-from model.encoder import EncoderOutput, Side
+from model.batch import EncoderOutput, Side
 from model.training.checkpoints import run_fingerprint
 from model.training.config import Annotations, QueryExamples, TrainingConfig
 from model.training.loop import EncoderRun, StepLoop

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 import torch
 
-from model.encoder import DenseEncoder, Side
+from model.batch import Side
+from model.encoder import DenseEncoder
 from model.training.config import QueryExamples
 
 VALIDATION_METRIC = "mrr@10"

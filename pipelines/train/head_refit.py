@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from model import Side, load_encoder
 from model.aspects.extraction import ExtractedSlots
 from model.aspects.losses import aspect_learning_loss
-from model.encoder import pick_device
+from model.batch import pick_device
 from pipelines.train.pretrain import PretrainJob, load_pretraining_records
 from schemas.splits import HeldOutProducts
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model import DenseEncoder, Side, text_for_model
-from model.encoder import pick_device
+from model.batch import pick_device
 from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, PretrainingReport
 from model.training.pretrain import native_bfloat16
 from pipelines.artifacts import fresh_output, parquet_rows

@@ -248,8 +248,15 @@ def read_verified_manifest(directory: Path, *, check_digests: bool = True) -> In
         path = directory / relative
         if not path.is_file():
             raise IndexArtifactError(f"{path} is missing from the index artifact; {REBUILD_HINT}")
-        # Without check_digests the loader compares the sha256 as it reads; only the size is checked here.
-        actual = file_entry(path) if check_digests else FileEntry(expected.sha256, path.stat().st_size)
+        if not check_digests:  # the loader compares the sha256 as it reads; only the size is checked here
+            size = path.stat().st_size
+            if size != expected.bytes:
+                raise IndexArtifactError(
+                    f"{path} is {size} bytes, which does not match the manifest's {expected.bytes}: the "
+                    f"artifact was changed after it was written; {REBUILD_HINT}"
+                )
+            continue
+        actual = file_entry(path)
         if actual.sha256 != expected.sha256:  # worded like every other artifact's (schemas.manifest)
             raise IndexArtifactError(digest_mismatch(str(path), actual.sha256, expected.sha256, REBUILD_HINT))
         if actual.bytes != expected.bytes:  # the same bytes: it is the manifest that was edited

@@ -36,6 +36,13 @@ def test_an_explicit_value_equal_to_the_default_still_beats_the_preset() -> None
     assert args.batch_size == 32  # 32 is also the default, but it was given
 
 
+@pytest.mark.parametrize("preset", ["madral-kdd22", "paper"])
+def test_a_variant_without_aspects_gets_no_aspect_loss_from_its_papers_preset(preset: str) -> None:
+    # madral-kdd22 sets λf = 0.1 for its aspect variants; the trainer refuses one for BiBERT.
+    assert _train_args("--preset", preset, "--variant", "bibert").aspect_loss_weight == 0.0
+    assert _train_args("--preset", preset, "--variant", "madral").aspect_loss_weight == 0.1
+
+
 def test_without_a_preset_nothing_changes() -> None:
     assert vars(_train_args()) == vars(_parser().parse_args(["train", "--data", "d", "--out", "o"]))
 

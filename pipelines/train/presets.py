@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from model.registry import experiment_role
+from model.registry import experiment_role, learns_aspects_by_default
 
 
 @dataclass(frozen=True)
@@ -141,6 +141,10 @@ def apply_preset(args: argparse.Namespace, command: str, explicit: set[str]) -> 
     if preset is None:
         return args
     values = {**preset.model, **(preset.train if command == "train" else preset.pretrain)}
+    if command == "train" and not learns_aspects_by_default(args.variant):
+        # madral-kdd22's λf is for its aspect variants: BiBERT, DSSM and MpBERT train under the same paper
+        # and learn none, so the preset leaves them no aspect loss (the trainer refuses one).
+        values["aspect_loss_weight"] = 0.0
     for name, value in values.items():
         if name not in explicit and hasattr(args, name):
             setattr(args, name, value)

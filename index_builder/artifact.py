@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -215,12 +216,12 @@ def check_no_links(directory: Path) -> None:
         )
 
 
-def read_verified_manifest(directory: Path, *, check_digests: bool = True) -> IndexManifest:
-    """Read the manifest and check every file it lists; raise IndexArtifactError on any mismatch.
+def read_verified_manifest(directory: Path) -> IndexManifest:
+    """Read the manifest and check the artifact against it: every listed file present at its size, no
+    pickle, link, unlisted or escaping file; raise IndexArtifactError on any mismatch.
 
-    `check_digests=False` checks each file's presence and size but not its sha256: for a loader that
-    hashes every listed file as it reads it (`copy_verified_files`, `read_verified_files`), so that a
-    gigabyte of vectors is read and hashed once, not twice.
+    The files' sha256 are checked by the loader as it reads them (`copy_verified_files`,
+    `read_verified_files`), so a gigabyte of vectors is read and hashed once, not twice.
     """
     if not directory.is_dir():
         raise IndexArtifactError(f"index directory {directory} does not exist; {REBUILD_HINT}")
@@ -248,20 +249,11 @@ def read_verified_manifest(directory: Path, *, check_digests: bool = True) -> In
         path = directory / relative
         if not path.is_file():
             raise IndexArtifactError(f"{path} is missing from the index artifact; {REBUILD_HINT}")
-        if not check_digests:  # the loader compares the sha256 as it reads; only the size is checked here
-            size = path.stat().st_size
-            if size != expected.bytes:
-                raise IndexArtifactError(
-                    f"{path} is {size} bytes, which does not match the manifest's {expected.bytes}: the "
-                    f"artifact was changed after it was written; {REBUILD_HINT}"
-                )
-            continue
-        actual = file_entry(path)
-        if actual.sha256 != expected.sha256:  # worded like every other artifact's (schemas.manifest)
-            raise IndexArtifactError(digest_mismatch(str(path), actual.sha256, expected.sha256, REBUILD_HINT))
-        if actual.bytes != expected.bytes:  # the same bytes: it is the manifest that was edited
+        size = path.stat().st_size
+        if size != expected.bytes:
             raise IndexArtifactError(
-                f"{path} is {actual.bytes} bytes, its manifest says {expected.bytes}; {REBUILD_HINT}"
+                f"{path} is {size} bytes, which does not match the manifest's {expected.bytes}: the "
+                f"artifact was changed after it was written; {REBUILD_HINT}"
             )
     check_asset_paths(directory, set(manifest.files))
     unlisted = sorted(
@@ -277,6 +269,27 @@ def read_verified_manifest(directory: Path, *, check_digests: bool = True) -> In
     return manifest
 
 
+def _verified_contents(
+    directory: Path, manifest: IndexManifest, prefix: str = ""
+) -> Iterator[tuple[str, bytearray]]:
+    """(relative path, bytes) of each listed file under `prefix`, one at a time, each read once into a
+    writable buffer and checked against the manifest's size and sha256 as read."""
+    for relative, expected in manifest.files.items():
+        if not relative.startswith(prefix):
+            continue
+        path = directory / relative
+        data = bytearray(expected.bytes)
+        with path.open("rb") as reader:
+            read = reader.readinto(data)
+            extra = reader.read(1)
+        if read != expected.bytes or extra:
+            raise IndexArtifactError(f"{path} changed size while it was read; {REBUILD_HINT}")
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != expected.sha256:  # worded like every other artifact's (schemas.manifest)
+            raise IndexArtifactError(digest_mismatch(str(path), actual, expected.sha256, REBUILD_HINT))
+        yield relative, data
+
+
 def copy_verified_files(directory: Path, manifest: IndexManifest, prefix: str, target: Path) -> None:
     """Copy the listed files under `prefix` into `target`, hashing the bytes as they are copied.
 
@@ -284,15 +297,7 @@ def copy_verified_files(directory: Path, manifest: IndexManifest, prefix: str, t
     `directory` between verification and loading never reaches it (`target` should be private, e.g.
     a `tempfile.TemporaryDirectory`, mode 0700).
     """
-    for relative, expected in manifest.files.items():
-        if not relative.startswith(prefix):
-            continue
-        data = (directory / relative).read_bytes()
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != expected.sha256:
-            raise IndexArtifactError(
-                digest_mismatch(str(directory / relative), actual, expected.sha256, REBUILD_HINT)
-            )
+    for relative, data in _verified_contents(directory, manifest, prefix):
         destination = target / relative
         destination.parent.mkdir(parents=True, exist_ok=True)
         destination.write_bytes(data)
@@ -306,17 +311,4 @@ def read_verified_files(directory: Path, manifest: IndexManifest) -> dict[str, b
     vectors are not written to a private copy and read back. The buffers are writable, so arrays made
     over them are too.
     """
-    contents: dict[str, bytearray] = {}
-    for relative, expected in manifest.files.items():
-        path = directory / relative
-        data = bytearray(expected.bytes)
-        with path.open("rb") as reader:
-            read = reader.readinto(data)
-            extra = reader.read(1)
-        if read != expected.bytes or extra:
-            raise IndexArtifactError(f"{path} changed size while it was read; {REBUILD_HINT}")
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != expected.sha256:
-            raise IndexArtifactError(digest_mismatch(str(path), actual, expected.sha256, REBUILD_HINT))
-        contents[relative] = data
-    return contents
+    return dict(_verified_contents(directory, manifest))

@@ -377,7 +377,7 @@ class ScannIndex:
         """
         directory = Path(directory)
         # Each file's sha256 is checked below, as the bytes that are loaded are read.
-        manifest = read_verified_manifest(directory, check_digests=False)
+        manifest = read_verified_manifest(directory)
         scann_dir = directory / SCANN_DIR
         if scores_every_vector(manifest.config):
             # madr's exact searcher parses the vectors from the bytes it hashed; ScaNN reads nothing.

@@ -95,9 +95,7 @@ def variant_training(config: ExperimentConfig, variant: str) -> VariantTraining:
             preset=None,
         )
     source = role.paper_pretraining or role.pretrained_from
-    train = dict(preset.train)
-    if not learns_aspects:
-        train["aspect_loss_weight"] = 0.0
+    train = preset.train_settings(variant)
     name = _ablation_name(f"{source}-{preset.name}", config) if source else None
     return VariantTraining(
         pretrained_from=source,

@@ -39,6 +39,14 @@ class Preset:
     train: dict[str, Any] = field(default_factory=dict)
     pretrain: dict[str, Any] = field(default_factory=dict)
 
+    def train_settings(self, variant: str) -> dict[str, Any]:
+        """The preset's fine-tuning settings for `variant`. madral-kdd22's λf is for its aspect variants:
+        BiBERT, DSSM and MpBERT train under the same paper and learn none, so they get no aspect loss
+        (the trainer refuses one)."""
+        if learns_aspects_by_default(variant):
+            return dict(self.train)
+        return {**self.train, "aspect_loss_weight": 0.0}
+
     def describe(self) -> str:
         parts = [f"{k}={v}" for k, v in {**self.model, **self.train, **self.pretrain}.items()]
         parts += [f"variant_option {option}" for option in self.variant_options]
@@ -140,11 +148,8 @@ def apply_preset(args: argparse.Namespace, command: str, explicit: set[str]) -> 
     preset = preset_for(getattr(args, "preset", None), args.variant)
     if preset is None:
         return args
-    values = {**preset.model, **(preset.train if command == "train" else preset.pretrain)}
-    if command == "train" and not learns_aspects_by_default(args.variant):
-        # madral-kdd22's λf is for its aspect variants: BiBERT, DSSM and MpBERT train under the same paper
-        # and learn none, so the preset leaves them no aspect loss (the trainer refuses one).
-        values["aspect_loss_weight"] = 0.0
+    step = preset.train_settings(args.variant) if command == "train" else preset.pretrain
+    values = {**preset.model, **step}
     for name, value in values.items():
         if name not in explicit and hasattr(args, name):
             setattr(args, name, value)

@@ -35,6 +35,7 @@ from jobs.experiment_config import (  # noqa: F401
 )
 from jobs.experiment_pretraining import PretrainingPlan, pretrained_model
 from jobs.experiment_report import write_report
+from jobs.experiment_runs import RunArchive
 from jobs.experiment_summary import pool_seeds, power_analysis, summarise
 from jobs.experiment_variant import embeddings_source, variant_training
 from jobs.stage_runs import StageRunner
@@ -249,6 +250,7 @@ def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
     data = _dataset(config, root)
     rule = RelevanceRule()
     held_out = held_out_products(data, config.held_out_rule())  # the same for every variant
+    archive = RunArchive.open(config.run_archive, config, data) if config.run_archive else None
     results: dict[str, Any] = {}
     progress = ProgressLog("variants done", len(config.variants), interval_s=0, log=print)
     for variant in config.variants:
@@ -260,8 +262,15 @@ def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
             # The first seed's runs at the root, as with one seed; each further seed's, pre-trained models
             # included, in seeds/<seed>/ over the same data.
             folder = (root if seed == config.seed else root / "seeds" / str(seed)) / variant
+            kept = archive.load(variant, seed) if archive else None
+            if kept is not None:
+                print(f"   {variant}, seed {seed}: read from {archive.path(variant, seed)}", flush=True)
+                runs.append(kept)
+                continue
             timings = _run_variant(dataclasses.replace(config, seed=seed), variant, data, folder)
             runs.append(_run_result(data, folder, rule, held_out, timings))
+            if archive:
+                archive.keep(variant, seed, runs[-1])
         results[variant] = pool_seeds(runs)
         progress.add(1)
         if config.baseline in results:

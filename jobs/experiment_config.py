@@ -81,6 +81,12 @@ class ExperimentConfig:
         "Training runs per variant, with seeds --seed, --seed + 1, ... over the same data: the table gives "
         "mean ± sd over them and tests the per-query means pooled over them",
     )
+    run_archive: str | None = setting(
+        None,
+        "Folder that keeps each finished run's result (DIR/<seed>/<variant>.json.gz, a few hundred KB) and "
+        "from which a run already there is read instead of run again: commit it, or copy it back from "
+        "another machine, to spread one experiment's seeds over sessions (jobs/experiment_runs.py)",
+    )
     aspects: tuple[str, ...] = setting(
         ECOMMERCE_ASPECTS,
         "Comma-separated aspects the aspect-aware variants learn and fuse; leave one out for madral-kdd22's "

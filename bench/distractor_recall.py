@@ -5,6 +5,7 @@ reports it over a production catalog, where 10,000 is a small share. This adds `
 to the experiment's catalog and retrieves its test queries over both:
 
     python -m bench.distractor_recall --experiment runs/experiment --variants zero-shot,bibert,mtbert
+    python -m bench.distractor_recall --experiment runs/experiment --variants zero-shot,bibert --shipped
     python -m bench.distractor_recall --quick           # 1,500 + 3,000 products, a tiny random model
 
 The distractors come from the same generator with another seed (`--distractor_seed`): realistic products
@@ -15,9 +16,10 @@ are prefixed so that none collides with a judged product's.
 Per variant, through the production path (`embed_catalog`, `evaluate_retrieval`, exact search): the
 union catalog is embedded once (int8 by default: products and queries encoded alike), the experiment's
 catalog alone is then embedded reusing those rows by content hash (`--previous`: nothing encoded twice),
-and the test queries are evaluated over each. Prints R@100 / R@1k / R@10k with and without the
-distractors; saves bench/results/distractor_recall[_quick].json. Embeddings stay in `--work` between runs,
-one folder per variant.
+and the test queries are evaluated over each. `--shipped` adds the model `madr demo` ships, trained by its
+recipe (`jobs.shipped_model`) on the experiment's dataset into EXPERIMENT/shipped. Prints R@100 / R@1k /
+R@10k with and without the distractors; saves bench/results/distractor_recall[_quick].json. Embeddings
+stay in `--work` between runs, one folder per variant.
 """
 
 from __future__ import annotations
@@ -79,6 +81,16 @@ def _ids(folder: Path) -> list[str]:
     return pq.read_table(folder, columns=["product_id"]).column(0).to_pylist()
 
 
+def shipped_model(data: Path, folder: Path, quick: bool) -> Path:
+    """The shipped recipe's model trained on `data` into `folder` (once: a finished one is reused)."""
+    from jobs.shipped_model import ShippedRecipe, train_shipped_model
+
+    model = folder / "model"
+    if not (model / "manifest.json").is_file():
+        train_shipped_model(str(data), folder, ShippedRecipe(**({"pretrain_steps": 20} if quick else {})))
+    return model
+
+
 def evaluate_variant(
     model: Path, data: Path, union: Path, work: Path, precision: str
 ) -> dict[str, dict[str, float]]:
@@ -133,6 +145,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--distractor_seed", type=int, default=1013, help="The generator's seed for them")
     parser.add_argument("--precision", default="int8", help="Inference precision of products and queries")
     parser.add_argument("--work", default="runs/distractors", help="Distractor catalog and embeddings")
+    parser.add_argument(
+        "--shipped",
+        action="store_true",
+        help="Also the shipped model, trained by its recipe on the experiment's dataset (EXPERIMENT/shipped)",
+    )
     parser.add_argument("--quick", action="store_true", help="1,500 + 3,000 products, a tiny random model")
     args = parser.parse_args(argv)
     work = Path(args.work) / ("quick" if args.quick else "")
@@ -154,6 +171,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit(
             f"not found: {', '.join(missing) or data}: run `madr experiment` first, or give --experiment"
         )
+    if args.shipped:
+        models["shipped"] = shipped_model(data, data.parent / "shipped", quick=args.quick)
     distractors = distractor_catalog(
         work / f"distractors-{args.distractors}-{args.distractor_seed}",
         args.distractors,

@@ -39,6 +39,8 @@ from bench.support import command_line, shared_machine_note, tiny_model
 
 METRICS = ("recall@100", "recall@1000", "recall@10000")
 PREFIX = "distractor-"
+UNION = "union-embeddings"
+BASELINE = "zero-shot"  # each variant's differences with distractors are tested against it
 
 
 def distractor_catalog(folder: Path, products: int, seed: int) -> Path:
@@ -103,8 +105,8 @@ def evaluate_variant(
     settings = ModelSettings(str(model), precision=precision)
     figures: dict[str, dict[str, float]] = {}
     plans = (
-        ("with distractors", union, None, work / "union-embeddings"),
-        ("catalog alone", data / "products", work / "union-embeddings", work / "catalog-embeddings"),
+        ("with distractors", union, None, work / UNION),
+        ("catalog alone", data / "products", work / UNION, work / "catalog-embeddings"),
     )
     for name, products, previous, embeddings in plans:
         started = time.perf_counter()
@@ -131,6 +133,38 @@ def evaluate_variant(
             "embed_s": round(embed_s, 1),
         }
     return figures
+
+
+def against_baseline(evaluations: dict[str, Path], baseline: str) -> dict[str, dict[str, dict[str, float]]]:
+    """Per variant and metric: the mean per-query difference from `baseline` and its paired t-test's p,
+    raw and Holm-adjusted over every (variant, metric) compared. `evaluations`: each variant's evaluate
+    output folder (its per_query.parquet), over the same test queries."""
+    from evaluation import holm_adjusted, paired_t_test
+
+    def per_query(variant: str) -> dict[str, dict[str, float]]:
+        rows = pq.read_table(evaluations[variant] / "per_query.parquet").to_pylist()
+        return {row["query_id"]: row for row in rows}
+
+    base = per_query(baseline)
+    compared: dict[tuple[str, str], tuple[float, float]] = {}
+    for variant in evaluations:
+        if variant == baseline:
+            continue
+        rows = per_query(variant)
+        if rows.keys() != base.keys():
+            raise ValueError(f"{variant} and {baseline} were evaluated over different queries")
+        for metric in METRICS:
+            mine = [rows[q][metric] for q in base]
+            theirs = [base[q][metric] for q in base]
+            compared[variant, metric] = (
+                sum(mine) / len(mine) - sum(theirs) / len(theirs),
+                paired_t_test(mine, theirs).pvalue,
+            )
+    holm = holm_adjusted({key: p for key, (_, p) in compared.items()})
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for (variant, metric), (delta, p) in compared.items():
+        out.setdefault(variant, {})[metric] = {"delta": delta, "p": p, "p_holm": holm[variant, metric]}
+    return out
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -179,10 +213,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.distractor_seed,
     )
     union = union_catalog(distractors.parent, data / "products", distractors)
-    figures = {
-        variant: evaluate_variant(model, data, union, work / f"{variant}-{args.distractors}", args.precision)
+    folders = {variant: work / f"{variant}-{args.distractors}" for variant in models}
+    figures: dict[str, Any] = {
+        variant: evaluate_variant(model, data, union, folders[variant], args.precision)
         for variant, model in models.items()
     }
+    if BASELINE in models and len(models) > 1:
+        evaluations = {variant: folder / f"eval-{UNION}" for variant, folder in folders.items()}
+        figures[f"vs {BASELINE}, with distractors"] = against_baseline(evaluations, BASELINE)
     config = {
         "command": command_line("bench.distractor_recall", argv),
         "experiment": str(data.parent),
@@ -195,9 +233,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows = [
         [variant, name, f"{f['products']:,}", *(f"{f[m]:.4f}" if m in f else "–" for m in METRICS)]
         for variant, by_setting in figures.items()
+        if variant in models
         for name, f in by_setting.items()
     ]
     print(table(["variant", "catalog", "products", "R@100", "R@1k", "R@10k"], rows))
+    for variant, by_metric in figures.get(f"vs {BASELINE}, with distractors", {}).items():
+        print(
+            f"{variant} vs {BASELINE}, with distractors: "
+            + "; ".join(
+                f"{m} {c['delta']:+.4f} (p {c['p']:.2g}, Holm {c['p_holm']:.2g})"
+                for m, c in by_metric.items()
+            )
+        )
     report("distractor_recall_quick" if args.quick else "distractor_recall", config, figures)
     return figures
 

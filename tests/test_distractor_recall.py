@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bench.distractor_recall import PREFIX, distractor_catalog, union_catalog
+from bench.distractor_recall import METRICS, PREFIX, against_baseline, distractor_catalog, union_catalog
+from evaluation import holm_adjusted, paired_t_test
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 
 
@@ -42,3 +45,44 @@ def test_a_distractor_id_equal_to_a_catalog_id_is_refused(benchmark: Path, tmp_p
     # The catalog against itself: every id collides.
     with pytest.raises(ValueError, match="distractor ids are catalog ids"):
         union_catalog(tmp_path, benchmark / "products", benchmark / "products")
+
+
+def _per_query(folder: Path, values: dict[str, list[float]]) -> Path:
+    folder.mkdir(parents=True)
+    queries = [f"q{i}" for i in range(len(next(iter(values.values()))))]
+    pq.write_table(pa.table({"query_id": queries, **values}), folder / "per_query.parquet")
+    return folder
+
+
+def test_each_variant_is_tested_against_the_baseline_query_by_query_with_holm(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    base = {m: rng.uniform(0.2, 0.8, 30).tolist() for m in METRICS}
+    better = {m: [v + 0.1 + rng.normal(0, 0.05) for v in base[m]] for m in METRICS}
+    level = {m: [v + rng.normal(0, 0.05) for v in base[m]] for m in METRICS}
+    folders = {
+        name: _per_query(tmp_path / name, values)
+        for name, values in (("zero-shot", base), ("better", better), ("level", level))
+    }
+    compared = against_baseline(folders, "zero-shot")
+    assert set(compared) == {"better", "level"}
+    raw = {
+        (v, m): paired_t_test(vals[m], base[m]).pvalue
+        for v, vals in (("better", better), ("level", level))
+        for m in METRICS
+    }
+    holm = holm_adjusted(raw)
+    for (variant, metric), p in raw.items():
+        figures = compared[variant][metric]
+        values = better if variant == "better" else level
+        assert figures["delta"] == pytest.approx(np.mean(values[metric]) - np.mean(base[metric]))
+        assert figures["p"] == p and figures["p_holm"] == holm[variant, metric]
+    assert compared["better"]["recall@10000"]["p_holm"] < 0.01 < compared["level"]["recall@10000"]["p_holm"]
+
+
+def test_variants_evaluated_over_other_queries_are_not_compared(tmp_path: Path) -> None:
+    folders = {
+        "zero-shot": _per_query(tmp_path / "a", {m: [0.1, 0.2, 0.3] for m in METRICS}),
+        "other": _per_query(tmp_path / "b", {m: [0.1, 0.2] for m in METRICS}),
+    }
+    with pytest.raises(ValueError, match="different queries"):
+        against_baseline(folders, "zero-shot")

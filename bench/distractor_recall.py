@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--quick", action="store_true", help="1,500 + 3,000 products, a tiny random model")
     args = parser.parse_args(argv)
+    # Embedding 520,000 products takes most of an hour a model here: the stages' progress lines show it.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     work = Path(args.work) / ("quick" if args.quick else "")
     work.mkdir(parents=True, exist_ok=True)
     if args.quick:

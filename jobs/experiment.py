@@ -234,7 +234,8 @@ def _run_result(
         row["query_id"]: row for row in pq.read_table(folder / "eval" / "per_query.parquet").to_pylist()
     }
     driver = _driver_metrics(data, folder, rule, held_out)
-    for row in driver["ranking_rows"]:
+    # The ranking task's rows join the per-query metrics; kept once there (a run's archived size).
+    for row in driver.pop("ranking_rows"):
         per_query.setdefault(row["query_id"], {"query_id": row["query_id"]}).update(row)
     result = {"per_query": per_query, "timings": timings, **driver}
     sparse = read_sparse_results(folder / "eval")

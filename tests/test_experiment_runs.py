@@ -47,7 +47,6 @@ def _run(data: DatasetLayout, seed: int) -> dict:
     return {
         "per_query": per_query,
         "timings": {"train": float(seed)},
-        "ranking_rows": [],
         "query_accuracy": {"accuracy": {"brand": 0.5}, "accuracy_at_3": {"brand": 0.75}},
         "product_accuracy": None,
         "document_cosine": np.float32(0.25),

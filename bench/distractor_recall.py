@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -78,6 +79,27 @@ def union_catalog(folder: Path, catalog: Path, distractors: Path) -> Path:
     if overlap:
         raise ValueError(f"{len(overlap)} distractor ids are catalog ids, e.g. {sorted(overlap)[:3]}")
     return union
+
+
+def intent_matches(queries: Path, products: Path) -> list[int]:
+    """Per test query that names aspects, how many of `products` carry each aspect it names with one of its
+    values: products as relevant to it as a judged one, by the generator's own relevance (a distractor
+    among them is relevant and unjudged)."""
+    index: dict[tuple[str, str], set[int]] = {}
+    for row, aspects in enumerate(pq.read_table(products, columns=["aspects"]).column(0).to_pylist()):
+        for name, values in aspects or []:
+            for value in values:
+                index.setdefault((name, value), set()).add(row)
+    counts = []
+    for query in pq.read_table(queries).to_pylist():
+        if query["split"] != "test" or not query["aspects"]:
+            continue
+        rows = [
+            set().union(*(index.get((name, value), set()) for value in values))
+            for name, values in query["aspects"]
+        ]
+        counts.append(len(set.intersection(*rows)))
+    return counts
 
 
 def _ids(folder: Path) -> list[str]:
@@ -224,6 +246,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if BASELINE in models and len(models) > 1:
         evaluations = {variant: folder / f"eval-{UNION}" for variant, folder in folders.items()}
         figures[f"vs {BASELINE}, with distractors"] = against_baseline(evaluations, BASELINE)
+    matches = {
+        name: intent_matches(data / "queries.parquet", products)
+        for name, products in (("catalog", data / "products"), ("distractors", distractors))
+    }
     config = {
         "command": command_line("bench.distractor_recall", argv),
         "experiment": str(data.parent),
@@ -231,6 +257,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "distractor_seed": args.distractor_seed,
         "precision": args.precision,
         "distractors_are": "generator products with another seed, unjudged (a relevant one counts as a miss)",
+        "test_queries_naming_aspects": len(matches["catalog"]),
+        "products_matching_a_query_intent_median": {k: float(np.median(v)) for k, v in matches.items()},
+        "products_matching_a_query_intent_mean": {k: round(float(np.mean(v)), 1) for k, v in matches.items()},
         **shared_machine_note(),
     }
     rows = [
@@ -240,6 +269,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for name, f in by_setting.items()
     ]
     print(table(["variant", "catalog", "products", "R@100", "R@1k", "R@10k"], rows))
+    median = config["products_matching_a_query_intent_median"]
+    print(
+        f"A test query's aspects are matched by a median {median['catalog']:.0f} catalog products and "
+        f"{median['distractors']:.0f} distractors (unjudged: each counts as a miss when retrieved)"
+    )
     for variant, by_metric in figures.get(f"vs {BASELINE}, with distractors", {}).items():
         print(
             f"{variant} vs {BASELINE}, with distractors: "

@@ -9,7 +9,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bench.distractor_recall import METRICS, PREFIX, against_baseline, distractor_catalog, union_catalog
+from bench.distractor_recall import (
+    METRICS,
+    PREFIX,
+    against_baseline,
+    distractor_catalog,
+    intent_matches,
+    union_catalog,
+)
 from evaluation import holm_adjusted, paired_t_test
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 
@@ -86,3 +93,18 @@ def test_variants_evaluated_over_other_queries_are_not_compared(tmp_path: Path) 
     }
     with pytest.raises(ValueError, match="different queries"):
         against_baseline(folders, "zero-shot")
+
+
+def test_intent_matches_count_the_products_carrying_every_aspect_a_test_query_names(benchmark: Path) -> None:
+    counts = intent_matches(benchmark / "queries.parquet", benchmark / "products")
+    products = [dict(p["aspects"] or []) for p in pq.read_table(benchmark / "products").to_pylist()]
+    tests = [
+        dict(q["aspects"])
+        for q in pq.read_table(benchmark / "queries.parquet").to_pylist()
+        if q["split"] == "test" and q["aspects"]
+    ]
+    expected = [
+        sum(all(set(p.get(name, [])) & set(values) for name, values in intent.items()) for p in products)
+        for intent in tests
+    ]
+    assert counts == expected and len(counts) > 0 and max(counts) > 0

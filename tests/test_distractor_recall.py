@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +14,10 @@ from bench.distractor_recall import (
     METRICS,
     PREFIX,
     against_baseline,
+    delta_table,
     distractor_catalog,
     intent_matches,
+    recall_table,
     union_catalog,
 )
 from evaluation import holm_adjusted, paired_t_test
@@ -108,3 +111,15 @@ def test_intent_matches_count_the_products_carrying_every_aspect_a_test_query_na
         for intent in tests
     ]
     assert counts == expected and len(counts) > 0 and max(counts) > 0
+
+
+def test_results_md_holds_the_distractor_tables_of_the_committed_run() -> None:
+    """docs/RESULTS.md's distractor tables are the ones bench/results/distractor_recall.json renders: a
+    re-run that changes a figure fails here until the page is regenerated."""
+    root = Path(__file__).resolve().parents[1]
+    figures = json.loads((root / "bench" / "results" / "distractor_recall.json").read_text())["figures"]
+    page = (root / "docs" / "RESULTS.md").read_text()
+    assert recall_table(figures) in page
+    assert delta_table(figures) in page
+    rows = recall_table(figures).splitlines()[2:]
+    assert sum("| with distractors | 520,000 |" in row for row in rows) == len(rows) // 2 >= 2

@@ -102,6 +102,12 @@ def intent_matches(queries: Path, products: Path) -> list[int]:
     return counts
 
 
+def _model_digest(model: Path) -> str:
+    from schemas.manifest import FILES_DIGEST, MANIFEST_FILE
+
+    return json.loads((model / MANIFEST_FILE).read_text())[FILES_DIGEST]
+
+
 def _ids(folder: Path) -> list[str]:
     return pq.read_table(folder, columns=["product_id"]).column(0).to_pylist()
 
@@ -261,7 +267,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.distractor_seed,
     )
     union = union_catalog(distractors.parent, data / "products", distractors)
-    folders = {variant: work / f"{variant}-{args.distractors}" for variant in models}
+    # Named by the model's digest too: a model trained again under the same name is embedded again.
+    folders = {
+        variant: work / f"{variant}-{args.distractors}-{_model_digest(model)[:12]}"
+        for variant, model in models.items()
+    }
     figures: dict[str, Any] = {
         variant: evaluate_variant(model, data, union, folders[variant], args.precision)
         for variant, model in models.items()

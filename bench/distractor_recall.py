@@ -19,7 +19,7 @@ catalog alone is then embedded reusing those rows by content hash (`--previous`:
 and the test queries are evaluated over each. `--shipped` adds the model `madr demo` ships, trained by its
 recipe (`jobs.shipped_model`) on the experiment's dataset into EXPERIMENT/shipped. Prints R@100 / R@1k /
 R@10k with and without the distractors; saves bench/results/distractor_recall[_quick].json. Embeddings
-stay in `--work` between runs, one folder per variant.
+stay in `--work` between runs, one folder per variant and model digest.
 """
 
 from __future__ import annotations
@@ -165,30 +165,22 @@ def evaluate_variant(
 
 
 def against_baseline(evaluations: dict[str, Path], baseline: str) -> dict[str, dict[str, dict[str, float]]]:
-    """Per variant and metric: the mean per-query difference from `baseline` and its paired t-test's p,
-    raw and Holm-adjusted over every (variant, metric) compared. `evaluations`: each variant's evaluate
-    output folder (its per_query.parquet), over the same test queries."""
-    from evaluation import holm_adjusted, paired_t_test
+    """Per variant and metric: the mean per-query difference from `baseline` and its paired t-test's p
+    (`madr compare`'s comparison), raw and Holm-adjusted over every (variant, metric) compared.
+    `evaluations`: each variant's evaluate output folder, over the same test queries."""
+    from evaluation import holm_adjusted
+    from jobs.compare import compare_runs
 
-    def per_query(variant: str) -> dict[str, dict[str, float]]:
-        rows = pq.read_table(evaluations[variant] / "per_query.parquet").to_pylist()
-        return {row["query_id"]: row for row in rows}
-
-    base = per_query(baseline)
     compared: dict[tuple[str, str], tuple[float, float]] = {}
-    for variant in evaluations:
+    for variant, folder in evaluations.items():
         if variant == baseline:
             continue
-        rows = per_query(variant)
-        if rows.keys() != base.keys():
+        report = compare_runs(str(evaluations[baseline]), str(folder))
+        if not report.queries_a == report.queries_b == report.common_queries:
             raise ValueError(f"{variant} and {baseline} were evaluated over different queries")
-        for metric in METRICS:
-            mine = [rows[q][metric] for q in base]
-            theirs = [base[q][metric] for q in base]
-            compared[variant, metric] = (
-                sum(mine) / len(mine) - sum(theirs) / len(theirs),
-                paired_t_test(mine, theirs).pvalue,
-            )
+        for comparison in report.metrics:
+            if comparison.metric in METRICS:
+                compared[variant, comparison.metric] = (comparison.delta, comparison.pvalue)
     holm = holm_adjusted({key: p for key, (_, p) in compared.items()})
     out: dict[str, dict[str, dict[str, float]]] = {}
     for (variant, metric), (delta, p) in compared.items():

@@ -75,8 +75,10 @@ def test_each_variant_is_tested_against_the_baseline_query_by_query_with_holm(tm
     }
     compared = against_baseline(folders, "zero-shot")
     assert set(compared) == {"better", "level"}
+    # Paired by query id, in id order (q0, q1, q10, ...), as `madr compare` pairs them.
+    order = sorted(range(30), key=lambda i: f"q{i}")
     raw = {
-        (v, m): paired_t_test(vals[m], base[m]).pvalue
+        (v, m): paired_t_test([vals[m][i] for i in order], [base[m][i] for i in order]).pvalue
         for v, vals in (("better", better), ("level", level))
         for m in METRICS
     }

@@ -253,13 +253,23 @@ def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
     held_out = held_out_products(data, config.held_out_rule())  # the same for every variant
     archive = RunArchive.open(config.run_archive, config, data) if config.run_archive else None
     results: dict[str, Any] = {}
-    progress = ProgressLog("variants done", len(config.variants), interval_s=0, log=print)
+    # The zero-shot backbone is not trained: one run, whatever the seeds.
+    seeds = {
+        variant: range(config.seed, config.seed + (config.seeds if experiment_role(variant).trained else 1))
+        for variant in config.variants
+    }
+    # The pace and ETA count the runs made here: runs read from the archive take no time.
+    to_run = [
+        (v, s) for v in config.variants for s in seeds[v] if not (archive and archive.path(v, s).is_file())
+    ]
+    progress = ProgressLog("runs done", len(to_run), interval_s=0, log=print)
+    kept_runs = sum(len(seeds[v]) for v in config.variants) - len(to_run)
+    if archive and kept_runs:
+        print(f"{kept_runs} runs are in {archive.folder}, {len(to_run)} to run", flush=True)
     for variant in config.variants:
         print(f"\n== {variant} ({config.variants.index(variant) + 1} of {len(config.variants)})", flush=True)
         runs = []
-        # The zero-shot backbone is not trained: one run, whatever the seeds.
-        seeds = range(config.seed, config.seed + (config.seeds if experiment_role(variant).trained else 1))
-        for seed in seeds:
+        for seed in seeds[variant]:
             # The first seed's runs at the root, as with one seed; each further seed's, pre-trained models
             # included, in seeds/<seed>/ over the same data.
             folder = (root if seed == config.seed else root / "seeds" / str(seed)) / variant
@@ -272,8 +282,8 @@ def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
             runs.append(_run_result(data, folder, rule, held_out, timings))
             if archive:
                 archive.keep(variant, seed, runs[-1])
+            progress.add(1)
         results[variant] = pool_seeds(runs)
-        progress.add(1)
         if config.baseline in results:
             # After every variant, so an experiment stopped half-way still leaves its table.
             report = _write_results(config, results, root, time.perf_counter() - started)

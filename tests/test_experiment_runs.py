@@ -86,7 +86,7 @@ def test_a_run_of_other_settings_or_other_data_is_refused(data: DatasetLayout, t
 
 
 def test_the_experiment_reads_kept_runs_instead_of_running_them(
-    data: DatasetLayout, tmp_path, monkeypatch
+    data: DatasetLayout, tmp_path, monkeypatch, capsys
 ) -> None:
     root = tmp_path / "run"
     shutil.copytree(data.root, root / "data")  # the experiment's own data: nothing generated again
@@ -108,3 +108,6 @@ def test_the_experiment_reads_kept_runs_instead_of_running_them(
     )
     assert bibert["means"]["recall@100"] == pytest.approx(expected)
     assert json.loads((root / "results.json").read_text())["config"]["run_archive"] == config.run_archive
+    # Nothing ran, so there is no pace to report: no "runs done" line with an ETA from instant reads.
+    printed = capsys.readouterr().out
+    assert f"3 runs are in {tmp_path / 'archive'}, 0 to run" in printed and "runs done" not in printed

@@ -20,6 +20,10 @@ and the test queries are evaluated over each. `--shipped` adds the model `madr d
 recipe (`jobs.shipped_model`) on the experiment's dataset into EXPERIMENT/shipped. Prints R@100 / R@1k /
 R@10k with and without the distractors; saves bench/results/distractor_recall[_quick].json. Embeddings
 stay in `--work` between runs, one folder per variant and model digest.
+
+A sparse model (UHD-BERT) is retrieved as `madr experiment` retrieves it, through its binarized inverted
+index (`pipelines.evaluate.sparse`; fp32 torch encoding, `--precision` does not apply), over the same
+union and catalog; its indexes stay in its `--work` folder in the same way.
 """
 
 from __future__ import annotations
@@ -164,6 +168,44 @@ def evaluate_variant(
     return figures
 
 
+def dataset_view(root: Path, products: Path, data: Path) -> Path:
+    """A dataset folder at `root` (`DatasetLayout`'s names) of links: `products`' Parquet files with the
+    experiment's queries and judgments. The sparse path reads products the way `madr experiment` does."""
+    (root / "products").mkdir(parents=True, exist_ok=True)
+    links = [
+        (root / "products" / f"products-{shard.name}", shard) for shard in sorted(products.glob("*.parquet"))
+    ]
+    links += [(root / name, data / name) for name in ("queries.parquet", "judgments.parquet")]
+    for link, target in links:
+        if not link.exists():
+            link.symlink_to(target.resolve())
+    return root
+
+
+def evaluate_sparse_variant(model: Path, data: Path, union: Path, work: Path) -> dict[str, dict[str, float]]:
+    """`evaluate_variant` for UHD-BERT: R@k through its binarized inverted index, the index its paper
+    deploys (uhd-bert §4.3) and `madr experiment` reports, over the union and over the catalog alone.
+    The weighted index is built beside it (`run_sparse_evaluation` builds both from one encoding)."""
+    from pipelines.evaluate.sparse import PRIMARY, run_sparse_evaluation
+    from pipelines.layout import DatasetLayout
+
+    figures: dict[str, dict[str, float]] = {}
+    for name, products, slug in (
+        ("with distractors", union, UNION),
+        ("catalog alone", data / "products", "catalog-embeddings"),
+    ):
+        view = DatasetLayout(str(dataset_view(work / f"data-{slug}", products, data)))
+        # Indexes already built (their manifests) are kept: only the test queries are searched again.
+        report = run_sparse_evaluation(view, model, work / f"eval-{slug}", METRICS)
+        index = report["indexes"][PRIMARY]
+        figures[name] = {
+            **{metric: index["means"][metric] for metric in METRICS if metric in index["means"]},
+            "products": index["products"],
+            "embed_s": report["build_seconds"],
+        }
+    return figures
+
+
 def against_baseline(evaluations: dict[str, Path], baseline: str) -> dict[str, dict[str, dict[str, float]]]:
     """Per variant and metric: the mean per-query difference from `baseline` and its paired t-test's p
     (`madr compare`'s comparison), raw and Holm-adjusted over every (variant, metric) compared.
@@ -230,6 +272,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--quick", action="store_true", help="1,500 + 3,000 products, a tiny random model")
     args = parser.parse_args(argv)
+    from pipelines.evaluate.sparse import is_sparse_model
+
     # Embedding 520,000 products takes most of an hour a model here: the stages' progress lines show it.
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     work = Path(args.work) / ("quick" if args.quick else "")
@@ -265,7 +309,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for variant, model in models.items()
     }
     figures: dict[str, Any] = {
-        variant: evaluate_variant(model, data, union, folders[variant], args.precision)
+        variant: (
+            evaluate_sparse_variant(model, data, union, folders[variant])
+            if is_sparse_model(model)
+            else evaluate_variant(model, data, union, folders[variant], args.precision)
+        )
         for variant, model in models.items()
     }
     if BASELINE in models and len(models) > 1:

@@ -13,15 +13,21 @@ import pytest
 from bench.distractor_recall import (
     METRICS,
     PREFIX,
+    UNION,
     against_baseline,
     delta_table,
     distractor_catalog,
+    evaluate_sparse_variant,
     intent_matches,
     recall_table,
     union_catalog,
 )
 from evaluation import holm_adjusted, paired_t_test
+from model import new_encoder
+from pipelines.evaluate.sparse import run_sparse_evaluation
+from pipelines.layout import DatasetLayout
 from product_data.synthetic import SyntheticConfig, generate_benchmark
+from tests.conftest import tiny_backbone
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +131,33 @@ def test_results_md_holds_the_distractor_tables_of_the_committed_run() -> None:
     assert delta_table(figures) in page
     rows = recall_table(figures).splitlines()[2:]
     assert sum("| with distractors | 520,000 |" in row for row in rows) == len(rows) // 2 >= 2
+
+
+def test_a_sparse_model_is_retrieved_through_its_inverted_index_over_union_and_catalog(
+    benchmark: Path, tmp_path: Path
+) -> None:
+    encoder, tokenizer = new_encoder(
+        "uhd", pretrained=False, backbone=tiny_backbone(), dimensions=256, winners=8,
+        model_id="uhd-tiny", model_version="1",
+    )  # fmt: skip
+    model = tmp_path / "uhd"
+    encoder.save_pretrained(model, tokenizer)
+    distractors = distractor_catalog(tmp_path / "d", 400, seed=1013)
+    union = union_catalog(distractors.parent, benchmark / "products", distractors)
+    figures = evaluate_sparse_variant(model, benchmark, union, tmp_path / "work")
+    alone, crowded = figures["catalog alone"], figures["with distractors"]
+    assert (alone["products"], crowded["products"]) == (300, 700)
+    # Over the catalog alone: what `madr experiment` reports for the model (its binarized index).
+    direct = run_sparse_evaluation(DatasetLayout(str(benchmark)), model, tmp_path / "direct", METRICS)
+    for metric in METRICS:
+        assert alone[metric] == pytest.approx(direct["indexes"]["binary"]["means"][metric])
+    # Distractors only push judged products down: catalog scores are unchanged and, on ties, catalog
+    # rows come first in the union.
+    assert all(crowded[m] <= alone[m] for m in METRICS)
+    assert crowded["recall@100"] < alone["recall@100"]
+    # Its per-query rows pair with another run's query by query (`against_baseline` reads them).
+    compared = against_baseline(
+        {"alone": tmp_path / "direct", "uhd": tmp_path / "work" / f"eval-{UNION}"}, "alone"
+    )
+    for metric in METRICS:
+        assert compared["uhd"][metric]["delta"] == pytest.approx(crowded[metric] - alone[metric])

@@ -107,9 +107,9 @@ def intent_matches(queries: Path, products: Path) -> list[int]:
 
 
 def _model_digest(model: Path) -> str:
-    from schemas.manifest import FILES_DIGEST, MANIFEST_FILE
+    from schemas.manifest import FILES_DIGEST, read_manifest
 
-    return json.loads((model / MANIFEST_FILE).read_text())[FILES_DIGEST]
+    return read_manifest(model, "madr-model", fix="train it with `madr experiment`")[FILES_DIGEST]
 
 
 def _ids(folder: Path) -> list[str]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from jobs.experiment_config import ExperimentConfig
 from pipelines.layout import DatasetLayout
-from schemas.manifest import FILES_DIGEST, MANIFEST_FILE
+from schemas.manifest import FILES_DIGEST, read_manifest
 
 # Settings that choose which runs an experiment makes, or how it reports them: not what one run is.
 NOT_A_RUN_SETTING = frozenset({"variants", "baseline", "seed", "seeds", "run_archive"})
@@ -45,7 +45,7 @@ class RunArchive:
 
     @classmethod
     def open(cls, folder: str | Path, config: ExperimentConfig, data: DatasetLayout) -> RunArchive:
-        manifest = json.loads((Path(data.root) / MANIFEST_FILE).read_text())
+        manifest = read_manifest(data.root, "benchmark", fix="the experiment generates its own data")
         return cls(Path(folder), manifest[FILES_DIGEST], run_settings(config))
 
     def path(self, variant: str, seed: int) -> Path:

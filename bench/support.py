@@ -147,19 +147,26 @@ TINY_BACKBONE = {
 
 
 def tiny_model(directory: Path, projection_dim: int, model_version: str) -> Path:
-    """A saved, untrained tiny BiBERT with its manifest, as `madr train` writes it (stages verify it)."""
+    """A saved, untrained tiny BiBERT with its manifest, as `madr train` writes it (stages verify it).
+    Its random weights are seeded by `model_version`: a `--quick` figure is the same on every run, and
+    two versions are two different models (the reliability cases tell them apart by their weights)."""
+    import zlib
+
+    import torch
     from transformers import BertConfig
 
     from model import new_encoder
     from schemas import write_manifest
 
-    encoder, tokenizer = new_encoder(
-        "bibert",
-        pretrained=False,
-        backbone=BertConfig(**TINY_BACKBONE).to_dict(),
-        projection_dim=projection_dim,
-        model_version=model_version,
-    )
+    with torch.random.fork_rng():  # the caller's random state is left as it was
+        torch.manual_seed(zlib.crc32(model_version.encode()))
+        encoder, tokenizer = new_encoder(
+            "bibert",
+            pretrained=False,
+            backbone=BertConfig(**TINY_BACKBONE).to_dict(),
+            projection_dim=projection_dim,
+            model_version=model_version,
+        )
     encoder.save_pretrained(directory, tokenizer)
     write_manifest(directory, "madr-model", {"variant": "bibert", "model_version": model_version})
     return directory

@@ -111,3 +111,20 @@ def test_the_experiment_reads_kept_runs_instead_of_running_them(
     # Nothing ran, so there is no pace to report: no "runs done" line with an ETA from instant reads.
     printed = capsys.readouterr().out
     assert f"3 runs are in {tmp_path / 'archive'}, 0 to run" in printed and "runs done" not in printed
+
+
+def test_the_pace_counts_only_runs_that_trained_or_embedded_here(
+    data: DatasetLayout, tmp_path, monkeypatch, capsys
+) -> None:
+    root = tmp_path / "run"
+    shutil.copytree(data.root, root / "data")
+
+    def resumed_zero_shot(config, variant, data, folder):
+        return {} if variant == "zero-shot" else {"train": 1.0}  # {}: every stage skipped as finished
+
+    monkeypatch.setattr(experiment, "_run_variant", resumed_zero_shot)
+    monkeypatch.setattr(experiment, "_run_result", lambda data, folder, *a: _run(data, len(str(folder))))
+    experiment.run_experiment(CONFIG, str(root))
+    printed = capsys.readouterr().out
+    # Three runs; zero-shot's was finished before, so the two bibert seeds are the whole count.
+    assert "runs done: 1 of 2" in printed and "runs done: 2 of 2" in printed and "of 3" not in printed

@@ -170,6 +170,12 @@ def write_report(report: dict[str, Any], path: Path) -> str:
             f"{power['tests']} comparisons; {100 * power['target']:.0f} points would need "
             f"{power['queries_for_target']:,} test queries.",
         ]
+        closest = power.get("closest")  # results.json files written before it have none
+        if closest:
+            lines[-1] += (
+                f" The comparison of smallest sd ({closest['variant']}, {closest['difference_sd']:.3f}) "
+                f"detects {100 * closest['detectable']:.1f} points."
+            )
     lines += ["", f"Wall time: {report['wall_seconds'] / 60:.1f} minutes."]
     markdown = "\n".join(lines) + "\n"
     path.write_text(markdown)

@@ -103,9 +103,12 @@ def test_the_power_line_follows_the_normal_approximation(tmp_path) -> None:
     assert power["difference_sd"] == pytest.approx(float(np.median(sds)))
     config = {"num_products": 100, "num_queries": QUERIES, "baseline": "bibert"}
     report = {"config": config, "summary": summary, "wall_seconds": 1, "power": power}
-    assert f"would need {power['queries_for_target']:,} test queries" in write_report(
-        report, tmp_path / "r.md"
-    )
+    markdown = write_report(report, tmp_path / "r.md")
+    assert f"would need {power['queries_for_target']:,} test queries" in markdown
+    closest = min(("strong", "weak"), key=lambda v: summary[v]["difference_sd"])
+    assert power["closest"]["variant"] == closest and power["closest"]["difference_sd"] == min(sds)
+    assert power["closest"]["detectable"] == pytest.approx(detectable_difference(min(sds), QUERIES, 4))
+    assert f"smallest sd ({closest}, {min(sds):.3f}) detects" in markdown
 
 
 def test_a_variant_equal_to_the_baseline_on_every_query_is_not_marked(tmp_path) -> None:

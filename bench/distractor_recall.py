@@ -142,13 +142,12 @@ def evaluate_variant(
         ("catalog alone", data / "products", work / UNION, work / "catalog-embeddings"),
     )
     for name, products, previous, embeddings in plans:
-        # Kept beside the embeddings: a later run that reuses them reports what they cost, not 0 s.
-        seconds = embeddings.parent / f"{embeddings.name}.seconds"
+        built = None
         if not (embeddings / "manifest.json").is_file():
             started = time.perf_counter()
             embed = EmbedSettings(str(products), previous=str(previous) if previous else None)
             embed_catalog(EmbedConfig(model=settings, embed=embed, output=str(embeddings)))
-            seconds.write_text(f"{time.perf_counter() - started:.1f}\n")
+            built = time.perf_counter() - started
         output = embeddings.parent / f"eval-{embeddings.name}"
         evaluate = EvaluateSettings(
             queries=str(data / "queries.parquet"),
@@ -165,9 +164,17 @@ def evaluate_variant(
         figures[name] = {
             **{metric: metrics[metric]["mean"] for metric in METRICS if metric in metrics},
             "products": SearcherSpec("exact", str(embeddings)).corpus_size(),
-            "embed_s": float(seconds.read_text()) if seconds.is_file() else None,
+            "embed_s": _kept_cost(embeddings.parent / f"{embeddings.name}.seconds", built),
         }
     return figures
+
+
+def _kept_cost(file: Path, built_s: float | None) -> float | None:
+    """What building a reused artifact (embeddings, indexes) cost: `built_s` when this run built it,
+    kept in `file` beside it, so that a later run reusing it reports that cost, not 0 s."""
+    if built_s:
+        file.write_text(f"{built_s:.1f}\n")
+    return float(file.read_text()) if file.is_file() else None
 
 
 def dataset_view(root: Path, products: Path, data: Path) -> Path:
@@ -199,14 +206,11 @@ def evaluate_sparse_variant(model: Path, data: Path, union: Path, work: Path) ->
         view = DatasetLayout(str(dataset_view(work / f"data-{slug}", products, data)))
         # Indexes already built (their manifests) are kept: only the test queries are searched again.
         report = run_sparse_evaluation(view, model, work / f"eval-{slug}", METRICS)
-        seconds = work / f"{slug}.seconds"  # kept as `evaluate_variant` keeps an embedding's cost
-        if report["build_seconds"]:  # 0.0: the indexes were an earlier run's
-            seconds.write_text(f"{report['build_seconds']}\n")
         index = report["indexes"][PRIMARY]
         figures[name] = {
             **{metric: index["means"][metric] for metric in METRICS if metric in index["means"]},
             "products": index["products"],
-            "embed_s": float(seconds.read_text()) if seconds.is_file() else None,
+            "embed_s": _kept_cost(work / f"{slug}.seconds", report["build_seconds"]),  # 0.0: reused
         }
     return figures
 

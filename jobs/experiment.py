@@ -285,7 +285,7 @@ def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
             if timings:
                 progress.add(1)
             else:  # every stage finished by an earlier call: as instant as an archived run, so not paced
-                progress.total = (progress.total or 1) - 1
+                progress.skip(1)
         results[variant] = pool_seeds(runs)
         if config.baseline in results:
             # After every variant, so an experiment stopped half-way still leaves its table.

@@ -61,6 +61,11 @@ class ProgressLog:
             text += f", ETA {format_duration((self.total - self.done) / rate)}"
         return text + ")"
 
+    def skip(self, count: int) -> None:
+        """Takes work that cost nothing (found finished) out of the total, so it does not pace the ETA."""
+        if self.total:
+            self.total = max(self.total - count, 0)
+
     def add(self, count: int) -> None:
         self.done += count
         now = self.clock()

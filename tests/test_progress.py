@@ -51,3 +51,12 @@ def test_slow_work_reads_per_minute_or_hour() -> None:
     clock.now += 30
     fast.add(2)
     assert lines[-1] == "texts: 2 (4.0/min)"
+
+
+def test_skipped_work_leaves_the_total_and_does_not_pace_the_eta() -> None:
+    clock, lines = FakeClock(), []
+    progress = ProgressLog("runs done", total=5, interval_s=0, clock=clock, log=lines.append)
+    progress.skip(2)  # found finished: no time spent, so not counted as done at this rate
+    clock.now += 600
+    progress.add(1)  # one per 10 minutes, 2 of the 3 left: 20 minutes
+    assert lines == ["runs done: 1 of 3 (6.0/h, ETA 20m00s)"]

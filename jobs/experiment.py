@@ -73,11 +73,9 @@ def _dataset(config: ExperimentConfig, root: Path) -> DatasetLayout:
 
 
 def _run_variant(
-    config: ExperimentConfig, variant: str, data: DatasetLayout, folder: Path
-) -> dict[str, float]:
-    """Train, embed, index, evaluate one variant; return stage timings. Finished stages are skipped."""
-    timings: dict[str, float] = {}
-    stages = StageRunner(timings, digits=1, report=f"   {variant}: {{name}} {{seconds}}s")
+    config: ExperimentConfig, variant: str, data: DatasetLayout, folder: Path, stages: StageRunner
+) -> None:
+    """Train, embed, index, evaluate one variant through `stages`, which skips the finished ones."""
 
     role = experiment_role(variant)
     if not role.trained:
@@ -87,7 +85,8 @@ def _run_variant(
             lambda: shutil.copytree(zero_shot_model(32, config.max_document_length), folder / "model"),
             folder / "model",
         )
-        return _embed_index_evaluate(folder, data, stages, timings)
+        _embed_index_evaluate(folder, data, stages)
+        return
     training = variant_training(config, variant)
     options = training.model["variant_options"]
     source = embeddings_source(training, folder.parent)
@@ -102,7 +101,7 @@ def _run_variant(
         annotated_share=config.annotated_share,
     )
     # Only for a model still to train: skipped, like the train stage, once its manifest exists.
-    init_from = StageRunner(timings, digits=1).run(
+    init_from = dataclasses.replace(stages, report=None).run(
         "pretrain",
         lambda: pretrained_model(training, plan, data, folder.parent, config.seed),
         folder / "model",
@@ -124,13 +123,11 @@ def _run_variant(
             lambda: run_sparse_evaluation(data, job.output, folder / "eval", RETRIEVAL_METRICS),
             folder / "eval",
         )
-        return timings
-    return _embed_index_evaluate(folder, data, stages, timings)
+        return
+    _embed_index_evaluate(folder, data, stages)
 
 
-def _embed_index_evaluate(
-    folder: Path, data: DatasetLayout, stages: StageRunner, timings: dict[str, float]
-) -> dict[str, float]:
+def _embed_index_evaluate(folder: Path, data: DatasetLayout, stages: StageRunner) -> None:
     model = ModelSettings(str(folder / "model"))
     embed = EmbedConfig(model=model, embed=EmbedSettings(data.products), output=str(folder / "embeddings"))
     stages.run("embed", lambda: embed_catalog(embed), folder / "embeddings")
@@ -149,7 +146,6 @@ def _embed_index_evaluate(
     )
     evaluate = EvaluateConfig(model=model, evaluate=settings, output=str(folder / "eval"))
     stages.run("evaluate", lambda: evaluate_retrieval(evaluate), folder / "eval")
-    return timings
 
 
 def held_out_products(data: DatasetLayout, rule: HeldOutProducts) -> list[dict[str, Any]]:
@@ -278,13 +274,22 @@ def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
                 print(f"   {variant}, seed {seed}: read from {archive.path(variant, seed)}", flush=True)
                 runs.append(kept)
                 continue
-            timings = _run_variant(dataclasses.replace(config, seed=seed), variant, data, folder)
-            runs.append(_run_result(data, folder, rule, held_out, timings))
+            folder.mkdir(parents=True, exist_ok=True)
+            # The seconds file keeps a resumed run's cost whole: stages finished earlier report theirs.
+            stages = StageRunner(
+                {},
+                digits=1,
+                report=f"   {variant}: {{name}} {{seconds}}s",
+                seconds_file=folder / "stage_seconds.json",
+            )
+            _run_variant(dataclasses.replace(config, seed=seed), variant, data, folder, stages)
+            runs.append(_run_result(data, folder, rule, held_out, stages.timings))
             if archive:
                 archive.keep(variant, seed, runs[-1])
-            if timings:
+            if set(stages.timings) - set(stages.skipped):
                 progress.add(1)
             else:  # every stage finished by an earlier call: as instant as an archived run, so not paced
+                print(f"   {variant}, seed {seed}: finished by an earlier attempt in {folder}", flush=True)
                 progress.skip(1)
         results[variant] = pool_seeds(runs)
         if config.baseline in results:

@@ -9,6 +9,7 @@ The stage itself writes its manifest; the runner only reads it.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -103,6 +104,8 @@ class StageRunner:
     """Runs a driver's stages one by one into shared records.
 
     - `timings`: seconds per stage that ran, by stage name (rounded to `digits` when given).
+    - `seconds_file`: when given, a JSON file that keeps those seconds across attempts, so that a stage
+      skipped as finished still reports what it took when it ran (a resumed run's cost stays whole).
     - `skipped`: names of the stages skipped as finished; `results`, when given: each stage's result.
     - `announce` / `report`: lines printed before and after a stage runs, formatted with `name`
       (and `seconds` for `report`); None prints nothing.
@@ -122,6 +125,7 @@ class StageRunner:
     skipped: list[str] = field(default_factory=list)
     results: dict[str, Any] | None = None
     usage: dict[str, dict[str, Any]] | None = None
+    seconds_file: Path | None = None
 
     @overload
     def run(self, name: str, work: Callable[[], T]) -> T: ...
@@ -149,6 +153,8 @@ class StageRunner:
         if folder is not None:
             if is_finished(folder, kind, complete):
                 self.skipped.append(name)
+                if name in (recorded := self._recorded_seconds()):
+                    self.timings[name] = recorded[name]
                 if self.logger:
                     self.logger.info("%s: finished in an earlier attempt, skipped", name)
                 return None
@@ -167,6 +173,8 @@ class StageRunner:
         value = work()
         seconds = time.perf_counter() - started
         self.timings[name] = seconds if self.digits is None else round(seconds, self.digits)
+        if self.seconds_file is not None:
+            self.seconds_file.write_text(json.dumps({**self._recorded_seconds(), name: self.timings[name]}))
         if self.usage is not None:
             peak = peak_rss_mb()
             self.usage[name] = {
@@ -179,3 +187,8 @@ class StageRunner:
         if self.report is not None:
             print(self.report.format(name=name, seconds=self.timings[name]), flush=True)
         return value
+
+    def _recorded_seconds(self) -> dict[str, float]:
+        if self.seconds_file is None or not self.seconds_file.is_file():
+            return {}
+        return json.loads(self.seconds_file.read_text())

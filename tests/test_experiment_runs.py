@@ -15,6 +15,7 @@ import jobs.experiment as experiment
 from jobs.experiment_config import ExperimentConfig
 from jobs.experiment_runs import RunArchive
 from jobs.experiment_summary import pool_seeds
+from pipelines.artifacts import write_stage_manifest
 from pipelines.layout import DatasetLayout
 from product_data.synthetic import generate_benchmark
 
@@ -113,18 +114,35 @@ def test_the_experiment_reads_kept_runs_instead_of_running_them(
     assert f"3 runs are in {tmp_path / 'archive'}, 0 to run" in printed and "runs done" not in printed
 
 
-def test_the_pace_counts_only_runs_that_trained_or_embedded_here(
+def test_the_pace_counts_only_runs_that_trained_or_embedded_here_and_a_resumed_run_keeps_its_cost(
     data: DatasetLayout, tmp_path, monkeypatch, capsys
 ) -> None:
     root = tmp_path / "run"
     shutil.copytree(data.root, root / "data")
 
-    def resumed_zero_shot(config, variant, data, folder):
-        return {} if variant == "zero-shot" else {"train": 1.0}  # {}: every stage skipped as finished
+    def resumed_zero_shot(config, variant, data, folder, stages) -> None:
+        if variant != "zero-shot":
+            stages.run("train", lambda: None)
+            return
+        # Every stage finished by an earlier attempt, which wrote down what it took.
+        (folder / "stage_seconds.json").write_text(json.dumps({"embed": 5.0}))
+        embeddings = folder / "embeddings"
+        embeddings.mkdir()
+        write_stage_manifest(str(embeddings), "madr-test-stage", {})
+        stages.run("embed", lambda: pytest.fail("a finished stage ran"), embeddings)
+
+    timings: dict[str, dict[str, float]] = {}
+
+    def result(data, folder, rule, held_out, stage_timings) -> dict:
+        timings[str(folder.relative_to(root))] = stage_timings
+        return _run(data, len(str(folder)))
 
     monkeypatch.setattr(experiment, "_run_variant", resumed_zero_shot)
-    monkeypatch.setattr(experiment, "_run_result", lambda data, folder, *a: _run(data, len(str(folder))))
+    monkeypatch.setattr(experiment, "_run_result", result)
     experiment.run_experiment(CONFIG, str(root))
     printed = capsys.readouterr().out
     # Three runs; zero-shot's was finished before, so the two bibert seeds are the whole count.
     assert "runs done: 1 of 2" in printed and "runs done: 2 of 2" in printed and "of 3" not in printed
+    assert f"zero-shot, seed 13: finished by an earlier attempt in {root / 'zero-shot'}" in printed
+    assert timings["zero-shot"] == {"embed": 5.0}  # the earlier attempt's seconds, not nothing
+    assert set(timings["bibert"]) == set(timings["seeds/14/bibert"]) == {"train"}

@@ -77,6 +77,26 @@ def test_without_a_folder_a_stage_always_runs_and_keeps_its_seconds_unrounded(mo
     assert capsys.readouterr().out == "   generate: 2.2s\n"
 
 
+def test_a_seconds_file_gives_a_stage_skipped_as_finished_the_seconds_it_took_when_it_ran(
+    tmp_path, monkeypatch
+) -> None:
+    seconds = tmp_path / "stage_seconds.json"
+    folder = tmp_path / "embeddings"
+
+    def embed() -> None:
+        folder.mkdir()
+        write_stage_manifest(str(folder), KIND, {})
+
+    _clock(monkeypatch, 1.0, 4.0, 10.0, 10.5)
+    first = StageRunner({}, seconds_file=seconds)
+    first.run("embed", embed, folder, KIND)
+    first.run("report", lambda: None)
+    resumed = StageRunner({}, seconds_file=seconds)
+    assert resumed.run("embed", _never, folder, KIND) is None
+    assert resumed.skipped == ["embed"] and resumed.timings == {"embed": 3.0}
+    assert StageRunner({}).run("embed", _never, folder, KIND) is None  # without the file: nothing known
+
+
 def test_a_stage_that_fails_records_nothing(tmp_path) -> None:
     timings: dict[str, float] = {}
     runner = StageRunner(timings, results={})

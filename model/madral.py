@@ -37,7 +37,7 @@ from transformers import PreTrainedTokenizerBase
 
 from model.aspects.extraction import AspectExtractionNetwork, Representation, build_extractor
 from model.aspects.fusion import OTHER, FusionType, ImplicitSlot
-from model.aspects.heads import AspectPredictionHeads
+from model.aspects.heads import AspectPredictionHeads, copy_value_rows
 from model.aspects.initialisation import initialise_aspect_layers
 from model.aspects.labels import Annotations, AspectLabels
 from model.aspects.losses import aspect_learning_loss
@@ -219,13 +219,23 @@ class AspectTowerEncoder(DenseEncoder):
         )
 
     def _copy_matching(self, source: Mapping[str, torch.Tensor], directory: str | Path) -> list[str]:
-        """The base's name-and-shape match, then AEN queries row by row for the slots both models have.
+        """The base's name-and-shape match, then AEN queries row by row for the slots both models have,
+        and the prediction heads row by value when both vocabularies are known (`copy_value_rows`).
 
         MADRAL-ori's AEN has a query for OTHER that en-v1 and no-fusion lack, so the
         whole `queries` tensor differs in shape while its aspect rows are the ones
         pre-training trained.
         """
-        left = super()._copy_matching(source, directory)
+        theirs = Path(directory) / VOCABULARY_FILE
+        by_value = self.aspect_prediction is not None and self.vocabulary is not None and theirs.is_file()
+        heads = "aspect_prediction.tables"
+        left = super()._copy_matching(
+            {n: t for n, t in source.items() if not (by_value and n.startswith(heads))}, directory
+        )
+        if by_value:
+            loaded = AspectVocabulary.load(theirs)
+            copied = copy_value_rows(self.aspect_prediction, self.vocabulary, source, loaded, heads)
+            left = [name for name in left if not copied.get(name)]
         data = read_config_dict(directory)
         implicit = ImplicitSlot(data.get("implicit_slot", ImplicitSlot.OTHER))
         slots = list(data.get("aspects", ())) + ([OTHER] if implicit is ImplicitSlot.OTHER else [])

@@ -188,6 +188,38 @@ def test_en_v1_and_no_fusion_warm_start_from_a_madral_model(tmp_path: Path) -> N
         assert "towers.shared.extractor.queries" not in left
 
 
+@pytest.mark.parametrize("extra", [(), ({"category": ["Kettles"], "brand": ["Smeg"], "color": ["Cream"]},)])
+def test_a_warm_start_copies_prediction_rows_by_value_not_by_class_id(tmp_path: Path, extra: tuple) -> None:
+    """A vocabulary counted over other products orders its classes otherwise (Socks twice: first here, last
+    in VOCABULARY), with as many classes or more: each value keeps the row the source learnt for it,
+    and a value the source never had keeps its initialisation."""
+    records = [
+        {"category": ["Cookbooks"], "brand": ["Adidas"], "color": ["Red"]},
+        {"category": ["Socks"], "brand": ["Nike"], "color": ["White"]},
+        {"category": ["Socks"], "brand": ["Nike"], "color": ["White"]},
+        {"category": ["Juicers"], "brand": ["Breville"], "color": ["Silver"]},
+        *extra,
+    ]
+    reordered = AspectVocabulary.from_records(records, ASPECTS)
+    assert all(reordered.values(a).values[0] != VOCABULARY.values(a).values[0] for a in ASPECTS)
+    settings = {"pretrained": False, "backbone": tiny_backbone(), "projection_dim": 8}
+    torch.manual_seed(1)
+    madral, tokenizer = new_encoder("madral", vocabulary=VOCABULARY, **settings)
+    madral.save_pretrained(tmp_path, tokenizer)
+    torch.manual_seed(2)
+    target, _ = new_encoder("madral-en-v1", vocabulary=reordered, **settings)
+    fresh = {n: t.clone() for n, t in target.state_dict().items()}
+    left = target.warm_start_from(tmp_path)
+    assert not [name for name in left if name.startswith("aspect_prediction.")]
+    for aspect in ASPECTS:
+        learnt = madral.aspect_prediction.tables[aspect].weight
+        source_rows = dict(zip(VOCABULARY.values(aspect).values, learnt, strict=True))
+        for row, value in enumerate(reordered.values(aspect).values):
+            weight = target.aspect_prediction.tables[aspect].weight[row]
+            expected = source_rows.get(value, fresh[f"aspect_prediction.tables.{aspect}.weight"][row])
+            assert torch.equal(weight, expected), (aspect, value)
+
+
 def test_annotations_below_min_confidence_are_absent_but_keep_their_confidence() -> None:
     from model.annotations import AbstentionRule, annotate
     from model.batch import EncoderOutput

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from model.aspects.extraction import ExtractedSlots
+from model.aspects.vocabulary import AspectVocabulary
 
 
 class AspectPredictionHeads(nn.Module):
@@ -52,3 +53,35 @@ class PresenceHeads(nn.Module):
     def forward(self, slots: ExtractedSlots) -> torch.Tensor:
         """(B, len(names)) presence logits, in `names` order."""
         return torch.cat([self.layers[name](slots.get(name)) for name in self.names], dim=-1)
+
+
+def copy_value_rows(
+    heads: AspectPredictionHeads,
+    vocabulary: AspectVocabulary,
+    source: Mapping[str, torch.Tensor],
+    source_vocabulary: AspectVocabulary,
+    prefix: str,
+) -> dict[str, int]:
+    """Copy U_a and b_a row by value from another model's heads (`source`, its tensors under `prefix`,
+    its classes `source_vocabulary`) into `heads`, whose classes are `vocabulary`'s.
+
+    A row is a value's class id in one vocabulary; two vocabularies counted over other products order
+    their classes otherwise, so a copy by tensor shape would give values each other's rows. Values the
+    source lacks keep their initialisation. Returns the rows copied per tensor name.
+    """
+    copied: dict[str, int] = {}
+    with torch.no_grad():
+        for aspect, table in heads.tables.items():
+            if aspect not in source_vocabulary.aspects:
+                continue
+            theirs = {value: row for row, value in enumerate(source_vocabulary.values(aspect).values)}
+            mine = vocabulary.values(aspect).values
+            pairs = [(row, theirs[value]) for row, value in enumerate(mine) if value in theirs]
+            for part in ("weight", "bias"):
+                name = f"{prefix}.{aspect}.{part}"
+                if name not in source or not pairs:
+                    continue
+                rows, their_rows = (list(r) for r in zip(*pairs, strict=True))
+                getattr(table, part)[rows] = source[name][their_rows].to(getattr(table, part).dtype)
+                copied[name] = len(pairs)
+    return copied

@@ -80,8 +80,9 @@ class AdaptJob(EncoderJob):
     )
     from_model: str | None = setting(
         None,
-        "Trained model to start from (its transformer; heads are new, sized by this catalog). Default: the "
-        "bundled backbone with the shipped recipe, i.e. the backbone used zero-shot",
+        "Trained model to start from (its transformer; heads sized by this catalog, a value the model knew "
+        "starting from its learnt row). Default: the bundled backbone with the shipped recipe, i.e. the "
+        "backbone used zero-shot",
         flag="from",
     )
     held_out: HeldOutProducts = field(default_factory=lambda: HeldOutProducts(0.05))

@@ -110,9 +110,18 @@ def test_exact_evaluation_matches_ir_measures_on_its_own_run(collection, tmp_pat
     assert {r["rank"] for r in run if r["query_id"] == "q0"} == set(range(1, 121))
     assert {r["query_id"] for r in run} == {f"q{j}" for j in range(12)} | {"unjudged"}
     assert len(run) == 13 * 120
+    assert _matches_ir_measures(tmp_path, collection["judgments"]) >= 40
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["kind"] == "madr-evaluation" and "metrics.json" in manifest["files"]
+
+
+def _matches_ir_measures(folder: Path, judgments: str) -> int:
+    """Check an evaluation's per-query metrics against ir_measures over its own run file and `judgments`
+    (the 12 test queries'); returns how many values were compared."""
+    run = pq.read_table(list(folder.glob("run-*.parquet"))).to_pylist()
     qrels = [
         ir_measures.Qrel(r["query_id"], r["product_id"], r["grade"])
-        for r in pq.read_table(collection["judgments"]).to_pylist()
+        for r in pq.read_table(judgments).to_pylist()
         if r["grade"] >= 0 and int(r["query_id"][1:]) < 12
     ]
     scored = [ir_measures.ScoredDoc(r["query_id"], r["product_id"], -float(r["rank"])) for r in run]
@@ -125,7 +134,7 @@ def test_exact_evaluation_matches_ir_measures_on_its_own_run(collection, tmp_pat
     expected = {
         (m.query_id, str(m.measure)): m.value for m in ir_measures.iter_calc(measures.values(), qrels, scored)
     }
-    per_query = pq.read_table(tmp_path / "per_query.parquet").to_pylist()
+    per_query = pq.read_table(folder / "per_query.parquet").to_pylist()
     assert len(per_query) == 12
     checked = 0
     for row in per_query:
@@ -134,9 +143,7 @@ def test_exact_evaluation_matches_ir_measures_on_its_own_run(collection, tmp_pat
             if key in expected and row[name] == row[name]:  # nan: undefined for us, 0 for trec_eval
                 assert row[name] == pytest.approx(expected[key], abs=1e-9), (name, row["query_id"])
                 checked += 1
-    assert checked >= 40
-    manifest = json.loads((tmp_path / "manifest.json").read_text())
-    assert manifest["kind"] == "madr-evaluation" and "metrics.json" in manifest["files"]
+    return checked
 
 
 def _run_scores(folder: Path) -> dict[str, list[float]]:
@@ -220,7 +227,10 @@ def test_missing_searcher_path_is_explained(collection, tmp_path) -> None:
 
 def test_judgments_of_products_the_catalog_lacks_are_counted_and_left_out(collection, tmp_path) -> None:
     """A judged product removed from the catalog is a miss no model could avoid: it is counted, named in
-    the report, and left out, so the scores equal those of the judgments without it."""
+    the report, and left out, so the scores equal those of the judgments without it.
+
+    Checked on the run's own ranking (ir_measures over it with the catalog's judgments alone): two runs
+    of a tiny untrained model order its many tied scores differently, so their means differ."""
     rows = pq.read_table(collection["judgments"]).to_pylist()
     gone = [
         {"query_id": "q0", "product_id": "discontinued-1", "grade": 4, "label": None},
@@ -230,11 +240,8 @@ def test_judgments_of_products_the_catalog_lacks_are_counted_and_left_out(collec
     pq.write_table(pa.Table.from_pylist(rows + gone, schema=JUDGMENT_SCHEMA), path)
     flags = ("--searcher", "exact", "--embeddings", collection["embeddings"])
     with_gone = _evaluate({**collection, "judgments": str(path)}, tmp_path / "with", *flags)
-    without = _evaluate(collection, tmp_path / "without", *flags)
     assert with_gone["counts"]["judgments_not_in_catalog"] == 2
-    assert without["counts"]["judgments_not_in_catalog"] == 0
     assert "2 judgments name products the catalog lacks" in with_gone["table"]
-    for name, value in without["summary"].items():
-        assert with_gone["summary"][name].mean == pytest.approx(value.mean), name
+    assert _matches_ir_measures(tmp_path / "with", collection["judgments"]) >= 40
     manifest = json.loads((tmp_path / "with" / "manifest.json").read_text())
     assert manifest["counts"]["judgments_not_in_catalog"] == 2

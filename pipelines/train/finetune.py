@@ -192,10 +192,10 @@ def _warm_started_encoder(
     (§5.2, §8.1); a model whose transformer does not match is refused, since nothing
     pre-trained would carry over.
 
-    The new encoder takes the source's aspect vocabulary: the head rows it copies are that
-    vocabulary's class ids, and one built again from the job's data orders the classes by other
-    counts (pre-training holds other products out), which made en-v1's copied heads predict the
-    wrong values (held-out category Acc@1 0.16 against MADRAL's 0.94 from the same model).
+    The new encoder takes the source's aspect vocabulary, as MADRAL's own fine-tuning keeps it, so
+    en-v1 and MADRAL differ only in their fusion. (The heads are copied row by value either way,
+    `copy_value_rows`; before that, a vocabulary built again from the job's data, counted over other
+    products, gave en-v1's values each other's rows: held-out category Acc@1 0.16 against 0.94.)
     """
     source_file = directory / VOCABULARY_FILE
     vocabulary = AspectVocabulary.load(source_file) if source_file.is_file() else None

@@ -77,11 +77,12 @@ def copy_value_rows(
             theirs = {value: row for row, value in enumerate(source_vocabulary.values(aspect).values)}
             mine = vocabulary.values(aspect).values
             pairs = [(row, theirs[value]) for row, value in enumerate(mine) if value in theirs]
+            if not pairs:
+                continue
+            rows, their_rows = (list(r) for r in zip(*pairs, strict=True))
             for part in ("weight", "bias"):
                 name = f"{prefix}.{aspect}.{part}"
-                if name not in source or not pairs:
-                    continue
-                rows, their_rows = (list(r) for r in zip(*pairs, strict=True))
-                getattr(table, part)[rows] = source[name][their_rows].to(getattr(table, part).dtype)
-                copied[name] = len(pairs)
+                if name in source:
+                    getattr(table, part)[rows] = source[name][their_rows].to(getattr(table, part).dtype)
+                    copied[name] = len(pairs)
     return copied

@@ -1,15 +1,15 @@
 """Every claim of docs/RESULTS.md's "What the figures say", recomputed from the table it rests on.
 
-    python -m bench.results_claims                                   # the table in docs/RESULTS.md
-    python -m bench.results_claims --results runs/experiment/results.json
+    python -m bench.results_claims                                   # the tables in docs/RESULTS.md
+    python -m bench.results_claims --results runs/experiment-60k/results.json
 
-A claim is a sentence of that section (`Claim.says`, quoted word for word) and the checks that make it
-true: a figure it quotes (`Quote`), a significance mark it reports or denies (`Marked`, `NotMarked`),
-an order between variants (`Ahead`), or a threshold (`AtLeast`, `Below`). The checks read the main
-table of `madr experiment` (the Markdown its `results.md` holds and RESULTS.md copies, or its
-`results.json` rendered the same way), so a re-run that changes the table makes every claim it no
-longer supports fail here, and `tests/test_results_claims.py` fails with it. Prints one line per claim
-and exits 1 when any fails.
+Two sets of claims (`bench.claim_checks.ClaimSet`): the main table's (3 seeds at 60,000 products,
+"What the figures say") and the one-seed 20,000-product run's that it replaced (its own section). Each
+claim is a sentence quoted word for word with the checks that make it true, read from the table of its
+section as a reader sees it (`bench.results_table`), so a re-run that changes a table makes every claim
+it no longer supports fail here, and `tests/test_results_claims.py` fails with it. `--results` checks
+the main claims against a `madr experiment` results.json instead. Prints one line per claim and exits 1
+when any fails or a sentence is no longer in the document.
 """
 
 from __future__ import annotations
@@ -19,124 +19,40 @@ import json
 import sys
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
-from bench.results_table import DELTA, Table, main_table, table_of_results
+from bench.claim_checks import (
+    Ahead,
+    AtLeast,
+    Claim,
+    ClaimSet,
+    Collapsed,
+    Marked,
+    NotMarked,
+    Quote,
+    check_claims,
+)
+from bench.results_table import table_of_results
 from schemas import ECOMMERCE_ASPECTS
 
-SECTION = "## What the figures say"
 ASPECT_VARIANTS = ("mtbert", "madr", "madral", "madral-en-v1", "madral-en-v2", "no-fusion", "mural")
 MADRAL_FAMILY = ("madral", "madral-en-v1", "madral-en-v2", "no-fusion")
+RETRIEVAL = ("R@100", "R@500", "R@10k")
 RANKING = ("NDCG@5", "NDCG@10", "NDCG@50", "AUC")
 HELD_OUT = "Acc@1 held-out products"
 QUERY_ACCURACY = "Acc@1 queries"
-
-
-@dataclass(frozen=True)
-class Quote:
-    """The claim quotes `text` for a cell: the cell, rounded to as many decimals, reads the same."""
-
-    variant: str
-    column: str
-    text: str
-
-    def failure(self, table: Table) -> str | None:
-        value = table.value(self.variant, self.column)
-        decimals = len(self.text.split(".")[1]) if "." in self.text else 0
-        scale = 100.0 if self.column.endswith(DELTA) else 1.0
-        if value is None:
-            return f"{self.variant} has no {self.column}"
-        if f"{value * scale:.{decimals}f}" != self.text.lstrip("+"):
-            return f"quotes {self.variant} {self.column} as {self.text}; the table has {value:.4f}"
-        return None
-
-
-@dataclass(frozen=True)
-class Marked:
-    """The cell of each variant in each column carries `mark` (↑ / ↓: Holm-adjusted p < 0.01)."""
-
-    variants: tuple[str, ...]
-    columns: tuple[str, ...]
-    mark: str
-
-    def failure(self, table: Table) -> str | None:
-        missing = [
-            f"{v} {c}" for v in self.variants for c in self.columns if self.mark not in table.marks(v, c)
-        ]
-        return f"not marked {self.mark}: {', '.join(missing)}" if missing else None
-
-
-@dataclass(frozen=True)
-class NotMarked:
-    """No cell of these variants in these columns carries `mark`."""
-
-    variants: tuple[str, ...]
-    columns: tuple[str, ...]
-    mark: str
-
-    def failure(self, table: Table) -> str | None:
-        missing = [f"{v} {c}" for v in self.variants for c in self.columns if table.value(v, c) is None]
-        if missing:  # a row or column the claim speaks of is gone: not a vacuous pass
-            return f"no value for {', '.join(missing)}"
-        found = [f"{v} {c}" for v in self.variants for c in self.columns if self.mark in table.marks(v, c)]
-        return f"marked {self.mark}: {', '.join(found)}" if found else None
-
-
-@dataclass(frozen=True)
-class Ahead:
-    """`variant`'s value is above each of `others`' in every column (below where `lower` is set)."""
-
-    variant: str
-    others: tuple[str, ...]
-    columns: tuple[str, ...]
-    lower: bool = False
-
-    def failure(self, table: Table) -> str | None:
-        wrong = []
-        for column in self.columns:
-            mine = table.value(self.variant, column)
-            for other in self.others:
-                theirs = table.value(other, column)
-                if mine is None or theirs is None:
-                    wrong.append(f"{column}: no value for {self.variant if mine is None else other}")
-                    continue
-                if mine < theirs if self.lower else mine > theirs:
-                    continue
-                wrong.append(f"{column}: {self.variant} {mine:.4f} vs {other} {theirs:.4f}")
-        side = "below" if self.lower else "ahead of"
-        return f"not {side} on {'; '.join(wrong)}" if wrong else None
-
-
-@dataclass(frozen=True)
-class AtLeast:
-    """Every listed cell is at least `threshold` (or below it, with `below`)."""
-
-    variants: tuple[str, ...]
-    column: str
-    threshold: float
-    below: bool = False
-
-    def failure(self, table: Table) -> str | None:
-        wrong = []
-        for variant in self.variants:
-            value = table.value(variant, self.column)
-            holds = value is not None and (value < self.threshold if self.below else value >= self.threshold)
-            if not holds:
-                wrong.append(f"{variant} {value}")
-        side = "below" if self.below else "at least"
-        return f"{self.column} not {side} {self.threshold}: {', '.join(wrong)}" if wrong else None
-
-
-Check = Quote | Marked | NotMarked | Ahead | AtLeast
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One sentence of the section (`says`, quoted exactly) and what makes it true."""
-
-    says: str
-    checks: tuple[Check, ...]
+ZERO_SHOT = "zero-shot"
+# The main table's trained rows (every row but zero-shot).
+TRAINED = (
+    "bibert",
+    "dssm",
+    "condenser",
+    "mpbert",
+    "mtbert",
+    "bibert-concat",
+    "madr",
+    *MADRAL_FAMILY,
+)
 
 
 def _held_out(aspect: str) -> str:
@@ -148,7 +64,156 @@ def _quotes(variant: str, column: str, texts: Iterable[str]) -> tuple[Quote, ...
     return tuple(Quote(variant, f"{column}:{a}", t) for a, t in zip(ECOMMERCE_ASPECTS, texts, strict=True))
 
 
-CLAIMS: tuple[Claim, ...] = (
+def _range(variants: tuple[str, ...], column: str, low: Quote, high: Quote) -> tuple[AtLeast | Quote, ...]:
+    """The claim quotes `low`-`high` as the range of `variants`' cells in `column`."""
+    top = float(high.text) + 0.0005  # a cell that rounds to `high` is inside the range
+    return (
+        low,
+        high,
+        AtLeast(variants, column, float(low.text) - 0.0005),
+        AtLeast(variants, column, top, below=True),
+    )
+
+
+MAIN_CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "zero-shot is ahead of every trained variant at R@100, R@500 and R@10k",
+        (Ahead(ZERO_SHOT, TRAINED, RETRIEVAL),),
+    ),
+    Claim(
+        "and behind every trained variant but DSSM on the ranking task",
+        (
+            Ahead(ZERO_SHOT, tuple(v for v in TRAINED if v != "dssm"), RANKING, lower=True),
+            Ahead(ZERO_SHOT, ("dssm",), RANKING),
+        ),
+    ),
+    Claim(
+        "BiBERT, the papers' baseline, is ▼ at every cut-off (R@100 0.5666 against 0.6508)",
+        (
+            Marked(("bibert",), RETRIEVAL, "▼"),
+            Quote("bibert", "R@100", "0.5666"),
+            Quote(ZERO_SHOT, "R@100", "0.6508"),
+        ),
+    ),
+    Claim(
+        "MtBERT (R@100 0.6452) and BiBERT-CONCAT (0.6432) are the trained rows nearest zero-shot at R@100, "
+        "neither marked against it",
+        (
+            Quote("mtbert", "R@100", "0.6452"),
+            Quote("bibert-concat", "R@100", "0.6432"),
+            Ahead(
+                "bibert-concat", tuple(v for v in TRAINED if v not in ("mtbert", "bibert-concat")), ("R@100",)
+            ),
+            NotMarked(("mtbert", "bibert-concat"), ("R@100",), "▼"),
+        ),
+    ),
+    Claim(
+        "both ↑ against BiBERT at R@100 and on every ranking metric (+7.9 and +7.7 points of R@100)",
+        (
+            Marked(("mtbert", "bibert-concat"), ("R@100", *RANKING), "↑"),
+            Quote("mtbert", "R@100 Δ points", "+7.9"),
+            Quote("bibert-concat", "R@100 Δ points", "+7.7"),
+        ),
+    ),
+    Claim(
+        "MtBERT is ▼ at R@500 (0.9014) where BiBERT-CONCAT is not (0.9199)",
+        (
+            Marked(("mtbert",), ("R@500",), "▼"),
+            NotMarked(("bibert-concat",), ("R@500",), "▼"),
+            Quote("mtbert", "R@500", "0.9014"),
+            Quote("bibert-concat", "R@500", "0.9199"),
+        ),
+    ),
+    Claim(
+        "Condenser is below BiBERT (R@100 0.5467 ↓",
+        (Quote("condenser", "R@100", "0.5467"), Marked(("condenser",), ("R@100",), "↓")),
+    ),
+    Claim(
+        "MADR and MpBERT are far below BiBERT (R@100 0.4016 and 0.4275, both ↓)",
+        (
+            Quote("madr", "R@100", "0.4016"),
+            Quote("mpbert", "R@100", "0.4275"),
+            Marked(("madr", "mpbert"), ("R@100",), "↓"),
+        ),
+    ),
+    Claim(
+        "MpBERT varies most between seeds (sd 0.1034",
+        (
+            Quote("mpbert", "R@100 sd", "0.1034"),
+            Ahead("mpbert", tuple(v for v in TRAINED if v != "mpbert"), ("R@100 sd",)),
+        ),
+    ),
+    Claim(
+        "DSSM collapses (†, R@100 0.0548 ↓)",
+        (Collapsed(("dssm",)), Quote("dssm", "R@100", "0.0548"), Marked(("dssm",), ("R@100",), "↓")),
+    ),
+    Claim(
+        "MADRAL-ori is level with BiBERT at R@100 (0.5598) and below it at R@500 (0.8474 ↓)",
+        (
+            Quote("madral", "R@100", "0.5598"),
+            Quote("madral", "R@500", "0.8474"),
+            NotMarked(("madral",), ("R@100",), "↓"),
+            NotMarked(("madral",), ("R@100",), "↑"),
+            Marked(("madral",), ("R@500",), "↓"),
+        ),
+    ),
+    Claim(
+        "en-v1 (CLS in place of OTHER) is ahead of MADRAL-ori and ↑ against BiBERT at R@100 (0.5898)",
+        (
+            Ahead("madral-en-v1", ("madral", "bibert"), ("R@100",)),
+            Marked(("madral-en-v1",), ("R@100",), "↑"),
+            Quote("madral-en-v1", "R@100", "0.5898"),
+        ),
+    ),
+    Claim(
+        "en-v2 (the first k tokens) is behind BiBERT at R@100 and R@500 (0.5458; 0.8086 ↓)",
+        (
+            Ahead("madral-en-v2", ("bibert",), ("R@100", "R@500"), lower=True),
+            Marked(("madral-en-v2",), ("R@500",), "↓"),
+            Quote("madral-en-v2", "R@100", "0.5458"),
+            Quote("madral-en-v2", "R@500", "0.8086"),
+        ),
+    ),
+    Claim(
+        "no-fusion (CLS alone) is the best MADRAL-family row at R@100 (0.6237 ↑)",
+        (
+            Ahead("no-fusion", ("madral", "madral-en-v1", "madral-en-v2"), ("R@100",)),
+            Marked(("no-fusion",), ("R@100",), "↑"),
+            Quote("no-fusion", "R@100", "0.6237"),
+        ),
+    ),
+    Claim(
+        "Every MADRAL-family row is ↑ against BiBERT at NDCG@5, NDCG@10 and NDCG@50 and ▼ against zero-shot "
+        "at R@100",
+        (Marked(MADRAL_FAMILY, RANKING[:3], "↑"), Marked(MADRAL_FAMILY, ("R@100",), "▼")),
+    ),
+    Claim(
+        "every MADRAL-family row and MtBERT meets them: category 0.905-0.938, brand 0.934-0.951, color "
+        "0.945-0.971",
+        (
+            *_range(
+                (*MADRAL_FAMILY, "mtbert"),
+                _held_out("category"),
+                Quote("madral-en-v2", _held_out("category"), "0.905"),
+                Quote("madral", _held_out("category"), "0.938"),
+            ),
+            *_range(
+                (*MADRAL_FAMILY, "mtbert"),
+                _held_out("brand"),
+                Quote("mtbert", _held_out("brand"), "0.934"),
+                Quote("madral-en-v1", _held_out("brand"), "0.951"),
+            ),
+            *_range(
+                (*MADRAL_FAMILY, "mtbert"),
+                _held_out("color"),
+                Quote("madral-en-v2", _held_out("color"), "0.945"),
+                Quote("no-fusion", _held_out("color"), "0.971"),
+            ),
+        ),
+    ),
+)
+
+ONE_SEED_CLAIMS: tuple[Claim, ...] = (
     Claim(
         "met by madral-en-v2 (0.942 / 0.933 / 0.921) and MtBERT (0.937 / 0.912 / 0.899)",
         (
@@ -255,35 +320,14 @@ CLAIMS: tuple[Claim, ...] = (
 )
 
 
-def claims_section(markdown: str) -> str:
-    """The text of RESULTS.md's claims section (up to the next heading of its level)."""
-    start = markdown.index(SECTION)
-    end = markdown.find("\n## ", start + len(SECTION))
-    return markdown[start : end if end > 0 else len(markdown)]
-
-
-def check_claims(table: Table, claims: Iterable[Claim] = CLAIMS) -> list[tuple[Claim, list[str]]]:
-    """Each claim with its failures (empty: it holds on `table`)."""
-    results = []
-    for claim in claims:
-        failures = [failure for check in claim.checks if (failure := check.failure(table))]
-        results.append((claim, failures))
-    return results
-
-
-def unquoted(section: str, claims: Iterable[Claim] = CLAIMS) -> list[str]:
-    """The claims whose sentence the section no longer says word for word."""
-    said = _words(section)
-    return [claim.says for claim in claims if _words(claim.says) not in said]
-
-
-def _words(text: str) -> str:
-    """Text with its line breaks and runs of spaces as single spaces: a re-wrapped sentence still matches."""
-    return " ".join(text.split())
+CLAIM_SETS: tuple[ClaimSet, ...] = (
+    ClaimSet("## What the figures say", "## The main table", MAIN_CLAIMS),
+    ClaimSet("### What the one-seed run showed", "## The one-seed run at 20,000 products", ONE_SEED_CLAIMS),
+)
 
 
 def _summary_line(says: str) -> str:
-    return _words(says).replace("*", "")[:90]
+    return " ".join(says.split()).replace("*", "")[:90]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -291,31 +335,34 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--doc", default="docs/RESULTS.md", help="The document whose claims section is checked"
+        "--doc", default="docs/RESULTS.md", help="The document whose claims sections are checked"
     )
     parser.add_argument(
         "--results",
-        help="A `madr experiment` results.json to check the claims against (default: the doc's own table)",
+        help="A `madr experiment` results.json to check the main claims against (default: the doc's tables)",
     )
     args = parser.parse_args(argv)
     markdown = Path(args.doc).read_text()
-    if args.results:
-        report = json.loads(Path(args.results).read_text())
-        with tempfile.TemporaryDirectory() as folder:
-            table = table_of_results(report, Path(folder) / "results.md")
-    else:
-        table = main_table(markdown)
-    failed = 0
-    for claim, failures in check_claims(table):
-        failed += bool(failures)
-        print(f"{'FAIL' if failures else 'ok  '}  {_summary_line(claim.says)}")
-        for failure in failures:
-            print(f"        {failure}")
-    missing = unquoted(claims_section(markdown))
-    for says in missing:
-        print(f"GONE  {_summary_line(says)}  (no longer in {args.doc}: update CLAIMS)")
-    print(f"{len(CLAIMS) - failed} of {len(CLAIMS)} claims hold; {len(missing)} no longer in the document")
-    return 1 if failed or missing else 0
+    failed = total = gone = 0
+    for claim_set in CLAIM_SETS:
+        print(f"{claim_set.said_in.lstrip('# ')} (the table of {claim_set.table_in.lstrip('# ')!r}):")
+        table = claim_set.table(markdown)
+        if args.results and claim_set is CLAIM_SETS[0]:
+            report = json.loads(Path(args.results).read_text())
+            with tempfile.TemporaryDirectory() as folder:
+                table = table_of_results(report, Path(folder) / "results.md")
+        for claim, failures in check_claims(table, claim_set.claims):
+            failed += bool(failures)
+            print(f"  {'FAIL' if failures else 'ok  '}  {_summary_line(claim.says)}")
+            for failure in failures:
+                print(f"          {failure}")
+        missing = claim_set.unquoted(markdown)
+        for says in missing:
+            print(f"  GONE  {_summary_line(says)}  (no longer in {args.doc}: update bench/results_claims.py)")
+        total += len(claim_set.claims)
+        gone += len(missing)
+    print(f"{total - failed} of {total} claims hold; {gone} no longer in the document")
+    return 1 if failed or gone else 0
 
 
 if __name__ == "__main__":

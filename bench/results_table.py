@@ -17,13 +17,16 @@ from jobs.experiment_report import COLLAPSED, write_report
 from schemas import ECOMMERCE_ASPECTS
 
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?")
+_SPREAD = re.compile(r"± (\d+(\.\d+)?)")
 DELTA = " Δ points"  # a column suffix: the difference from the baseline's cell, in points
+SPREAD = " sd"  # a column suffix: the cell's sd over training seeds (`0.5666 ± 0.0237`)
 
 
 @dataclass(frozen=True)
 class Cell:
     value: float | None
     marks: str = ""
+    sd: float | None = None  # over training seeds, where the table prints one
 
 
 @dataclass
@@ -36,7 +39,10 @@ class Table:
 
     def value(self, variant: str, column: str) -> float | None:
         """The cell's mean; `R@100 Δ points` and the like: its difference from the baseline's, in points
-        divided by 100 (a fraction, as the cells are)."""
+        divided by 100 (a fraction, as the cells are); `R@100 sd`: its sd over seeds."""
+        if column.endswith(SPREAD):
+            cell = self.cells.get(variant, {}).get(column.removesuffix(SPREAD))
+            return cell.sd if cell else None
         if column.endswith(DELTA):
             column = column.removesuffix(DELTA)
             mine, base = self.value(variant, column), self.value(self.baseline, column)
@@ -50,13 +56,14 @@ class Table:
 
 
 def parse_cell(text: str) -> Cell:
-    """`0.8187 ± 0.0100 ↑ ▲` -> Cell(0.8187, "↑▲"); `–` -> Cell(None)."""
+    """`0.8187 ± 0.0100 ↑ ▲` -> Cell(0.8187, "↑▲", 0.01); `–` -> Cell(None)."""
     text = text.strip()
     number = _NUMBER.match(text)
     if not number:
         return Cell(None)
     marks = "".join(ch for ch in text if ch in "↑↓▲▼")
-    return Cell(float(number.group(0)), marks)
+    spread = _SPREAD.search(text)
+    return Cell(float(number.group(0)), marks, float(spread.group(1)) if spread else None)
 
 
 def _rows(lines: list[str]) -> tuple[list[str], list[list[str]]]:

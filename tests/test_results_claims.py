@@ -1,5 +1,5 @@
-"""bench.results_claims: every claim of RESULTS.md's "What the figures say" holds on its table, and a
-table that contradicts a claim fails it."""
+"""bench.results_claims: every claim of RESULTS.md (the main table's and the one-seed run's) holds on
+the table of its section, and a table that contradicts a claim fails it."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.results_claims import CLAIMS, Ahead, Claim, check_claims, claims_section, main, unquoted
+from bench.claim_checks import Ahead, Claim, Collapsed, check_claims, section
+from bench.results_claims import CLAIM_SETS, main
 from bench.results_table import Cell, main_table, parse_cell, table_of_results
 from jobs.experiment_report import COLUMNS
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "RESULTS.md"
+MAIN, ONE_SEED = CLAIM_SETS
 
 
 @pytest.fixture(scope="module")
@@ -21,9 +23,30 @@ def markdown() -> str:
 
 
 def test_every_claim_holds_on_the_table_it_cites(markdown: str) -> None:
-    failed = {claim.says: failures for claim, failures in check_claims(main_table(markdown)) if failures}
-    assert failed == {}
-    assert unquoted(claims_section(markdown)) == []
+    for claim_set in CLAIM_SETS:
+        table = claim_set.table(markdown)
+        failed = {
+            claim.says: failures for claim, failures in check_claims(table, claim_set.claims) if failures
+        }
+        assert failed == {}
+        assert claim_set.unquoted(markdown) == []
+
+
+def test_each_set_reads_the_table_of_its_own_section(markdown: str) -> None:
+    assert MAIN.table(markdown).value("bibert", "R@100") == 0.5666  # 3 seeds, 60,000 products
+    assert MAIN.table(markdown).value("bibert", "R@100 sd") == 0.0237
+    assert ONE_SEED.table(markdown).value("bibert", "R@100") == 0.8187  # one seed, 20,000 products
+    assert ONE_SEED.table(markdown).value("bibert", "R@100 sd") is None
+    assert main_table(markdown).value("bibert", "R@100") == 0.5666  # the document's first such table
+
+
+def test_a_section_ends_at_the_next_heading_of_its_level() -> None:
+    doc = "# T\n## A\na\n### A1\na1\n## B\nb\n### B1\nb1\n# U\nu"
+    assert section(doc, "## A") == "## A\na\n### A1\na1"
+    assert section(doc, "### B1") == "### B1\nb1"
+    assert section(doc, "## B") == "## B\nb\n### B1\nb1"
+    with pytest.raises(ValueError, match="no heading starting '## C'"):
+        section(doc, "## C")
 
 
 def test_the_claim_the_issue_found_false_fails(markdown: str) -> None:
@@ -31,21 +54,21 @@ def test_the_claim_the_issue_found_false_fails(markdown: str) -> None:
     every_metric = Claim(
         "MURAL ahead of MUR on every metric", (Ahead("mural", ("mur",), tuple(c for _, c in COLUMNS)),)
     )
-    [(_, failures)] = check_claims(main_table(markdown), [every_metric])
+    [(_, failures)] = check_claims(ONE_SEED.table(markdown), [every_metric])
     assert len(failures) == 1
     assert "R@500: mural 0.8919 vs mur 0.8968" in failures[0] and "R@10k" in failures[0]
     assert "R@100" not in failures[0]
 
 
-def test_a_table_changed_under_the_claims_fails_them(markdown: str) -> None:
-    table = main_table(markdown)
+def test_a_one_seed_table_changed_under_its_claims_fails_them(markdown: str) -> None:
+    table = ONE_SEED.table(markdown)
     table.cells["mural"]["R@100"], table.cells["mur"]["R@100"] = (
         table.cells["mur"]["R@100"],
         table.cells["mural"]["R@100"],
     )
     table.cells["uhd"]["R@100"] = dataclasses.replace(table.cells["uhd"]["R@100"], marks="")
     table.cells["mtbert"]["Acc@1 held-out products:brand"] = Cell(0.95)
-    failed = {claim.says for claim, failures in check_claims(table) if failures}
+    failed = {claim.says for claim, failures in check_claims(table, ONE_SEED.claims) if failures}
     assert any(says.startswith("MURAL is ahead of MUR on R@100") for says in failed)
     assert any("significantly ahead on R@100 is UHD-BERT" in says for says in failed)
     assert any("met by madral-en-v2" in says for says in failed)  # quotes MtBERT's brand 0.912
@@ -53,11 +76,30 @@ def test_a_table_changed_under_the_claims_fails_them(markdown: str) -> None:
     assert len(failed) == 4  # the rest ("both are below BiBERT on R@100", ...) still hold
 
 
+def test_the_main_table_changed_under_its_claims_fails_them(markdown: str) -> None:
+    table = MAIN.table(markdown)
+    table.cells["bibert"]["R@100"] = dataclasses.replace(table.cells["bibert"]["R@100"], marks="")
+    table.cells["madral"]["R@500"] = dataclasses.replace(table.cells["madral"]["R@500"], marks="▼")
+    table.cells["no-fusion"]["R@100"] = dataclasses.replace(table.cells["no-fusion"]["R@100"], value=0.5)
+    failed = {claim.says for claim, failures in check_claims(table, MAIN.claims) if failures}
+    assert any(says.startswith("BiBERT, the papers' baseline, is ▼") for says in failed)
+    assert any(says.startswith("MADRAL-ori is level with BiBERT") for says in failed)  # R@500 not ↓
+    assert any(says.startswith("no-fusion (CLS alone) is the best") for says in failed)
+    assert len(failed) == 3
+    table.collapsed.clear()
+    [(_, failures)] = check_claims(table, [Claim("DSSM collapses", (Collapsed(("dssm",)),))])
+    assert failures == ["not marked † (collapsed): dssm"]
+
+
 def test_a_sentence_rewritten_in_the_document_is_reported(markdown: str) -> None:
-    section = claims_section(markdown).replace("collapses (R@100 0.030)", "collapses")
-    assert unquoted(section) == ["no-fusion, which embeds CLS alone, collapses (R@100 0.030)"]
-    rewrapped = claims_section(markdown).replace("On R@100 no aspect-aware", "On R@100 no\n   aspect-aware")
-    assert unquoted(rewrapped) == []
+    rewritten = markdown.replace("collapses (†, R@100 0.0548 ↓)", "collapses")
+    assert MAIN.unquoted(rewritten) == ["DSSM collapses (†, R@100 0.0548 ↓)"]
+    assert ONE_SEED.unquoted(rewritten) == []
+    rewrapped = markdown.replace("On R@100 no aspect-aware", "On R@100 no\n   aspect-aware")
+    assert ONE_SEED.unquoted(rewrapped) == []
+    # A sentence said in another section than its set's does not count.
+    moved = markdown.replace("collapses (R@100 0.030)", "collapses")
+    assert ONE_SEED.unquoted(moved) == ["no-fusion, which embeds CLS alone, collapses (R@100 0.030)"]
 
 
 @pytest.mark.parametrize(
@@ -65,7 +107,7 @@ def test_a_sentence_rewritten_in_the_document_is_reported(markdown: str) -> None
     [
         ("0.8187", Cell(0.8187)),
         ("0.1244 ↓", Cell(0.1244, "↓")),
-        ("0.8513 ± 0.0120 ↑ ▼", Cell(0.8513, "↑▼")),
+        ("0.8513 ± 0.0120 ↑ ▼", Cell(0.8513, "↑▼", 0.012)),
         ("–", Cell(None)),
     ],
 )
@@ -110,21 +152,29 @@ def test_a_results_json_reads_as_its_markdown(tmp_path: Path) -> None:
 
 def test_the_command_exits_1_on_a_failed_claim(markdown: str, tmp_path: Path, capsys) -> None:
     assert main(["--doc", str(RESULTS)]) == 0
-    assert f"{len(CLAIMS)} of {len(CLAIMS)} claims hold" in capsys.readouterr().out
+    total = sum(len(claim_set.claims) for claim_set in CLAIM_SETS)
+    assert f"{total} of {total} claims hold" in capsys.readouterr().out
     doc = tmp_path / "RESULTS.md"
-    doc.write_text(markdown.replace("| dssm | 0.1244 ↓ |", "| dssm | 0.9244 ↓ |"))
+    doc.write_text(markdown.replace("| dssm † | 0.0548 ± 0.0072 ↓ ▼ |", "| dssm † | 0.9548 ± 0.0072 ↓ ▼ |"))
     assert main(["--doc", str(doc)]) == 1
     out = capsys.readouterr().out
-    assert "FAIL  DSSM and MADR are far behind" in out and "the table has 0.9244" in out
+    assert "FAIL  DSSM collapses" in out and "the table has 0.9548" in out
+    assert "FAIL  zero-shot is ahead of every trained variant" in out
 
 
 def test_a_claim_about_a_row_the_table_lost_fails_instead_of_passing(markdown: str) -> None:
-    table = main_table(markdown)
+    table = ONE_SEED.table(markdown)
     del table.cells["mur"]
     del table.cells["mural"]["R@100"]
-    failed = {claim.says: failures for claim, failures in check_claims(table) if failures}
+    failed = {claim.says: failures for claim, failures in check_claims(table, ONE_SEED.claims) if failures}
     assert any("no value for mur" in f for f in failed["both are below BiBERT on R@100"])
     assert any(
         "no value for mural R@100" in f
         for f in failed["On R@100 no aspect-aware variant is significantly ahead"]
+    )
+    table = MAIN.table(markdown)
+    del table.cells["mpbert"]
+    failed = {claim.says: failures for claim, failures in check_claims(table, MAIN.claims) if failures}
+    assert any(
+        "mpbert has no R@100" in f for f in failed[next(s for s in failed if s.startswith("MADR and MpBERT"))]
     )

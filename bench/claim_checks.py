@@ -1,0 +1,182 @@
+"""The checks a claim of docs/RESULTS.md is made of, read against a table of `bench.results_table`.
+
+A claim is a sentence of the document (`Claim.says`, quoted word for word) and the checks that make it
+true: a figure it quotes (`Quote`), a significance mark it reports or denies (`Marked`, `NotMarked`),
+an order between variants (`Ahead`), a threshold (`AtLeast`), or a collapse (`Collapsed`). A
+`ClaimSet` is the claims of one section and the section whose table they rest on
+(`bench.results_claims` holds the document's sets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from bench.results_table import DELTA, Table, main_table
+
+
+@dataclass(frozen=True)
+class Quote:
+    """The claim quotes `text` for a cell: the cell, rounded to as many decimals, reads the same."""
+
+    variant: str
+    column: str
+    text: str
+
+    def failure(self, table: Table) -> str | None:
+        value = table.value(self.variant, self.column)
+        decimals = len(self.text.split(".")[1]) if "." in self.text else 0
+        scale = 100.0 if self.column.endswith(DELTA) else 1.0
+        if value is None:
+            return f"{self.variant} has no {self.column}"
+        if f"{value * scale:.{decimals}f}" != self.text.lstrip("+"):
+            return f"quotes {self.variant} {self.column} as {self.text}; the table has {value:.4f}"
+        return None
+
+
+@dataclass(frozen=True)
+class Marked:
+    """The cell of each variant in each column carries `mark` (↑ / ↓: Holm-adjusted p < 0.01)."""
+
+    variants: tuple[str, ...]
+    columns: tuple[str, ...]
+    mark: str
+
+    def failure(self, table: Table) -> str | None:
+        missing = [
+            f"{v} {c}" for v in self.variants for c in self.columns if self.mark not in table.marks(v, c)
+        ]
+        return f"not marked {self.mark}: {', '.join(missing)}" if missing else None
+
+
+@dataclass(frozen=True)
+class NotMarked:
+    """No cell of these variants in these columns carries `mark`."""
+
+    variants: tuple[str, ...]
+    columns: tuple[str, ...]
+    mark: str
+
+    def failure(self, table: Table) -> str | None:
+        missing = [f"{v} {c}" for v in self.variants for c in self.columns if table.value(v, c) is None]
+        if missing:  # a row or column the claim speaks of is gone: not a vacuous pass
+            return f"no value for {', '.join(missing)}"
+        found = [f"{v} {c}" for v in self.variants for c in self.columns if self.mark in table.marks(v, c)]
+        return f"marked {self.mark}: {', '.join(found)}" if found else None
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """`variant`'s value is above each of `others`' in every column (below where `lower` is set)."""
+
+    variant: str
+    others: tuple[str, ...]
+    columns: tuple[str, ...]
+    lower: bool = False
+
+    def failure(self, table: Table) -> str | None:
+        wrong = []
+        for column in self.columns:
+            mine = table.value(self.variant, column)
+            for other in self.others:
+                theirs = table.value(other, column)
+                if mine is None or theirs is None:
+                    wrong.append(f"{column}: no value for {self.variant if mine is None else other}")
+                    continue
+                if mine < theirs if self.lower else mine > theirs:
+                    continue
+                wrong.append(f"{column}: {self.variant} {mine:.4f} vs {other} {theirs:.4f}")
+        side = "below" if self.lower else "ahead of"
+        return f"not {side} on {'; '.join(wrong)}" if wrong else None
+
+
+@dataclass(frozen=True)
+class AtLeast:
+    """Every listed cell is at least `threshold` (or below it, with `below`)."""
+
+    variants: tuple[str, ...]
+    column: str
+    threshold: float
+    below: bool = False
+
+    def failure(self, table: Table) -> str | None:
+        wrong = []
+        for variant in self.variants:
+            value = table.value(variant, self.column)
+            holds = value is not None and (value < self.threshold if self.below else value >= self.threshold)
+            if not holds:
+                wrong.append(f"{variant} {value}")
+        side = "below" if self.below else "at least"
+        return f"{self.column} not {side} {self.threshold}: {', '.join(wrong)}" if wrong else None
+
+
+@dataclass(frozen=True)
+class Collapsed:
+    """Each variant's row carries the collapse mark † (`evaluation.collapse`: documents at a mean pairwise
+    cosine of 0.95 or above)."""
+
+    variants: tuple[str, ...]
+
+    def failure(self, table: Table) -> str | None:
+        missing = [variant for variant in self.variants if variant not in table.collapsed]
+        return f"not marked † (collapsed): {', '.join(missing)}" if missing else None
+
+
+Check = Quote | Marked | NotMarked | Ahead | AtLeast | Collapsed
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One sentence of the section (`says`, quoted exactly) and what makes it true."""
+
+    says: str
+    checks: tuple[Check, ...]
+
+
+@dataclass(frozen=True)
+class ClaimSet:
+    """The claims said in the section headed `said_in`, checked against the first main-style table
+    (`| variant | R@100 | ...`) of the section headed `table_in` (headings matched by their start)."""
+
+    said_in: str
+    table_in: str
+    claims: tuple[Claim, ...]
+
+    def table(self, markdown: str) -> Table:
+        return main_table(section(markdown, self.table_in))
+
+    def unquoted(self, markdown: str) -> list[str]:
+        """The claims whose sentence the section no longer says word for word."""
+        said = _words(section(markdown, self.said_in))
+        return [claim.says for claim in self.claims if _words(claim.says) not in said]
+
+
+def section(markdown: str, heading: str) -> str:
+    """The text under the first heading that starts with `heading`, up to the next heading of its level
+    or above (`## A` ends at the next `## ` or `# `; `### B` also at the next `### `)."""
+    lines = markdown.splitlines()
+    level = len(heading) - len(heading.lstrip("#"))
+    start = next((i for i, line in enumerate(lines) if line.startswith(heading)), None)
+    if start is None:
+        raise ValueError(f"no heading starting {heading!r} in the document")
+    end = start + 1
+    while end < len(lines):
+        hashes = len(lines[end]) - len(lines[end].lstrip("#"))
+        if 0 < hashes <= level and lines[end][hashes : hashes + 1] == " ":
+            break
+        end += 1
+    return "\n".join(lines[start:end])
+
+
+def check_claims(table: Table, claims: Iterable[Claim]) -> list[tuple[Claim, list[str]]]:
+    """Each claim with its failures (empty: it holds on `table`)."""
+    results = []
+    for claim in claims:
+        failures = [failure for check in claim.checks if (failure := check.failure(table))]
+        results.append((claim, failures))
+    return results
+
+
+def _words(text: str) -> str:
+    """Text with its line breaks and runs of spaces as single spaces: a re-wrapped sentence still matches."""
+    return " ".join(text.split())

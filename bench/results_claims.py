@@ -201,6 +201,19 @@ MAIN_CLAIMS: tuple[Claim, ...] = (
         ),
     ),
     Claim(
+        "MURAL is ahead of MUR at R@100 and R@500 (0.4995 against 0.3675; 0.8002 against 0.7750) and on "
+        "every ranking metric, and behind it at R@10k (0.9762 against 0.9800)",
+        (
+            Ahead("mural", ("mur",), ("R@100", "R@500", *RANKING)),
+            Ahead("mural", ("mur",), ("R@10k",), lower=True),
+            Quote("mur", "R@100", "0.3675"),
+            Quote("mur", "R@500", "0.7750"),
+            Quote("mural", "R@500", "0.8002"),
+            Quote("mural", "R@10k", "0.9762"),
+            Quote("mur", "R@10k", "0.9800"),
+        ),
+    ),
+    Claim(
         "every MADRAL-family row and MtBERT meets them: category 0.905-0.938, brand 0.934-0.951, color "
         "0.945-0.971",
         (

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from evaluation import paired_t_test
-from jobs.experiment_summary import pool_seeds
+from jobs.experiment_summary import paired_values, pool_seeds
 
 DEFAULT_METRICS = ("recall@100", "recall@500", "recall@10000", "ndcg@10")
 
@@ -40,15 +40,9 @@ def archived_runs(folder: Path, variant: str) -> list[tuple[int, dict[str, Any]]
 
 def compare(first: dict[str, Any], second: dict[str, Any], metric: str) -> dict[str, float]:
     """Means, difference (first − second) and paired p over the queries where both define `metric`."""
-    pairs = [
-        (row[metric], second["per_query"][qid][metric])
-        for qid, row in first["per_query"].items()
-        if qid in second["per_query"] and metric in row and metric in second["per_query"][qid]
-    ]
-    pairs = [(a, b) for a, b in pairs if not (np.isnan(a) or np.isnan(b))]
-    a, b = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+    a, b = paired_values(first["per_query"], second["per_query"], metric)
     return {
-        "queries": len(pairs),
+        "queries": len(a),
         "first": float(a.mean()),
         "second": float(b.mean()),
         "points": float((a - b).mean() * 100),

@@ -86,18 +86,26 @@ def _mean_accuracy(accuracies: list[dict[str, Any] | None]) -> dict[str, Any] | 
     return pooled
 
 
+def paired_values(
+    per_query: dict[str, Any], base: dict[str, Any], name: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """`name`'s values in `per_query` and in `base` over the queries where both define it (not nan)."""
+    pairs = [
+        (row[name], base[qid][name])
+        for qid, row in per_query.items()
+        if qid in base and name in row and name in base[qid]
+    ]
+    pairs = [(a, b) for a, b in pairs if not (np.isnan(a) or np.isnan(b))]
+    return np.array([a for a, _ in pairs], dtype=float), np.array([b for _, b in pairs], dtype=float)
+
+
 def _pvalues(per_query: dict[str, Any], base: dict[str, Any], names: list[str]) -> dict[str, float]:
     """Paired t-test p-value per metric, over the queries where both define it."""
     pvalues = {}
     for name in names:
-        pairs = [
-            (row[name], base[qid][name])
-            for qid, row in per_query.items()
-            if qid in base and name in row and name in base[qid]
-        ]
-        pairs = [(a, b) for a, b in pairs if not (np.isnan(a) or np.isnan(b))]
-        if len(pairs) >= 2:
-            pvalues[name] = paired_t_test([a for a, _ in pairs], [b for _, b in pairs]).pvalue
+        mine, theirs = paired_values(per_query, base, name)
+        if len(mine) >= 2:
+            pvalues[name] = paired_t_test(mine, theirs).pvalue
     return pvalues
 
 
@@ -136,12 +144,8 @@ def summarise(results: dict[str, Any], baseline: str) -> dict[str, Any]:
 
 def _difference_sd(per_query: dict[str, Any], base: dict[str, Any], name: str) -> float | None:
     """The sd of the per-query differences from the baseline in `name` (None with fewer than 2 pairs)."""
-    differences = [
-        row[name] - base[qid][name]
-        for qid, row in per_query.items()
-        if qid in base and name in row and name in base[qid] and not np.isnan(row[name] - base[qid][name])
-    ]
-    return statistics.stdev(differences) if len(differences) >= 2 else None
+    mine, theirs = paired_values(per_query, base, name)
+    return statistics.stdev(mine - theirs) if len(mine) >= 2 else None
 
 
 def detectable_difference(difference_sd: float, queries: int, tests: int, power: float = POWER) -> float:

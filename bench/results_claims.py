@@ -372,11 +372,12 @@ def main(argv: list[str] | None = None) -> int:
     failed = total = gone = 0
     for claim_set in CLAIM_SETS:
         print(f"{claim_set.said_in.lstrip('# ')} (the table of {claim_set.table_in.lstrip('# ')!r}):")
-        table = claim_set.table(markdown)
         if args.results and claim_set is CLAIM_SETS[0]:
             report = json.loads(Path(args.results).read_text())
             with tempfile.TemporaryDirectory() as folder:
                 table = table_of_results(report, Path(folder) / "results.md")
+        else:
+            table = claim_set.table(markdown)
         for claim, failures in check_claims(table, claim_set.claims):
             failed += bool(failures)
             print(f"  {'FAIL' if failures else 'ok  '}  {_summary_line(claim.says)}")

@@ -4,7 +4,8 @@ A claim is a sentence of the document (`Claim.says`, quoted word for word) and t
 true: a figure it quotes (`Quote`), a significance mark it reports or denies (`Marked`, `NotMarked`),
 an order between variants (`Ahead`), a threshold (`AtLeast`), or a collapse (`Collapsed`). A
 `ClaimSet` is the claims of one section and the section whose table they rest on
-(`bench.results_claims` holds the document's sets).
+(`bench.results_claims` holds the document's sets). The names of the tables' rows and column groups, and
+three builders of common checks (`held_out`, `aspect_quotes`, `quoted_range`), close the module.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bench.results_table import DELTA, Table, main_table
+from schemas import ECOMMERCE_ASPECTS
 
 
 @dataclass(frozen=True)
@@ -113,14 +115,14 @@ class Ahead:
 class AtLeast:
     """Every listed cell is at least `threshold` (or below it, with `below`)."""
 
-    variants: tuple[str, ...]
+    variants: Variants
     column: str
     threshold: float
     below: bool = False
 
     def failure(self, table: Table) -> str | None:
         wrong = []
-        for variant in self.variants:
+        for variant in _rows(self.variants, table):
             value = table.value(variant, self.column)
             holds = value is not None and (value < self.threshold if self.below else value >= self.threshold)
             if not holds:
@@ -199,3 +201,34 @@ def check_claims(table: Table, claims: Iterable[Claim]) -> list[tuple[Claim, lis
 def _words(text: str) -> str:
     """Text with its line breaks and runs of spaces as single spaces: a re-wrapped sentence still matches."""
     return " ".join(text.split())
+
+
+# The rows and columns of the experiment's tables (`jobs.experiment_report`) that claims speak of.
+ASPECT_VARIANTS = ("mtbert", "madr", "madral", "madral-en-v1", "madral-en-v2", "no-fusion", "mural")
+MADRAL_FAMILY = ("madral", "madral-en-v1", "madral-en-v2", "no-fusion")
+RETRIEVAL = ("R@100", "R@500", "R@10k")
+RANKING = ("NDCG@5", "NDCG@10", "NDCG@50", "AUC")
+HELD_OUT = "Acc@1 held-out products"
+QUERY_ACCURACY = "Acc@1 queries"
+ZERO_SHOT = "zero-shot"
+
+
+def held_out(aspect: str) -> str:
+    return f"{HELD_OUT}:{aspect}"
+
+
+def aspect_quotes(variant: str, column: str, texts: Iterable[str]) -> tuple[Quote, ...]:
+    """Quotes of one variant's per-aspect cells (category / brand / color)."""
+    return tuple(Quote(variant, f"{column}:{a}", t) for a, t in zip(ECOMMERCE_ASPECTS, texts, strict=True))
+
+
+def quoted_range(variants: Variants, column: str, low: Quote, high: Quote) -> tuple[AtLeast | Quote, ...]:
+    """The claim quotes `low`-`high` as the range of `variants`' cells in `column`."""
+    # A cell that rounds to `low` or `high` at the quotes' decimals is inside the range.
+    slack = 0.5 * 10 ** -len(high.text.split(".")[1])
+    return (
+        low,
+        high,
+        AtLeast(variants, column, float(low.text) - slack),
+        AtLeast(variants, column, float(high.text) + slack, below=True),
+    )

@@ -34,7 +34,7 @@ from torch.nn import functional
 from model.batch import EncoderOutput, Side, TokenizedBatch
 from model.config import EncoderConfig
 from model.encoder import DenseEncoder
-from model.sparse import SparseVector, WinnerTakeAll, masked_max_pool, to_sparse
+from model.sparse import SparseVector, WinnerTakeAll, to_sparse
 
 # Eq. 8 (uhd-bert) writes the margin as the constant 1; A.1 lists no other value, so it is no setting.
 HINGE_MARGIN = 1.0
@@ -134,7 +134,7 @@ class UhdEncoder(DenseEncoder):
         buckets = torch.stack(
             [
                 # Eq. 4: max-pool the sparse token vectors, then L2-normalise the bucket.
-                functional.normalize(masked_max_pool(layer_wta(states[j], k), batch.attention_mask), dim=-1)
+                functional.normalize(layer_wta.pooled(states[j], k, batch.attention_mask), dim=-1)
                 for j, layer_wta in zip(self.config.bucket_layers, wta, strict=True)
             ],
             dim=1,

@@ -9,7 +9,14 @@ import torch
 
 from model.backbone import load_tokenizer
 from model.batch import Side
-from model.sparse import WinnerTakeAll, binarize, masked_max_pool, to_sparse, winner_take_all
+from model.sparse import (
+    WinnerTakeAll,
+    binarize,
+    masked_max_pool,
+    pooled_winners,
+    to_sparse,
+    winner_take_all,
+)
 from model.uhd import UhdConfig, UhdEncoder, UhdOutput, in_batch_hinge_loss
 from tests.conftest import tiny_backbone
 
@@ -45,6 +52,29 @@ def test_max_pool_ignores_padding() -> None:
     tokens = torch.tensor([[[1.0, 0.0, 2.0], [0.0, 3.0, 0.0], [9.0, 9.0, 9.0]]])
     pooled = masked_max_pool(tokens, torch.tensor([[1, 1, 0]]))
     assert pooled.tolist() == [[1.0, 3.0, 2.0]]
+
+
+@pytest.mark.parametrize("shift", [0.0, -1.0, -4.0])
+def test_pooled_winners_is_the_max_pool_of_the_winners(shift: float) -> None:
+    # Eq. 3 then Eq. 4, composed, is the reference; a negative shift makes dimensions that every real
+    # token picks pool to a negative value, and rounding makes tokens tie on a dimension.
+    torch.manual_seed(2)
+    scores = (torch.randn(4, 9, 40, dtype=torch.float64) + shift).round(decimals=1) + 0.05
+    mask = (torch.rand(4, 9) > 0.3).long()
+    mask[:, 0] = 1
+    mask[3, 1:] = 0  # a text of one token: each of its winners is picked by every real token
+    composed, fused = scores.clone().requires_grad_(), scores.clone().requires_grad_()
+    expected = masked_max_pool(winner_take_all(composed, 6), mask)
+    pooled = pooled_winners(fused, 6, mask)
+    assert torch.equal(pooled, expected)
+    if shift < -2:
+        assert (pooled[3] < 0).any()  # the one-token text: values the clamp must leave negative
+    upstream = torch.randn_like(expected)
+    (expected * upstream).sum().backward()
+    (pooled * upstream).sum().backward()
+    torch.testing.assert_close(fused.grad, composed.grad)
+    with pytest.raises(ValueError, match="k must be"):
+        pooled_winners(scores, 41, mask)
 
 
 def test_padding_does_not_change_a_text_bucket(tokenizer) -> None:

@@ -37,6 +37,37 @@ def masked_max_pool(tokens: torch.Tensor, attention_mask: torch.Tensor) -> torch
     return tokens.masked_fill(padding, float("-inf")).amax(dim=1)
 
 
+def pooled_winners(scores: torch.Tensor, k: int, attention_mask: torch.Tensor) -> torch.Tensor:
+    """`masked_max_pool(winner_take_all(scores, k), attention_mask)`, [batch, tokens, n] -> [batch, n].
+
+    The same values (Eq. 3, then Eq. 4) without building the [batch, tokens, n] tensor of mostly zeros
+    that Eq. 3 writes, or its masked copy: only each token's k winners are scattered into the pooled
+    vector. With n in the thousands those two copies, not the top-k, cost most of a bucket's pooling
+    and memory: 207 -> 74 ms for 64 texts of 64 tokens at n 8,192 on 2 CPU cores, and a UHD model's
+    catalog encoding 72 -> 83 products/s, its postings unchanged (measured 28 Nov 2026).
+
+    Eq. 3 leaves a 0 in every dimension a token did not pick, so a dimension that some real token did
+    not pick pools to at least 0; one that every real token picked pools to the largest of their values,
+    negative or not. Gradients reach the winning scores as in the composition, except where a winner
+    scores exactly 0 against a non-winner's 0.
+    """
+    if not 1 <= k <= scores.shape[-1]:
+        raise ValueError(f"k must be in [1, {scores.shape[-1]}], got {k}")
+    batch, tokens, dimensions = scores.shape
+    values, indices = scores.topk(k, dim=-1)
+    real = attention_mask.bool()
+    values = values.masked_fill(~real.unsqueeze(-1), float("-inf"))  # a padded token never wins a dimension
+    winners = indices.reshape(batch, tokens * k)
+    pooled = scores.new_full((batch, dimensions), float("-inf")).scatter_reduce(
+        1, winners, values.reshape(batch, -1), "amax"
+    )
+    real_winners = real.unsqueeze(-1).expand(batch, tokens, k).reshape(batch, -1).to(torch.int32)
+    picked_by = torch.zeros(batch, dimensions, dtype=torch.int32, device=scores.device)
+    picked_by = picked_by.scatter_add(1, winners, real_winners)
+    not_picked_by_all = picked_by < real.sum(dim=1, keepdim=True)
+    return torch.where(not_picked_by_all, pooled.clamp(min=0), pooled)
+
+
 class WinnerTakeAll(nn.Module):
     """z = E W + b with W in R^{h x n} (Eq. 2), then top-k per token (Eq. 3).
 
@@ -74,3 +105,7 @@ class WinnerTakeAll(nn.Module):
 
     def forward(self, tokens: torch.Tensor, k: int) -> torch.Tensor:
         return winner_take_all(self.scores(tokens), k)
+
+    def pooled(self, tokens: torch.Tensor, k: int, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Eq. 2-4 for a bucket: the max over the real tokens of `forward`, by `pooled_winners`."""
+        return pooled_winners(self.scores(tokens), k, attention_mask)

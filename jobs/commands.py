@@ -237,6 +237,10 @@ def _sparse_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="Keep each posting's bucket value (Eq. 7 on the real values) instead of binarizing (§3.7)",
     )
+    parser.add_argument(
+        "--checkpoints",
+        help="Folder keeping each finished chunk of the encoding: run again, only what is left is encoded",
+    )
     add_stage_arguments(parser, VerifyOptions)
 
 
@@ -256,6 +260,7 @@ def _build_sparse_index(args: argparse.Namespace, beam_args: list[str], stage_ar
         args.batch_size,
         binary=not args.weighted,
         verify=not args.no_verify,
+        checkpoints=args.checkpoints,
     )
     print(f"inverted index over {index.size} products, {index.nnz} postings -> {args.out}")
 

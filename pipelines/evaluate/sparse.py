@@ -198,7 +198,9 @@ def _build_missing(model_dir: str | Path, data: DatasetLayout, folder: Path, bat
             missing.append((target, binary))
     started = time.perf_counter()
     if missing:
-        build_inverted_indexes(model_dir, data.products, missing, batch_size)
+        # Checkpoints: a long build stopped part-way resumes from its finished chunks when run again.
+        checkpoints = folder / "encoding-checkpoints"
+        build_inverted_indexes(model_dir, data.products, missing, batch_size, checkpoints=checkpoints)
     return time.perf_counter() - started
 
 

@@ -18,6 +18,7 @@ active dims), but at the paper's sizes a row is B·n = 491,520 floats, so this d
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ from transformers import PreTrainedTokenizerBase
 from index_builder import InvertedIndex
 from model import DenseEncoder, Side, load_encoder, text_for_model
 from model.sparse import SparseVector
+from pipelines.index.sparse_checkpoints import EncodingCheckpoints
 from pipelines.verify import model_fingerprint, verify_model
 from schemas import InvalidRecord, validate_product
 
@@ -123,6 +125,7 @@ def build_inverted_index(
     device: str | None = None,
     binary: bool = True,
     verify: bool = True,
+    checkpoints: str | Path | None = None,
 ) -> InvertedIndex:
     """Encode a catalog with a UHD model and save an inverted index of its buckets at ``out``.
 
@@ -135,12 +138,17 @@ def build_inverted_index(
         binary: binarize the documents (§3.7); False keeps each posting's bucket value.
         verify: check the model directory against its manifest first (`pipelines.verify`); False
             (--no_verify) loads it unchecked, with a warning.
+        checkpoints: a local folder that keeps each finished chunk of the encoding, so that the same
+            build run again after a crash encodes only what is left
+            (`pipelines.index.sparse_checkpoints`); removed once the index is saved. None: no
+            checkpoints.
 
     Returns:
         The index, with its `manifest` set.
     """
     verify_model(str(model_dir), verify)
-    return build_inverted_indexes(model_dir, products_pattern, [(out, binary)], batch_size, device)[0]
+    targets = [(out, binary)]
+    return build_inverted_indexes(model_dir, products_pattern, targets, batch_size, device, checkpoints)[0]
 
 
 def build_inverted_indexes(
@@ -149,6 +157,7 @@ def build_inverted_indexes(
     outs: Sequence[tuple[str | Path, bool]],
     batch_size: int = 64,
     device: str | None = None,
+    checkpoints: str | Path | None = None,
 ) -> list[InvertedIndex]:
     """`build_inverted_index` for several (out, binary) targets, encoding the catalog once.
 
@@ -166,7 +175,16 @@ def build_inverted_indexes(
         raise ValueError(f"{products_pattern!r} holds no valid products ({skipped} skipped)")
     texts = [text_for_model(product, encoder.config) for product in products]
     binary_only = all(binary for _, binary in outs)
-    documents = encode_sparse(encoder, tokenizer, texts, Side.DOCUMENT, batch_size, binary=binary_only)
+
+    def encode(chunk: Sequence[str]) -> list[list[SparseVector]]:
+        return encode_sparse(encoder, tokenizer, chunk, Side.DOCUMENT, batch_size, binary=binary_only)
+
+    fingerprint = model_fingerprint(str(model_dir))
+    if checkpoints is None:
+        documents = encode(texts)
+    else:
+        kept = EncodingCheckpoints(checkpoints, fingerprint)
+        documents = kept.encode(texts, f"{Side.DOCUMENT.value} binary={binary_only}", encode)
     encoded = time.perf_counter()
     buckets = len(documents[0])
     # Every variant's embedding is the B buckets concatenated, so its width gives n without asking
@@ -184,7 +202,7 @@ def build_inverted_indexes(
         "max_document_length": encoder.config.max_document_length,
         "encode_seconds": round(encoded - started, 3),
         # The model that made it: its evaluation refuses it with another (`pipelines.verify`).
-        "model_fingerprint": model_fingerprint(str(model_dir)),
+        "model_fingerprint": fingerprint,
     }
     indexes = []
     for out, binary in outs:
@@ -192,5 +210,7 @@ def build_inverted_indexes(
         index.save(out, encoder.config.model_id, encoder.config.model_version, extra=extra)
         indexes.append(index)
         LOGGER.info("indexed %d products (%d skipped) into %s: %s", len(ids), skipped, out, index)
+    if checkpoints is not None:
+        shutil.rmtree(checkpoints, ignore_errors=True)  # every index is saved: nothing left to resume
     LOGGER.info("encode %.1fs, build + save %.1fs", encoded - started, time.perf_counter() - encoded)
     return indexes

@@ -239,7 +239,8 @@ def _sparse_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--checkpoints",
-        help="Folder keeping each finished chunk of the encoding: run again, only what is left is encoded",
+        help="Folder keeping each finished chunk of the encoding, so the command run again encodes only "
+        "what is left; removed when the index is written (default: OUTPUT.checkpoints)",
     )
     add_stage_arguments(parser, VerifyOptions)
 
@@ -260,7 +261,7 @@ def _build_sparse_index(args: argparse.Namespace, beam_args: list[str], stage_ar
         args.batch_size,
         binary=not args.weighted,
         verify=not args.no_verify,
-        checkpoints=args.checkpoints,
+        checkpoints=args.checkpoints or f"{str(args.out).rstrip('/')}.checkpoints",
     )
     print(f"inverted index over {index.size} products, {index.nnz} postings -> {args.out}")
 

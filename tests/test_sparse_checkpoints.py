@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import pipelines.index.sparse as sparse_build
+from jobs.cli import main
 from model import load_encoder, new_encoder
 from model.sparse import SparseVector
 from pipelines.index.sparse import build_inverted_index, sparse_queries
@@ -91,21 +92,26 @@ def test_a_chunk_of_other_texts_or_another_model_is_encoded_again(tmp_path: Path
         EncodingCheckpoints(tmp_path, "model-a", chunk_size=0)
 
 
-def test_a_build_stopped_after_encoding_resumes_without_encoding_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+TITLES = [f"{color} {thing}" for color in ("red", "blue", "green") for thing in ("mug", "scarf", "kettle")]
+
+
+def _tiny_uhd_catalog(tmp_path: Path) -> tuple[Path, str]:
+    """A saved tiny random UHD model (with its manifest, as build-sparse-index verifies) and a catalog."""
     encoder, tokenizer = new_encoder(
         "uhd", pretrained=False, backbone=tiny_backbone(), dimensions=128, winners=6,
         model_id="uhd-tiny", model_version="1",
     )  # fmt: skip
     encoder.save_pretrained(tmp_path / "model", tokenizer)
     write_manifest(tmp_path / "model", "madr-model", {"variant": "uhd", "model_version": "1"})
-    titles = [
-        f"{color} {thing}" for color in ("red", "blue", "green") for thing in ("mug", "scarf", "kettle")
-    ]
-    rows = [{"product_id": f"sku-{i}", "title": title} for i, title in enumerate(titles)]
+    rows = [{"product_id": f"sku-{i}", "title": title} for i, title in enumerate(TITLES)]
     pq.write_table(pa.Table.from_pylist(rows, schema=PRODUCT_SCHEMA), tmp_path / "products.parquet")
-    products = str(tmp_path / "products.parquet")
+    return tmp_path / "model", str(tmp_path / "products.parquet")
+
+
+def test_a_build_stopped_after_encoding_resumes_without_encoding_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, products = _tiny_uhd_catalog(tmp_path)
     reference = build_inverted_index(tmp_path / "model", products, tmp_path / "reference", batch_size=4)
 
     kept = tmp_path / "kept"
@@ -122,12 +128,24 @@ def test_a_build_stopped_after_encoding_resumes_without_encoding_again(
     )
     monkeypatch.undo()
     assert not kept.exists()  # removed once the index is saved
-    assert index.size == reference.size == len(titles) and index.nnz == reference.nnz
+    assert index.size == reference.size == len(TITLES) and index.nnz == reference.nnz
     model, tokenizer = load_encoder(tmp_path / "model", "cpu")
-    queries = sparse_queries(model, tokenizer, titles)
+    queries = sparse_queries(model, tokenizer, TITLES)
     found, expected = index.search(queries, 5), reference.search(queries, 5)
     np.testing.assert_array_equal(found.ids, expected.ids)
     np.testing.assert_array_equal(found.scores, expected.scores)
+
+
+def test_the_command_resumes_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model, products = _tiny_uhd_catalog(tmp_path)
+    command = ["build-sparse-index", "--model", str(model), "--products", products]
+    monkeypatch.setattr(sparse_build.InvertedIndex, "save", _raise)
+    assert main([*command, "--output", str(tmp_path / "index")]) == 1  # reported, not raised
+    assert list((tmp_path / "index.checkpoints").glob("chunk-*.npz"))  # beside the output by default
+    monkeypatch.undo()
+    monkeypatch.setattr(sparse_build, "encode_sparse", _raise)
+    assert main([*command, "--output", str(tmp_path / "index")]) == 0
+    assert (tmp_path / "index" / "manifest.json").is_file() and not (tmp_path / "index.checkpoints").exists()
 
 
 def _raise(*args: object, **kwargs: object) -> None:

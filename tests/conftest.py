@@ -36,6 +36,17 @@ def tiny_backbone() -> dict:
     ).to_dict()
 
 
+def save_tiny_uhd_model(directory: Path, dimensions: int, winners: int) -> Path:
+    """A tiny random UHD model saved in `directory` with its manifest, as build-sparse-index verifies it."""
+    encoder, tokenizer = new_encoder(
+        "uhd", pretrained=False, backbone=tiny_backbone(), dimensions=dimensions, winners=winners,
+        model_id="uhd-tiny", model_version="1",
+    )  # fmt: skip
+    encoder.save_pretrained(directory, tokenizer)
+    write_manifest(directory, "madr-model", {"variant": "uhd", "model_version": "1"})
+    return directory
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A saved, untrained tiny BiBERT directory (projection 16), with its manifest like `madr train`'s."""

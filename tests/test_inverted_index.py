@@ -27,12 +27,12 @@ from index_builder import (
     open_index,
 )
 from index_builder.artifact import file_entry
-from model import load_encoder, new_encoder
+from model import load_encoder
 from model.sparse import SparseVector
 from pipelines.index.sparse import build_inverted_index, sparse_queries
-from schemas import PRODUCT_SCHEMA, write_manifest
+from schemas import PRODUCT_SCHEMA
 from schemas.manifest import files_digest
-from tests.conftest import tiny_backbone
+from tests.conftest import save_tiny_uhd_model
 
 N, BUCKETS, N_DIMS, WINNERS = 2_000, 2, 4_096, 32
 MODEL = ("uhd-test", "3")
@@ -291,13 +291,7 @@ TITLES = [
 
 
 def test_build_inverted_index_from_a_tiny_uhd_model(tmp_path: Path, tiny_model_dir: Path) -> None:
-    encoder, tokenizer = new_encoder(
-        "uhd", pretrained=False, backbone=tiny_backbone(), dimensions=256, winners=8,
-        model_id="uhd-tiny", model_version="1",
-    )  # fmt: skip
-    encoder.save_pretrained(tmp_path / "model", tokenizer)
-    # build-sparse-index verifies the model against its manifest before loading it.
-    write_manifest(tmp_path / "model", "madr-model", {"variant": "uhd", "model_version": "1"})
+    save_tiny_uhd_model(tmp_path / "model", dimensions=256, winners=8)
     _write_catalog(tmp_path / "products-00000-of-00001.parquet", TITLES)
     pattern = str(tmp_path / "products-*.parquet")
     index = build_inverted_index(tmp_path / "model", pattern, tmp_path / "index", batch_size=5)

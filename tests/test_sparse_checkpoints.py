@@ -13,12 +13,12 @@ import pytest
 
 import pipelines.index.sparse as sparse_build
 from jobs.cli import main
-from model import load_encoder, new_encoder
+from model import load_encoder
 from model.sparse import SparseVector
 from pipelines.index.sparse import build_inverted_index, sparse_queries
 from pipelines.index.sparse_checkpoints import EncodingCheckpoints, load_chunk, save_chunk
-from schemas import PRODUCT_SCHEMA, write_manifest
-from tests.conftest import tiny_backbone
+from schemas import PRODUCT_SCHEMA
+from tests.conftest import save_tiny_uhd_model
 
 TEXTS = [f"product number {i}" for i in range(8)]
 
@@ -97,15 +97,10 @@ TITLES = [f"{color} {thing}" for color in ("red", "blue", "green") for thing in 
 
 def _tiny_uhd_catalog(tmp_path: Path) -> tuple[Path, str]:
     """A saved tiny random UHD model (with its manifest, as build-sparse-index verifies) and a catalog."""
-    encoder, tokenizer = new_encoder(
-        "uhd", pretrained=False, backbone=tiny_backbone(), dimensions=128, winners=6,
-        model_id="uhd-tiny", model_version="1",
-    )  # fmt: skip
-    encoder.save_pretrained(tmp_path / "model", tokenizer)
-    write_manifest(tmp_path / "model", "madr-model", {"variant": "uhd", "model_version": "1"})
+    model = save_tiny_uhd_model(tmp_path / "model", dimensions=128, winners=6)
     rows = [{"product_id": f"sku-{i}", "title": title} for i, title in enumerate(TITLES)]
     pq.write_table(pa.Table.from_pylist(rows, schema=PRODUCT_SCHEMA), tmp_path / "products.parquet")
-    return tmp_path / "model", str(tmp_path / "products.parquet")
+    return model, str(tmp_path / "products.parquet")
 
 
 def test_a_build_stopped_after_encoding_resumes_without_encoding_again(

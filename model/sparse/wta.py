@@ -13,6 +13,11 @@ from torch import nn
 from torch.nn import functional
 
 
+def _require_winners(k: int, dimensions: int) -> None:
+    if not 1 <= k <= dimensions:
+        raise ValueError(f"k must be in [1, {dimensions}], got {k}")
+
+
 def winner_take_all(scores: torch.Tensor, k: int) -> torch.Tensor:
     """Keep the k largest entries of the last dimension, zero the others (Eq. 3, uhd-bert).
 
@@ -21,8 +26,7 @@ def winner_take_all(scores: torch.Tensor, k: int) -> torch.Tensor:
     every non-winner gets exactly zero: "only the gradients flowing back through the
     winning dimensions" (§3.3).
     """
-    if not 1 <= k <= scores.shape[-1]:
-        raise ValueError(f"k must be in [1, {scores.shape[-1]}], got {k}")
+    _require_winners(k, scores.shape[-1])
     values, indices = scores.topk(k, dim=-1)
     return torch.zeros_like(scores).scatter(-1, indices, values)
 
@@ -51,8 +55,7 @@ def pooled_winners(scores: torch.Tensor, k: int, attention_mask: torch.Tensor) -
     negative or not. Gradients reach the winning scores as in the composition, except where a winner
     scores exactly 0 against a non-winner's 0.
     """
-    if not 1 <= k <= scores.shape[-1]:
-        raise ValueError(f"k must be in [1, {scores.shape[-1]}], got {k}")
+    _require_winners(k, scores.shape[-1])
     batch, tokens, dimensions = scores.shape
     values, indices = scores.topk(k, dim=-1)
     real = attention_mask.bool()

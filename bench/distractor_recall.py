@@ -19,7 +19,10 @@ catalog alone is then embedded reusing those rows by content hash (`--previous`:
 and the test queries are evaluated over each. `--shipped` adds the model `madr demo` ships, trained by its
 recipe (`jobs.shipped_model`) on the experiment's dataset into EXPERIMENT/shipped. Prints R@100 / R@1k /
 R@10k with and without the distractors; saves bench/results/distractor_recall[_quick].json. Embeddings
-stay in `--work` between runs, one folder per variant and model digest.
+stay in `--work` between runs, one folder per variant and model digest. `--add` adds a run's variants to
+the saved file instead of replacing it (zero-shot in both runs, retrieving alike; Holm over all of them):
+
+    python -m bench.distractor_recall --experiment runs/experiment --variants zero-shot,uhd --add
 
 A sparse model (UHD-BERT) is retrieved as `madr experiment` retrieves it, through its binarized inverted
 index (`pipelines.evaluate.sparse`; fp32 torch encoding, `--precision` does not apply), over the same
@@ -40,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.common import report, table
+from bench.common import RESULTS, report, table
 from bench.support import command_line, shared_machine_note, tiny_model
 
 METRICS = ("recall@100", "recall@1000", "recall@10000")
@@ -242,6 +245,33 @@ def against_baseline(evaluations: dict[str, Path], baseline: str) -> dict[str, d
 COMPARED = f"vs {BASELINE}, with distractors"
 
 
+def merged_figures(saved: dict[str, Any], added: dict[str, Any]) -> dict[str, Any]:
+    """`added` (a run's figures) joined to `saved` (an earlier run's): a variant in both takes the added
+    figures, and every comparison with the baseline is Holm-adjusted again over all of them, as if made in
+    one run. Both runs must have compared against the same baseline retrieval (equal R@k with and without
+    the distractors): otherwise the differences would be against two baselines, and it is refused."""
+    from evaluation import holm_adjusted
+
+    def retrieval(figures: dict[str, Any]) -> dict[str, Any]:
+        return {name: {m: f.get(m) for m in (*METRICS, "products")} for name, f in figures[BASELINE].items()}
+
+    if BASELINE not in saved or BASELINE not in added or retrieval(saved) != retrieval(added):
+        raise ValueError(
+            f"{BASELINE} retrieves differently in the saved run and this one (or is missing from one): "
+            f"their differences cannot share one Holm family; run every variant again in one run instead"
+        )
+    compared = {**saved.get(COMPARED, {}), **added.get(COMPARED, {})}
+    holm = holm_adjusted({(v, m): c["p"] for v, by_metric in compared.items() for m, c in by_metric.items()})
+    variants = {k: v for k, v in {**saved, **added}.items() if k != COMPARED}
+    return {
+        **variants,
+        COMPARED: {
+            v: {m: {**c, "p_holm": holm[v, m]} for m, c in by_metric.items()}
+            for v, by_metric in compared.items()
+        },
+    }
+
+
 def recall_table(figures: dict[str, Any]) -> str:
     """R@k per model, with the distractors and over the catalog alone (docs/RESULTS.md copies it)."""
     rows = [
@@ -280,6 +310,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="Also the shipped model, trained by its recipe on the experiment's dataset (EXPERIMENT/shipped)",
     )
     parser.add_argument("--quick", action="store_true", help="1,500 + 3,000 products, a tiny random model")
+    parser.add_argument(
+        "--add",
+        action="store_true",
+        help="Add this run's variants to the saved results file (it must include zero-shot, retrieving as "
+        "it did there): comparisons Holm-adjusted again over all variants, its earlier commands kept",
+    )
     args = parser.parse_args(argv)
     from pipelines.evaluate.sparse import is_sparse_model
 
@@ -344,6 +380,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "products_matching_a_query_intent_mean": {k: round(float(np.mean(v)), 1) for k, v in matches.items()},
         **shared_machine_note(),
     }
+    name = "distractor_recall_quick" if args.quick else "distractor_recall"
+    if args.add:
+        saved = json.loads((RESULTS / f"{name}.json").read_text())
+        figures = merged_figures(saved["figures"], figures)
+        config = {**saved["config"], "added": [*saved["config"].get("added", []), config]}
     print(recall_table(figures))
     print(delta_table(figures))
     median = config["products_matching_a_query_intent_median"]
@@ -351,7 +392,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"A test query's aspects are matched by a median {median['catalog']:.0f} catalog products and "
         f"{median['distractors']:.0f} distractors (unjudged: each counts as a miss when retrieved)"
     )
-    report("distractor_recall_quick" if args.quick else "distractor_recall", config, figures)
+    report(name, config, figures)
     return figures
 
 

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench.distractor_recall import (
+    COMPARED,
     METRICS,
     PREFIX,
     UNION,
@@ -19,6 +20,7 @@ from bench.distractor_recall import (
     distractor_catalog,
     evaluate_sparse_variant,
     intent_matches,
+    merged_figures,
     recall_table,
     union_catalog,
 )
@@ -104,6 +106,35 @@ def test_variants_evaluated_over_other_queries_are_not_compared(tmp_path: Path) 
     }
     with pytest.raises(ValueError, match="different queries"):
         against_baseline(folders, "zero-shot")
+
+
+def _run(baseline_recall: float, variant: str, pvalues: list[float]) -> dict:
+    recall = {m: baseline_recall for m in METRICS}
+    return {
+        "zero-shot": {"with distractors": {**recall, "products": 520, "embed_s": 0.0}},
+        variant: {"with distractors": {**recall, "products": 520, "embed_s": 9.0}},
+        COMPARED: {
+            variant: {m: {"delta": 0.1, "p": p, "p_holm": p} for m, p in zip(METRICS, pvalues, strict=True)}
+        },
+    }
+
+
+def test_a_run_added_to_the_saved_one_is_holm_adjusted_with_it_and_needs_the_same_baseline() -> None:
+    saved, added = _run(0.5, "bibert", [0.01, 0.02, 0.5]), _run(0.5, "uhd", [0.001, 0.03, 0.04])
+    added["zero-shot"]["with distractors"]["embed_s"] = 2238.0  # embedded again: same retrieval
+    merged = merged_figures(saved, added)
+    assert list(merged) == ["zero-shot", "bibert", "uhd", COMPARED]
+    raw = {(v, m): c["p"] for run in (saved, added) for v, by in run[COMPARED].items() for m, c in by.items()}
+    holm = holm_adjusted(raw)
+    assert {(v, m): c["p_holm"] for v, by in merged[COMPARED].items() for m, c in by.items()} == holm
+    # Six tests now, not three: the added run's smallest p is multiplied by 6.
+    assert merged[COMPARED]["uhd"]["recall@100"]["p_holm"] == pytest.approx(0.006)
+    assert delta_table(merged).count("\n") == delta_table(saved).count("\n") + 1
+    # A variant in both runs takes the added figures.
+    again = _run(0.5, "bibert", [0.3, 0.3, 0.3])
+    assert merged_figures(saved, again)[COMPARED]["bibert"]["recall@100"]["p"] == 0.3
+    with pytest.raises(ValueError, match="retrieves differently"):
+        merged_figures(saved, _run(0.51, "uhd", [0.001, 0.03, 0.04]))
 
 
 def test_intent_matches_count_the_products_carrying_every_aspect_a_test_query_names(benchmark: Path) -> None:

@@ -27,9 +27,10 @@ from index_builder import (
     open_index,
 )
 from index_builder.artifact import file_entry
-from model import load_encoder
+from model import Side, load_encoder
 from model.sparse import SparseVector
-from pipelines.index.sparse import build_inverted_index, sparse_queries
+from pipelines.index.sparse import build_inverted_index, encode_sparse, sparse_queries
+from pipelines.progress import ProgressLog
 from schemas import PRODUCT_SCHEMA
 from schemas.manifest import files_digest
 from tests.conftest import save_tiny_uhd_model
@@ -309,3 +310,17 @@ def test_build_inverted_index_from_a_tiny_uhd_model(tmp_path: Path, tiny_model_d
     with pytest.raises(ValueError, match="'bibert' model, which has no sparse buckets"):
         build_inverted_index(tiny_model_dir, pattern, tmp_path / "refused")
     assert not (tmp_path / "refused").exists()
+
+
+def test_encoding_counts_each_batch_into_its_progress_log(tmp_path: Path) -> None:
+    save_tiny_uhd_model(tmp_path / "model", dimensions=256, winners=8)
+    model, tokenizer = load_encoder(tmp_path / "model", "cpu")
+    lines: list[str] = []
+    progress = ProgressLog("texts", total=len(TITLES), interval_s=0.0, log=lines.append)
+    vectors = encode_sparse(model, tokenizer, TITLES, Side.DOCUMENT, batch_size=5, progress=progress)
+    again = encode_sparse(model, tokenizer, TITLES, Side.DOCUMENT, batch_size=5)
+    assert [[b.indices.tolist() for b in v] for v in vectors] == [
+        [b.indices.tolist() for b in v] for v in again
+    ]
+    assert progress.done == len(TITLES) and len(lines) == 3  # batches of 5, 5 and 2
+    assert lines[-1].startswith("texts: 12 of 12 (")

@@ -32,6 +32,7 @@ from index_builder import InvertedIndex
 from model import DenseEncoder, Side, load_encoder, text_for_model
 from model.sparse import SparseVector
 from pipelines.index.sparse_checkpoints import EncodingCheckpoints
+from pipelines.progress import ProgressLog
 from pipelines.verify import model_fingerprint, verify_model
 from schemas import InvalidRecord, validate_product
 
@@ -57,12 +58,14 @@ def encode_sparse(
     side: Side,
     batch_size: int = 64,
     binary: bool = True,
+    progress: ProgressLog | None = None,
 ) -> list[list[SparseVector]]:
     """Per text, per bucket, the active dimensions: binarized (§3.7) or with their bucket values.
 
     Texts are encoded in length-sorted batches (less padding) and returned in input order. A
     binary query scores by counting shared winners (§3.4); ``binary=False`` keeps the query's
     weights, so `InvertedIndex.search` computes Eq. 7 against the binarized documents.
+    ``progress`` counts each batch's texts (a catalog takes hours on CPU).
     """
     require_sparse(encoder, "the encoder")
     if batch_size < 1:
@@ -74,6 +77,8 @@ def encode_sparse(
         output = encoder.embed_texts(tokenizer, [texts[i] for i in chosen], side)
         for i, buckets in zip(chosen, encoder.sparse_buckets(output), strict=True):
             vectors[i] = [bucket.binarized() for bucket in buckets] if binary else buckets
+        if progress is not None:
+            progress.add(len(chosen))
     return vectors
 
 
@@ -176,12 +181,12 @@ def build_inverted_indexes(
     texts = [text_for_model(product, encoder.config) for product in products]
     binary_only = all(binary for _, binary in outs)
 
-    def encode(chunk: Sequence[str]) -> list[list[SparseVector]]:
-        return encode_sparse(encoder, tokenizer, chunk, Side.DOCUMENT, batch_size, binary=binary_only)
+    def encode(chunk: Sequence[str], progress: ProgressLog | None = None) -> list[list[SparseVector]]:
+        return encode_sparse(encoder, tokenizer, chunk, Side.DOCUMENT, batch_size, binary_only, progress)
 
     fingerprint = model_fingerprint(str(model_dir))
-    if checkpoints is None:
-        documents = encode(texts)
+    if checkpoints is None:  # checkpoints log per chunk; without them, per batch
+        documents = encode(texts, ProgressLog("catalog texts encoded (sparse)", total=len(texts)))
     else:
         kept = EncodingCheckpoints(checkpoints, fingerprint)
         documents = kept.encode(texts, f"{Side.DOCUMENT.value} binary={binary_only}", encode)

@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -38,10 +39,12 @@ def tiny_backbone() -> dict:
 
 def save_tiny_uhd_model(directory: Path, dimensions: int, winners: int) -> Path:
     """A tiny random UHD model saved in `directory` with its manifest, as build-sparse-index verifies it."""
-    encoder, tokenizer = new_encoder(
-        "uhd", pretrained=False, backbone=tiny_backbone(), dimensions=dimensions, winners=winners,
-        model_id="uhd-tiny", model_version="1",
-    )  # fmt: skip
+    with torch.random.fork_rng():  # the same random model every run, the caller's generator untouched
+        torch.manual_seed(13)
+        encoder, tokenizer = new_encoder(
+            "uhd", pretrained=False, backbone=tiny_backbone(), dimensions=dimensions, winners=winners,
+            model_id="uhd-tiny", model_version="1",
+        )  # fmt: skip
     encoder.save_pretrained(directory, tokenizer)
     write_manifest(directory, "madr-model", {"variant": "uhd", "model_version": "1"})
     return directory

@@ -25,11 +25,10 @@ from bench.distractor_recall import (
     union_catalog,
 )
 from evaluation import holm_adjusted, paired_t_test
-from model import new_encoder
 from pipelines.evaluate.sparse import run_sparse_evaluation
 from pipelines.layout import DatasetLayout
 from product_data.synthetic import SyntheticConfig, generate_benchmark
-from tests.conftest import tiny_backbone
+from tests.conftest import save_tiny_uhd_model
 
 
 @pytest.fixture(scope="module")
@@ -167,12 +166,8 @@ def test_results_md_holds_the_distractor_tables_of_the_committed_run() -> None:
 def test_a_sparse_model_is_retrieved_through_its_inverted_index_over_union_and_catalog(
     benchmark: Path, tmp_path: Path
 ) -> None:
-    encoder, tokenizer = new_encoder(
-        "uhd", pretrained=False, backbone=tiny_backbone(), dimensions=256, winners=8,
-        model_id="uhd-tiny", model_version="1",
-    )  # fmt: skip
-    model = tmp_path / "uhd"
-    encoder.save_pretrained(model, tokenizer)
+    # Seeded: an unseeded random model now and then kept every distractor out of its top 100.
+    model = save_tiny_uhd_model(tmp_path / "uhd", dimensions=256, winners=8)
     distractors = distractor_catalog(tmp_path / "d", 400, seed=1013)
     union = union_catalog(distractors.parent, benchmark / "products", distractors)
     figures = evaluate_sparse_variant(model, benchmark, union, tmp_path / "work")

@@ -17,6 +17,7 @@ from model import load_encoder
 from model.sparse import SparseVector
 from pipelines.index.sparse import build_inverted_index, sparse_queries
 from pipelines.index.sparse_checkpoints import EncodingCheckpoints, load_chunk, save_chunk
+from pipelines.progress import ProgressLog
 from schemas import PRODUCT_SCHEMA
 from tests.conftest import save_tiny_uhd_model
 
@@ -68,8 +69,10 @@ def test_a_stopped_encoding_resumes_from_its_finished_chunks(tmp_path: Path) -> 
     assert len(list((tmp_path / "kept").glob("chunk-*.npz"))) == 2
     (tmp_path / "kept" / "chunk-leftover.npz.partial").write_bytes(b"half a file")
     resumed = CountingEncoder()
-    vectors = checkpoints.encode(TEXTS, "document binary=True", resumed)
+    progress = ProgressLog("texts", total=len(TEXTS))
+    vectors = checkpoints.encode(TEXTS, "document binary=True", resumed, progress)
     assert resumed.calls == [2]  # only the unfinished chunk
+    assert progress.total == 2  # the 6 texts read back do not pace the ETA
     assert _as_lists(vectors) == _as_lists(_vectors(TEXTS))
     again = CountingEncoder(fail_on_call=1)  # nothing left to encode: never called
     assert _as_lists(checkpoints.encode(TEXTS, "document binary=True", again)) == _as_lists(vectors)

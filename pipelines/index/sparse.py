@@ -181,15 +181,17 @@ def build_inverted_indexes(
     texts = [text_for_model(product, encoder.config) for product in products]
     binary_only = all(binary for _, binary in outs)
 
-    def encode(chunk: Sequence[str], progress: ProgressLog | None = None) -> list[list[SparseVector]]:
+    progress = ProgressLog("catalog texts encoded (sparse)", total=len(texts))
+
+    def encode(chunk: Sequence[str]) -> list[list[SparseVector]]:
         return encode_sparse(encoder, tokenizer, chunk, Side.DOCUMENT, batch_size, binary_only, progress)
 
     fingerprint = model_fingerprint(str(model_dir))
-    if checkpoints is None:  # checkpoints log per chunk; without them, per batch
-        documents = encode(texts, ProgressLog("catalog texts encoded (sparse)", total=len(texts)))
+    if checkpoints is None:
+        documents = encode(texts)
     else:
         kept = EncodingCheckpoints(checkpoints, fingerprint)
-        documents = kept.encode(texts, f"{Side.DOCUMENT.value} binary={binary_only}", encode)
+        documents = kept.encode(texts, f"{Side.DOCUMENT.value} binary={binary_only}", encode, progress)
     encoded = time.perf_counter()
     buckets = len(documents[0])
     # Every variant's embedding is the B buckets concatenated, so its width gives n without asking

@@ -76,14 +76,20 @@ class EncodingCheckpoints:
             digest.update(text.encode() + b"\0")
         return self.folder / f"chunk-{digest.hexdigest()[:24]}.npz"
 
-    def encode(self, texts: Sequence[str], what: str, encode_chunk: EncodeChunk) -> list[list[SparseVector]]:
+    def encode(
+        self,
+        texts: Sequence[str],
+        what: str,
+        encode_chunk: EncodeChunk,
+        progress: ProgressLog | None = None,
+    ) -> list[list[SparseVector]]:
         """Every text's vectors, in order: finished chunks loaded, the others encoded and kept.
 
         `what` names the encoding beyond the model (side, binary or not); `encode_chunk` encodes a
-        list of texts as `pipelines.index.sparse.encode_sparse` does.
+        list of texts as `pipelines.index.sparse.encode_sparse` does, counting them into `progress`;
+        the finished chunks read back are taken out of its total, so they do not pace its ETA.
         """
         self.folder.mkdir(parents=True, exist_ok=True)
-        progress = ProgressLog("catalog texts encoded (sparse)", total=len(texts))
         vectors: list[list[SparseVector]] = []
         reused = 0
         for start in range(0, len(texts), self.chunk_size):
@@ -91,13 +97,13 @@ class EncodingCheckpoints:
             path = self.chunk_path(chunk, what)
             if path.is_file():
                 vectors.extend(load_chunk(path))
-                progress.skip(len(chunk))
+                if progress is not None:
+                    progress.skip(len(chunk))
                 reused += len(chunk)
                 continue
             encoded = encode_chunk(chunk)
             save_chunk(path, encoded)
             vectors.extend(encoded)
-            progress.add(len(chunk))
         LOGGER.info(
             "%d texts: %d encoded, %d read back from finished chunks in %s",
             len(texts),

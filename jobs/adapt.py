@@ -96,9 +96,11 @@ def add_adapt_arguments(parser: argparse.ArgumentParser) -> None:
 
 def job_from_args(args: argparse.Namespace) -> AdaptJob:
     values = config_values(AdaptJob, args, only=ADAPT_FLAGS)
+    # The flag is a folder; the job holds its layout (checked to have products).
+    dataset = DatasetLayout(values.pop("dataset")).require_products()
     return AdaptJob(
         **values,
-        dataset=DatasetLayout(values["dataset"]).require_products(),
+        dataset=dataset,
         output=args.out,
         held_out=HeldOutProducts(args.held_out_fraction),
         overwrite=args.overwrite,

@@ -151,3 +151,17 @@ def test_wise_ft_alpha_averages_the_saved_model_with_the_backbone(
     torch.testing.assert_close(state["towers.shared.projection.weight"], torch.eye(32))
     manifest = json.loads((Path(report.model_dir) / "manifest.json").read_text())
     assert manifest["wise_ft_alpha"] == 0.0
+
+
+@pytest.mark.e2e
+def test_madr_adapt_runs_as_the_readme_types_it(catalog, tmp_path, capsys) -> None:
+    """`madr adapt --data DIR --output MODEL` through the console's argv (it crashed on a doubled
+    `dataset` keyword while every test called the Python API), on the bundled backbone."""
+    from jobs.cli import main
+
+    output = tmp_path / "adapted"
+    argv = ["adapt", "--data", catalog.root, "--output", str(output), "--evaluation", "none"]
+    argv += ["--max_steps", "2", "--min_steps", "0", "--batch_size", "8", "--max_products", "60"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert (output / "manifest.json").is_file()
+    assert "held-out products" in capsys.readouterr().out

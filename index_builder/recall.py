@@ -67,6 +67,9 @@ class RecallReport:
     reason: str | None = None
     speed: dict[str, Any] | None = None
     recall_at_10: float | None = None
+    # The search settings per depth (`index_builder.schedule.SearchSchedule.to_list`): what serves each
+    # k, with the recall and both speeds measured there. `ScannIndex.load` searches by it.
+    schedule: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -127,7 +130,7 @@ def _overlap(
     return hits / (len(found) * k)
 
 
-class _RecallProbe:
+class RecallProbe:
     """Held-out (and evaluation) queries with their exact top-k, for measuring many settings."""
 
     def __init__(
@@ -137,6 +140,7 @@ class _RecallProbe:
         k: int,
         num_queries: int,
         evaluation_queries: np.ndarray | None,
+        exact: ExactSearcher | None = None,
     ) -> None:
         self.index = index
         self.embeddings = embeddings
@@ -144,7 +148,7 @@ class _RecallProbe:
         self.own = recall_queries(embeddings, num_queries)
         self.held_out = np.ascontiguousarray(embeddings[self.own], dtype=np.float32)
         self.evaluation = None if evaluation_queries is None else np.asarray(evaluation_queries, np.float32)
-        exact = ExactSearcher(embeddings, index.ids)
+        exact = exact or ExactSearcher(embeddings, index.ids)
         self.truth = _drop_self(exact.search(self.held_out, k + 1).indices, self.own, k)
         self.evaluation_truth = None
         if self.evaluation is not None and len(self.evaluation):
@@ -196,7 +200,7 @@ def tune_recall(
         return index, RecallReport(k, 0, 1.0, target, exact=True)
     if embeddings.shape[0] != n:
         raise ValueError(f"{embeddings.shape[0]} embeddings for an index of {n} vectors")
-    probe = _RecallProbe(index, embeddings, k, num_queries, evaluation_queries)
+    probe = RecallProbe(index, embeddings, k, num_queries, evaluation_queries)
     num_leaves = config.num_leaves
     cap = num_leaves
     if max_leaves_to_search is not None and num_leaves is not None:
@@ -268,6 +272,7 @@ def recall_summary(report: RecallReport) -> str:
 __all__: Sequence[str] = (
     "DEFAULT_RECALL_QUERIES",
     "DEFAULT_TARGET_RECALL",
+    "RecallProbe",
     "RecallReport",
     "RecallTargetError",
     "check_target",

@@ -8,7 +8,6 @@ from the config and k alone.
 from __future__ import annotations
 
 import errno
-import io
 import json
 import logging
 import os
@@ -18,13 +17,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import scann
-from scann.scann_ops.py.scann_builder import ReorderType
 
 from index_builder.artifact import (
     IDS_FILE,
@@ -41,8 +38,10 @@ from index_builder.artifact import (
     write_ids,
     write_manifest,
 )
-from index_builder.config import ReorderPrecision, ScannIndexConfig, Scoring
+from index_builder.config import ScannIndexConfig, Scoring
 from index_builder.exact import ExactSearcher
+from index_builder.scann_assets import exact_searcher, scann_builder, scann_version, write_serving_defaults
+from index_builder.schedule import EXACT, SearchSchedule
 from index_builder.searcher import (
     SearchResult,
     as_corpus,
@@ -71,69 +70,6 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _npy_array(contents: bytearray) -> np.ndarray:
-    """The array a .npy file's bytes hold, as a view of `contents` (no copy: the vectors of a 1M-product
-    index are 1.5 GB). Raises ValueError on a malformed header or an object dtype, as np.load does."""
-    header = io.BytesIO(bytes(contents[: min(len(contents), 1 << 16)]))
-    major, _ = np.lib.format.read_magic(header)
-    read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-    shape, fortran_order, dtype = read_header(header)
-    if dtype.hasobject:
-        raise ValueError("it holds Python objects, which are never loaded")
-    count = int(np.prod(shape))
-    array = np.frombuffer(contents, dtype=dtype, count=count, offset=header.tell())
-    return array.reshape(shape, order="F" if fortran_order else "C")
-
-
-def _exact_searcher(contents: bytearray, ids: list[str], directory: Path) -> ExactSearcher:
-    """The exact searcher over the float32 vectors of a brute-force ScaNN artifact (its hashed bytes)."""
-    try:
-        vectors = _npy_array(contents)
-    except ValueError as err:
-        raise IndexArtifactError(f"{directory / SCANN_DIR / 'dataset.npy'} is unreadable: {err}") from err
-    if vectors.ndim != 2 or vectors.shape[0] != len(ids):
-        raise IndexArtifactError(
-            f"{directory / SCANN_DIR / 'dataset.npy'} holds {vectors.shape} vectors for {len(ids)} ids; "
-            f"{REBUILD_HINT}"
-        )
-    return ExactSearcher(vectors, ids)
-
-
-def _scann_version() -> str:
-    # scann 1.4.2 has no __version__; the installed distribution knows.
-    try:
-        return metadata.version("scann")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def scann_builder(config: ScannIndexConfig, embeddings: np.ndarray) -> Any:
-    """ScaNN's own builder, configured from `config`: the one place our config becomes ScaNN calls.
-
-    `ScannIndex.train` builds from it; the TF export asks it for ScaNN's text config.
-    """
-    # num_neighbors is only ScaNN's default for calls that omit it; search() never omits it.
-    builder = scann.scann_ops_pybind.builder(embeddings, min(10, config.num_vectors), config.distance)
-    if config.uses_tree:
-        builder = builder.tree(
-            num_leaves=config.num_leaves,
-            num_leaves_to_search=config.num_leaves_to_search,
-            training_sample_size=config.training_sample_size,
-            soar_lambda=config.soar_lambda,
-        )
-    if config.scoring is Scoring.ASYMMETRIC_HASHING:
-        precision = {
-            ReorderPrecision.FLOAT32: ReorderType.FLOAT32,
-            ReorderPrecision.INT8: ReorderType.INT8,
-        }[config.reorder_precision]
-        return builder.score_ah(
-            config.dimensions_per_block,
-            anisotropic_quantization_threshold=config.anisotropic_quantization_threshold,
-            training_sample_size=config.training_sample_size,
-        ).reorder(config.reorder_candidates, quantize=precision)
-    return builder.score_brute_force()
-
-
 def scores_every_vector(config: ScannIndexConfig) -> bool:
     """Whether `config` is exact: brute-force scoring of every vector (no tree)."""
     return config.scoring is Scoring.BRUTE_FORCE and not config.uses_tree
@@ -159,9 +95,13 @@ class ScannIndex:
         manifest: IndexManifest | None = None,
         search_threads: int | None = None,
         exact: ExactSearcher | None = None,
+        schedule: SearchSchedule | None = None,
     ) -> None:
         self._searcher = searcher
         self._exact = exact
+        self._schedule = schedule
+        if schedule is not None and schedule.uses_exact and exact is None:
+            raise ValueError("the schedule scores some depths exactly, but no exact searcher was given")
         self._ids = np.asarray(list(ids), dtype=object)
         self._config = config
         self._manifest = manifest
@@ -214,8 +154,14 @@ class ScannIndex:
 
     @property
     def exact_searcher(self) -> ExactSearcher | None:
-        """The exact searcher an exact config searches with (None for a tree or hashing index)."""
+        """The exact searcher an exact config searches with, or a tree's for the depths its schedule
+        scores exactly (None for a tree or hashing index that has none)."""
         return self._exact
+
+    @property
+    def schedule(self) -> SearchSchedule | None:
+        """What serves each depth (`index_builder.schedule`); None: the config's rule widens per k."""
+        return self._schedule
 
     @property
     def manifest(self) -> IndexManifest | None:
@@ -250,22 +196,28 @@ class ScannIndex:
     ) -> SearchResult:
         """Top-min(k, n) neighbours per query, sorted by score descending, ties by corpus row.
 
-        By default the leaves and the re-ranking depth come from the config, widened for
-        large k (`ScannIndexConfig.search_leaves` / `search_reorder`); the keyword
-        overrides are taken literally, for tuning sweeps. A row the searched leaves
+        By default a tuned index searches as its schedule's entry for k says (the smallest listed
+        depth >= k: the tree's settings tuned there, or exact scoring where that was faster); an
+        index without one takes the leaves and re-ranking depth from the config, widened for large k
+        (`ScannIndexConfig.search_leaves` / `search_reorder`). The keyword overrides are taken
+        literally (always the tree), for tuning sweeps. A row the searched leaves
         cannot fill with k_eff vectors (ScaNN pads it with NaN) is searched again over
         every leaf, so every row always has k_eff real neighbours.
         """
-        if self._exact is not None:
-            if leaves_to_search is not None or pre_reorder_num_neighbors is not None:
+        overridden = leaves_to_search is not None or pre_reorder_num_neighbors is not None
+        if self._searcher is None:
+            if overridden:
                 raise ValueError("an exact index scores every vector: it takes no search settings")
             return self._exact.search(queries, k)
         matrix = as_query_matrix(queries, self.dimension)
         k_eff = effective_k(k, self.size)
-        leaves = leaves_to_search
-        if leaves is None:
+        leaves, depth = self._default_settings(k_eff) if not overridden else (None, None)
+        if leaves == "exact":
+            return self._exact.search(queries, k)
+        leaves = leaves_to_search if leaves_to_search is not None else leaves
+        depth = pre_reorder_num_neighbors if pre_reorder_num_neighbors is not None else depth
+        if leaves is None and not overridden:
             leaves = self._config.search_leaves(k_eff)
-        depth = pre_reorder_num_neighbors
         if depth is None:
             depth = self._config.search_reorder(k_eff)
         if leaves is not None and self._config.num_leaves is None:
@@ -281,6 +233,21 @@ class ScannIndex:
             indices[short], scores[short] = self._search_blocks(matrix[short], k_eff, depth, every_leaf)
         indices, scores = sort_rows(indices, scores)
         return make_result(indices, scores, self._ids)
+
+    def _default_settings(self, k: int) -> tuple[Any, int | None]:
+        """(leaves, re-ranking) for k from the schedule, ("exact", None) where it scores exactly, or
+        (None, None): the config's rule. Beyond the deepest entry, the rule widens the tree's settings."""
+        if self._schedule is None:
+            return None, None
+        entry = self._schedule.entry_for(k)
+        if entry.searcher == EXACT:
+            return "exact", None
+        if k <= entry.depth:
+            return entry.leaves_to_search, entry.pre_reorder_num_neighbors
+        leaves = self._config.search_leaves(k)
+        if leaves is not None and entry.leaves_to_search is not None:
+            leaves = max(leaves, entry.leaves_to_search)
+        return leaves, max(self._config.search_reorder(k), entry.pre_reorder_num_neighbors or 0)
 
     def _search_blocks(
         self, matrix: np.ndarray, k: int, depth: int, leaves: int | None
@@ -313,7 +280,22 @@ class ScannIndex:
         config = replace(
             self._config, num_leaves_to_search=num_leaves_to_search, reorder_candidates=reorder_candidates
         )
-        return ScannIndex(self._searcher, self._ids, config, None, self._search_threads, self._exact)
+        return ScannIndex(
+            self._searcher, self._ids, config, None, self._search_threads, self._exact, self._schedule
+        )
+
+    def with_schedule(self, schedule: SearchSchedule, exact: ExactSearcher | None) -> ScannIndex:
+        """The same trained tree searched by `schedule`; its stored settings (a plain ScaNN caller's
+        defaults) become the shallowest tuned entry's. `exact` scores the depths the schedule scores
+        exactly (None when it has none)."""
+        default = schedule.serving_default
+        leaves, reorder = self._config.num_leaves_to_search, self._config.reorder_candidates
+        if default is not None:
+            leaves = default.leaves_to_search if leaves is not None else None
+            reorder = default.pre_reorder_num_neighbors if reorder is not None else None
+        config = replace(self._config, num_leaves_to_search=leaves, reorder_candidates=reorder)
+        exact = exact if schedule.uses_exact else None
+        return ScannIndex(self._searcher, self._ids, config, None, self._search_threads, exact, schedule)
 
     def save(
         self,
@@ -351,6 +333,8 @@ class ScannIndex:
             raise OSError(
                 code, f"ScaNN could not write the index ({error}; {free} bytes free)", str(directory)
             ) from error
+        if self._searcher is not None:  # a plain ScaNN caller's defaults: the stored (k = 10) settings
+            write_serving_defaults(directory / SCANN_DIR, self._config)
         write_ids(directory, self._ids.tolist())
         manifest = IndexManifest(
             model_id=model_id,
@@ -359,7 +343,7 @@ class ScannIndex:
             count=self.size,
             config=self._config,
             created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            scann_version=_scann_version(),
+            scann_version=scann_version(),
             files=list_files(directory),
             extra=extra,
             recall=None if recall is None else dict(recall),
@@ -383,13 +367,22 @@ class ScannIndex:
             # madr's exact searcher parses the vectors from the bytes it hashed; ScaNN reads nothing.
             contents = read_verified_files(directory, manifest)
             ids = read_ids(directory, manifest.count, contents.pop(IDS_FILE))
-            exact = _exact_searcher(contents[f"{SCANN_DIR}/dataset.npy"], ids, directory)
+            exact = exact_searcher(contents[f"{SCANN_DIR}/dataset.npy"], ids, directory)
             return cls(None, ids, manifest.config, manifest, exact=exact)
         # ScaNN reads from a private copy made of the bytes it hashed while copying: nothing planted or
         # swapped in the artifact after the check (a pickle ScaNN would unpickle) reaches it.
         with tempfile.TemporaryDirectory(prefix="madr-index-") as private:
             copy_verified_files(directory, manifest, "", Path(private))
             ids = read_ids(Path(private), manifest.count)
+            schedule, exact = _schedule_of(manifest, directory), None
+            if schedule is not None and schedule.uses_exact:
+                vectors = Path(private) / SCANN_DIR / "dataset.npy"
+                if not vectors.is_file():
+                    raise IndexArtifactError(
+                        f"{directory / 'manifest.json'} scores some depths exactly, but {scann_dir} keeps "
+                        f"no float32 vectors (dataset.npy); {REBUILD_HINT}"
+                    )
+                exact = exact_searcher(bytearray(vectors.read_bytes()), ids, directory)
             try:
                 searcher = scann.scann_ops_pybind.load_searcher(
                     str(Path(private) / SCANN_DIR), assets_backcompat_shim=False
@@ -401,4 +394,14 @@ class ScannIndex:
                 f"{directory / SCANN_DIR} holds {searcher.size()} vectors but {directory / IDS_FILE} "
                 f"has {manifest.count} ids; {REBUILD_HINT}"
             )
-        return cls(searcher, ids, manifest.config, manifest)
+        return cls(searcher, ids, manifest.config, manifest, exact=exact, schedule=schedule)
+
+
+def _schedule_of(manifest: IndexManifest, directory: Path) -> SearchSchedule | None:
+    """The manifest's search schedule (None for an index built before schedules, or untuned)."""
+    try:
+        return SearchSchedule.from_list((manifest.recall or {}).get("schedule"))
+    except (TypeError, ValueError) as err:
+        raise IndexArtifactError(
+            f"{directory / 'manifest.json'} has an invalid search schedule: {err}; {REBUILD_HINT}"
+        ) from err

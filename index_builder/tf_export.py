@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from index_builder.config import ScannIndexConfig
-from index_builder.scann_index import scann_builder
+from index_builder.scann_assets import scann_builder
 from index_builder.searcher import as_corpus
 
 INSTALL_HINT = "pip install madr[serving]"

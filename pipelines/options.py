@@ -19,6 +19,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from evaluation import DEFAULT_METRICS
 from index_builder.config import ReorderPrecision, Scoring
 from index_builder.recall import DEFAULT_TARGET_RECALL
+from index_builder.schedule import DEFAULT_SERVING_DEPTHS, parse_depths
 from model.annotations import STATED_ASPECTS, AbstentionRule
 from pipelines.stage_config import options_class, setting, switch
 from schemas import ECOMMERCE_ASPECTS
@@ -276,6 +277,13 @@ class IndexSettings:
         "keeps the ScaNN settings below as given). A partitioned index also records the recall of its "
         "shards searched as one",
     )
+    serving_depths: str = setting(
+        ",".join(str(depth) for depth in DEFAULT_SERVING_DEPTHS),
+        "Depths a search server asks for, tuned each on its own besides max_k: for each, the cheapest "
+        "leaves-to-search and re-ranking depth reaching --target_recall, served by the tree or by exact "
+        "scoring, whichever answered faster there (the manifest's recall.schedule). ScaNN's own defaults in "
+        "the artifact are the shallowest depth's",
+    )
     scoring: str | None = setting(
         None,
         "ScaNN: asymmetric_hashing (quantised, re-ranked) or brute_force (exact); default: brute force "
@@ -308,6 +316,12 @@ class IndexSettings:
     def __post_init__(self) -> None:
         if self.num_index_shards < 1 or self.max_k < 1:
             raise ValueError("--num_index_shards and --max_k must be >= 1")
+        parse_depths(self.serving_depths)
+
+    @property
+    def depths(self) -> tuple[int, ...]:
+        """`serving_depths` as ints (max_k is added by the build)."""
+        return parse_depths(self.serving_depths)
 
     def scann_settings(self) -> dict[str, Any]:
         """The ScaNN fields given, for `config_for_corpus`."""

@@ -23,6 +23,7 @@ from index_builder import (
     ScannIndex,
     ScannIndexBuilder,
     Scoring,
+    depth_tuning,
     tune_recall,
 )
 from index_builder import tuned as tuned_builds
@@ -160,15 +161,21 @@ def test_brute_force_is_exact_without_measuring() -> None:
     assert tuned is index and report.exact and report.recall_at_k == 1.0 and report.queries == 0
 
 
-def _timed_as(monkeypatch: pytest.MonkeyPatch, approximate: float, exact: float) -> None:
-    """Make the build's speed check see these queries/s (exact: an exact-scored index, which searches with
-    madr's exact searcher)."""
+def _timed_as(
+    monkeypatch: pytest.MonkeyPatch, approximate: float | dict[int, float], exact: float
+) -> list[int]:
+    """Make the build's speed checks see these queries/s: `exact` for madr's exact searcher, `approximate`
+    for the tree (per depth when a dict). Returns the list each timing appends its k to."""
+    timed: list[int] = []
 
-    def speed(index: ScannIndex, queries: np.ndarray, k: int) -> float:
-        brute = index.config.scoring is Scoring.BRUTE_FORCE and not index.config.uses_tree
-        return exact if brute else approximate
+    def speed(searcher, queries: np.ndarray, k: int, **options) -> float:
+        timed.append(k)
+        if isinstance(searcher, ExactSearcher):
+            return exact
+        return approximate[k] if isinstance(approximate, dict) else approximate
 
-    monkeypatch.setattr(tuned_builds, "queries_per_second", speed)
+    monkeypatch.setattr(depth_tuning, "queries_per_second", speed)
+    return timed
 
 
 def test_build_index_writes_the_tuned_recall(diffuse: np.ndarray, tmp_path: Path, monkeypatch) -> None:
@@ -177,14 +184,16 @@ def test_build_index_writes_the_tuned_recall(diffuse: np.ndarray, tmp_path: Path
     report = index_embeddings(str(tmp_path / "embeddings"), str(tmp_path / "index"), max_k=MAX_K)
     manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
     assert manifest["recall"] == report.recall and report.recall["recall_at_k"] >= DEFAULT_TARGET_RECALL
-    assert report.recall["target"] == DEFAULT_TARGET_RECALL and len(report.recall["settings_tried"]) >= 2
-    tuned = manifest["config"]["num_leaves_to_search"]
-    assert tuned == report.recall["settings_tried"][-1]["leaves_to_search"]
-    assert ScannIndex.load(tmp_path / "index").config.num_leaves_to_search == tuned
-    assert manifest["recall"]["choice"] == "approximate"
-    speed = manifest["recall"]["speed"]
-    assert (speed["approximate_qps"], speed["exact_qps"]) == (2_000, 1_000)
-    assert speed["k"] == MAX_K
+    assert report.recall["target"] == DEFAULT_TARGET_RECALL
+    [entry] = manifest["recall"]["schedule"]
+    assert entry["depth"] == MAX_K and entry["searcher"] == "tree" and entry["tree_recall"] >= 0.95
+    assert (entry["tree_qps"], entry["exact_qps"]) == (2_000, 1_000)
+    # The stored settings (what a plain ScaNN caller gets) are the k = 10 entry's.
+    assert manifest["config"]["num_leaves_to_search"] == entry["leaves_to_search"]
+    assert manifest["config"]["reorder_candidates"] == entry["pre_reorder_num_neighbors"]
+    loaded = ScannIndex.load(tmp_path / "index")
+    assert loaded.schedule.entries[0].to_dict() == entry
+    assert manifest["recall"]["choice"] == "approximate" and manifest["recall"]["speed"]["vectors"] == N
 
 
 def test_an_index_slower_than_exact_scoring_ships_exact_and_says_why(
@@ -197,7 +206,7 @@ def test_an_index_slower_than_exact_scoring_ships_exact_and_says_why(
     report = index_embeddings(str(tmp_path / "embeddings"), str(tmp_path / "index"), max_k=MAX_K)
     recall = json.loads((tmp_path / "index" / "manifest.json").read_text())["recall"]
     assert recall == report.recall and recall["choice"] == "exact" and recall["recall_at_k"] == 1.0
-    assert "answers 176 queries/s at k=10, exact scoring 2000" in recall["reason"]
+    assert "k=10: exact scoring answers 2,000 queries/s, the tree 176" in recall["reason"]
     loaded = ScannIndex.load(tmp_path / "index")
     assert loaded.config.scoring is Scoring.BRUTE_FORCE and not loaded.config.uses_tree
     # Shipped exact scoring is madr's exact searcher itself, so it is never slower than exact search.
@@ -205,15 +214,11 @@ def test_an_index_slower_than_exact_scoring_ships_exact_and_says_why(
 
 
 def test_an_unreachable_target_falls_back_to_exact_scoring(diffuse: np.ndarray, monkeypatch) -> None:
-    capped = tuned_builds.tune_recall
-
-    def tune_with_two_leaves(index, embeddings, max_k, target, **options):
-        return capped(index, embeddings, max_k, target, max_leaves_to_search=2, **options)
-
-    monkeypatch.setattr(tuned_builds, "tune_recall", tune_with_two_leaves)
+    timed = _timed_as(monkeypatch, approximate=2_000.0, exact=1_000.0)
+    monkeypatch.setattr(depth_tuning, "leaf_ladder", lambda num_leaves: [1, 2])  # at most 2 leaves
     config = ScannIndexBuilder.for_corpus(N, DIM, max_k=MAX_K).create_config()
     index, report = tuned_builds.train_within_target(config, diffuse, IDS, MAX_K, 0.95)
-    assert report.choice == "exact" and "could not reach the target" in report.reason
+    assert report.choice == "exact" and "below the target 0.95" in report.reason and not timed
     assert index.config.scoring is Scoring.BRUTE_FORCE and report.recall_at_k == 1.0
     assert isinstance(index.exact_searcher, ExactSearcher)
 
@@ -299,10 +304,8 @@ def test_a_nightly_index_reuses_last_nights_exact_choice_until_the_corpus_size_m
 
     from pipelines.index.partitioned import run_build_index
 
-    _timed_as(monkeypatch, approximate=176.0, exact=2_000.0)
-    timed, trained = [], []
-    timing, training = tuned_builds.queries_per_second, tuned_builds.ScannIndex.train
-    monkeypatch.setattr(tuned_builds, "queries_per_second", lambda *a: timed.append(1) or timing(*a))
+    timed, trained = _timed_as(monkeypatch, approximate=176.0, exact=2_000.0), []
+    training = tuned_builds.ScannIndex.train
     monkeypatch.setattr(
         tuned_builds.ScannIndex,
         "train",
@@ -323,13 +326,13 @@ def test_a_nightly_index_reuses_last_nights_exact_choice_until_the_corpus_size_m
         return shard
 
     first = night("night-1", N, None)
-    assert "answers 176 queries/s" in first["reason"] and first["speed"]["vectors"] == N
+    assert "the tree 176" in first["reason"] and first["speed"]["vectors"] == N
     assert timed and True in trained  # a tree was trained and timed
     second = night("night-2", N - 2_000, str(tmp_path / "night-1"))
     assert second["reason"].startswith("exact again without training a tree: a build of 20,000 vectors")
     assert not timed and True not in trained and second["speed"] == first["speed"]
     third = night("night-3", 14_000, str(tmp_path / "night-2"))  # 0.7x the size night 1 timed
-    assert "answers 176 queries/s" in third["reason"] and third["speed"]["vectors"] == 14_000
+    assert "the tree 176" in third["reason"] and third["speed"]["vectors"] == 14_000
     assert timed and True in trained
 
 
@@ -343,5 +346,5 @@ def test_madr_build_index_reuses_the_exact_choice_of_its_previous_index(
         argv = ["build-index", "--embeddings", str(tmp_path / "embeddings"), "--out", str(tmp_path / name)]
         assert main([*argv, "--max_k", str(MAX_K), *previous]) == 0
         reasons.append(json.loads((tmp_path / name / "manifest.json").read_text())["recall"]["reason"])
-    assert "answers 176 queries/s" in reasons[0]
+    assert "the tree 176" in reasons[0]
     assert reasons[1].startswith("exact again without training a tree: a build of 20,000 vectors")

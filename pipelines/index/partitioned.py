@@ -239,6 +239,7 @@ def plan_partitioned_build(config: IndexBuildConfig, folder: str) -> tuple[Parti
         plan.target_recall,
         tuple(settings.scann_settings().items()),
         tuple(shard_recall(config.previous_index, i, plan.num_shards) for i in range(plan.num_shards)),
+        settings.depths,
     )
     return plan, build
 

@@ -32,6 +32,7 @@ from index_builder.artifact import IndexManifest
 from index_builder.builder import config_for_corpus
 from index_builder.partitioned import shard_dir_name
 from index_builder.recall import check_target
+from index_builder.schedule import DEFAULT_SERVING_DEPTHS
 from index_builder.tuned import train_within_target
 from pipelines.artifacts import list_files
 from pipelines.catalog_io import METRICS_NAMESPACE
@@ -58,6 +59,8 @@ class ShardBuild:
     scann_settings: tuple[tuple[str, Any], ...] = ()
     # Each shard's ``recall`` entry from the previous build of this index (`shard_recall`), or ().
     earlier: tuple[dict[str, Any] | None, ...] = ()
+    # The depths each shard's search is tuned for besides max_k (`index_builder.schedule`).
+    serving_depths: tuple[int, ...] = DEFAULT_SERVING_DEPTHS
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target_recall", check_target(self.target_recall))
@@ -103,7 +106,13 @@ class BuildShardFn(beam.DoFn):
         # top-k, and the union is measured after the build.
         earlier = build.earlier[shard] if shard < len(build.earlier) else None
         index, recall = train_within_target(
-            config, matrix, ids, build.max_k, build.target_recall, earlier=earlier
+            config,
+            matrix,
+            ids,
+            build.max_k,
+            build.target_recall,
+            serving_depths=build.serving_depths,
+            earlier=earlier,
         )
         seconds = time.perf_counter() - started
         name = shard_dir_name(shard, build.num_shards)

@@ -68,7 +68,9 @@ def build_index(config: IndexBuildConfig) -> IndexBuildReport:
         started = time.perf_counter()
         # Trained, tuned to the target, and replaced by exact scoring where that is faster.
         earlier = shard_recall(build.previous_index, 0, 1)
-        index, recall = train_within_target(config, matrix, ids, max_k, target_recall, earlier=earlier)
+        index, recall = train_within_target(
+            config, matrix, ids, max_k, target_recall, serving_depths=settings.depths, earlier=earlier
+        )
         seconds = time.perf_counter() - started
         built_rate = len(ids) / max(seconds, 1e-9)
         LOGGER.info("built and tuned in %.1f s (%.0f vectors/s)", seconds, built_rate)

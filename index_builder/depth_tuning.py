@@ -1,0 +1,208 @@
+"""Tune a trained tree per depth: the cheapest search reaching the recall target at each k, timed
+against exact scoring at that k, makes a `SearchSchedule`.
+
+For each depth d of the schedule (`schedule.schedule_depths`):
+
+1. **Leaves.** With a deep re-ranking (32 x the depth's base), the fewest leaves on a doubling ladder
+   whose recall@d on held-out corpus vectors reaches the target (binary search: recall grows with
+   the leaves). None: the tree cannot serve d.
+2. **Re-ranking.** For that leaf count and the next two rungs (more leaves can need fewer re-ranked
+   candidates), the smallest re-ranking depth on its ladder that still reaches the target.
+3. **Speed.** Each such candidate and exact scoring are timed at d on the same held-out corpus vectors;
+   the fastest candidate is the tree's, and the faster of tree and exact serves d.
+
+Recall is measured as `index_builder.recall` does (own row excluded, neighbours as near as the true
+k-th count), on fewer queries for deeper depths (each averages more hits): 1,000 at k = 10, 100 from
+k = 200 on. A ladder of leaves and re-ranking is what a plain ScaNN user would sweep by hand; the
+figure to beat is the best queries/s such a sweep finds at the same recall (bench/serving_bench.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from index_builder.exact import ExactSearcher
+from index_builder.recall import RecallProbe, recall_queries
+from index_builder.scann_index import ScannIndex
+from index_builder.schedule import EXACT, TREE, DepthEntry, SearchSchedule
+
+logger = logging.getLogger(__name__)
+
+# Held-out corpus vectors each searcher is timed on (the same ones for both), and how often.
+SPEED_QUERIES = 200
+SPEED_REPEATS = 3
+# Recall queries per depth: about this many neighbours in all, between the bounds.
+RECALL_HITS = 20_000
+MIN_RECALL_QUERIES, MAX_RECALL_QUERIES = 100, 1_000
+# Re-ranking ladder: from max(depth, MIN_REORDER_BASE), doubling REORDER_RUNGS - 1 times (capped at n).
+MIN_REORDER_BASE = 20
+REORDER_RUNGS = 6
+# Leaves ladder: from num_leaves / LEAF_LADDER_START (at least 1), doubling up to every leaf.
+LEAF_LADDER_START = 512
+# Leaf counts whose cheapest re-ranking is timed: the fewest that reach the target and the next rungs.
+LEAF_CANDIDATES = 3
+
+
+def queries_per_second(searcher: ScannIndex | ExactSearcher, queries: np.ndarray, k: int, **options) -> float:
+    """The best of `SPEED_REPEATS` timed searches of `queries` at `k`, after one warm-up."""
+    searcher.search(queries[:1], k, **options)
+    best = float("inf")
+    for _ in range(SPEED_REPEATS):
+        started = time.perf_counter()
+        searcher.search(queries, k, **options)
+        best = min(best, time.perf_counter() - started)
+    return len(queries) / max(best, 1e-9)
+
+
+def recall_query_count(depth: int) -> int:
+    return min(MAX_RECALL_QUERIES, max(MIN_RECALL_QUERIES, RECALL_HITS // max(depth, 1)))
+
+
+def leaf_ladder(num_leaves: int | None) -> list[int | None]:
+    if num_leaves is None:
+        return [None]
+    rungs, leaves = [], max(1, math.ceil(num_leaves / LEAF_LADDER_START))
+    while leaves < num_leaves:
+        rungs.append(leaves)
+        leaves *= 2
+    return [*rungs, num_leaves]
+
+
+def reorder_ladder(depth: int, num_vectors: int, reranks: bool) -> list[int]:
+    """Re-ranking depths to try for `depth` neighbours ([depth] alone when the scoring is exact)."""
+    if not reranks:
+        return [depth]
+    base = min(num_vectors, max(depth, MIN_REORDER_BASE))
+    return sorted({min(num_vectors, base * 2**rung) for rung in range(REORDER_RUNGS)})
+
+
+@dataclass
+class _Candidate:
+    leaves: int | None
+    reorder: int
+    recall: float
+    qps: float = 0.0
+
+
+def _first_reaching(values: Sequence, reaches) -> int | None:
+    """Index of the first value for which `reaches` holds (monotone), by binary search; None if none."""
+    if not values or not reaches(values[-1]):
+        return None
+    low, high = 0, len(values) - 1
+    while low < high:
+        middle = (low + high) // 2
+        if reaches(values[middle]):
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+class DepthTuner:
+    """Tunes one trained tree (`index`) for each depth, against exact scoring over the same vectors."""
+
+    def __init__(
+        self,
+        index: ScannIndex,
+        exact: ExactSearcher,
+        embeddings: np.ndarray,
+        target: float,
+        *,
+        exact_available: bool = True,
+        evaluation_queries: np.ndarray | None = None,
+    ) -> None:
+        self.index, self.exact, self.embeddings, self.target = index, exact, embeddings, target
+        self.exact_available = exact_available
+        self.evaluation_queries = evaluation_queries
+        rows = recall_queries(embeddings, SPEED_QUERIES)
+        self.speed_queries = np.ascontiguousarray(embeddings[rows], dtype=np.float32)
+        self.measurements = 0
+
+    def tune(self, depths: Sequence[int]) -> SearchSchedule:
+        return SearchSchedule(tuple(self.tune_depth(depth) for depth in depths))
+
+    def tune_depth(self, depth: int) -> DepthEntry:
+        probe = RecallProbe(
+            self.index, self.embeddings, depth, recall_query_count(depth), self.evaluation_queries, self.exact
+        )
+        config = self.index.config
+        reorders = reorder_ladder(depth, self.index.size, config.reorder_candidates is not None)
+        measured: dict[tuple[int | None, int], float] = {}
+
+        def recall(leaves: int | None, reorder: int) -> float:
+            if (leaves, reorder) not in measured:
+                measured[leaves, reorder] = probe.measure(leaves, reorder)
+                self.measurements += 1
+            return measured[leaves, reorder]
+
+        leaves_rungs = leaf_ladder(config.num_leaves)
+        first = _first_reaching(leaves_rungs, lambda leaves: recall(leaves, reorders[-1]) >= self.target)
+        if first is None:
+            best = max(measured.values())
+            reason = f"the tree reaches recall {best:.3f} at best, below the target {self.target}"
+            return self._exact_entry(depth, None, reason)
+        candidates = []
+        for leaves in leaves_rungs[first : first + LEAF_CANDIDATES]:
+            at = _first_reaching(reorders, lambda r, leaves=leaves: recall(leaves, r) >= self.target)
+            if at is not None:
+                candidates.append(_Candidate(leaves, reorders[at], recall(leaves, reorders[at])))
+        for candidate in candidates:
+            options = {"leaves_to_search": candidate.leaves, "pre_reorder_num_neighbors": candidate.reorder}
+            candidate.qps = queries_per_second(self.index, self.speed_queries, depth, **options)
+        tree = max(candidates, key=lambda c: c.qps)
+        exact_qps = None
+        if self.exact_available:
+            exact_qps = queries_per_second(self.exact, self.speed_queries, depth)
+        logger.info(
+            "k=%d: tree %s leaves, re-rank %d: recall %.4f, %.0f queries/s; exact %s queries/s",
+            depth,
+            tree.leaves,
+            tree.reorder,
+            tree.recall,
+            tree.qps,
+            exact_qps and round(exact_qps),
+        )
+        if exact_qps is not None and exact_qps >= tree.qps:
+            reason = f"exact scoring answers {exact_qps:,.0f} queries/s, the tree {tree.qps:,.0f}"
+            return self._exact_entry(depth, tree, reason, exact_qps)
+        reason = "the artifact keeps no float32 vectors to score exactly (int8 re-ranking)"
+        if exact_qps:
+            reason = f"the tree answers {tree.qps / exact_qps:.1f}x exact scoring's queries/s at the target"
+        return DepthEntry(depth, TREE, tree.leaves, tree.reorder, tree.recall, tree.qps, exact_qps, reason)
+
+    @staticmethod
+    def _exact_entry(
+        depth: int, tree: _Candidate | None, reason: str, exact_qps: float | None = None
+    ) -> DepthEntry:
+        if tree is None:
+            return DepthEntry(depth, EXACT, None, None, None, None, exact_qps, reason)
+        return DepthEntry(depth, EXACT, tree.leaves, tree.reorder, tree.recall, tree.qps, exact_qps, reason)
+
+    def verify(self, schedule: SearchSchedule) -> list[str]:
+        """Recheck an earlier schedule's tree settings on this index: the depths now below the target."""
+        short = []
+        for entry in schedule.entries:
+            if entry.searcher != TREE:
+                continue
+            probe = RecallProbe(
+                self.index,
+                self.embeddings,
+                entry.depth,
+                recall_query_count(entry.depth),
+                self.evaluation_queries,
+                self.exact,
+            )
+            recall = probe.measure(entry.leaves_to_search, entry.pre_reorder_num_neighbors)
+            self.measurements += 1
+            if recall < self.target:
+                short.append(f"k={entry.depth}: recall {recall:.3f} < {self.target}")
+        return short
+
+
+__all__ = ["DepthTuner", "leaf_ladder", "queries_per_second", "recall_query_count", "reorder_ladder"]

@@ -28,6 +28,7 @@ from jobs.demo import add_demo_arguments, run_demo
 from jobs.experiment import add_experiment_arguments, config_from_args, run_experiment
 from jobs.ingest_cli import add_ingest_arguments, run_ingest
 from jobs.nightly import add_nightly_arguments, job_from_args, run_nightly
+from jobs.search import add_search_arguments, run_search_command
 from pipelines.embed.enrich import EnrichConfig, enrich_catalog, format_counts
 from pipelines.embed.export import run_export_vertex
 from pipelines.embed.stage import run_embed
@@ -359,6 +360,14 @@ def _neighbours(args: argparse.Namespace, beam_args: list[str], stage_argv: list
     nearest = views.neighbours(args.model, args.aspect, args.value, args.top, verify=not args.no_verify)
     for value, similarity in nearest:
         print(f"({similarity:.3f}) {value}")
+
+
+@command("search", "search an index with a query in words (filters)", add_search_arguments)
+def _search(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+    """Encode a query as the pipeline does, search the index artifact at the settings its schedule tuned for
+    --k, and print rank, score, product id, title and each aspect's catalog value or prediction (with its
+    confidence), optionally keeping only products with given aspect values."""
+    run_search_command(args)
 
 
 def _nightly_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,94 @@
+"""`madr search`: a query in words against an index artifact, with titles, annotations and filters."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.embed.enrich import DEFAULT_FILL_CONFIDENCE
+from pipelines.inference import TextToEncode
+from pipelines.search import SearchConfig, format_hits, hits_table_rows, open_search, parse_filter, run_search
+from schemas import RUN_SCHEMA
+
+
+def add_search_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--index", required=True, help="Index artifact folder (`madr build-index`, a nightly's)"
+    )
+    parser.add_argument("--model", required=True, help="The model whose embeddings the index holds")
+    parser.add_argument("--query", action="append", default=[], help="Query text (repeatable)")
+    parser.add_argument(
+        "--queries",
+        default=None,
+        metavar="FILE",
+        help="Queries to search in a batch: a Parquet file with query_id and text (as `madr ingest` writes), "
+        "or a text file of one query a line",
+    )
+    parser.add_argument("--k", type=int, default=10, help="Results per query (default 10)")
+    parser.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="ASPECT=VALUE",
+        help="Keep products whose catalog value, or else prediction at --min_confidence, is VALUE (case and "
+        "accents aside); repeatable, all must hold (--filter brand=Nike --filter color=Red)",
+    )
+    parser.add_argument(
+        "--products",
+        default=None,
+        metavar="GLOB",
+        help="The catalog's product Parquet, for titles and catalog values (default: the products the "
+        "index's embeddings were made from, as their manifest records)",
+    )
+    parser.add_argument(
+        "--min_confidence",
+        type=float,
+        default=DEFAULT_FILL_CONFIDENCE,
+        help="Lowest confidence of a predicted value shown or filtered on "
+        f"(default {DEFAULT_FILL_CONFIDENCE}, enrich's)",
+    )
+    parser.add_argument(
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="Write every result as a run file (query_id, product_id, rank, score; Parquet) instead of "
+        "printing them",
+    )
+
+
+def read_query_file(path: str) -> list[TextToEncode]:
+    if path.endswith(".parquet"):
+        table = pq.read_table(path, columns=["query_id", "text"])
+        return [TextToEncode(str(r["query_id"]), str(r["text"])) for r in table.to_pylist()]
+    lines = [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines()]
+    return [TextToEncode(f"q{i}", text) for i, text in enumerate((t for t in lines if t), start=1)]
+
+
+def config_from_args(args: argparse.Namespace) -> SearchConfig:
+    queries = [TextToEncode(f"q{i}", text) for i, text in enumerate(args.query, start=1)]
+    if args.queries:
+        queries += read_query_file(args.queries)
+    return SearchConfig(
+        index=args.index,
+        model=args.model,
+        queries=tuple(queries),
+        k=args.k,
+        filters=tuple(parse_filter(text) for text in args.filter),
+        products=args.products,
+        min_confidence=args.min_confidence,
+    )
+
+
+def run_search_command(args: argparse.Namespace) -> None:
+    config = config_from_args(args)
+    index, catalog = open_search(config)
+    results = run_search(config, index, catalog)
+    if args.output:
+        pq.write_table(pa.Table.from_pylist(hits_table_rows(results), schema=RUN_SCHEMA), args.output)
+        total = sum(len(r.hits) for r in results)
+        print(f"wrote {total:,} results of {len(results):,} queries to {args.output}")
+        return
+    print("\n\n".join(format_hits(result) for result in results))

@@ -52,6 +52,18 @@ def exact_config(config: ScannIndexConfig) -> ScannIndexConfig:
     )
 
 
+def sizing_depth(max_k: int, serving_depths: Sequence[int], target_recall: float | None) -> int:
+    """The k `config_for_corpus` sizes a build for: the shallowest depth the schedule will tune.
+
+    Sized for max_k, a corpus where max_k is a twentieth or more of it got no tree at all; a schedule
+    serves such a max_k by exact scoring anyway and lets the tree serve the shallow depths where it
+    is faster. Untuned builds (no target) keep the max_k rule: nothing will time the tree.
+    """
+    if not target_recall:
+        return max_k
+    return min(max_k, *serving_depths) if serving_depths else max_k
+
+
 def _comparable(
     earlier: dict[str, Any] | None, shape: tuple[int, int], depths: Sequence[int], target: float | None
 ) -> SearchSchedule | None:
@@ -181,4 +193,4 @@ def _exact(
     return exact_index, dataclasses.replace(report, choice="exact", reason=reason, speed=speed, schedule=rows)
 
 
-__all__ = ["SAME_SIZE", "exact_config", "queries_per_second", "train_within_target"]
+__all__ = ["SAME_SIZE", "exact_config", "queries_per_second", "sizing_depth", "train_within_target"]

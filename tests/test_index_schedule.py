@@ -158,3 +158,23 @@ def test_depth_lists_and_schedule_lookup() -> None:
         SearchSchedule(tuple(reversed(entries)))
     with pytest.raises(ValueError, match="searcher"):
         DepthEntry(10, "hnsw", None, None, None, None, None, "")
+
+
+def test_the_evaluation_reports_what_a_server_sees_at_each_depth(scheduled) -> None:
+    from pipelines.index.manifest import format_serving, serving_schedule
+
+    _, report, folder, _ = scheduled
+    rows = serving_schedule(str(folder))
+    assert [(r["depth"], r["searcher"]) for r in rows] == [(10, "tree"), (100, "tree"), (500, "exact")]
+    first = SearchSchedule.from_list(report.schedule).entries[0]
+    assert rows[0]["recall"] == round(first.tree_recall, 4) and rows[0]["speedup_over_exact"] == 9.0
+    assert rows[2] == {
+        "depth": 500,
+        "searcher": "exact",
+        "recall": 1.0,
+        "recall_loss": 0.0,
+        "speedup_over_exact": 1.0,
+    }
+    line = format_serving(rows)
+    assert line.startswith("index at serving depths (as built): k<=10 tree recall ") and "9.0x exact" in line
+    assert serving_schedule(str(folder.parent / "nowhere")) == []

@@ -54,6 +54,7 @@ from pipelines.evaluate.report import (
 from pipelines.evaluate.searchers import SearcherSpec
 from pipelines.evaluate.transforms import JoinJudgments, SearchAndScore, WriteRun
 from pipelines.evaluate.zero_shot import ZeroShotComparison, compare_with_zero_shot, wants_zero_shot
+from pipelines.index.manifest import format_serving, serving_schedule
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode
 from pipelines.options import EvaluateSettings, ModelSettings, PredictionThreshold
 from pipelines.runner import make_pipeline
@@ -361,6 +362,8 @@ def _run_evaluate(
     for name in specs.keys() - {primary}:
         counted += [f"queries_searched_{name}", f"queries_scored_{name}", f"queries_without_judgments_{name}"]
     counts = {name: counter_value(result, name) for name in counted}
+    # What a server searching this index sees at its serving depths, beside what this evaluation saw.
+    serving = serving_schedule(specs["ann"].path) if "ann" in specs else []
     write_stage_manifest(
         folder,
         kind="madr-evaluation",
@@ -378,6 +381,7 @@ def _run_evaluate(
             "counts": counts,
             **({"annotation_quality": annotations.to_dict()} if annotations else {}),
             **({"zero_shot": zero_shot.to_dict()} if zero_shot else {}),
+            **({"index_serving": serving} if serving else {}),
         },
     )
     missing = counts["judgments_not_in_catalog"]
@@ -394,6 +398,7 @@ def _run_evaluate(
             if missing
             else ""
         )
+        + (f"\n\n{format_serving(serving)}" if serving else "")
         + (f"\n\n{zero_shot.table()}" if zero_shot else "")
         + (f"\n\n{annotations.table()}" if annotations else ""),
         "zero_shot": zero_shot.to_dict() if zero_shot else None,
@@ -403,4 +408,5 @@ def _run_evaluate(
         "searcher": primary,
         "searcher_choice": calibration.to_dict() if calibration else None,
         "cutoffs": plan.cutoffs.to_dict(),
+        "index_serving": serving,
     }

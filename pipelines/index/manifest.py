@@ -19,6 +19,7 @@ from index_builder import open_index
 from index_builder.artifact import IndexManifest
 from index_builder.partitioned import PartitionedManifest, ShardEntry, shard_dir_name
 from index_builder.recall import measure_recall, recall_summary
+from index_builder.schedule import SearchSchedule
 from pipelines.artifacts import is_local, read_embeddings
 from schemas.manifest import MANIFEST_FILE, FileEntry
 
@@ -115,6 +116,53 @@ def shard_recall(index_dir: str | None, shard: int, num_shards: int) -> dict[str
         if recall is not None:
             return dict(recall)
     return None
+
+
+def serving_schedule(index_dir: str | None) -> list[dict[str, Any]]:
+    """What a server searching `index_dir` gets per depth, from the build's schedules: which searcher
+    serves it ("tree", "exact", or "tree in n of m shards"), the recall the build measured (the lowest of
+    any shard's; exact scoring 1.0), its loss against exact search, and the speed-up over exact scoring
+    (the lowest of any shard's). Empty for an index without schedules (older, untuned, or absent)."""
+    if not index_dir:
+        return []
+    path = FileSystems.join(index_dir, MANIFEST_FILE)
+    try:
+        top = json.loads(_read_json(path)[0])
+    except (OSError, ValueError):
+        return []
+    count = len(top.get("shards") or ()) or 1
+    shards = [shard_recall(index_dir, shard, count) or {} for shard in range(count)]
+    schedules = [SearchSchedule.from_list(recall.get("schedule")) for recall in shards]
+    if any(schedule is None for schedule in schedules):
+        return []
+    rows = []
+    for depth in (entry.depth for entry in schedules[0].entries):
+        entries = [schedule.entry_for(depth) for schedule in schedules]
+        trees = sum(entry.searcher == "tree" for entry in entries)
+        searcher = f"tree in {trees} of {count} shards"
+        if trees in (0, count):
+            searcher = "tree" if trees else "exact"
+        recall = min(entry.recall for entry in entries if entry.recall is not None)
+        speedups = [entry.speedup for entry in entries if entry.speedup is not None]
+        rows.append(
+            {
+                "depth": depth,
+                "searcher": searcher,
+                "recall": round(recall, 4),
+                "recall_loss": round(1 - recall, 4),
+                "speedup_over_exact": round(min(speedups), 2) if speedups else None,
+            }
+        )
+    return rows
+
+
+def format_serving(rows: list[dict[str, Any]]) -> str:
+    """One line for the evaluation's table: what the server sees at each serving depth."""
+    parts = []
+    for row in rows:
+        speed = f", {row['speedup_over_exact']:.1f}x exact" if row["speedup_over_exact"] else ""
+        parts.append(f"k<={row['depth']:,} {row['searcher']} recall {row['recall']:.3f}{speed}")
+    return "index at serving depths (as built): " + "; ".join(parts)
 
 
 def union_recall(folder: str, embeddings: str, max_k: int, num_shards: int) -> dict[str, Any] | None:

@@ -33,7 +33,7 @@ from index_builder.builder import config_for_corpus
 from index_builder.partitioned import shard_dir_name
 from index_builder.recall import check_target
 from index_builder.schedule import DEFAULT_SERVING_DEPTHS
-from index_builder.tuned import train_within_target
+from index_builder.tuned import sizing_depth, train_within_target
 from pipelines.artifacts import list_files
 from pipelines.catalog_io import METRICS_NAMESPACE
 from schemas.manifest import MANIFEST_FILE
@@ -100,7 +100,8 @@ class BuildShardFn(beam.DoFn):
         ids = all_ids[order].tolist()
         build = self.build
         started = time.perf_counter()
-        config = config_for_corpus(len(ids), matrix.shape[1], build.max_k, dict(build.scann_settings))
+        sizing = sizing_depth(build.max_k, build.serving_depths, build.target_recall)
+        config = config_for_corpus(len(ids), matrix.shape[1], sizing, dict(build.scann_settings))
         # Each shard tuned to the target on its own vectors, and exact where that is faster (the rule
         # `madr build-index` follows, `index_builder.tuned`): a merged top-k is as good as its shards'
         # top-k, and the union is measured after the build.

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from index_builder.builder import config_for_corpus
 from index_builder.recall import check_target, recall_summary
-from index_builder.tuned import train_within_target
+from index_builder.tuned import sizing_depth, train_within_target
 from pipelines.artifacts import fresh_output, read_embeddings
 from pipelines.index.config import IndexBuildConfig, PreviousIndexOptions
 from pipelines.index.manifest import shard_recall
@@ -61,7 +61,8 @@ def build_index(config: IndexBuildConfig) -> IndexBuildReport:
         ids, matrix, manifest = read_embeddings(embeddings)
         rate = len(ids) / max(time.perf_counter() - started, 1e-9)
         LOGGER.info("read %d embeddings of %d dimensions (%.0f/s)", len(ids), matrix.shape[1], rate)
-        config = config_for_corpus(len(ids), matrix.shape[1], max_k, scann)
+        sizing = sizing_depth(max_k, settings.depths, target_recall)
+        config = config_for_corpus(len(ids), matrix.shape[1], sizing, scann)
         # One ScaNN call, so no running count: its expected time instead (docs/PERFORMANCE.md's 1M build).
         expected = TRAIN_SECONDS_PER_MILLION_128D * len(ids) / 1e6 * matrix.shape[1] / 128
         LOGGER.info("building a ScaNN index (about %.0f s expected): %s", expected, config)

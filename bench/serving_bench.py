@@ -1,0 +1,429 @@
+"""The index a search server loads, side by side with what a team would use instead (issue 46).
+
+For k = 10 and k = 100 at recall >= 0.95, on the same vectors and queries, in one run:
+
+* **madr's artifact**: `train_within_target` (tuned per depth: `index_builder.depth_tuning`), saved,
+  loaded back with `ScannIndex.load`, searched by `search(queries, k)` with no settings, as a server
+  would: the schedule picks the tree or exact scoring per depth;
+* **plain ScaNN**: the same trained tree swept over leaves-to-search x re-ranking by hand (the best a
+  user tuning ScaNN themselves finds), and ScaNN's README settings for a corpus this size;
+* **exact scoring**: madr's `ExactSearcher` and FAISS `IndexFlatIP`;
+* **FAISS HNSW** (`IndexHNSWFlat`, M 32, efSearch swept) and **FAISS IVF-PQ fast-scan with refinement**
+  (`IVF{nlist},PQ{d/2}x4fs,RFlat`, nprobe x k_factor swept), each at its best setting reaching the recall.
+
+Each: queries/s over the whole batch (2 threads), single-query latency p50 / p99 (one query per call,
+200 calls), build seconds, the memory it holds (retained RSS growth of the build) and its serialised
+size, and the recall reached. Recall counts a found neighbour as right when it is as near as the true
+k-th (ties), against exact search.
+
+Vectors: an embed output (`--embeddings DIR`, e.g. 500,000 generator products embedded by the shipped
+model; queries: the generator's queries encoded by the same model, `--model`, `--queries_file`), or
+`--isotropic N` Gaussian unit vectors with held-out ones as queries, where trees are weakest.
+
+    python -m bench.serving_bench --embeddings runs/serving-bench/embeddings --model runs/demo/model \
+        --queries_file runs/serving-bench/data/queries.parquet --precision int8
+    python -m bench.serving_bench --isotropic 1000000 --dim 128
+    python -m bench.serving_bench --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.common import report
+from bench.support import command_line, measure_memory, shared_machine_note
+from index_builder import ExactSearcher, ScannIndex, ScannIndexBuilder
+from index_builder.builder import config_for_corpus
+from index_builder.recall import DEFAULT_TARGET_RECALL
+from index_builder.schedule import DEFAULT_SERVING_DEPTHS
+from index_builder.tuned import sizing_depth, train_within_target
+
+DEPTHS = (10, 100)
+LATENCY_CALLS = 200
+THREADS = 2
+Search = Callable[[np.ndarray, int], np.ndarray]
+
+
+def as_near_recall(
+    found: np.ndarray, queries: np.ndarray, data: np.ndarray, kth: np.ndarray, k: int
+) -> float:
+    """Share of found neighbours as near as the true k-th (a padded -1 counts as a miss)."""
+    hits = 0
+    for query, rows, threshold in zip(queries, found[:, :k], kth, strict=True):
+        rows = rows[rows >= 0]
+        hits += int(np.count_nonzero(data[rows] @ query >= threshold - 1e-5))
+    return hits / (len(queries) * k)
+
+
+def timing(search: Search, queries: np.ndarray, k: int, repeats: int = 3) -> tuple[np.ndarray, float]:
+    """(results, queries/s): the best of `repeats` batched searches after a warm-up."""
+    search(queries[:8], k)
+    best, found = math.inf, None
+    for _ in range(repeats):
+        started = time.perf_counter()
+        found = search(queries, k)
+        best = min(best, time.perf_counter() - started)
+    return np.asarray(found), len(queries) / best
+
+
+def latency(search: Search, queries: np.ndarray, k: int) -> dict[str, float]:
+    """p50 / p99 milliseconds of one-query calls."""
+    seconds = []
+    for query in queries[:LATENCY_CALLS]:
+        started = time.perf_counter()
+        search(query[None, :], k)
+        seconds.append(time.perf_counter() - started)
+    return {
+        "p50_ms": float(np.percentile(seconds, 50) * 1e3),
+        "p99_ms": float(np.percentile(seconds, 99) * 1e3),
+    }
+
+
+class Bench:
+    def __init__(self, data: np.ndarray, queries: np.ndarray, target: float) -> None:
+        self.data, self.queries, self.target = data, queries, target
+        exact = ExactSearcher(data, [str(i) for i in range(len(data))])
+        deepest = exact.search(queries, max(DEPTHS))
+        self.kth = {k: deepest.scores[:, k - 1] for k in DEPTHS}
+        self.results: dict[str, dict[str, Any]] = {}
+
+    def recall(self, found: np.ndarray, k: int) -> float:
+        return as_near_recall(found, self.queries, self.data, self.kth[k], k)
+
+    def point(self, search: Search, k: int, settings: dict[str, Any]) -> dict[str, Any]:
+        found, qps = timing(search, self.queries, k)
+        return {**settings, "recall": round(self.recall(found, k), 4), "qps": round(qps, 1)}
+
+    def best_of_sweep(
+        self, name: str, k: int, grid: list[list[tuple[dict[str, Any], Search]]]
+    ) -> dict[str, Any]:
+        """The fastest point reaching the target. `grid` rows run along an outer knob (leaves, nprobe),
+        each row along an inner one (re-ranking, k_factor), both in increasing cost: a row stops at its
+        first point reaching the target (the rest are slower), and the sweep stops after a row whose
+        first point reached it (wider rows are slower still)."""
+        measured, best = [], None
+        for row in grid:
+            reached_at = None
+            for position, (settings, search) in enumerate(row):
+                point = self.point(search, k, settings)
+                measured.append(point)
+                print(f"  {name} k={k}: {point}", flush=True)
+                if point["recall"] >= self.target:
+                    if best is None or point["qps"] > best["qps"]:
+                        best = {**point, "search": search}
+                    reached_at = position
+                    break
+            if reached_at == 0:
+                break
+        if best is not None:
+            best.update(latency(best.pop("search"), self.queries, k))
+        return {"best": best, "sweep": measured}
+
+    def record(self, name: str, build: dict[str, Any], per_k: dict[int, dict[str, Any]]) -> None:
+        self.results[name] = {**build, **{f"k={k}": result for k, result in per_k.items()}}
+
+
+def build_figures(call: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
+    built, seconds, peak, retained = measure_memory(call)
+    return built, {
+        "build_s": round(seconds, 1),
+        "build_peak_mb": round(peak, 1),
+        "held_mb": round(retained, 1),
+    }
+
+
+def folder_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20
+
+
+def run_madr(bench: Bench, ids: list[str], max_k: int, workdir: Path) -> ScannIndex:
+    data = bench.data
+    n, dim = data.shape
+
+    def build() -> tuple[ScannIndex, Any]:
+        config = config_for_corpus(n, dim, sizing_depth(max_k, DEFAULT_SERVING_DEPTHS, bench.target))
+        return train_within_target(config, data, ids, max_k, bench.target)
+
+    (index, recall), figures = build_figures(build)
+    index.save(workdir / "madr", "bench", "1", recall=recall.to_dict())
+    figures["artifact_mb"] = round(folder_mb(workdir / "madr"), 1)
+    figures["schedule"] = recall.schedule
+    figures["choice"] = recall.choice
+    del index
+    loaded = ScannIndex.load(workdir / "madr")
+    loaded.set_search_threads(THREADS)
+    per_k = {}
+    for k in DEPTHS:
+        search = lambda q, kk, idx=loaded: idx.search(q, kk).indices  # noqa: E731
+        point = bench.point(search, k, {"settings": "schedule"})
+        point.update(latency(search, bench.queries, k))
+        per_k[k] = {"best": point}
+        print(f"  madr artifact k={k}: {point}", flush=True)
+    bench.record("madr artifact (schedule)", figures, per_k)
+    return loaded
+
+
+def run_plain_scann(bench: Bench, index: ScannIndex) -> None:
+    """The same tree, swept by hand: the best plain ScaNN settings at the target."""
+    leaves = index.config.num_leaves
+    if leaves is None:
+        return
+    fractions = (0.002, 0.004, 0.007, 0.01, 0.015, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2, 0.3, 0.5, 1.0)
+    grid = sorted({max(1, min(leaves, round(leaves * f))) for f in fractions})
+    per_k = {}
+    for k in DEPTHS:
+        reorders = sorted({max(k, 20), *(max(k, round(k * m)) for m in (1.5, 2, 3, 4, 6, 8, 12, 16, 24))})
+        rows = [
+            [({"leaves_to_search": lv, "reorder": r}, _scann_search(index, lv, r)) for r in reorders]
+            for lv in grid
+        ]
+        per_k[k] = bench.best_of_sweep("plain ScaNN sweep", k, rows)
+    bench.record("plain ScaNN, same tree, swept by hand", {}, per_k)
+
+
+def _scann_search(index: ScannIndex, leaves: int, reorder: int) -> Search:
+    def search(queries: np.ndarray, k: int) -> np.ndarray:
+        return index.search(queries, k, leaves_to_search=leaves, pre_reorder_num_neighbors=reorder).indices
+
+    return search
+
+
+def run_scann_readme(bench: Bench, ids: list[str]) -> None:
+    """ScaNN's README recipe sized for this corpus: 2 sqrt(n) leaves (2,000 at 1M), 5 % searched, re-rank
+    100 (k when deeper)."""
+    n, dim = bench.data.shape
+    leaves = min(2_000, max(2, round(math.sqrt(n) * 2)))
+    builder = ScannIndexBuilder(dim, n).tree(leaves, max(1, leaves // 20), min(n, 250_000))
+    index, figures = build_figures(
+        lambda: builder.score_ah(2, 0.2).reorder(min(n, 100)).build(bench.data, ids)
+    )
+    index.set_search_threads(THREADS)
+    per_k = {}
+    for k in DEPTHS:
+        search = _scann_search(index, max(1, leaves // 20), max(100, k))
+        point = bench.point(search, k, {"leaves_to_search": max(1, leaves // 20), "reorder": max(100, k)})
+        point.update(latency(search, bench.queries, k))
+        per_k[k] = {"best": point, "note": "one setting, not tuned: it may miss the target"}
+    bench.record(f"ScaNN README settings ({leaves} leaves)", figures, per_k)
+
+
+def run_exact(bench: Bench) -> None:
+    import faiss
+
+    exact = ExactSearcher(bench.data, [str(i) for i in range(len(bench.data))])
+    madr_search = lambda q, k: exact.search(q, k).indices  # noqa: E731
+    flat, figures = build_figures(lambda: _faiss_flat(bench.data))
+    faiss_search = lambda q, k: flat.search(q, k)[1]  # noqa: E731
+    for name, search, build in (
+        ("exact scoring (madr ExactSearcher)", madr_search, {}),
+        ("exact scoring (FAISS IndexFlatIP)", faiss_search, figures),
+    ):
+        per_k = {}
+        for k in DEPTHS:
+            point = bench.point(search, k, {})
+            point.update(latency(search, bench.queries, k))
+            per_k[k] = {"best": point}
+        bench.record(name, build, per_k)
+    del faiss
+
+
+def _faiss_flat(data: np.ndarray) -> Any:
+    import faiss
+
+    index = faiss.IndexFlatIP(data.shape[1])
+    index.add(data)
+    return index
+
+
+def run_hnsw(bench: Bench) -> None:
+    import faiss
+
+    def build() -> Any:
+        index = faiss.IndexHNSWFlat(bench.data.shape[1], 32, faiss.METRIC_INNER_PRODUCT)
+        index.add(bench.data)
+        return index
+
+    index, figures = build_figures(build)
+    figures["serialised_mb"] = round(faiss.serialize_index(index).nbytes / 2**20, 1)
+    per_k = {}
+    for k in DEPTHS:
+        row = []
+        for ef in (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768):
+            if ef >= k:
+                params = faiss.SearchParametersHNSW(efSearch=ef)
+                row.append(({"efSearch": ef}, lambda q, kk, p=params: index.search(q, kk, params=p)[1]))
+        per_k[k] = bench.best_of_sweep("FAISS HNSW32", k, [row])
+    bench.record("FAISS IndexHNSWFlat (M 32)", figures, per_k)
+
+
+def run_ivfpq(bench: Bench) -> None:
+    import faiss
+
+    n, dim = bench.data.shape
+    nlist = min(8192, 2 * round(math.sqrt(n)))
+    recipe = f"IVF{nlist},PQ{dim // 2}x4fs,RFlat"
+
+    def build() -> Any:
+        index = faiss.index_factory(dim, recipe, faiss.METRIC_INNER_PRODUCT)
+        index.train(bench.data[: min(n, 250_000)])
+        index.add(bench.data)
+        return index
+
+    index, figures = build_figures(build)
+    figures["serialised_mb"] = round(faiss.serialize_index(index).nbytes / 2**20, 1)
+    per_k = {}
+    for k in DEPTHS:
+        rows = []
+        for nprobe in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+            row = []
+            for factor in (1, 2, 4, 8, 16, 32):
+                base = faiss.SearchParametersIVF(nprobe=nprobe)
+                params = faiss.IndexRefineSearchParameters(k_factor=factor, base_index_params=base)
+                search = lambda q, kk, p=params: index.search(q, kk, params=p)[1]  # noqa: E731
+                row.append(({"nprobe": nprobe, "k_factor": factor}, search))
+            rows.append(row)
+        per_k[k] = bench.best_of_sweep("FAISS IVF-PQ", k, rows)
+    bench.record(f"FAISS {recipe}", figures, per_k)
+
+
+def load_vectors(args: argparse.Namespace) -> tuple[np.ndarray, list[str], np.ndarray, str]:
+    if args.embeddings:
+        from pipelines.artifacts import read_embeddings
+        from pipelines.evaluate.calibration import encode_queries, first_queries
+        from pipelines.options import ModelSettings
+
+        ids, data, _ = read_embeddings(args.embeddings)
+        data = np.ascontiguousarray(data, dtype=np.float32)
+        queries = []
+        for split in ("test", "valid", "train"):
+            queries += first_queries(args.queries_file, split, args.queries - len(queries))
+        vectors = encode_queries(queries, ModelSettings(args.model, precision=args.precision))
+        source = (
+            f"{len(ids):,} products of {args.embeddings}; {len(queries):,} generator queries encoded by "
+            f"{args.model} ({args.precision})"
+        )
+        return data, list(ids), vectors, source
+    n = 50_000 if args.quick else args.isotropic
+    rng = np.random.default_rng(46)
+    everything = rng.normal(size=(n + args.queries, args.dim)).astype(np.float32)
+    everything /= np.linalg.norm(everything, axis=1, keepdims=True)
+    source = f"{n:,} isotropic Gaussian unit vectors x {args.dim}; {args.queries:,} held-out ones as queries"
+    return everything[:n], [f"v{i}" for i in range(n)], everything[n:], source
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--embeddings", default=None, help="Embed output folder (the shipped model's vectors)"
+    )
+    parser.add_argument("--model", default="runs/demo/model", help="Model that encodes the queries")
+    parser.add_argument("--queries_file", default=None, help="Queries Parquet of the generator's benchmark")
+    parser.add_argument("--precision", default="fp32", help="Query encoding precision (as the products')")
+    parser.add_argument(
+        "--isotropic", type=int, default=1_000_000, help="Isotropic vectors without --embeddings"
+    )
+    parser.add_argument("--dim", type=int, default=128, help="Dimensions of the isotropic vectors")
+    parser.add_argument("--queries", type=int, default=1_000, help="Queries timed")
+    parser.add_argument("--max_k", type=int, default=10_000, help="The artifact's deepest depth")
+    parser.add_argument("--skip", default="", help="Comma-separated systems to skip: hnsw, ivfpq, readme")
+    parser.add_argument("--name", default=None, help="Results file name (default from the data set)")
+    parser.add_argument("--quick", action="store_true", help="50,000 isotropic vectors, 200 queries")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.queries, args.embeddings = min(args.queries, 200), None
+    import faiss
+
+    faiss.omp_set_num_threads(THREADS)
+    data, ids, queries, source = load_vectors(args)
+    bench = Bench(data, np.ascontiguousarray(queries, dtype=np.float32), DEFAULT_TARGET_RECALL)
+    skip = set(filter(None, args.skip.split(",")))
+    with tempfile.TemporaryDirectory(prefix="madr-serving-bench-") as workdir:
+        index = run_madr(bench, ids, args.max_k, Path(workdir))
+        run_plain_scann(bench, index)
+        del index
+    run_exact(bench)
+    if "readme" not in skip:
+        run_scann_readme(bench, ids)
+    if "hnsw" not in skip:
+        run_hnsw(bench)
+    if "ivfpq" not in skip:
+        run_ivfpq(bench)
+    figures = {"systems": bench.results, "summary": summary(bench.results)}
+    name = args.name or (
+        "serving_quick" if args.quick else "serving_shipped" if args.embeddings else "serving_isotropic"
+    )
+    config = {
+        "command": command_line("bench.serving_bench", argv),
+        "vectors": source,
+        "n": len(data),
+        "dimension": data.shape[1],
+        "queries": len(queries),
+        "target_recall": DEFAULT_TARGET_RECALL,
+        "threads": THREADS,
+        "faiss_version": faiss.__version__,
+        **shared_machine_note(),
+    }
+    report(name, config, figures)
+    print(format_table(bench.results))
+    return figures
+
+
+def summary(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The ratios the issue asks for, per k: madr against exact, the best FAISS and the best ScaNN sweep."""
+    out = {}
+    madr = results["madr artifact (schedule)"]
+    for k in DEPTHS:
+
+        def qps(name: str, k: int = k) -> float | None:
+            best = (results.get(name) or {}).get(f"k={k}", {}).get("best")
+            return best["qps"] if best and best.get("recall", 0) >= DEFAULT_TARGET_RECALL else None
+
+        faiss_best = max(
+            filter(None, (qps(n) for n in results if n.startswith("FAISS") and "Flat" not in n.split()[1])),
+            default=None,
+        )
+        ours = qps("madr artifact (schedule)")
+        exact = qps("exact scoring (madr ExactSearcher)")
+        sweep = qps("plain ScaNN, same tree, swept by hand")
+        out[f"k={k}"] = {
+            "madr_qps": ours,
+            "madr_recall": madr[f"k={k}"]["best"]["recall"],
+            "over_exact": ours and exact and round(ours / exact, 2),
+            "over_best_faiss": ours and faiss_best and round(ours / faiss_best, 2),
+            "over_best_scann_sweep": ours and sweep and round(ours / sweep, 2),
+        }
+    return out
+
+
+def format_table(results: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        "| system | k | recall | queries/s | p50 ms | p99 ms | build s | held MB | settings |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, result in results.items():
+        for k in DEPTHS:
+            best = result.get(f"k={k}", {}).get("best")
+            if not best:
+                lines.append(f"| {name} | {k} | below {DEFAULT_TARGET_RECALL} at every setting | | | | | | |")
+                continue
+            settings = {key: v for key, v in best.items() if key not in {"recall", "qps", "p50_ms", "p99_ms"}}
+            lines.append(
+                f"| {name} | {k} | {best['recall']:.3f} | {best['qps']:,.0f} | {best['p50_ms']:.2f} | "
+                f"{best['p99_ms']:.2f} | {result.get('build_s', '—')} | {result.get('held_mb', '—')} | "
+                f"{settings} |"
+            )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -243,6 +243,15 @@ def _faiss_flat(data: np.ndarray) -> Any:
     return index
 
 
+def faiss_built(build: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
+    """A FAISS index and its build figures, with its serialised size."""
+    import faiss
+
+    index, figures = build_figures(build)
+    figures["serialised_mb"] = round(faiss.serialize_index(index).nbytes / 2**20, 1)
+    return index, figures
+
+
 def run_hnsw(bench: Bench) -> None:
     import faiss
 
@@ -251,8 +260,7 @@ def run_hnsw(bench: Bench) -> None:
         index.add(bench.data)
         return index
 
-    index, figures = build_figures(build)
-    figures["serialised_mb"] = round(faiss.serialize_index(index).nbytes / 2**20, 1)
+    index, figures = faiss_built(build)
     per_k = {}
     for k in DEPTHS:
         row = []
@@ -277,8 +285,7 @@ def run_ivfpq(bench: Bench) -> None:
         index.add(bench.data)
         return index
 
-    index, figures = build_figures(build)
-    figures["serialised_mb"] = round(faiss.serialize_index(index).nbytes / 2**20, 1)
+    index, figures = faiss_built(build)
     per_k = {}
     for k in DEPTHS:
         rows = []

@@ -249,14 +249,15 @@ def _search_one(
     exact = ExactSearcher(catalog.vectors(allowed), [catalog.ids[row] for row in allowed])
     found = exact.search(query, want)
     rows = allowed[found.indices[0]]
-    return rows.tolist(), found.scores[0].tolist(), f"exact over the {len(allowed):,} matching products"
+    return rows.tolist(), found.scores[0].tolist(), f"scored exactly over the {len(allowed):,} matching"
 
 
 def format_hits(result: QueryHits) -> str:
     """The lines `madr search` prints for one query."""
-    matching = "" if not result.matching else f", {result.matching:,} products match the filters"
+    matching = "" if not result.matching else f"; {result.matching:,} products match the filters"
     took = f"{result.seconds * 1000:.1f} ms"
-    lines = [f'query "{result.text}": {len(result.hits)} results in {took} ({result.how}{matching})']
+    results = f"{len(result.hits)} result{'' if len(result.hits) == 1 else 's'}"
+    lines = [f'query "{result.text}": {results} in {took} ({result.how}{matching})']
     for hit in result.hits:
         lines.append(f"{hit.rank:>4}  {hit.score:.4f}  {hit.product_id}  {hit.title}")
         notes = []

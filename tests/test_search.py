@@ -157,7 +157,7 @@ def test_selective_filters_over_fetch_or_score_exactly_on_a_real_tree() -> None:
     rare = catalog.matching([("brand", "RARE")])
     assert len(rare) == 40
     rows, scores, how = _search_one(index, catalog, query, 10, rare)
-    assert how == "exact over the 40 matching products"
+    assert how == "scored exactly over the 40 matching"
     truth = ExactSearcher(vectors[rare], [str(r) for r in rare]).search(query, 10)
     assert rows == rare[truth.indices[0]].tolist() and np.allclose(scores, truth.scores[0])
     with pytest.raises(ValueError, match="no product has brand = 'unsure'"):  # only below the threshold

@@ -86,6 +86,8 @@ class NightlyJob:
     allow_shrink: bool = False
     enrich: bool = False
     export_vertex: bool = False
+    # Discard the run folder of `run_id` when it was started, and not published, for another catalog.
+    restart_run: bool = False
 
     def __post_init__(self) -> None:
         if not self.run_id or "/" in self.run_id or self.run_id == LATEST:
@@ -217,6 +219,12 @@ def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--run_id", default=None, help="Run folder name (default: today's UTC date, YYYY-MM-DD)"
     )
+    parser.add_argument(
+        "--restart_run",
+        action="store_true",
+        help="Discard what an unpublished run folder of --run_id holds (a run started on another catalog, "
+        "say an empty --products) and run tonight's catalog there; a published run is never discarded",
+    )
     parser.add_argument("--queries", default=None, help="Query Parquet file, to evaluate the new index")
     parser.add_argument("--judgments", default=None, help="Judgment Parquet file, to evaluate the new index")
     add_stage_arguments(parser, IndexOptions)
@@ -276,6 +284,7 @@ def job_from_args(args: argparse.Namespace, beam_args: list[str]) -> NightlyJob:
         allow_shrink=args.allow_shrink,
         enrich=args.enrich,
         export_vertex=args.export_vertex,
+        restart_run=args.restart_run,
     )
 
 
@@ -325,8 +334,15 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
     # Before the first slow stage: the inputs, and which catalog this run folder is for.
     catalog = CatalogFingerprint.of(job.catalog)
     check_inputs(job.model, job.queries, job.judgments, verification_wanted(job.stage_options()))
-    claim_run_folder(job.run_folder, catalog)
     latest = read_latest(job.out)
+    if job.restart_run and FileSystems.exists(job.run_folder):
+        if latest and latest["run_id"] == job.run_id:
+            raise ValueError(
+                f"--restart_run: run {job.run_id} is the published one (LATEST); pass another --run_id"
+            )
+        LOGGER.warning("--restart_run: discarding the unpublished run folder %s", job.run_folder)
+        FileSystems.delete([job.run_folder])
+    claim_run_folder(job.run_folder, catalog, job.run_id)
     previous = latest["run_id"] if latest and latest["run_id"] != job.run_id else None
     if latest and latest["run_id"] == job.run_id and FileSystems.exists(run_manifest):
         LOGGER.info("run %s is already published for this catalog; nothing to do", job.run_id)

@@ -23,8 +23,9 @@ from pipelines.verify import verify_model
 CATALOG_RECORD = "catalog.json"
 
 
-class CatalogChanged(RuntimeError):
-    """The run folder was started for another catalog than tonight's."""
+class CatalogChanged(ValueError):
+    """The run folder was started for another catalog than tonight's: a user's error (one line, exit 2),
+    whose message names the two ways on."""
 
 
 @dataclass(frozen=True)
@@ -54,18 +55,21 @@ class CatalogFingerprint:
         return asdict(self)
 
 
-def claim_run_folder(run_folder: str, catalog: CatalogFingerprint) -> None:
+def claim_run_folder(run_folder: str, catalog: CatalogFingerprint, run_id: str = "") -> None:
     """Record `catalog` as the one `run_folder` processes, or refuse a folder started for another."""
     path = FileSystems.join(run_folder, CATALOG_RECORD)
     if FileSystems.exists(path):
         with FileSystems.open(path) as handle:
             recorded = json.loads(handle.read())
         if recorded.get("digest") != catalog.digest:
+            name = run_id or "RUN_ID"
             raise CatalogChanged(
-                f"{run_folder} was started for another catalog ({recorded.get('files')} files, "
-                f"{recorded.get('bytes')} bytes; tonight: {catalog.files} files, {catalog.bytes} bytes, or "
-                "the same sizes written since). Its finished stages would publish the old one: pass another "
-                "--run_id (e.g. the date with a suffix) to process tonight's catalog"
+                f"run folder {run_folder} was started for another catalog ({recorded.get('pattern')}: "
+                f"{recorded.get('files')} files, {recorded.get('bytes')} bytes; --products "
+                f"{catalog.pattern} now: {catalog.files} files, {catalog.bytes} bytes, or the same sizes "
+                "written since), and its finished stages would publish that one: pass another --run_id "
+                f"(e.g. --run_id {name}-2) to keep it, or --restart_run to discard it and run this catalog "
+                f"as {name}"
             )
         return
     with FileSystems.create(path) as handle:  # a local create makes the folder; a bucket needs none

@@ -109,6 +109,34 @@ def test_a_second_run_of_the_day_on_a_changed_catalog_is_refused_not_published(
     assert recorded["catalog_fingerprint"]["files"] == 1
 
 
+def test_a_same_day_rerun_after_a_wrong_catalog_is_one_error_line_then_restart_run_goes_on(
+    tmp_path, tiny_model_dir, capsys
+) -> None:
+    """As a new user met it: a nightly over an empty catalog (not published), then the same day with the
+    right folder. The refusal is one `error:` line, exit 2, naming both ways on; --restart_run takes one."""
+    from jobs.cli import main
+
+    for folder in ("empty", "right"):
+        (tmp_path / folder).mkdir()
+    empty = write_catalog(tmp_path / "empty" / "catalog.parquet", [])
+    write_catalog(tmp_path / "right" / "catalog.parquet", catalog(12))
+    root = tmp_path / "nightly"
+    argv = ["nightly", "--model", str(tiny_model_dir), "--output", str(root), "--run_id", "2026-11-28"]
+    assert main([*argv, "--products", str(tmp_path / "empty")]) == 2
+    capsys.readouterr()
+    assert main([*argv, "--products", str(tmp_path / "right")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("madr nightly: error: run folder ")
+    assert "--run_id 2026-11-28-2" in err[0] and "--restart_run" in err[0] and str(tmp_path / "right") in err[0]
+    assert "--catalog" not in err[0]
+    assert main([*argv, "--products", str(tmp_path / "right"), "--restart_run"]) == 0
+    assert read_latest(str(root))["run_id"] == "2026-11-28"
+    # A published run is never discarded.
+    assert main([*argv, "--products", str(tmp_path / "right"), "--restart_run"]) == 2
+    assert "is the published one" in capsys.readouterr().err
+    assert str(empty).endswith("catalog.parquet")
+
+
 def test_the_nightly_enriches_and_exports_from_the_same_embeddings(tmp_path, tiny_model_dir) -> None:
     path = write_catalog(tmp_path / "catalog.parquet", catalog(12))
     job = dataclasses.replace(

@@ -183,6 +183,21 @@ def test_missing_mapped_column_is_a_file_error(tmp_path: Path) -> None:
         load_generic(parquet, ColumnMapping({"product_id": "sku", "title": "item_name"}), "products")
 
 
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
+def test_a_misspelt_optional_column_is_an_error_naming_the_nearest(tmp_path: Path, suffix: str) -> None:
+    """As a new user met it: `"color": "Option1 Valeu"` ingested with exit 0 and every colour null."""
+    rows = [{**row, "Option1 Value": "Red"} for row in CATALOG_ROWS]
+    path = _write(rows, tmp_path / f"catalog{suffix}")
+    for mapping in (
+        ColumnMapping({"product_id": "sku", "title": "name", "color": "Option1 Valeu"}),
+        ColumnMapping({"product_id": "sku", "title": "name"}, aspects={"color": "Option1 Valeu"}),
+    ):
+        with pytest.raises(ValueError, match="'Option1 Valeu' \\(nearest: 'Option1 Value'\\)"):
+            load_generic(path, mapping, "products")
+    spelt = ColumnMapping({"product_id": "sku", "title": "name", "color": "Option1 Value"})
+    assert {r["color"] for r in load_generic(path, spelt, "products").products} == {"Red"}
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

@@ -17,7 +17,14 @@ from typing import Any, Literal
 
 from product_data.ingest.common import FirstWins, IngestResult, Record, StreamTally, build_result
 from product_data.ingest.html_text import plain_text
-from product_data.ingest.readers import RawRow, parquet_columns, read_delimited, read_jsonl, read_parquet
+from product_data.ingest.readers import (
+    RawRow,
+    missing_columns_message,
+    parquet_columns,
+    read_delimited,
+    read_jsonl,
+    read_parquet,
+)
 from schemas import AspectSchema, InvalidRecord, validate_judgment, validate_product, validate_query
 
 Kind = Literal["products", "queries", "judgments"]
@@ -137,6 +144,12 @@ class ColumnMapping:
         wanted = [self.column(target) for target in TARGET_FIELDS[kind]] + list(self.aspects.values())
         return list(dict.fromkeys(wanted))
 
+    def named_columns(self, kind: Kind) -> list[str]:
+        """The source columns this mapping names explicitly for ``kind`` (its fields and aspects)."""
+        return [column for target, column in self.fields.items() if target in TARGET_FIELDS[kind]] + list(
+            self.aspects.values()
+        )
+
     def check_kind(self, kind: Kind) -> None:
         stray = [target for target in self.fields if target not in TARGET_FIELDS[kind]]
         if stray:
@@ -220,15 +233,20 @@ def _rows(
 ) -> Iterator[RawRow]:
     if file_format == "parquet":
         present = parquet_columns(path)
-        missing = [column for column in required if column not in present]
-        if missing:
-            raise ValueError(
-                f"{path} lacks column(s) {missing} that the mapping needs; its columns are {present}"
-            )
+        message = missing_columns_message(path, present, required)
+        if message:
+            raise ValueError(message)
         return read_parquet(path, wanted)
     if file_format == "csv":
         return read_delimited(path, delimiter=delimiter, required=required, encoding=encoding)
     return read_jsonl(path, encoding)  # no header to check: a row without a required key is dead-lettered
+
+
+def _noting_keys(rows: Iterator[RawRow], seen: set[str]) -> Iterator[RawRow]:
+    for row in rows:
+        if row.problem is None:
+            seen.update(row.fields)
+        yield row
 
 
 def load_generic(
@@ -258,10 +276,20 @@ def load_generic(
         raise ValueError(f"file_format must be 'jsonl', 'csv' or 'parquet', got {file_format!r}")
     delimiter = delimiter or ("\t" if source.suffix.lower() == ".tsv" else ",")
     required = [mapping.column(target) for target in REQUIRED_FIELDS[kind]]
-    rows = _rows(source, file_format, delimiter, required, mapping.source_columns(kind), encoding)
+    # A column the mapping names (optional or not) must exist: a misspelt one would leave a field null
+    # on every record without a word.
+    named = list(dict.fromkeys([*required, *mapping.named_columns(kind)]))
+    rows = _rows(source, file_format, delimiter, named, mapping.source_columns(kind), encoding)
+    seen: set[str] = set()
+    if file_format == "jsonl":  # no header: the keys of the rows read stand for it
+        rows = _noting_keys(rows, seen)
     unique = FirstWins.of(kind)
     tally = StreamTally(f"ingest.generic.{kind}")
     records = list(tally.route(rows, lambda row: unique(mapping.convert(row, kind))))
+    if file_format == "jsonl" and seen:
+        message = missing_columns_message(source, sorted(seen), named)
+        if message:
+            raise ValueError(message.replace("its columns are", "its rows' keys are"))
     provenance = {"path": str(source), "format": file_format, "kind": kind, "mapping": asdict(mapping)}
     if file_format == "csv":
         provenance["delimiter"] = delimiter

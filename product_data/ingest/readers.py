@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import difflib
 import json
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,10 +31,25 @@ class RawRow:
     problem: str | None = None
 
 
+def missing_columns_message(path: Path | str, present: Sequence[str], wanted: Collection[str]) -> str | None:
+    """None when every wanted column is present; else what is missing, each with the nearest present name."""
+    missing = [name for name in wanted if name not in present]
+    if not missing:
+        return None
+    nearest = []
+    for name in missing:
+        close = difflib.get_close_matches(name, list(present), n=1, cutoff=0.6)
+        nearest.append(f"{name!r} (nearest: {close[0]!r})" if close else repr(name))
+    return (
+        f"{path} lacks the mapped column(s) {', '.join(nearest)}; its columns are {list(present)}: fix the "
+        "mapping's column name"
+    )
+
+
 def _check_columns(path: Path, present: Sequence[str], required: Collection[str]) -> None:
-    missing = [name for name in required if name not in present]
-    if missing:
-        raise ValueError(f"{path} lacks required column(s) {missing}; its columns are {list(present)}")
+    message = missing_columns_message(path, present, required)
+    if message:
+        raise ValueError(message)
 
 
 def parquet_columns(path: str | Path) -> list[str]:

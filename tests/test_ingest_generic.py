@@ -198,6 +198,31 @@ def test_a_misspelt_optional_column_is_an_error_naming_the_nearest(tmp_path: Pat
     assert {r["color"] for r in load_generic(path, spelt, "products").products} == {"Red"}
 
 
+def test_export_placeholders_are_read_as_missing_and_counted(tmp_path: Path) -> None:
+    """Shopify writes "Default Title" as the option value of a product without variants: it became a
+    colour (into the vocabulary and the Vertex restricts) for 23 products of a real export."""
+    rows = [
+        {"sku": "A", "name": "Watering Can", "opt": "Default Title", "maker": "N/A", "tags": "garden|-"},
+        {"sku": "B", "name": "Red Hose", "opt": "Red", "maker": "Gardena", "tags": "garden"},
+        {"sku": "C", "name": "Default Title", "opt": " default  title ", "maker": "-", "tags": ""},
+    ]
+    mapping = ColumnMapping(
+        {"product_id": "sku", "title": "name", "color": "opt", "brand": "maker", "bullet_points": "tags"},
+        aspects={"color": "opt"},
+        separators={"bullet_points": "|"},
+    )
+    result = load_generic(_write(rows, tmp_path / "export.csv"), mapping, "products")
+    by_id = {p["product_id"]: p for p in result.products}
+    assert by_id["A"]["color"] is None and by_id["A"]["brand"] is None and by_id["A"]["aspects"] in (None, {})
+    assert by_id["A"]["bullet_points"] == ["garden"]
+    assert by_id["B"]["color"] == "Red" and by_id["B"]["aspects"] == {"color": ["Red"]}
+    assert by_id["C"]["title"] == "Default Title"  # never in a title: only fields that may be missing
+    counts = result.counts["products"]
+    assert counts.placeholders == {"aspects.color": 2, "brand": 2, "bullet_points": 1, "color": 2}
+    assert counts.to_json()["placeholders_read_as_missing"] == counts.placeholders
+    _reconciles(result)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

@@ -74,6 +74,9 @@ class StreamCounts:
     records_out: int
     rejected: int
     skipped: Mapping[str, int] = field(default_factory=dict)
+    # Values read as missing because they are an export's placeholder ("Default Title", "N/A", "-"),
+    # per field: not rows, so outside the reconciliation.
+    placeholders: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         numbers = [self.rows_in, self.records_out, self.rejected, *self.skipped.values()]
@@ -86,6 +89,7 @@ class StreamCounts:
                 f"{self.rejected} rejected + {sum(self.skipped.values())} skipped = {accounted}"
             )
         object.__setattr__(self, "skipped", dict(sorted(self.skipped.items())))
+        object.__setattr__(self, "placeholders", dict(sorted(self.placeholders.items())))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -93,6 +97,7 @@ class StreamCounts:
             "records_out": self.records_out,
             "rejected": self.rejected,
             "skipped": dict(self.skipped),
+            **({"placeholders_read_as_missing": dict(self.placeholders)} if self.placeholders else {}),
         }
 
 
@@ -109,6 +114,8 @@ class StreamTally:
         self._rows_in = 0
         self._records_out = 0
         self._skipped: Counter[str] = Counter()
+        # Placeholder values a converter read as missing, per field (`ColumnMapping.convert`).
+        self.placeholders: Counter[str] = Counter()
 
     def attempt(self, row: RawRow, convert: Converter) -> Record | None:
         """Convert one row; a bad row becomes a dead letter, a skipped row a named count, never an exception.
@@ -139,7 +146,13 @@ class StreamTally:
                 yield record
 
     def counts(self) -> StreamCounts:
-        return StreamCounts(self._rows_in, self._records_out, len(self.dead_letters), dict(self._skipped))
+        return StreamCounts(
+            self._rows_in,
+            self._records_out,
+            len(self.dead_letters),
+            dict(self._skipped),
+            dict(self.placeholders),
+        )
 
     def _reject(self, record_id: str | None, reason: str, raw: Mapping[str, Any]) -> None:
         self.dead_letters.append(DeadLetter(self.stage, record_id, reason, dict(raw)))

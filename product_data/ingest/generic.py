@@ -10,6 +10,7 @@ vocabulary needs an empty mapping. Queries without a ``split`` column get "test"
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -184,12 +185,16 @@ class ColumnMapping:
             return None
         return [levels[self.category_level]]
 
-    def convert(self, row: Mapping[str, Any], kind: Kind) -> Record:
-        """One source row as a validated record of ``kind``."""
+    def convert(self, row: Mapping[str, Any], kind: Kind, placeholders: Counter[str] | None = None) -> Record:
+        """One source row as a validated record of ``kind``. An export's placeholder value in a field that
+        may be missing (`PLACEHOLDER_FIELDS`, the aspects) is read as missing, counted in `placeholders`."""
         raw: dict[str, Any] = {}
+        placeholders = placeholders if placeholders is not None else Counter()
         for target in TARGET_FIELDS[kind]:
             value = row.get(self.column(target))
             raw[target] = self.split(target, value) if target in LIST_FIELDS else value
+            if target in PLACEHOLDER_FIELDS:
+                raw[target] = _without_placeholders(raw[target], target, placeholders)
             if self.strip_html and target in HTML_FIELDS:
                 raw[target] = _without_html(raw[target])
         if kind == "judgments":
@@ -203,12 +208,35 @@ class ColumnMapping:
                 ) from None
         else:
             raw["aspects"] = {
-                name: self.split(name, row.get(column)) for name, column in self.aspects.items()
+                name: _without_placeholders(
+                    self.split(name, row.get(column)), f"aspects.{name}", placeholders
+                )
+                for name, column in self.aspects.items()
             }
             category = self.category_aspect(raw.get("category_path")) if kind == "products" else None
             if category:
                 raw["aspects"]["category"] = category
         return _VALIDATORS[kind](raw)
+
+
+# Values exports write for "none": Shopify's variant option "Default Title", "N/A", a dash. Read as
+# missing in fields that may be missing, never in ids, titles or text.
+PLACEHOLDERS = frozenset({"default title", "n/a", "n.a.", "-", "--", "—", "–"})
+PLACEHOLDER_FIELDS = frozenset({"brand", "color", "category_path", "bullet_points", "locale"})
+
+
+def _without_placeholders(value: Any, name: str, counted: Counter[str]) -> Any:
+    def placeholder(item: Any) -> bool:
+        return isinstance(item, str) and " ".join(item.split()).casefold() in PLACEHOLDERS
+
+    if placeholder(value):
+        counted[name] += 1
+        return None
+    if isinstance(value, list) and any(placeholder(item) for item in value):
+        kept = [item for item in value if not placeholder(item)]
+        counted[name] += len(value) - len(kept)
+        return kept or None
+    return value
 
 
 def _without_html(value: Any) -> Any:
@@ -285,7 +313,7 @@ def load_generic(
         rows = _noting_keys(rows, seen)
     unique = FirstWins.of(kind)
     tally = StreamTally(f"ingest.generic.{kind}")
-    records = list(tally.route(rows, lambda row: unique(mapping.convert(row, kind))))
+    records = list(tally.route(rows, lambda row: unique(mapping.convert(row, kind, tally.placeholders))))
     if file_format == "jsonl" and seen:
         message = missing_columns_message(source, sorted(seen), named)
         if message:

@@ -65,3 +65,15 @@ def test_the_annotations_read_the_model_configs_temperature() -> None:
     assert sharp == pytest.approx(math.exp(4) / (math.exp(4) + 2), abs=1e-6)
     with pytest.raises(ValueError, match="aspect_temperatures must be positive"):
         encoder.config.replace(aspect_temperatures={"brand": 0.0})
+
+
+def test_a_fit_on_the_grids_bound_keeps_the_uncalibrated_confidences(caplog) -> None:
+    """Every calibration product right with small margins: the likelihood keeps rising as T falls, so
+    the grid's lowest temperature would win as a clamp, not a fit (as category and brand did on a
+    200-product store export). It is refused, with a warning naming the aspect."""
+    logits, labels = _logits(60, 10, scale=0.5, accuracy=1.0)
+    with caplog.at_level("WARNING"):
+        assert fit_temperature(logits, labels, "category") is None
+    assert "category: the confidence temperature" in caplog.text and "grid's bound (0.01)" in caplog.text
+    inside, labels = _logits(400, 20, scale=0.3, accuracy=0.9)
+    assert fit_temperature(inside, labels) is not None

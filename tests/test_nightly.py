@@ -127,7 +127,8 @@ def test_a_same_day_rerun_after_a_wrong_catalog_is_one_error_line_then_restart_r
     assert main([*argv, "--products", str(tmp_path / "right")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("madr nightly: error: run folder ")
-    assert "--run_id 2026-11-28-2" in err[0] and "--restart_run" in err[0] and str(tmp_path / "right") in err[0]
+    assert "--run_id 2026-11-28-2" in err[0] and "--restart_run" in err[0]
+    assert str(tmp_path / "right") in err[0]
     assert "--catalog" not in err[0]
     assert main([*argv, "--products", str(tmp_path / "right"), "--restart_run"]) == 0
     assert read_latest(str(root))["run_id"] == "2026-11-28"

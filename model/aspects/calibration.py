@@ -11,15 +11,21 @@ Accuracy@1) is unchanged, and P(x) becomes a probability of being right.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 
+logger = logging.getLogger(__name__)
+
 # Candidate temperatures, log-spaced: a grid search over one parameter needs no optimiser and no seed.
-# Bounded: when every calibration product is right, the likelihood keeps rising as T falls to 0, and a
-# T of 0.02 (fitted on the demo's 8 colour-annotated calibration products) made every colour P = 1.
-TEMPERATURE_GRID = np.geomspace(0.1, 10.0, 81)
+# When every calibration product is right, the likelihood keeps rising as T falls to 0 (a T of 0.02,
+# fitted on the demo's 8 colour-annotated calibration products, made every colour P = 1): a minimum on
+# either bound is no fit, and `fit_temperature` keeps the uncalibrated confidences then. The grid spans
+# four decades so that a real optimum (a head right 90 % of the time with tiny margins: T ~ 0.05) lies
+# inside it.
+TEMPERATURE_GRID = np.geomspace(0.01, 100.0, 161)
 MIN_LABELLED = 20  # fewer labelled products fit noise: the aspect keeps temperature 1
 
 
@@ -28,9 +34,15 @@ def aspect_probabilities(logits: torch.Tensor, temperature: float = 1.0) -> torc
     return torch.softmax(logits.float() / temperature, dim=-1)
 
 
-def fit_temperature(logits: torch.Tensor, labels: Sequence[Sequence[int]]) -> float | None:
+def fit_temperature(
+    logits: torch.Tensor, labels: Sequence[Sequence[int]], aspect: str = "the aspect"
+) -> float | None:
     """The temperature that minimises the negative log-likelihood of `labels` (each row's annotated
-    classes; a row with several counts the probability of any of them), or None with too few rows."""
+    classes; a row with several counts the probability of any of them), or None (confidences stay
+    uncalibrated): with too few rows, or when the minimum lies on the grid's bound, where the likelihood
+    was still falling (every calibration product right, say) and the bound is no fit but a clamp. On a
+    200-product store the bound 0.1 put wrong categories (a watering can as "Gardening Gloves") at
+    0.75-0.79, above the fill threshold."""
     rows = [row for row, classes in enumerate(labels) if classes]
     if len(rows) < MIN_LABELLED:
         return None
@@ -42,4 +54,14 @@ def fit_temperature(logits: torch.Tensor, labels: Sequence[Sequence[int]]) -> fl
     for temperature in TEMPERATURE_GRID:
         log_p = torch.log_softmax(chosen / float(temperature), dim=-1)
         losses.append(-torch.logsumexp(log_p.masked_fill(~mask, float("-inf")), dim=-1).mean().item())
-    return round(float(TEMPERATURE_GRID[int(np.argmin(losses))]), 4)
+    best = int(np.argmin(losses))
+    if best in (0, len(TEMPERATURE_GRID) - 1):
+        logger.warning(
+            "%s: the confidence temperature fitted on %d held-out products lands on the grid's bound "
+            "(%.2g), not inside it: keeping the uncalibrated confidences",
+            aspect,
+            len(rows),
+            TEMPERATURE_GRID[best],
+        )
+        return None
+    return round(float(TEMPERATURE_GRID[best]), 4)

@@ -47,7 +47,7 @@ def calibrate_confidences(
             continue
         logits = torch.cat([output.aspect_logits[aspect] for output in outputs])
         labels = [_classes(vocabulary, aspect, record, tokenizer.tokenize) for record in annotations]
-        fitted = fit_temperature(logits, labels)
+        fitted = fit_temperature(logits, labels, aspect)
         if fitted is not None:
             temperatures[aspect] = fitted
     encoder.config.replace(aspect_temperatures=temperatures).save(model_dir)

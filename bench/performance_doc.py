@@ -22,6 +22,7 @@ from bench.exact_search_bench import exact_search_section
 from bench.index_stage_bench import index_stage_section
 from bench.nightly_scale_doc import nightly_scale_section, nightly_scale_verdicts
 from bench.performance_notes import FINDINGS, INTRO, NOTES
+from bench.serving_doc import serving_section, serving_verdicts
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "PERFORMANCE.md"
 PLOT = "performance_recall_qps.png"
@@ -261,6 +262,16 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
         nightly_scale_section,
     ),
     ("index_stage", "The nightly's index stage with and without last night's index", index_stage_section),
+    (
+        "serving_shipped",
+        "The serving index: madr's artifact against exact scoring, plain ScaNN and FAISS (shipped-model vectors)",
+        serving_section,
+    ),
+    (
+        "serving_isotropic",
+        "The serving index on isotropic vectors (where trees are weakest)",
+        serving_section,
+    ),
 ]
 
 
@@ -355,6 +366,7 @@ def verdicts(results: dict[str, dict[str, Any] | None]) -> list[list[str]]:
             f["beam_s"] <= 120 if full else extrapolated <= 120,
             full,
         )
+    rows += serving_verdicts(results.get("serving_shipped"))
     return rows
 
 

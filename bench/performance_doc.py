@@ -264,7 +264,7 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("index_stage", "The nightly's index stage with and without last night's index", index_stage_section),
     (
         "serving_shipped",
-        "The serving index: madr's artifact against exact scoring, plain ScaNN and FAISS (shipped-model vectors)",
+        "The serving index against exact scoring, plain ScaNN and FAISS (shipped-model vectors)",
         serving_section,
     ),
     (

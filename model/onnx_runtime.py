@@ -209,7 +209,8 @@ def quantize_graph(source: Path, target: Path, reduce_range: bool = False) -> No
     `reduce_range` keeps weights to 7 bits. Without VNNI, ONNX Runtime multiplies u8 x s8 with AVX2's
     vpmaddubsw, whose int16 sums saturate on full-range weights: on a 2-core AMD EPYC without VNNI the
     tiny test MtBERT's int8 embeddings fell to cosine 0.72 of fp32 (0.9997 with 7-bit weights), where
-    VNNI machines lost nothing. ONNX Runtime's own advice for such CPUs.
+    the same test passed on the Intel machines with VNNI of earlier sessions. ONNX Runtime's own advice for
+    such CPUs.
     """
     from onnxruntime.quantization import QuantType, quantize_dynamic
 

@@ -87,6 +87,12 @@ CASES: dict[str, list[tuple[str, str]]] = {
         ("extend-vocabulary --model {model} --values {tmp}/v.json --output {tmp}/x", "No such file"),
     ],
     "compare": [(f"compare {N} {N}", "holds per_query.parquet"), ("compare", "required")],
+    "search": [
+        (f"search --index {N} --model {{model}} --query shoes", f"--index {N} has no manifest.json"),
+        ("search --index {tmp} --model {model}", "nothing to search: give --query TEXT or --queries FILE"),
+        ("search --index {tmp} --model {model} --query x --k 0", "--k must be >= 1"),
+        ("search --index {tmp} --model {model} --query x --filter brand", "--filter takes ASPECT=VALUE"),
+    ],
     "demo": [("demo --out {tmp}/d --num_products 0", "num_products must be >= 1")],
 }
 

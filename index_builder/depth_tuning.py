@@ -136,8 +136,12 @@ class DepthTuner:
         measured: dict[tuple[int | None, int], float] = {}
 
         def recall(leaves: int | None, reorder: int) -> float:
+            # With evaluation queries (real queries, encoded by the query side), both sets must reach the
+            # target: at 500,000 shipped-model vectors a schedule tuned on corpus vectors alone reached
+            # 0.95 on them and 0.93 on the generator's queries.
             if (leaves, reorder) not in measured:
-                measured[leaves, reorder] = probe.measure(leaves, reorder)
+                held_out, evaluation = probe.measure_each(leaves, reorder)
+                measured[leaves, reorder] = held_out if evaluation is None else min(held_out, evaluation)
                 self.measurements += 1
             return measured[leaves, reorder]
 
@@ -198,7 +202,11 @@ class DepthTuner:
                 self.evaluation_queries,
                 self.exact,
             )
-            recall = probe.measure(entry.leaves_to_search, entry.pre_reorder_num_neighbors)
+            recall = min(
+                r
+                for r in probe.measure_each(entry.leaves_to_search, entry.pre_reorder_num_neighbors)
+                if r is not None
+            )
             self.measurements += 1
             if recall < self.target:
                 short.append(f"k={entry.depth}: recall {recall:.3f} < {self.target}")

@@ -160,15 +160,22 @@ class RecallProbe:
 
     def measure(self, leaves: int | None, depth: int) -> float:
         """recall@k over every query, searched with these leaves and re-ranking depth."""
+        held_out, evaluation = self.measure_each(leaves, depth)
+        hits = held_out * len(self.own)
+        if evaluation is not None:
+            hits += evaluation * len(self.evaluation_truth)
+        return hits / self.count
+
+    def measure_each(self, leaves: int | None, depth: int) -> tuple[float, float | None]:
+        """(recall@k of the held-out corpus vectors, of the evaluation queries or None)."""
         options = {"leaves_to_search": leaves, "pre_reorder_num_neighbors": depth}
         found = self.index.search(self.held_out, self.k + 1, **options).indices
         found = _drop_self(found, self.own, self.k)
-        hits = _overlap(found, self.truth, self.held_out, self.embeddings, self.k) * len(self.own)
-        if self.evaluation_truth is not None:
-            found = self.index.search(self.evaluation, self.k, **options).indices
-            recall = _overlap(found, self.evaluation_truth, self.evaluation, self.embeddings, self.k)
-            hits += recall * len(self.evaluation_truth)
-        return hits / self.count
+        held_out = _overlap(found, self.truth, self.held_out, self.embeddings, self.k)
+        if self.evaluation_truth is None:
+            return held_out, None
+        found = self.index.search(self.evaluation, self.k, **options).indices
+        return held_out, _overlap(found, self.evaluation_truth, self.evaluation, self.embeddings, self.k)
 
 
 def tune_recall(

@@ -128,9 +128,11 @@ class DepthTuner:
         return SearchSchedule(tuple(self.tune_depth(depth) for depth in depths))
 
     def tune_depth(self, depth: int) -> DepthEntry:
-        probe = RecallProbe(
-            self.index, self.embeddings, depth, recall_query_count(depth), self.evaluation_queries, self.exact
-        )
+        count = recall_query_count(depth)
+        # Evaluation queries are as many as the held-out vectors at this depth: 1,000 of them searched
+        # 10,000 deep at every step made a 500,000-vector build 4x slower (508 s against 128 s).
+        evaluation = None if self.evaluation_queries is None else self.evaluation_queries[:count]
+        probe = RecallProbe(self.index, self.embeddings, depth, count, evaluation, self.exact)
         config = self.index.config
         reorders = reorder_ladder(depth, self.index.size, config.reorder_candidates is not None)
         measured: dict[tuple[int | None, int], float] = {}
@@ -199,7 +201,9 @@ class DepthTuner:
                 self.embeddings,
                 entry.depth,
                 recall_query_count(entry.depth),
-                self.evaluation_queries,
+                None
+                if self.evaluation_queries is None
+                else self.evaluation_queries[: recall_query_count(entry.depth)],
                 self.exact,
             )
             recall = min(

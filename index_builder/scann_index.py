@@ -41,7 +41,7 @@ from index_builder.artifact import (
 from index_builder.config import ScannIndexConfig, Scoring
 from index_builder.exact import ExactSearcher
 from index_builder.scann_assets import exact_searcher, scann_builder, scann_version, write_serving_defaults
-from index_builder.schedule import EXACT, SearchSchedule
+from index_builder.schedule import EXACT, DepthEntry, SearchSchedule
 from index_builder.searcher import (
     SearchResult,
     as_corpus,
@@ -211,9 +211,10 @@ class ScannIndex:
             return self._exact.search(queries, k)
         matrix = as_query_matrix(queries, self.dimension)
         k_eff = effective_k(k, self.size)
-        leaves, depth = self._default_settings(k_eff) if not overridden else (None, None)
-        if leaves == "exact":
+        entry = None if overridden or self._schedule is None else self._schedule.entry_for(k_eff)
+        if entry is not None and entry.searcher == EXACT:
             return self._exact.search(queries, k)
+        leaves, depth = self._tree_settings(entry, k_eff)
         leaves = leaves_to_search if leaves_to_search is not None else leaves
         depth = pre_reorder_num_neighbors if pre_reorder_num_neighbors is not None else depth
         if leaves is None and not overridden:
@@ -234,14 +235,11 @@ class ScannIndex:
         indices, scores = sort_rows(indices, scores)
         return make_result(indices, scores, self._ids)
 
-    def _default_settings(self, k: int) -> tuple[Any, int | None]:
-        """(leaves, re-ranking) for k from the schedule, ("exact", None) where it scores exactly, or
-        (None, None): the config's rule. Beyond the deepest entry, the rule widens the tree's settings."""
-        if self._schedule is None:
+    def _tree_settings(self, entry: DepthEntry | None, k: int) -> tuple[int | None, int | None]:
+        """(leaves, re-ranking) of the schedule's tree entry for k, or (None, None): the config's rule.
+        Beyond the deepest entry, the rule widens the entry's settings."""
+        if entry is None:
             return None, None
-        entry = self._schedule.entry_for(k)
-        if entry.searcher == EXACT:
-            return "exact", None
         if k <= entry.depth:
             return entry.leaves_to_search, entry.pre_reorder_num_neighbors
         leaves = self._config.search_leaves(k)

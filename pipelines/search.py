@@ -23,12 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from index_builder import ExactSearcher, open_index
 from model.aspects.vocabulary import normalise_value
-from pipelines.artifacts import read_embeddings, read_stage_manifest
+from pipelines.artifacts import parquet_rows, read_embeddings, read_stage_manifest
 from pipelines.embed.enrich import DEFAULT_FILL_CONFIDENCE
 from pipelines.embed.gap_fill import FilledAspect, fill_aspects
 from pipelines.evaluate.calibration import encode_queries
@@ -152,21 +151,16 @@ def load_catalog(index_ids: Sequence[str], embeddings: str, products: str, min_c
     """Titles and annotations of the indexed products: catalog values from `products`, predictions
     from the embed output's rows."""
     predicted: dict[str, tuple[dict, dict]] = {}
-    columns = ["product_id", "aspect_values", "aspect_confidences"]
-    for path in _files(FileSystems.join(embeddings, "*.parquet")):
-        for row in pq.read_table(path, columns=columns).to_pylist():
-            predicted[row["product_id"]] = (
-                dict(row["aspect_values"] or ()),
-                dict(row["aspect_confidences"] or ()),
-            )
+    for row in parquet_rows(embeddings, ["product_id", "aspect_values", "aspect_confidences"]):
+        values, confidences = row["aspect_values"] or (), row["aspect_confidences"] or ()
+        predicted[row["product_id"]] = (dict(values), dict(confidences))
     wanted = set(index_ids)
     titles: dict[str, str] = {}
     stated: dict[str, dict[str, list[str]]] = {}
-    for path in _files(products):
-        for row in pq.read_table(path, columns=["product_id", "title", "aspects"]).to_pylist():
-            if row["product_id"] in wanted:
-                titles[row["product_id"]] = row["title"]
-                stated[row["product_id"]] = {k: list(v or ()) for k, v in (row["aspects"] or ())}
+    for row in parquet_rows(products, ["product_id", "title", "aspects"]):
+        if row["product_id"] in wanted:
+            titles[row["product_id"]] = row["title"]
+            stated[row["product_id"]] = {k: list(v or ()) for k, v in (row["aspects"] or ())}
     aspects = []
     for pid in index_ids:
         values, confidences = predicted.get(pid, ({}, {}))
@@ -181,12 +175,6 @@ def load_catalog(index_ids: Sequence[str], embeddings: str, products: str, min_c
     return Catalog(
         index_ids, [titles.get(pid, "(not in --products)") for pid in index_ids], aspects, embeddings
     )
-
-
-def _files(pattern: str) -> list[str]:
-    if not any(ch in pattern for ch in "*?[") and not pattern.endswith(".parquet"):
-        pattern = FileSystems.join(pattern, "*.parquet")
-    return sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
 
 
 def open_search(config: SearchConfig) -> tuple[Any, Catalog]:

@@ -43,6 +43,9 @@ setup(
         # The CPU runtime of inference (--runtime auto) and --precision int8 (pipelines.inference).
         "onnxruntime>=1.18",
         "onnx>=1.16",
+        # The lexical rows beside zero-shot (evaluation.lexical): BM25 and its Snowball stemmer.
+        "bm25s>=0.2",
+        "PyStemmer>=2.2",
     ],
     extras_require={
         # sentence-transformers: the zero-shot model must embed exactly as it does (tests/test_zero_shot.py).

@@ -221,6 +221,12 @@ class EvaluateSettings:
         "sentence-transformers gives) on the same queries over --products, and report each metric's "
         "difference from it with a paired t-test; default: true when --products is given",
     )
+    lexical: str | None = switch(
+        "Also rank --products with BM25 (bm25s, Lucene scoring, k1 1.2, b 0.75, Snowball English stemmer) "
+        "over the text the model reads, and with BM25 fused with the zero-shot run by reciprocal rank "
+        "(k 60), and compare the model with each (paired t-test); default: true when the zero-shot row is "
+        "evaluated",
+    )
     allow_model_mismatch: str | None = switch(
         "Evaluate even when --index or --embeddings record another model than --model (their manifests' "
         "model_fingerprint); refused by default, and recorded in the evaluation's manifest when allowed",
@@ -234,7 +240,7 @@ class EvaluateSettings:
     def __post_init__(self) -> None:
         if self.searcher not in SEARCHERS:
             raise ValueError(f"--searcher must be one of {SEARCHERS}, got {self.searcher!r}")
-        for name in ("compare_exact", "zero_shot", "allow_model_mismatch"):
+        for name in ("compare_exact", "zero_shot", "lexical", "allow_model_mismatch"):
             if getattr(self, name) not in (None, "true", "false"):
                 raise ValueError(f"--{name} must be true or false, got {getattr(self, name)!r}")
         if self.depth < 1:

@@ -37,6 +37,7 @@ from pipelines.evaluate.annotation_quality import (
     measure_annotation_quality,
     written_annotation_accuracy,
 )
+from pipelines.evaluate.baselines import compare_with_baselines
 from pipelines.evaluate.calibration import (
     CALIBRATION_QUERIES,
     Calibration,
@@ -53,7 +54,6 @@ from pipelines.evaluate.report import (
 )
 from pipelines.evaluate.searchers import SearcherSpec
 from pipelines.evaluate.transforms import JoinJudgments, SearchAndScore, WriteRun
-from pipelines.evaluate.zero_shot import ZeroShotComparison, compare_with_zero_shot, wants_zero_shot
 from pipelines.index.manifest import format_serving, serving_schedule
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode
 from pipelines.options import EvaluateSettings, ModelSettings, PredictionThreshold
@@ -338,17 +338,16 @@ def _run_evaluate(
         folder, branches, primary, plan.depth, plan.rule, plan.rule_source, calibration, plan.cutoffs
     )
     annotations = _annotation_quality(config, folder)
-    zero_shot: ZeroShotComparison | None = None
-    if wants_zero_shot(config):
-        side = "exact" if "exact" in branches else primary
-        zero_shot = compare_with_zero_shot(
-            config,
-            folder,
-            branches[side].per_query,
-            side,
-            beam_options,
-            lambda baseline: evaluate_retrieval(baseline, beam_options, plan.rule),
-        )
+    side = "exact" if "exact" in branches else primary
+    baselines = compare_with_baselines(
+        config,
+        folder,
+        branches[side].per_query,
+        side,
+        (plan.cutoffs.metrics, plan.depth, plan.rule),
+        beam_options,
+        lambda baseline: evaluate_retrieval(baseline, beam_options, plan.rule),
+    )
     counted = [
         "queries_read",
         "queries_dead_lettered",
@@ -380,7 +379,7 @@ def _run_evaluate(
             "relevance_rule": plan.rule.to_dict(),
             "counts": counts,
             **({"annotation_quality": annotations.to_dict()} if annotations else {}),
-            **({"zero_shot": zero_shot.to_dict()} if zero_shot else {}),
+            **{name: value for name, value in baselines.to_dict().items() if value},
             **({"index_serving": serving} if serving else {}),
         },
     )
@@ -399,9 +398,9 @@ def _run_evaluate(
             else ""
         )
         + (f"\n\n{format_serving(serving)}" if serving else "")
-        + (f"\n\n{zero_shot.table()}" if zero_shot else "")
+        + baselines.tables()
         + (f"\n\n{annotations.table()}" if annotations else ""),
-        "zero_shot": zero_shot.to_dict() if zero_shot else None,
+        **baselines.to_dict(),
         "annotation_quality": annotations.to_dict() if annotations else None,
         "ann_vs_exact": report.ann_vs_exact,
         "recall_at_k": report.recall_at_k,

@@ -110,6 +110,7 @@ def compare_with_zero_shot(
                 embeddings=embeddings,
                 compare_exact="false",
                 zero_shot="false",
+                lexical="false",
             ),
             output=evaluation,
             products=None,

@@ -225,12 +225,12 @@ def adapt_to_store_export(args: argparse.Namespace, stages: StageRunner) -> dict
     print(f"\n== A store export the model never saw ({source}): `madr adapt --data {store.root}`")
     print("   " + report.format().replace("\n", "\n   "))
     for name, found in (("shipped model, not adapted", shipped), ("adapted", adapted)):
-        compared = found["zero_shot"]["metrics"]
-        cells = ", ".join(
-            f"{metric} {compared[metric]['mean_b']:.3f} (zero-shot {compared[metric]['mean_a']:.3f}, "
-            f"p {compared[metric]['pvalue']:.2g})"
-            for metric in ("recall@100", "ndcg@10")
-            if metric in compared
-        )
-        print(f"   {name}: {cells}")
+        peers = {"zero-shot": found["zero_shot"], **((found["lexical"] or {}).get("systems") or {})}
+        for metric in ("recall@100", "ndcg@10"):
+            own = found["zero_shot"]["metrics"][metric]["mean_b"]
+            against = {peer: compared["metrics"][metric] for peer, compared in peers.items()}
+            cells = ", ".join(
+                f"{peer} {row['mean_a']:.3f} (p {row['pvalue']:.2g})" for peer, row in against.items()
+            )
+            print(f"   {name}: {metric} {own:.3f}; {cells}")
     return {"shipped": shipped, "adapted": adapted, "adapt": report}

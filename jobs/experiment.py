@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from evaluation import RelevanceRule
+from evaluation import RelevanceRule, parse_metrics
 from evaluation.collapse import mean_pairwise_cosine
 
 # The config lives in its own module; these names stay importable from here.
@@ -40,10 +40,11 @@ from jobs.experiment_summary import pool_seeds, power_analysis, summarise
 from jobs.experiment_variant import embeddings_source, variant_training
 from jobs.stage_runs import StageRunner
 from model import Side, load_encoder, text_for_model
-from model.registry import experiment_role
+from model.registry import ZERO_SHOT, experiment_role
 from pipelines.artifacts import read_embeddings
 from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.evaluate.judged_ranking import aspect_accuracy, encode, rerank_judged
+from pipelines.evaluate.lexical import JudgedCatalog, score_lexical
 from pipelines.evaluate.sparse import (
     is_sparse_model,
     read_sparse_results,
@@ -240,6 +241,28 @@ def _run_result(
     return result
 
 
+def _lexical_results(data: DatasetLayout, zero_shot_eval: Path, rule: RelevanceRule) -> dict[str, Any]:
+    """BM25 and BM25 fused with the zero-shot run (`pipelines.evaluate.lexical`) as rows of the table:
+    retrieval recall only (the ranking task's NDCG and AUC re-rank judged products with a model)."""
+    metrics = parse_metrics(RETRIEVAL_METRICS)
+    depth = max(spec.k or 0 for spec in metrics)
+    catalog = JudgedCatalog(data.products, data.queries, data.judgments)
+    # A zero-shot run read from the run archive left no run file here: BM25 alone then.
+    found = zero_shot_eval if zero_shot_eval.is_dir() else None
+    runs = score_lexical(catalog, (metrics, depth, rule), str(found) if found else None)
+    print(f"   {runs.analyzer} over {runs.corpus_size:,} products: {', '.join(runs.rows)}", flush=True)
+    return {
+        name: {
+            "per_query": {row["query_id"]: row for row in rows},
+            "timings": {},
+            "query_accuracy": None,
+            "product_accuracy": None,
+            "seeds": 1,
+        }
+        for name, rows in runs.rows.items()
+    }
+
+
 def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
@@ -292,6 +315,8 @@ def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
                 print(f"   {variant}, seed {seed}: finished by an earlier attempt in {folder}", flush=True)
                 progress.skip(1)
         results[variant] = pool_seeds(runs)
+        if variant == ZERO_SHOT:
+            results.update(_lexical_results(data, root / ZERO_SHOT / "eval", rule))
         if config.baseline in results:
             # After every variant, so an experiment stopped half-way still leaves its table.
             report = _write_results(config, results, root, time.perf_counter() - started)

@@ -88,3 +88,19 @@ def index_embeddings(embeddings: str | Path, output: str | Path, max_k: int = 10
         embeddings=str(embeddings), output=str(output), index=IndexSettings(max_k=max_k)
     )
     return build_index(config)
+
+
+def embed_and_evaluate(store: dict[str, str], model: Path, output: Path, metrics: str, *flags: str) -> dict:
+    """`madr embed` of store["products"] beside `output`, then `madr evaluate` of it exactly with `flags`."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.embed.stage import run_embed
+    from pipelines.evaluate.stage import run_evaluate
+
+    embeddings = output.parent / f"{output.name}-embeddings"
+    run_embed(
+        PipelineOptions(["--products", store["products"], "--model", str(model), "--output", str(embeddings)])
+    )
+    argv = ["--queries", store["queries"], "--judgments", store["judgments"], "--model", str(model)]
+    argv += ["--output", str(output), "--searcher", "exact", "--embeddings", str(embeddings)]
+    return run_evaluate(PipelineOptions([*argv, "--metrics", metrics, *flags]))

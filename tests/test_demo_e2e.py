@@ -92,4 +92,9 @@ def test_demo_runs_every_stage_and_reports_sane_metrics(tmp_path) -> None:
     zero_shot = json.loads((demo / "eval" / "zero_shot.json").read_text())
     assert zero_shot["metrics"]["recall@100"]["queries"] == metrics["num_queries"]
     assert "Against the backbone used zero-shot" in evaluation["table"]
+    # ... and BM25 and BM25 fused with zero-shot, on the same queries.
+    lexical = json.loads((demo / "eval" / "lexical.json").read_text())
+    assert set(lexical["systems"]) == {"bm25", "bm25+zero-shot", "bm25+model"}
+    assert lexical["systems"]["bm25"]["metrics"]["recall@100"]["queries"] == metrics["num_queries"]
+    assert "Against bm25+zero-shot" in evaluation["table"]
     assert result["store"] is None

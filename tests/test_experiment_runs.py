@@ -109,6 +109,10 @@ def test_the_experiment_reads_kept_runs_instead_of_running_them(
     )
     assert bibert["means"]["recall@100"] == pytest.approx(expected)
     assert json.loads((root / "results.json").read_text())["config"]["run_archive"] == config.run_archive
+    # BM25 ranks the catalog beside the models; the zero-shot run came from the archive, so no fusion.
+    bm25 = report["summary"]["bm25"]
+    assert "bm25+zero-shot" not in report["summary"] and 0 < bm25["means"]["recall@100"] <= 1
+    assert "recall@100" in bm25["pvalues"] and "| bm25 |" in (root / "results.md").read_text()
     # Nothing ran, so there is no pace to report: no "runs done" line with an ETA from instant reads.
     printed = capsys.readouterr().out
     assert f"3 runs are in {tmp_path / 'archive'}, 0 to run" in printed and "runs done" not in printed

@@ -12,13 +12,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from evaluation import paired_t_test
 from evaluation.lexical import Bm25Index, Bm25Settings, reciprocal_rank_fusion
-from pipelines.embed.stage import run_embed
-from pipelines.evaluate.stage import run_evaluate
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
+from tests.conftest import embed_and_evaluate
 
 PLAIN = Bm25Settings(stemmer="", stopwords="")
 
@@ -101,14 +99,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def _evaluate(store: dict[str, str], model: Path, output: Path, *flags: str) -> dict:
-    embeddings = output.parent / f"{output.name}-embeddings"
-    run_embed(
-        PipelineOptions(["--products", store["products"], "--model", str(model), "--output", str(embeddings)])
+    return embed_and_evaluate(
+        store, model, output, "recall@2,ndcg@2,mrr@10", "--products", store["products"], *flags
     )
-    argv = ["--queries", store["queries"], "--judgments", store["judgments"], "--model", str(model)]
-    argv += ["--output", str(output), "--searcher", "exact", "--embeddings", str(embeddings)]
-    argv += ["--metrics", "recall@2,ndcg@2,mrr@10", "--products", store["products"], *flags]
-    return run_evaluate(PipelineOptions(argv))
 
 
 def _qrels(store: dict[str, str]) -> list[ir_measures.Qrel]:
@@ -126,7 +119,8 @@ def test_evaluate_reports_bm25_and_the_hybrid_as_ir_measures_scores_them(
 ) -> None:
     result = _evaluate(store, tiny_model_dir, tmp_path / "eval")
     lexical = result["lexical"]
-    assert set(lexical["systems"]) == {"bm25", "bm25+zero-shot"}
+    assert set(lexical["systems"]) == {"bm25", "bm25+zero-shot", "bm25+model"}
+    assert lexical["model_fused_with_bm25"]["run_b"] == "bm25+model"
     assert json.loads((tmp_path / "eval" / "manifest.json").read_text())["lexical"] == lexical
     assert "Snowball english stemmer" in lexical["bm25"] and "Against bm25+zero-shot" in result["table"]
 
@@ -178,7 +172,7 @@ def test_lexical_false_or_without_zero_shot(store, tiny_model_dir, tmp_path) -> 
     off = _evaluate(store, tiny_model_dir, tmp_path / "off", "--zero_shot", "false")
     assert off["lexical"] is None and not (tmp_path / "off" / "lexical").exists()
     alone = _evaluate(store, tiny_model_dir, tmp_path / "alone", "--zero_shot", "false", "--lexical", "true")
-    assert set(alone["lexical"]["systems"]) == {"bm25"}  # nothing to fuse with
+    assert set(alone["lexical"]["systems"]) == {"bm25", "bm25+model"}  # no zero-shot run to fuse with
     assert alone["lexical"]["corpus_size"] == 12
     with pytest.raises(SystemExit):  # argparse names the choices
         _evaluate(store, tiny_model_dir, tmp_path / "bad", "--lexical", "yes")

@@ -19,10 +19,9 @@ from model.backbone import bundled_backbone_path
 from model.interpolation import average_with_backbone
 from model.pooling import Pooling, pool
 from pipelines.embed.stage import run_embed
-from pipelines.evaluate.stage import run_evaluate
 from pipelines.zero_shot import zero_shot_model
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
-from tests.conftest import tiny_backbone
+from tests.conftest import embed_and_evaluate, tiny_backbone
 
 TEXTS = [
     "red mattress topper",
@@ -152,14 +151,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def _evaluate(store: dict[str, str], model: Path, output: Path, *flags: str) -> dict:
-    embeddings = output.parent / f"{output.name}-embeddings"
-    run_embed(
-        PipelineOptions(["--products", store["products"], "--model", str(model), "--output", str(embeddings)])
-    )
-    argv = ["--queries", store["queries"], "--judgments", store["judgments"], "--model", str(model)]
-    argv += ["--output", str(output), "--searcher", "exact", "--embeddings", str(embeddings)]
-    argv += ["--metrics", "recall@2,ndcg@2,mrr@10", *flags]
-    return run_evaluate(PipelineOptions(argv))
+    return embed_and_evaluate(store, model, output, "recall@2,ndcg@2,mrr@10", *flags)
 
 
 @pytest.mark.e2e

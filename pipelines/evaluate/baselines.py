@@ -60,9 +60,8 @@ def compare_with_baselines(
         zero_shot = compare_with_zero_shot(config, folder, model_rows, model_searcher, beam_options, evaluate)
     lexical = None
     if wants_lexical(config, with_zero_shot):
-        metrics, depth, rule = scoring
         zero_shot_run = FileSystems.join(folder, zero_shot.folder, "eval") if zero_shot else None
-        lexical = compare_with_lexical(config, folder, model_rows, metrics, depth, rule, zero_shot_run)
+        lexical = compare_with_lexical(config, folder, model_rows, scoring, zero_shot_run)
     return BaselineComparisons(zero_shot, lexical)
 
 

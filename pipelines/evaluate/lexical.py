@@ -40,6 +40,7 @@ LEXICAL_FOLDER = "lexical"
 LEXICAL_FILE = "lexical.json"
 BM25 = "bm25"
 HYBRID = "bm25+zero-shot"
+MODEL_HYBRID = "bm25+model"
 
 
 def wants_lexical(config: EvaluateConfig, zero_shot: bool) -> bool:
@@ -54,30 +55,42 @@ def wants_lexical(config: EvaluateConfig, zero_shot: bool) -> bool:
 
 @dataclass(frozen=True)
 class LexicalComparison:
-    """The model against BM25 and against the hybrid: A is the lexical system, B the model."""
+    """The model against BM25 and against BM25 + zero-shot (A is the lexical system, B the model), and
+    BM25 fused with the model's own run against BM25 + zero-shot (`fusion`): what fusing BM25 into
+    madr's retrieval would gain."""
 
     analyzer: str
     reports: Mapping[str, ComparisonReport]
     corpus_size: int
+    fusion: ComparisonReport | None = None
     folder: str = LEXICAL_FOLDER
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "bm25": self.analyzer,
-            "fusion": f"reciprocal rank fusion of {BM25} and the zero-shot run, k {RRF_K}",
+            "fusion": f"reciprocal rank fusion of {BM25} with the zero-shot or the model's run, k {RRF_K}",
             "corpus_size": self.corpus_size,
             "folder": self.folder,
             "systems": {name: report.to_dict() for name, report in self.reports.items()},
+            **({"model_fused_with_bm25": self.fusion.to_dict()} if self.fusion else {}),
         }
 
     def table(self) -> str:
+        explained = {
+            BM25: self.analyzer,
+            HYBRID: f"{BM25} fused with the zero-shot run by RRF (k {RRF_K})",
+            MODEL_HYBRID: f"{BM25} fused with this model's run by RRF (k {RRF_K})",
+        }
         parts = []
         for name, report in self.reports.items():
-            what = (
-                self.analyzer if name == BM25 else f"{BM25} fused with the zero-shot run by RRF (k {RRF_K})"
-            )
             lines = report.format().splitlines()
-            parts.append("\n".join([f"Against {name}: {what}; A = {name}, B = this model", *lines[2:]]))
+            parts.append(
+                "\n".join([f"Against {name}: {explained[name]}; A = {name}, B = this model", *lines[2:]])
+            )
+        if self.fusion is not None:
+            lines = self.fusion.format().splitlines()
+            title = f"{MODEL_HYBRID} against {HYBRID}: what fusing BM25 into this model's retrieval gains"
+            parts.append("\n".join([f"{title}; A = {HYBRID}, B = {MODEL_HYBRID}", *lines[2:]]))
         return "\n\n".join(parts)
 
 
@@ -114,8 +127,8 @@ def _judgments(judgments: str, corpus: CorpusIds) -> dict[str, dict[str, int]]:
     return found
 
 
-def _zero_shot_rankings(run_folder: str, corpus: CorpusIds) -> dict[str, np.ndarray]:
-    """The zero-shot run as corpus rows per query, best first (ids mapped in Arrow, not in Python)."""
+def _run_rankings(run_folder: str, corpus: CorpusIds) -> dict[str, np.ndarray]:
+    """A dense run as corpus rows per query, best first (ids mapped by `CorpusIds`, grouped in numpy)."""
     table = read_parquet_table(run_folder, "run", ["query_id", "product_id", "rank"])
     table = table.sort_by([("query_id", "ascending"), ("rank", "ascending")])
     rows = corpus.rows(table.column("product_id").to_pylist())
@@ -148,53 +161,105 @@ def _write_system(folder: str, rows: list[dict[str, Any]], rule: RelevanceRule) 
         write_metrics(local, aggregate(rows), rows, rule)
 
 
+@dataclass(frozen=True)
+class JudgedCatalog:
+    """What the lexical systems rank and are scored on: a catalog, its queries of one split, judgments."""
+
+    products: str
+    queries: str
+    judgments: str
+    split: str = "test"
+
+
+@dataclass(frozen=True)
+class LexicalRuns:
+    """Each lexical system's per-query metric rows (with query_id), and how many products it ranked."""
+
+    rows: Mapping[str, list[dict[str, Any]]]
+    corpus_size: int
+    analyzer: str
+
+
+def score_lexical(
+    catalog: JudgedCatalog,
+    scoring: tuple[Sequence[MetricSpec], int, RelevanceRule],
+    zero_shot_eval: str | None,
+    settings: Bm25Settings | None = None,
+    model_eval: str | None = None,
+) -> LexicalRuns:
+    """Rank the catalog's judged queries with BM25 and, given a zero-shot evaluation folder (its run and
+    its sibling embeddings/), with BM25 fused with that run; score both with ``scoring`` (metrics, depth,
+    relevance rule). With a zero-shot run, BM25 ranks exactly the products it searched. Given the model's
+    evaluation folder, BM25 is fused with its run too."""
+    metrics, depth, rule = scoring
+    settings = settings or Bm25Settings()
+    searched: set[str] | None = None
+    if zero_shot_eval is not None:
+        embeddings = FileSystems.join(FileSystems.split(zero_shot_eval)[0], "embeddings")
+        searched = set(read_parquet_table(embeddings, "embeddings", ["product_id"]).column(0).to_pylist())
+    ids, texts = _catalog_text(catalog.products, searched)
+    corpus = CorpusIds(ids)
+    judgments = _judgments(catalog.judgments, corpus)
+    queries = {
+        query_id: text
+        for query_id, text in _test_queries(catalog.queries, catalog.split).items()
+        if query_id in judgments
+    }
+    LOGGER.info("BM25: indexing %d products, ranking %d queries to depth %d", len(ids), len(queries), depth)
+    found: list[Ranking] = Bm25Index(ids, texts, settings).search(list(queries.values()), depth)
+    rankings = {BM25: dict(zip(queries, (ranking.rows for ranking in found), strict=True))}
+    for name, run_folder in ((HYBRID, zero_shot_eval), (MODEL_HYBRID, model_eval)):
+        if run_folder is not None and list_files(run_folder, "run*.parquet"):
+            dense = _run_rankings(run_folder, corpus)
+            rankings[name] = {
+                query_id: reciprocal_rank_fusion(
+                    [rankings[BM25][query_id], dense.get(query_id, [])], depth
+                ).rows
+                for query_id in queries
+            }
+    rows = {name: _score(ranked, judgments, corpus, metrics, rule) for name, ranked in rankings.items()}
+    return LexicalRuns(rows, len(ids), settings.describe())
+
+
 def compare_with_lexical(
     config: EvaluateConfig,
     folder: str,
     model_rows: Sequence[Mapping[str, Any]],
-    metrics: Sequence[MetricSpec],
-    depth: int,
-    rule: RelevanceRule,
-    zero_shot_folder: str | None,
-    settings: Bm25Settings | None = None,
+    scoring: tuple[Sequence[MetricSpec], int, RelevanceRule],
+    zero_shot_eval: str | None,
 ) -> LexicalComparison:
-    """Rank --products' test queries with BM25 and, given the zero-shot evaluation's folder, with BM25
-    fused with its run; score both like the model, write them to FOLDER/lexical/, compare with the model."""
+    """`score_lexical` over --products and the evaluation's queries; each system's rows written to
+    FOLDER/lexical/<system>/ and compared with the model's."""
     assert config.products, "wants_lexical requires --products"
-    settings = settings or Bm25Settings()
-    searched: set[str] | None = None
-    if zero_shot_folder is not None:
-        embeddings = FileSystems.join(FileSystems.split(zero_shot_folder)[0], "embeddings")
-        searched = set(read_parquet_table(embeddings, "embeddings", ["product_id"]).column(0).to_pylist())
-    ids, texts = _catalog_text(config.products, searched)
-    corpus = CorpusIds(ids)
-    queries = _test_queries(config.evaluate.queries, config.evaluate.split)
-    judgments = _judgments(config.evaluate.judgments, corpus)
-    queries = {query_id: text for query_id, text in queries.items() if query_id in judgments}
-    LOGGER.info("BM25: indexing %d products, ranking %d queries to depth %d", len(ids), len(queries), depth)
-    index = Bm25Index(ids, texts, settings)
-    found: list[Ranking] = index.search(list(queries.values()), depth)
-    rankings = {BM25: dict(zip(queries, (ranking.rows for ranking in found), strict=True))}
-    if zero_shot_folder is not None and list_files(zero_shot_folder, "run*.parquet"):
-        zero = _zero_shot_rankings(zero_shot_folder, corpus)
-        rankings[HYBRID] = {
-            query_id: reciprocal_rank_fusion([rankings[BM25][query_id], zero.get(query_id, [])], depth).rows
-            for query_id in queries
-        }
+    opts = config.evaluate
+    catalog = JudgedCatalog(config.products, opts.queries, opts.judgments, opts.split)
+    runs = score_lexical(catalog, scoring, zero_shot_eval, model_eval=folder)
     model = {str(row["query_id"]): {k: v for k, v in row.items() if k != "query_id"} for row in model_rows}
-    names = [spec.key for spec in metrics]
-    base = FileSystems.join(folder, LEXICAL_FOLDER)
+    names = [spec.key for spec in scoring[0]]
     reports: dict[str, ComparisonReport] = {}
-    for name, ranked in rankings.items():
-        rows = _score(ranked, judgments, corpus, metrics, rule)
-        _write_system(FileSystems.join(base, name), rows, rule)
+    scored: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, rows in runs.rows.items():
+        _write_system(FileSystems.join(folder, LEXICAL_FOLDER, name), rows, scoring[2])
         LOGGER.info("%s:\n%s", name, format_table(aggregate(rows)))
-        scored = {row.pop("query_id"): row for row in rows}
-        reports[name] = compare_query_rows(name, scored, names, "model", model, names)
-    comparison = LexicalComparison(settings.describe(), reports, len(ids))
+        scored[name] = {row["query_id"]: {k: v for k, v in row.items() if k != "query_id"} for row in rows}
+        reports[name] = compare_query_rows(name, scored[name], names, "model", model, names)
+    fusion = None
+    if HYBRID in scored and MODEL_HYBRID in scored:
+        fusion = compare_query_rows(HYBRID, scored[HYBRID], names, MODEL_HYBRID, scored[MODEL_HYBRID], names)
+    comparison = LexicalComparison(runs.analyzer, reports, runs.corpus_size, fusion)
     with FileSystems.create(FileSystems.join(folder, LEXICAL_FILE)) as handle:
         handle.write(json.dumps(comparison.to_dict(), indent=2).encode("utf-8"))
     return comparison
 
 
-__all__ = ["BM25", "HYBRID", "LexicalComparison", "compare_with_lexical", "wants_lexical"]
+__all__ = [
+    "BM25",
+    "HYBRID",
+    "MODEL_HYBRID",
+    "JudgedCatalog",
+    "LexicalComparison",
+    "LexicalRuns",
+    "compare_with_lexical",
+    "score_lexical",
+    "wants_lexical",
+]

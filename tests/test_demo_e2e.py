@@ -2,40 +2,46 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.demo import add_demo_arguments, run_demo
+from jobs import commands
+from jobs.cli import main
+from jobs.demo import run_demo
 
 
 @pytest.mark.e2e
-def test_demo_runs_every_stage_and_reports_sane_metrics(tmp_path) -> None:
-    parser = argparse.ArgumentParser()
-    add_demo_arguments(parser)
-    args = parser.parse_args(
-        [
-            "--out",
-            str(tmp_path / "demo"),
-            "--num_products",
-            "800",
-            "--num_queries",
-            "80",
-            "--seed",
-            "3",
-            "--max_document_length",
-            "32",
-            "--pretrain_steps",
-            "4",
-            # The store export is adapted in tests/test_store_export_e2e.py.
-            "--store_export",
-            "",
-        ]
+def test_demo_runs_every_stage_and_reports_sane_metrics(tmp_path, monkeypatch) -> None:
+    # `madr demo ...` as typed; the wrapper keeps what run_demo returns, for the checks below.
+    returned: dict = {}
+    monkeypatch.setattr(commands, "run_demo", lambda args: returned.update(run_demo(args)))
+    assert (
+        main(
+            [
+                "demo",
+                "--out",
+                str(tmp_path / "demo"),
+                "--num_products",
+                "800",
+                "--num_queries",
+                "80",
+                "--seed",
+                "3",
+                "--max_document_length",
+                "32",
+                "--pretrain_steps",
+                "4",
+                # The store export is adapted in tests/test_store_export_e2e.py.
+                "--store_export",
+                "",
+            ]
+        )
+        == 0
     )
-    result = run_demo(args)
+    result = returned
     evaluation = result["evaluation"]
     ann = evaluation["summary"]
 

@@ -43,7 +43,7 @@ setup(
         # The CPU runtime of inference (--runtime auto) and --precision int8 (pipelines.inference).
         "onnxruntime>=1.18",
         "onnx>=1.16",
-        # The lexical rows beside zero-shot (evaluation.lexical): BM25 and its Snowball stemmer.
+        # The lexical rows beside zero-shot (index_builder.lexical): BM25 and its Snowball stemmer.
         "bm25s>=0.2",
         "PyStemmer>=2.2",
     ],

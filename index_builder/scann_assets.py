@@ -9,7 +9,10 @@ place a `ScannIndexConfig` becomes ScaNN calls.
 
 from __future__ import annotations
 
+import errno
 import io
+import os
+import shutil
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -19,7 +22,7 @@ import scann
 from scann.proto import scann_pb2
 from scann.scann_ops.py.scann_builder import ReorderType
 
-from index_builder.artifact import REBUILD_HINT, SCANN_DIR, IndexArtifactError
+from index_builder.artifact import IDS_FILE, REBUILD_HINT, SCANN_DIR, IndexArtifactError
 from index_builder.config import ReorderPrecision, ScannIndexConfig, Scoring
 from index_builder.exact import ExactSearcher
 
@@ -109,3 +112,46 @@ def write_serving_defaults(scann_dir: Path, config: ScannIndexConfig) -> None:
     if config.reorder_candidates is not None:
         proto.exact_reordering.approx_num_neighbors = config.reorder_candidates
     path.write_bytes(proto.SerializeToString())
+
+
+def available_cores() -> int:
+    """Cores this process may run on (the CPU affinity mask, which containers and taskset narrow)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def scores_every_vector(config: ScannIndexConfig) -> bool:
+    """Whether `config` is exact: brute-force scoring of every vector (no tree)."""
+    return config.scoring is Scoring.BRUTE_FORCE and not config.uses_tree
+
+
+def serialize_searcher(searcher: Any, directory: Path) -> None:
+    """ScaNN's searcher into directory/scann/, asset paths relative (a moved index still loads)."""
+    try:
+        searcher.serialize(str(directory / SCANN_DIR), relative_path=True)
+    except RuntimeError as error:  # ScaNN's own I/O errors carry no errno; a full disk is the usual one
+        free = shutil.disk_usage(directory).free
+        code = errno.ENOSPC if free < 1 << 20 else errno.EIO
+        raise OSError(
+            code, f"ScaNN could not write the index ({error}; {free} bytes free)", str(directory)
+        ) from error
+
+
+def load_scann_searcher(private: Path, directory: Path, count: int) -> Any:
+    """ScaNN's searcher from the private, verified copy of `directory`, holding `count` vectors."""
+    try:
+        searcher = scann.scann_ops_pybind.load_searcher(
+            str(private / SCANN_DIR), assets_backcompat_shim=False
+        )
+    except Exception as err:  # ScaNN raises bare RuntimeError/ValueError from C++.
+        raise IndexArtifactError(
+            f"ScaNN could not load {directory / SCANN_DIR}: {err}; {REBUILD_HINT}"
+        ) from err
+    if searcher.size() != count:
+        raise IndexArtifactError(
+            f"{directory / SCANN_DIR} holds {searcher.size()} vectors but {directory / IDS_FILE} "
+            f"has {count} ids; {REBUILD_HINT}"
+        )
+    return searcher

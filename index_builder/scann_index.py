@@ -7,11 +7,9 @@ from the config and k alone.
 
 from __future__ import annotations
 
-import errno
+import copy
 import json
 import logging
-import os
-import shutil
 import tempfile
 import time
 from collections.abc import Sequence
@@ -21,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scann
 
 from index_builder.artifact import (
     IDS_FILE,
@@ -38,9 +35,19 @@ from index_builder.artifact import (
     write_ids,
     write_manifest,
 )
-from index_builder.config import ScannIndexConfig, Scoring
+from index_builder.config import ScannIndexConfig
 from index_builder.exact import ExactSearcher
-from index_builder.scann_assets import exact_searcher, scann_builder, scann_version, write_serving_defaults
+from index_builder.lexical import LEXICAL_DIR, Bm25Index, hybrid_search, load_lexical
+from index_builder.scann_assets import (
+    available_cores,
+    exact_searcher,
+    load_scann_searcher,
+    scann_builder,
+    scann_version,
+    scores_every_vector,
+    serialize_searcher,
+    write_serving_defaults,
+)
 from index_builder.schedule import EXACT, DepthEntry, SearchSchedule
 from index_builder.searcher import (
     SearchResult,
@@ -60,19 +67,6 @@ UNIT_NORM_TOLERANCE = 1e-3
 _QUERY_BLOCK_BYTES = 256 * 1024 * 1024
 # Queries per unit of work in ScaNN's thread pool: big enough to amortise the hand-off.
 _PARALLEL_BATCH = 256
-
-
-def available_cores() -> int:
-    """Cores this process may run on (the CPU affinity mask, which containers and taskset narrow)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def scores_every_vector(config: ScannIndexConfig) -> bool:
-    """Whether `config` is exact: brute-force scoring of every vector (no tree)."""
-    return config.scoring is Scoring.BRUTE_FORCE and not config.uses_tree
 
 
 class ScannIndex:
@@ -96,8 +90,10 @@ class ScannIndex:
         search_threads: int | None = None,
         exact: ExactSearcher | None = None,
         schedule: SearchSchedule | None = None,
+        lexical: Bm25Index | None = None,
     ) -> None:
         self._searcher = searcher
+        self._lexical = lexical
         self._exact = exact
         self._schedule = schedule
         if schedule is not None and schedule.uses_exact and exact is None:
@@ -162,6 +158,24 @@ class ScannIndex:
     def schedule(self) -> SearchSchedule | None:
         """What serves each depth (`index_builder.schedule`); None: the config's rule widens per k."""
         return self._schedule
+
+    @property
+    def lexical(self) -> Bm25Index | None:
+        """BM25 over the same products (row for row), shipped in the artifact for `search_hybrid`."""
+        return self._lexical
+
+    def with_lexical(self, lexical: Bm25Index | None) -> ScannIndex:
+        """The same index carrying `lexical` (built over its ids, in their order)."""
+        if lexical is not None and len(lexical) != self.size:
+            raise ValueError(f"the BM25 index holds {len(lexical)} products, the index {self.size}")
+        clone = copy.copy(self)  # the same trained searcher, as the other with_* share it
+        clone._lexical, clone._manifest = lexical, None
+        return clone
+
+    def search_hybrid(self, queries: np.ndarray, texts: Sequence[str], k: int) -> SearchResult:
+        """The dense ranking (`search`, at least `FUSION_DEPTH` deep) fused with BM25's for each query's
+        text by reciprocal rank (k 60): the top min(k, n), scores the fused ones."""
+        return hybrid_search(self, self._lexical, queries, texts, k)
 
     @property
     def manifest(self) -> IndexManifest | None:
@@ -279,7 +293,14 @@ class ScannIndex:
             self._config, num_leaves_to_search=num_leaves_to_search, reorder_candidates=reorder_candidates
         )
         return ScannIndex(
-            self._searcher, self._ids, config, None, self._search_threads, self._exact, self._schedule
+            self._searcher,
+            self._ids,
+            config,
+            None,
+            self._search_threads,
+            self._exact,
+            self._schedule,
+            self._lexical,
         )
 
     def with_schedule(self, schedule: SearchSchedule, exact: ExactSearcher | None) -> ScannIndex:
@@ -293,7 +314,9 @@ class ScannIndex:
             reorder = default.pre_reorder_num_neighbors if reorder is not None else None
         config = replace(self._config, num_leaves_to_search=leaves, reorder_candidates=reorder)
         exact = exact if schedule.uses_exact else None
-        return ScannIndex(self._searcher, self._ids, config, None, self._search_threads, exact, schedule)
+        return ScannIndex(
+            self._searcher, self._ids, config, None, self._search_threads, exact, schedule, self._lexical
+        )
 
     def save(
         self,
@@ -323,17 +346,13 @@ class ScannIndex:
         searcher = self._searcher
         if searcher is None:  # exact: ScaNN's brute-force searcher over the same vectors, for any server
             searcher = scann_builder(self._config, self._exact.corpus).build()
-        try:
-            searcher.serialize(str(directory / SCANN_DIR), relative_path=True)
-        except RuntimeError as error:  # ScaNN's own I/O errors carry no errno; a full disk is the usual one
-            free = shutil.disk_usage(directory).free
-            code = errno.ENOSPC if free < 1 << 20 else errno.EIO
-            raise OSError(
-                code, f"ScaNN could not write the index ({error}; {free} bytes free)", str(directory)
-            ) from error
+        serialize_searcher(searcher, directory)
         if self._searcher is not None:  # a plain ScaNN caller's defaults: the stored (k = 10) settings
             write_serving_defaults(directory / SCANN_DIR, self._config)
         write_ids(directory, self._ids.tolist())
+        if self._lexical is not None:
+            self._lexical.save(directory / LEXICAL_DIR)
+            extra["lexical"] = self._lexical.settings.describe()
         manifest = IndexManifest(
             model_id=model_id,
             model_version=model_version,
@@ -366,7 +385,8 @@ class ScannIndex:
             contents = read_verified_files(directory, manifest)
             ids = read_ids(directory, manifest.count, contents.pop(IDS_FILE))
             exact = exact_searcher(contents[f"{SCANN_DIR}/dataset.npy"], ids, directory)
-            return cls(None, ids, manifest.config, manifest, exact=exact)
+            lexical = load_lexical(directory, manifest, ids)
+            return cls(None, ids, manifest.config, manifest, exact=exact, lexical=lexical)
         # ScaNN reads from a private copy made of the bytes it hashed while copying: nothing planted or
         # swapped in the artifact after the check (a pickle ScaNN would unpickle) reaches it.
         with tempfile.TemporaryDirectory(prefix="madr-index-") as private:
@@ -381,18 +401,9 @@ class ScannIndex:
                         f"no float32 vectors (dataset.npy); {REBUILD_HINT}"
                     )
                 exact = exact_searcher(bytearray(vectors.read_bytes()), ids, directory)
-            try:
-                searcher = scann.scann_ops_pybind.load_searcher(
-                    str(Path(private) / SCANN_DIR), assets_backcompat_shim=False
-                )
-            except Exception as err:  # ScaNN raises bare RuntimeError/ValueError from C++.
-                raise IndexArtifactError(f"ScaNN could not load {scann_dir}: {err}; {REBUILD_HINT}") from err
-        if searcher.size() != manifest.count:
-            raise IndexArtifactError(
-                f"{directory / SCANN_DIR} holds {searcher.size()} vectors but {directory / IDS_FILE} "
-                f"has {manifest.count} ids; {REBUILD_HINT}"
-            )
-        return cls(searcher, ids, manifest.config, manifest, exact=exact, schedule=schedule)
+            searcher = load_scann_searcher(Path(private), directory, manifest.count)
+        lexical = load_lexical(directory, manifest, ids)
+        return cls(searcher, ids, manifest.config, manifest, exact=exact, schedule=schedule, lexical=lexical)
 
 
 def _schedule_of(manifest: IndexManifest, directory: Path) -> SearchSchedule | None:

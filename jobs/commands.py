@@ -219,6 +219,7 @@ def _build_index(args: argparse.Namespace, beam_args: list[str], stage_argv: lis
         embeddings=args.embeddings,
         index=config_from_values(IndexSettings, args),
         previous_index=args.previous_index,
+        products=args.products,
         **StageOutput.values_from({**vars(args), "output": args.out}),
     )
     if config.index.num_index_shards > 1:

@@ -156,8 +156,9 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         catalog, run.embeddings, ANNOTATED_EXAMPLES, HeldOutProducts(args.held_out_fraction)
     )
 
+    # With the catalog, the artifact also carries BM25, which `madr search` fuses with the dense ranking.
     index = IndexBuildConfig(
-        embeddings=run.embeddings, output=run.index, index=IndexSettings(max_k=args.depth)
+        embeddings=run.embeddings, output=run.index, index=IndexSettings(max_k=args.depth), products=catalog
     )
     built = stages.run("build-index", lambda: build_index(index))
     print(f"   {built.count} x {built.dimension} vectors; {built.config}")

@@ -51,6 +51,13 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_FILL_CONFIDENCE}, enrich's)",
     )
     parser.add_argument(
+        "--lexical",
+        choices=("true", "false"),
+        default="true",
+        help="Where the index carries BM25 (`madr build-index --products`), fuse its ranking of the query's "
+        "words with the dense one by reciprocal rank, k 60; scores are then the fused ones (default true)",
+    )
+    parser.add_argument(
         "--output",
         default=None,
         metavar="FILE",
@@ -79,6 +86,7 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
         filters=tuple(parse_filter(text) for text in args.filter),
         products=args.products,
         min_confidence=args.min_confidence,
+        lexical=args.lexical == "true",
     )
 
 

@@ -2,9 +2,10 @@
 optionally filtered by aspect values the way a store's search page filters (brand = Nike, colour = red).
 
 The query is encoded as the pipeline encodes queries (`EncoderModelHandler`, query side); the index is
-searched with its schedule's entry for k (`ScannIndex.search`). Each result shows its title and, per
-aspect, the catalog's value or else the model's prediction at or above the enrich threshold, with its
-confidence (`pipelines.embed.gap_fill.fill_aspects`, the rule enrich and export-vertex follow). Filters
+searched with its schedule's entry for k (`ScannIndex.search`), and where the artifact carries BM25
+(`madr build-index --products`) that ranking is fused with BM25's by reciprocal rank (`search_hybrid`).
+Each result shows its title and, per aspect, the catalog's value or else the model's prediction at or
+above the enrich threshold, with its confidence (`pipelines.embed.gap_fill.fill_aspects`, the rule enrich and export-vertex follow). Filters
 match those same values, so a filter finds what `madr enrich` would write.
 
 A filter leaves a share of the catalog. The index is asked for k / share x `OVERFETCH` neighbours and
@@ -62,6 +63,8 @@ class SearchConfig:
     filters: tuple[tuple[str, str], ...] = ()
     products: str | None = None  # default: the products the index's embeddings were made from
     min_confidence: float = DEFAULT_FILL_CONFIDENCE
+    # Fuse BM25's ranking with the dense one when the artifact carries BM25 (`build-index --products`).
+    lexical: bool = True
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -205,7 +208,8 @@ def run_search(config: SearchConfig, index: Any, catalog: Catalog) -> list[Query
     results = []
     for query, vector in zip(config.queries, vectors, strict=True):
         started = time.perf_counter()
-        rows, scores, how = _search_one(index, catalog, vector[None, :], config.k, allowed)
+        hybrid = query.text if config.lexical and getattr(index, "lexical", None) is not None else None
+        rows, scores, how = _search_one(index, catalog, vector[None, :], config.k, allowed, hybrid)
         seconds = time.perf_counter() - started
         hits = [
             Hit(rank, float(score), catalog.ids[row], catalog.titles[row], catalog.aspects[row])
@@ -217,23 +221,34 @@ def run_search(config: SearchConfig, index: Any, catalog: Catalog) -> list[Query
 
 
 def _search_one(
-    index: Any, catalog: Catalog, query: np.ndarray, k: int, allowed: np.ndarray | None
+    index: Any,
+    catalog: Catalog,
+    query: np.ndarray,
+    k: int,
+    allowed: np.ndarray | None,
+    text: str | None = None,
 ) -> tuple[list[int], list[float], str]:
+    """Rows and scores of one query's results, and how they were found. With `text`, the index's
+    ranking is fused with its BM25 ranking of the text (scores then the fused ones)."""
     n = len(catalog.ids)
+    if text is not None:
+        index_search, source = (lambda q, depth: index.search_hybrid(q, [text], depth)), "index + BM25, RRF"
+    else:
+        index_search, source = index.search, "index"
     if allowed is None:
-        found = index.search(query, k)
-        return found.indices[0].tolist(), found.scores[0].tolist(), "index"
+        found = index_search(query, k)
+        return found.indices[0].tolist(), found.scores[0].tolist(), source
     want = min(k, len(allowed))
     if not want:
         return [], [], "no product matches every filter"
     share = len(allowed) / n
     if share >= EXACT_BELOW_SHARE:
         fetch = min(n, math.ceil(k / share * OVERFETCH))
-        found = index.search(query, fetch)
+        found = index_search(query, fetch)
         keep = np.isin(found.indices[0], allowed)
         rows, scores = found.indices[0][keep][:k], found.scores[0][keep][:k]
         if len(rows) >= want:
-            return rows.tolist(), scores.tolist(), f"index, over-fetched {fetch:,}"
+            return rows.tolist(), scores.tolist(), f"{source}, over-fetched {fetch:,}"
     exact = ExactSearcher(catalog.vectors(allowed), [catalog.ids[row] for row in allowed])
     found = exact.search(query, want)
     rows = allowed[found.indices[0]]

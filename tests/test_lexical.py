@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from evaluation import paired_t_test
-from evaluation.lexical import Bm25Index, Bm25Settings, reciprocal_rank_fusion
+from index_builder import IndexArtifactError, ScannIndex, ScannIndexBuilder
+from index_builder.lexical import Bm25Index, Bm25Settings, reciprocal_rank_fusion
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
 from tests.conftest import embed_and_evaluate
 
@@ -176,3 +177,35 @@ def test_lexical_false_or_without_zero_shot(store, tiny_model_dir, tmp_path) -> 
     assert alone["lexical"]["corpus_size"] == 12
     with pytest.raises(SystemExit):  # argparse names the choices
         _evaluate(store, tiny_model_dir, tmp_path / "bad", "--lexical", "yes")
+
+
+def test_an_index_artifact_carries_bm25_verified_and_fuses_it_by_reciprocal_rank(tmp_path) -> None:
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(300, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = [f"p{i}" for i in range(300)]
+    texts = [f"item {i} {'espresso machine' if i % 50 == 0 else 'wool socks'}" for i in range(300)]
+    index = ScannIndexBuilder.for_corpus(300, 16, max_k=10).build(vectors, ids)
+    index = index.with_lexical(Bm25Index(ids, texts, Bm25Settings()))
+    index.save(tmp_path / "index", model_id="m", model_version="1")
+    loaded = ScannIndex.load(tmp_path / "index")
+    assert loaded.lexical is not None and loaded.manifest.extra["lexical"].startswith("BM25 (bm25s")
+    query = vectors[7:8]
+    found = loaded.search_hybrid(query, ["espresso machine"], k=5)
+    # By hand: the dense ranking to 100, BM25's, and 1/(60 + rank) summed.
+    dense = loaded.search(query, 100).indices[0]
+    lexical = loaded.lexical.search(["espresso machine"], 100)[0].rows
+    expected: dict[int, float] = {}
+    for ranking in (dense, lexical):
+        for rank, row in enumerate(ranking, start=1):
+            expected[int(row)] = expected.get(int(row), 0.0) + 1 / (60 + rank)
+    best = sorted(expected, key=lambda row: -expected[row])[:5]
+    assert found.indices[0].tolist() == best and found.ids[0] == [f"p{row}" for row in best]
+    assert "p7" in found.ids[0] and sum(int(pid[1:]) % 50 == 0 for pid in found.ids[0]) >= 3
+    # A changed byte of the BM25 files is refused like any other file of the artifact.
+    vocabulary = tmp_path / "index" / "lexical" / "vocab.index.json"
+    vocabulary.write_text(vocabulary.read_text().replace("espresso", "espressO"))
+    with pytest.raises(IndexArtifactError, match=r"vocab\.index\.json"):
+        ScannIndex.load(tmp_path / "index")
+    with pytest.raises(ValueError, match="no BM25 index"):
+        index.with_lexical(None).search_hybrid(query, ["x"], 5)

@@ -162,3 +162,25 @@ def test_selective_filters_over_fetch_or_score_exactly_on_a_real_tree() -> None:
     assert rows == rare[truth.indices[0]].tolist() and np.allclose(scores, truth.scores[0])
     with pytest.raises(ValueError, match="no product has brand = 'unsure'"):  # only below the threshold
         catalog.matching([("brand", "unsure")])
+
+
+def test_an_index_built_with_products_fuses_bm25_and_search_says_so(built, tmp_path, capsys) -> None:
+    """`madr build-index --products` ships BM25 in the artifact; search fuses it unless --lexical false.
+
+    The tiny random model ranks by noise; "17" is in one title only (p017's), so BM25 ranks that product
+    alone, and fused it is first whatever the dense rank: 1/61 + 1/(60 + r) beats any other's 1/61."""
+    root = Path(built["root"])
+    index = tmp_path / "hybrid-index"
+    argv = ["build-index", "--embeddings", str(root / "embeddings"), "--output", str(index)]
+    assert main([*argv, "--products", str(root / "products.parquet")]) == 0
+    capsys.readouterr()
+    hybrid = {**built, "index": str(index)}
+    assert main(_search(hybrid, "--query", "17", "--k", "3")) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "(index + BM25, RRF)" in out[0]
+    assert out[1].split()[2] == "p017"
+    assert main(_search(hybrid, "--query", "17", "--k", "3", "--lexical", "false")) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "(index)" in out[0]
+    assert main(_search(built, "--query", "17", "--k", "3")) == 0  # no BM25 in the artifact
+    assert "(index)" in capsys.readouterr().out.splitlines()[0]

@@ -1,7 +1,7 @@
 """The lexical rows: BM25 over the catalog's text, and BM25 fused with zero-shot by reciprocal rank.
 
 Beside the zero-shot row (`pipelines.evaluate.zero_shot`) a team needs the two systems it could
-build in an afternoon without madr: BM25 (`evaluation.lexical`) over the text the model reads of each
+build in an afternoon without madr: BM25 (`index_builder.lexical`) over the text the model reads of each
 product (`model.text.document_text`: title, bullet points, description), and BM25 fused with the
 backbone used zero-shot by reciprocal rank (k 60). Both rank the products the zero-shot run searched
 (or, without it, every product of --products with a title), to the evaluation's depth, and are scored
@@ -26,8 +26,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from evaluation import MetricSpec, RelevanceRule, aggregate, format_table, write_metrics
 from evaluation.comparison import ComparisonReport, compare_query_rows
-from evaluation.lexical import RRF_K, Bm25Index, Bm25Settings, Ranking, reciprocal_rank_fusion
 from evaluation.ranked import CorpusIds, score_query
+from index_builder.lexical import RRF_K, Bm25Index, Bm25Settings, Ranking, reciprocal_rank_fusion
 from model.text import document_text
 from pipelines.artifacts import list_files, parquet_rows, read_parquet_table
 from pipelines.local_copies import local_output

@@ -39,6 +39,15 @@ class IndexBuildConfig(StageOutput):
     # The previous build of this index (last night's): where it timed exact scoring faster, at about
     # this size, exact ships again without a tree trained and timed (`index_builder.tuned`).
     previous_index: str | None = None
+    # The catalog whose text the artifact's BM25 index is built over (None: no BM25 in the artifact).
+    products: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.products and self.index.num_index_shards > 1:
+            raise ValueError(
+                "--products (BM25 in the artifact) is built for one index only; drop it or use "
+                "--num_index_shards 1"
+            )
 
     @classmethod
     def from_options(cls, options: PipelineOptions) -> IndexBuildConfig:
@@ -50,5 +59,6 @@ class IndexBuildConfig(StageOutput):
             embeddings=values["embeddings"],
             index=index,
             previous_index=values.get("previous_index"),
+            products=values.get("products"),
             **StageOutput.values_from(values),
         )

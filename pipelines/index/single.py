@@ -12,6 +12,7 @@ from index_builder.recall import check_target, recall_summary
 from index_builder.tuned import sizing_depth, train_within_target
 from pipelines.artifacts import fresh_output, read_embeddings
 from pipelines.index.config import IndexBuildConfig, PreviousIndexOptions
+from pipelines.index.lexical import catalog_lexical_index
 from pipelines.index.manifest import shard_recall
 from pipelines.local_copies import local_output
 from pipelines.options import IndexOptions, OverwriteOptions, VerifyOptions, add_stage_arguments
@@ -39,6 +40,14 @@ def add_build_index_arguments(parser: argparse.ArgumentParser) -> None:
     # --out is the name of earlier releases; --output is every stage's.
     add_output_argument(parser, required=True, help="Index artifact directory to write")
     add_stage_arguments(parser, IndexOptions, PreviousIndexOptions, VerifyOptions, OverwriteOptions)
+    # Not a PipelineOptions field of its own: Beam's options already have --products (the embed stage's).
+    parser.add_argument(
+        "--products",
+        default=None,
+        help="The catalog the embeddings came from (Parquet file, folder or glob): the artifact then also "
+        "carries BM25 over its products' title, bullet points and description, which `madr search` fuses "
+        "with the dense ranking by reciprocal rank (one index only, not --num_index_shards > 1)",
+    )
 
 
 def build_index(config: IndexBuildConfig) -> IndexBuildReport:
@@ -72,6 +81,8 @@ def build_index(config: IndexBuildConfig) -> IndexBuildReport:
         index, recall = train_within_target(
             config, matrix, ids, max_k, target_recall, serving_depths=settings.depths, earlier=earlier
         )
+        if build.products:
+            index = index.with_lexical(catalog_lexical_index(build.products, ids))
         seconds = time.perf_counter() - started
         built_rate = len(ids) / max(seconds, 1e-9)
         LOGGER.info("built and tuned in %.1f s (%.0f vectors/s)", seconds, built_rate)

@@ -1,9 +1,11 @@
-"""BM25 over a catalog's text, and reciprocal rank fusion: the baselines a search team builds first.
+"""BM25 over a catalog's text, and reciprocal rank fusion: lexical retrieval beside the dense index.
 
 A team that skips madr has two cheap options: BM25 (bm25s, Lucene's scoring) over the product text,
 and BM25 fused with the backbone used zero-shot by reciprocal rank (Cormack, Clarke & Büttcher,
-SIGIR 2009: score = Σ 1 / (k + rank), k = 60). A trained model is worth shipping when it is ahead of
-both, so the evaluation reports them beside the zero-shot row (`pipelines.evaluate.lexical`).
+SIGIR 2009: score = Σ 1 / (k + rank), k = 60). The evaluation reports both beside the zero-shot row
+(`pipelines.evaluate.lexical`). Fused with an adapted model's own ranking, BM25 puts madr ahead of
+both on catalogs it never saw (docs/RESULTS.md), so an index artifact can carry a `Bm25Index` over
+the same products (`ScannIndex.with_lexical`), saved as bm25s' own JSON and .npy files (no pickle).
 
 Tokens are lower-cased words with English stop words removed and Snowball's English stemmer applied
 (PyStemmer); catalogs in other languages are stemmed the same way, as a one-analyzer Elasticsearch
@@ -13,14 +15,33 @@ ranking can be shorter than the depth asked for.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
 import bm25s
 import numpy as np
 import Stemmer
 
+from index_builder.artifact import REBUILD_HINT, IndexArtifactError, IndexManifest, copy_verified_files
+from index_builder.searcher import SearchResult, make_result
+
+
+class DenseIndex(Protocol):
+    """What `hybrid_search` needs of a dense index: its size and a top-k search of query vectors."""
+
+    @property
+    def size(self) -> int: ...
+
+    def search(self, queries: np.ndarray, k: int) -> SearchResult: ...
+
+
 RRF_K = 60  # Cormack et al. 2009; Elasticsearch's and OpenSearch's default rank_constant
+SETTINGS_FILE = "bm25.json"
 
 
 @dataclass(frozen=True)
@@ -77,6 +98,30 @@ class Bm25Index:
     def __len__(self) -> int:
         return len(self.product_ids)
 
+    def save(self, directory: str | Path) -> None:
+        """bm25s' sparse score matrix and vocabulary (JSON and .npy), and the settings beside them."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self._retriever.save(str(directory), allow_pickle=False)
+        document = {"settings": dataclasses.asdict(self.settings), "count": len(self.product_ids)}
+        (directory / SETTINGS_FILE).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: str | Path, product_ids: Sequence[str]) -> Bm25Index:
+        """The index `save` wrote, over `product_ids` in the order it was built with (checked by count)."""
+        directory = Path(directory)
+        document = json.loads((directory / SETTINGS_FILE).read_text(encoding="utf-8"))
+        if document["count"] != len(product_ids):
+            raise ValueError(
+                f"{directory} indexes {document['count']} products, but {len(product_ids)} ids were given"
+            )
+        index = cls.__new__(cls)
+        index.settings = Bm25Settings(**document["settings"])
+        index.product_ids = list(product_ids)
+        index._stemmer = Stemmer.Stemmer(index.settings.stemmer) if index.settings.stemmer else None
+        index._retriever = bm25s.BM25.load(str(directory), allow_pickle=False)
+        return index
+
     def search(self, queries: Sequence[str], depth: int, batch_size: int = 256) -> list[Ranking]:
         """Each query's matching products (rows of ``product_ids``), best first, at most ``depth``."""
         if depth < 1:
@@ -118,4 +163,61 @@ def reciprocal_rank_fusion(rankings: Sequence[np.ndarray], depth: int, k: int = 
     return Ranking(unique[order], fused[order].astype(np.float32))
 
 
-__all__ = ["RRF_K", "Bm25Index", "Bm25Settings", "Ranking", "reciprocal_rank_fusion"]
+LEXICAL_DIR = "lexical"  # inside an index artifact: the Bm25Index over the artifact's own products
+FUSION_DEPTH = 100  # each ranking fused to at least this depth: RRF's terms past it are ≤ 1/160
+
+
+def hybrid_rows(dense_rows: np.ndarray, lexical: Bm25Index, texts: Sequence[str], k: int) -> list[Ranking]:
+    """Each query's dense ranking (a row of corpus rows, best first) fused with BM25's for its text by
+    reciprocal rank, best `k` first. BM25 ranks the same rows: the artifact builds it over its ids."""
+    if len(texts) != dense_rows.shape[0]:
+        raise ValueError(f"{len(texts)} query texts for {dense_rows.shape[0]} query vectors")
+    depth = max(k, dense_rows.shape[1] if dense_rows.ndim == 2 else 0)
+    found = lexical.search(texts, depth)
+    return [
+        reciprocal_rank_fusion([dense, lexical_ranking.rows], k)
+        for dense, lexical_ranking in zip(dense_rows, found, strict=True)
+    ]
+
+
+def load_lexical(directory: Path, manifest: IndexManifest, ids: Sequence[str]) -> Bm25Index | None:
+    """The artifact's BM25 index, loaded from a private copy of the bytes its manifest vouches for."""
+    if not any(name.startswith(f"{LEXICAL_DIR}/") for name in manifest.files):
+        return None
+    with tempfile.TemporaryDirectory(prefix="madr-lexical-") as private:
+        copy_verified_files(directory, manifest, f"{LEXICAL_DIR}/", Path(private))
+        try:
+            return Bm25Index.load(Path(private) / LEXICAL_DIR, ids)
+        except (OSError, ValueError, KeyError) as err:
+            raise IndexArtifactError(
+                f"{directory / LEXICAL_DIR} cannot be loaded: {err}; {REBUILD_HINT}"
+            ) from err
+
+
+def hybrid_search(
+    index: DenseIndex, lexical: Bm25Index | None, queries: np.ndarray, texts: Sequence[str], k: int
+) -> SearchResult:
+    """`index`'s ranking (at least `FUSION_DEPTH` deep) fused with BM25's for each query's text by
+    reciprocal rank (k 60): the top min(k, n) rows, scored by the fused score."""
+    if lexical is None:
+        raise ValueError("this index carries no BM25 index: build it with `madr build-index --products`")
+    k_eff = min(k, index.size)
+    dense = index.search(queries, min(index.size, max(k_eff, FUSION_DEPTH)))
+    fused = hybrid_rows(dense.indices, lexical, texts, k_eff)
+    indices = np.stack([ranking.rows[:k_eff] for ranking in fused])
+    scores = np.stack([ranking.scores[:k_eff] for ranking in fused])
+    return make_result(indices, scores, np.asarray(lexical.product_ids, dtype=object))
+
+
+__all__ = [
+    "FUSION_DEPTH",
+    "LEXICAL_DIR",
+    "RRF_K",
+    "Bm25Index",
+    "Bm25Settings",
+    "Ranking",
+    "hybrid_rows",
+    "hybrid_search",
+    "load_lexical",
+    "reciprocal_rank_fusion",
+]

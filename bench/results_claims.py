@@ -1,4 +1,5 @@
-"""Every claim of docs/RESULTS.md's "What the figures say", recomputed from the table it rests on.
+"""Every claim of docs/RESULTS.md's "What the figures say", recomputed from the table it rests on, and
+every figure of its store-catalog section, recomputed from the committed per-query rows.
 
     python -m bench.results_claims                                   # the tables in docs/RESULTS.md
     python -m bench.results_claims --results runs/experiment-60k/results.json
@@ -43,6 +44,7 @@ from bench.claim_checks import (
 )
 from bench.one_seed_claims import ONE_SEED_CLAIMS
 from bench.results_table import table_of_results
+from bench.store_claims import NOT_IN_DOCUMENT, SECTION, STORE_FIGURES, STORE_RESULTS, check_store_figures
 
 # The dense trained rows level with zero-shot at R@100 in the main table; UHD-BERT, sparse, is the fourth.
 DENSE_LEVEL_WITH_ZERO_SHOT = ("mural-concat", "mtbert", "bibert-concat")
@@ -284,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
         "--results",
         help="A `madr experiment` results.json to check the main claims against (default: the doc's tables)",
     )
+    parser.add_argument(
+        "--store_results", default=str(STORE_RESULTS), help="Folder of the store benches' per-query rows"
+    )
     args = parser.parse_args(argv)
     markdown = Path(args.doc).read_text()
     failed = total = gone = 0
@@ -305,6 +310,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  GONE  {_summary_line(says)}  (no longer in {args.doc}: update its claim set)")
         total += len(claim_set.claims)
         gone += len(missing)
+    # The store sections' figures, recomputed from the committed per-query rows (bench.store_claims).
+    print(f"{SECTION.lstrip('# ')} (per-query rows in {STORE_RESULTS}):")
+    for figure, failure in check_store_figures(markdown, STORE_FIGURES, Path(args.store_results)):
+        failed += bool(failure)
+        gone += failure == NOT_IN_DOCUMENT
+        name = f"{figure.store} {figure.kind} {figure.metric} {figure.a}" + (
+            f" vs {figure.b}" if figure.b else ""
+        )
+        print(
+            f"  {'FAIL' if failure else 'ok  '}  {name}: {figure.text}"
+            + (f"  ({failure})" if failure else "")
+        )
+    total += len(STORE_FIGURES)
     print(f"{total - failed} of {total} claims hold; {gone} no longer in the document")
     return 1 if failed or gone else 0
 

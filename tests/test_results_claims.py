@@ -11,6 +11,7 @@ import pytest
 from bench.claim_checks import Ahead, Claim, Collapsed, check_claims, section
 from bench.results_claims import CLAIM_SETS, main
 from bench.results_table import Cell, main_table, parse_cell, table_of_results
+from bench.store_claims import STORE_FIGURES
 from jobs.experiment_report import COLUMNS
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "RESULTS.md"
@@ -164,7 +165,7 @@ def test_a_results_json_reads_as_its_markdown(tmp_path: Path) -> None:
 
 def test_the_command_exits_1_on_a_failed_claim(markdown: str, tmp_path: Path, capsys) -> None:
     assert main(["--doc", str(RESULTS)]) == 0
-    total = sum(len(claim_set.claims) for claim_set in CLAIM_SETS)
+    total = sum(len(claim_set.claims) for claim_set in CLAIM_SETS) + len(STORE_FIGURES)
     assert f"{total} of {total} claims hold" in capsys.readouterr().out
     doc = tmp_path / "RESULTS.md"
     doc.write_text(markdown.replace("| dssm † | 0.0548 ± 0.0072 ↓ ▼ |", "| dssm † | 0.9548 ± 0.0072 ↓ ▼ |"))
@@ -190,3 +191,35 @@ def test_a_claim_about_a_row_the_table_lost_fails_instead_of_passing(markdown: s
     assert any(
         "mpbert has no R@100" in f for f in failed[next(s for s in failed if s.startswith("MADR and MpBERT"))]
     )
+
+
+def test_store_figures_are_recomputed_from_the_committed_per_query_rows(markdown: str, tmp_path) -> None:
+    """Every quoted store figure holds on bench/results/store/*.parquet; one query's NDCG@10 changed in a
+    copy of those rows fails the figures that rest on it, and `python -m bench.results_claims` with it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from bench.store_claims import STORE_RESULTS, check_store_figures
+
+    assert [figure for figure, failure in check_store_figures(markdown, STORE_FIGURES) if failure] == []
+    copy = tmp_path / "store"
+    copy.mkdir()
+    for path in (Path(__file__).resolve().parents[1] / STORE_RESULTS).glob("*.parquet"):
+        table = pq.read_table(path)
+        if path.stem == "second_store":
+            # The first model row's NDCG@10 set to 0: the model's mean, and every comparison with it, moves.
+            first = pc.index(table.column("system"), "model").as_py()
+            ndcg = table.column("ndcg@10").to_pylist()
+            ndcg[first] = 0.0
+            table = table.set_column(table.schema.get_field_index("ndcg@10"), "ndcg@10", pa.array(ndcg))
+        pq.write_table(table, copy / path.name)
+    failed = {
+        (figure.store, figure.kind, figure.metric, figure.a)
+        for figure, failure in check_store_figures(markdown, STORE_FIGURES, copy)
+        if failure
+    }
+    assert ("second_store", "mean", "ndcg@10", "model") in failed
+    assert ("second_store", "delta", "ndcg@10", "model") in failed
+    assert all(store == "second_store" and metric == "ndcg@10" for store, _, metric, _ in failed)
+    assert main(["--store_results", str(copy)]) == 1

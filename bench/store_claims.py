@@ -1,0 +1,182 @@
+"""The figures docs/RESULTS.md quotes for store catalogs, recomputed from the committed per-query rows.
+
+`python -m bench.store_bench` writes every system's per-query Recall@100 and NDCG@10 for each store
+(bench/results/store/<store>.parquet: query_id, system, metrics). Each `StoreFigure` here is a figure a
+sentence of the document quotes (the sentence quoted word for word): a system's mean, the paired
+difference of two systems in points, or its two-sided paired t-test p-value, recomputed from those rows
+as quoted (same decimals; p-values to two significant digits). A changed per-query row, or a changed
+sentence, fails the check (`bench.results_claims` runs these with the document's other claims).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from evaluation import paired_t_test
+
+STORE_RESULTS = Path("bench/results/store")
+NOT_IN_DOCUMENT = "the sentence is no longer in the document"
+SECTION = "## A store's own catalog: BM25, zero-shot, and madr adapt fused with BM25"  # its heading starts so
+
+
+@dataclass(frozen=True)
+class StoreFigure:
+    """A figure quoted by a sentence: `mean` of system `a`, or `delta` (points, a − b) or `p` of a vs b."""
+
+    says: str
+    store: str
+    kind: str  # "mean", "delta" or "p"
+    metric: str
+    text: str
+    a: str
+    b: str | None = None
+
+
+def _rows(folder: Path, store: str) -> dict[str, dict[str, dict[str, float]]]:
+    """system -> query_id -> metrics."""
+    table = pq.read_table(folder / f"{store}.parquet").to_pylist()
+    found: dict[str, dict[str, dict[str, float]]] = {}
+    for row in table:
+        found.setdefault(row["system"], {})[row["query_id"]] = row
+    return found
+
+
+def value(rows: dict[str, dict[str, dict[str, float]]], figure: StoreFigure) -> float:
+    """The figure recomputed from the per-query rows (paired over the queries both systems scored)."""
+    a = rows[figure.a]
+    if figure.kind == "mean":
+        values = [row[figure.metric] for row in a.values()]
+        return sum(values) / len(values)
+    assert figure.b is not None, "a difference or a p-value needs two systems"
+    b = rows[figure.b]
+    common = sorted(a.keys() & b.keys())
+    first = [a[q][figure.metric] for q in common]
+    second = [b[q][figure.metric] for q in common]
+    if figure.kind == "delta":
+        return 100 * (sum(first) - sum(second)) / len(common)
+    return paired_t_test(first, second).pvalue
+
+
+def formatted(number: float, figure: StoreFigure) -> str:
+    if figure.kind == "p":
+        return f"{number:.2g}"
+    decimals = len(figure.text.split(".")[1]) if "." in figure.text else 0
+    return f"{number:+.{decimals}f}" if figure.kind == "delta" else f"{number:.{decimals}f}"
+
+
+def check_store_figures(
+    markdown: str, figures: Iterable[StoreFigure], folder: Path = STORE_RESULTS
+) -> list[tuple[StoreFigure, str | None]]:
+    """Each figure with its failure (None: the sentence is in the document and the rows give its text)."""
+    text = " ".join(markdown.split())
+    cache: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    results = []
+    for figure in figures:
+        if " ".join(figure.says.split()) not in text:
+            results.append((figure, NOT_IN_DOCUMENT))
+            continue
+        rows = cache.setdefault(figure.store, _rows(folder, figure.store))
+        found = formatted(value(rows, figure), figure)
+        ok = found == figure.text
+        results.append((figure, None if ok else f"quotes {figure.text}; the per-query rows give {found}"))
+    return results
+
+
+def _system_figures(says: str, store: str, means: dict[str, tuple[str, str]]) -> list[StoreFigure]:
+    """Means of several systems quoted by one sentence: {system: (Recall@100 text, NDCG@10 text)}."""
+    return [
+        StoreFigure(says, store, "mean", metric, text, system)
+        for system, texts in means.items()
+        for metric, text in zip(("recall@100", "ndcg@10"), texts, strict=True)
+    ]
+
+
+SYSTEMS = ("bm25", "zero-shot", "bm25+zero-shot", "model", "bm25+model")  # the table's columns, in order
+ROWS = {
+    "store_export": "| store_export (40 queries) | 0.826 / 0.776 | 0.958 / 0.795 | 0.958 / 0.818 "
+    "| 0.995 / 0.829 | 0.995 / 0.854 |",
+    "second_store": "| second_store (240 queries) | 0.832 / 0.621 | 0.791 / 0.538 | 0.864 / 0.632 "
+    "| 0.885 / 0.637 | 0.891 / 0.659 |",
+}
+
+
+def _table_figures() -> list[StoreFigure]:
+    """Every cell of the section's table: each system's R@100 / NDCG@10 mean on each store."""
+    figures = []
+    for store, row in ROWS.items():
+        cells = [cell.strip() for cell in row.strip("|").split("|")[1:]]
+        means = dict(zip(SYSTEMS, (tuple(cell.split(" / ")) for cell in cells), strict=True))
+        figures += _system_figures(row, store, means)
+    return figures
+
+
+def _pair(says: str, store: str, a: str, b: str, quoted: dict[str, tuple[str, str]]) -> list[StoreFigure]:
+    """A difference a − b in points and its p-value, per metric: {metric: (delta text, p text)}."""
+    return [
+        figure
+        for metric, (delta, pvalue) in quoted.items()
+        for figure in (
+            StoreFigure(says, store, "delta", metric, delta, a, b),
+            StoreFigure(says, store, "p", metric, pvalue, a, b),
+        )
+    ]
+
+
+HYBRID = "bm25+zero-shot"
+STORE_FIGURES: tuple[StoreFigure, ...] = (
+    *_table_figures(),
+    *_pair(
+        "NDCG@10 +9.9 points (p 3.7e-11) and R@100 +9.4 (p 1.8e-11)",
+        "second_store",
+        "model",
+        "zero-shot",
+        {"ndcg@10": ("+9.9", "3.7e-11"), "recall@100": ("+9.4", "1.8e-11")},
+    ),
+    *_pair(
+        "NDCG@10 +0.5 points (p 0.71) on the second store",
+        "second_store",
+        "model",
+        HYBRID,
+        {"ndcg@10": ("+0.5", "0.71")},
+    ),
+    *_pair(
+        "and +1.0 (p 0.67) on store_export", "store_export", "model", HYBRID, {"ndcg@10": ("+1.0", "0.67")}
+    ),
+    *_pair(
+        "NDCG@10 +2.7 points (p 0.0025) and R@100 +2.8 (p 9.9e-05) on the second store",
+        "second_store",
+        "bm25+model",
+        HYBRID,
+        {"ndcg@10": ("+2.7", "0.0025"), "recall@100": ("+2.8", "9.9e-05")},
+    ),
+    *_pair(
+        "NDCG@10 +3.6 (p 0.0087) on store_export",
+        "store_export",
+        "bm25+model",
+        HYBRID,
+        {"ndcg@10": ("+3.6", "0.0087")},
+    ),
+    *_pair(
+        "R@100 +3.7 (p 0.076), NDCG@10 +3.4 (p 0.047)",
+        "store_export",
+        "model",
+        "zero-shot",
+        {"recall@100": ("+3.7", "0.076"), "ndcg@10": ("+3.4", "0.047")},
+    ),
+)
+
+
+__all__ = [
+    "NOT_IN_DOCUMENT",
+    "SECTION",
+    "STORE_FIGURES",
+    "STORE_RESULTS",
+    "StoreFigure",
+    "check_store_figures",
+    "formatted",
+    "value",
+]

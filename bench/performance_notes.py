@@ -40,8 +40,8 @@ NOTES = """### Notes (28 Nov 2026): the serving index, tuned per depth
   sets to reach the target (`index_builder.depth_tuning`); tuned on 1,000 other encoded queries the
   artifact reached 0.952 / 0.958 at 18,719 / 7,524 queries/s: 62x / 27x madr's exact scoring (56x / 23x
   FAISS IndexFlatIP), 2.9x / 2.5x FAISS HNSW32 at its best efSearch, and 0.87x / 0.83x the best setting a
-  hand sweep of the same tree found (21,515 at 0.955; 9,053 at 0.953). `madr build-index` has no flag for
-  such queries yet (the nightly has them; encoding them needs the model in the index stage): next.
+  hand sweep of the same tree found (21,515 at 0.955; 9,053 at 0.953). `madr build-index --tuning_queries Q
+  --model MODEL` tunes on such queries (29 Nov; the nightly's partitioned build does not yet).
 - **Behind FAISS IVF-PQ fast-scan.** `IVF1414,PQ192x4fs,RFlat` at nprobe 4, k_factor 8 answered 28,988
   queries/s at 0.959 for k = 10 (madr 0.65x) and 8,885 at 0.966 for k = 100 (nprobe 32, k_factor 2;
   madr 0.85x). It partitions into twice the lists madr's tree has (2 sqrt(n) against sqrt(n) = 707

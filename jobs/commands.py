@@ -220,6 +220,8 @@ def _build_index(args: argparse.Namespace, beam_args: list[str], stage_argv: lis
         index=config_from_values(IndexSettings, args),
         previous_index=args.previous_index,
         products=args.products,
+        tuning_queries=args.tuning_queries,
+        model=args.model,
         **StageOutput.values_from({**vars(args), "output": args.out}),
     )
     if config.index.num_index_shards > 1:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.embed.enrich import DEFAULT_FILL_CONFIDENCE
 from pipelines.inference import TextToEncode
+from pipelines.query_text import read_query_texts
 from pipelines.search import SearchConfig, format_hits, hits_table_rows, open_search, parse_filter, run_search
 from schemas import RUN_SCHEMA
 
@@ -66,18 +66,10 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def read_query_file(path: str) -> list[TextToEncode]:
-    if path.endswith(".parquet"):
-        table = pq.read_table(path, columns=["query_id", "text"])
-        return [TextToEncode(str(r["query_id"]), str(r["text"])) for r in table.to_pylist()]
-    lines = [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines()]
-    return [TextToEncode(f"q{i}", text) for i, text in enumerate((t for t in lines if t), start=1)]
-
-
 def config_from_args(args: argparse.Namespace) -> SearchConfig:
     queries = [TextToEncode(f"q{i}", text) for i, text in enumerate(args.query, start=1)]
     if args.queries:
-        queries += read_query_file(args.queries)
+        queries += read_query_texts(args.queries)
     return SearchConfig(
         index=args.index,
         model=args.model,

@@ -5,8 +5,9 @@ The query is encoded as the pipeline encodes queries (`EncoderModelHandler`, que
 searched with its schedule's entry for k (`ScannIndex.search`), and where the artifact carries BM25
 (`madr build-index --products`) that ranking is fused with BM25's by reciprocal rank (`search_hybrid`).
 Each result shows its title and, per aspect, the catalog's value or else the model's prediction at or
-above the enrich threshold, with its confidence (`pipelines.embed.gap_fill.fill_aspects`, the rule enrich and export-vertex follow). Filters
-match those same values, so a filter finds what `madr enrich` would write.
+above the enrich threshold, with its confidence (`pipelines.embed.gap_fill.fill_aspects`, the rule
+enrich and export-vertex follow). Filters match those same values, so a filter finds what `madr enrich`
+would write.
 
 A filter leaves a share of the catalog. The index is asked for k / share x `OVERFETCH` neighbours and
 the matching ones kept; where that finds fewer than k though more match, or the share is below

@@ -184,3 +184,32 @@ def test_an_index_built_with_products_fuses_bm25_and_search_says_so(built, tmp_p
     assert "(index)" in out[0]
     assert main(_search(built, "--query", "17", "--k", "3")) == 0  # no BM25 in the artifact
     assert "(index)" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_build_index_tunes_on_queries_the_model_encodes_leaving_the_test_split_out(
+    built, tmp_path, monkeypatch, capsys
+) -> None:
+    """`--tuning_queries Q --model M` reach the depth tuner as M's query vectors, test split left out."""
+    from pipelines.index import single
+
+    seen: dict = {}
+    real = single.train_within_target
+
+    def spy(*args, **kwargs):
+        seen["queries"] = kwargs.get("evaluation_queries")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(single, "train_within_target", spy)
+    queries = tmp_path / "queries.parquet"
+    rows = [
+        {"query_id": f"q{i}", "text": f"nike shoe {i}", "split": "test" if i % 3 == 0 else "train"}
+        for i in range(9)
+    ]
+    pq.write_table(pa.Table.from_pylist(rows), queries)
+    root = Path(built["root"])
+    argv = ["build-index", "--embeddings", str(root / "embeddings"), "--output", str(tmp_path / "index")]
+    assert main([*argv, "--tuning_queries", str(queries), "--model", built["model"]]) == 0
+    assert seen["queries"].shape == (6, 16) and seen["queries"].dtype == np.float32
+    capsys.readouterr()
+    assert main([*argv[:-1], str(tmp_path / "other"), "--tuning_queries", str(queries)]) == 2
+    assert "--tuning_queries and --model go together" in capsys.readouterr().err

@@ -17,7 +17,8 @@ from pipelines.stage_config import StageOutput, config_from_values, require_flag
 
 
 class PreviousIndexOptions(PipelineOptions):
-    """`--previous_index`: the last build of this index, whose timings a build may reuse."""
+    """`--previous_index`, the last build of this index, whose timings a build may reuse; and
+    `--tuning_queries`, queries the build tunes its schedule on."""
 
     @classmethod
     def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
@@ -27,6 +28,13 @@ class PreviousIndexOptions(PipelineOptions):
             help="The last build of this index (`madr nightly` passes last night's): where it timed exact "
             "scoring faster at this k for a corpus within 25%% of this size, exact scoring ships again "
             "without a tree trained and timed (default: none, every build times both)",
+        )
+        parser.add_argument(
+            "--tuning_queries",
+            default=None,
+            help="Queries like the ones the index will serve (a queries Parquet, its test split left out, "
+            "or a text file of one query a line), encoded by --model: each serving depth must reach "
+            "--target_recall on up to 1,000 of them as well as on held-out corpus vectors (one index only)",
         )
 
 
@@ -41,13 +49,19 @@ class IndexBuildConfig(StageOutput):
     previous_index: str | None = None
     # The catalog whose text the artifact's BM25 index is built over (None: no BM25 in the artifact).
     products: str | None = None
+    # Queries the schedule is tuned on besides held-out corpus vectors, encoded by `model`.
+    tuning_queries: str | None = None
+    model: str | None = None
 
     def __post_init__(self) -> None:
-        if self.products and self.index.num_index_shards > 1:
-            raise ValueError(
-                "--products (BM25 in the artifact) is built for one index only; drop it or use "
-                "--num_index_shards 1"
-            )
+        for flag, value in (
+            ("--products (BM25 in the artifact)", self.products),
+            ("--tuning_queries", self.tuning_queries),
+        ):
+            if value and self.index.num_index_shards > 1:
+                raise ValueError(f"{flag} is built for one index only; drop it or use --num_index_shards 1")
+        if bool(self.tuning_queries) != bool(self.model):
+            raise ValueError("--tuning_queries and --model go together: the model encodes the queries")
 
     @classmethod
     def from_options(cls, options: PipelineOptions) -> IndexBuildConfig:
@@ -60,5 +74,7 @@ class IndexBuildConfig(StageOutput):
             index=index,
             previous_index=values.get("previous_index"),
             products=values.get("products"),
+            tuning_queries=values.get("tuning_queries"),
+            model=values.get("model") if values.get("tuning_queries") else None,
             **StageOutput.values_from(values),
         )

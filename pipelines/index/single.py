@@ -11,8 +11,8 @@ from index_builder.builder import config_for_corpus
 from index_builder.recall import check_target, recall_summary
 from index_builder.tuned import sizing_depth, train_within_target
 from pipelines.artifacts import fresh_output, read_embeddings
+from pipelines.index.build_inputs import catalog_lexical_index, tuning_query_vectors
 from pipelines.index.config import IndexBuildConfig, PreviousIndexOptions
-from pipelines.index.lexical import catalog_lexical_index
 from pipelines.index.manifest import shard_recall
 from pipelines.local_copies import local_output
 from pipelines.options import IndexOptions, OverwriteOptions, VerifyOptions, add_stage_arguments
@@ -48,6 +48,9 @@ def add_build_index_arguments(parser: argparse.ArgumentParser) -> None:
         "carries BM25 over its products' title, bullet points and description, which `madr search` fuses "
         "with the dense ranking by reciprocal rank (one index only, not --num_index_shards > 1)",
     )
+    parser.add_argument(
+        "--model", default=None, help="The model that made the embeddings: it encodes --tuning_queries"
+    )
 
 
 def build_index(config: IndexBuildConfig) -> IndexBuildReport:
@@ -78,8 +81,16 @@ def build_index(config: IndexBuildConfig) -> IndexBuildReport:
         started = time.perf_counter()
         # Trained, tuned to the target, and replaced by exact scoring where that is faster.
         earlier = shard_recall(build.previous_index, 0, 1)
+        queries = tuning_query_vectors(build, embeddings)
         index, recall = train_within_target(
-            config, matrix, ids, max_k, target_recall, serving_depths=settings.depths, earlier=earlier
+            config,
+            matrix,
+            ids,
+            max_k,
+            target_recall,
+            serving_depths=settings.depths,
+            evaluation_queries=queries,
+            earlier=earlier,
         )
         if build.products:
             index = index.with_lexical(catalog_lexical_index(build.products, ids))

@@ -1,4 +1,5 @@
-"""The BM25 index an artifact carries beside its vectors (`madr build-index --products`).
+"""What a one-index build reads besides the embeddings: the catalog's text for the BM25 index the artifact
+carries (`madr build-index --products`), and queries to tune the search schedule on (`--tuning_queries`).
 
 Fused with the dense ranking by reciprocal rank (`index_builder.lexical.hybrid_search`), BM25 puts an
 adapted model ahead of BM25 + zero-shot on catalogs madr never saw (docs/RESULTS.md). It is built over
@@ -10,10 +11,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from index_builder.lexical import Bm25Index, Bm25Settings
 from model.text import document_text
 from pipelines.artifacts import parquet_rows
+from pipelines.evaluate.calibration import encode_queries
+from pipelines.options import ModelSettings
+from pipelines.query_text import read_query_texts
+from pipelines.verify import check_same_model
+
+if TYPE_CHECKING:
+    from pipelines.index.config import IndexBuildConfig
+
+# Tuning queries encoded at most: the depth tuner subsamples them per depth (index_builder.depth_tuning).
+MAX_TUNING_QUERIES = 1_000
 
 LOGGER = logging.getLogger(__name__)
 
@@ -35,4 +49,17 @@ def catalog_lexical_index(
     return Bm25Index(list(ids), [texts.get(product_id, "") for product_id in ids], settings or Bm25Settings())
 
 
-__all__ = ["catalog_lexical_index"]
+def tuning_query_vectors(build: IndexBuildConfig, embeddings: str) -> np.ndarray | None:
+    """--tuning_queries (a dataset's test split left out) encoded by --model, which must be the model of
+    the embeddings; None without them."""
+    if not build.tuning_queries or not build.model:
+        return None
+    check_same_model(build.model, {"--embeddings": embeddings})
+    queries = read_query_texts(build.tuning_queries, exclude_split="test", limit=MAX_TUNING_QUERIES)
+    if not queries:
+        raise ValueError(f"--tuning_queries {build.tuning_queries} holds no query outside the test split")
+    LOGGER.info("encoding %d tuning queries with %s", len(queries), build.model)
+    return encode_queries(queries, ModelSettings(build.model))
+
+
+__all__ = ["MAX_TUNING_QUERIES", "catalog_lexical_index", "tuning_query_vectors"]

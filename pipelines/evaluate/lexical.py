@@ -94,7 +94,7 @@ class LexicalComparison:
         return "\n\n".join(parts)
 
 
-def _catalog_text(products: str, searched: set[str] | None) -> tuple[list[str], list[str]]:
+def catalog_text(products: str, searched: set[str] | None) -> tuple[list[str], list[str]]:
     ids: list[str] = []
     texts: list[str] = []
     skipped = 0
@@ -111,7 +111,7 @@ def _catalog_text(products: str, searched: set[str] | None) -> tuple[list[str], 
     return ids, texts
 
 
-def _test_queries(queries: str, split: str) -> dict[str, str]:
+def split_queries(queries: str, split: str) -> dict[str, str]:
     return {
         str(row["query_id"]): str(row["text"])
         for row in parquet_rows(queries, ["query_id", "text", "split"])
@@ -119,7 +119,7 @@ def _test_queries(queries: str, split: str) -> dict[str, str]:
     }
 
 
-def _judgments(judgments: str, corpus: CorpusIds) -> dict[str, dict[str, int]]:
+def judgments_in(judgments: str, corpus: CorpusIds) -> dict[str, dict[str, int]]:
     found: dict[str, dict[str, int]] = {}
     for row in parquet_rows(judgments, ["query_id", "product_id", "grade"]):
         if row["product_id"] in corpus and isinstance(row.get("grade"), int):
@@ -127,7 +127,7 @@ def _judgments(judgments: str, corpus: CorpusIds) -> dict[str, dict[str, int]]:
     return found
 
 
-def _run_rankings(run_folder: str, corpus: CorpusIds) -> dict[str, np.ndarray]:
+def run_rankings(run_folder: str, corpus: CorpusIds) -> dict[str, np.ndarray]:
     """A dense run as corpus rows per query, best first (ids mapped by `CorpusIds`, grouped in numpy)."""
     table = read_parquet_table(run_folder, "run", ["query_id", "product_id", "rank"])
     table = table.sort_by([("query_id", "ascending"), ("rank", "ascending")])
@@ -197,12 +197,12 @@ def score_lexical(
     if zero_shot_eval is not None:
         embeddings = FileSystems.join(FileSystems.split(zero_shot_eval)[0], "embeddings")
         searched = set(read_parquet_table(embeddings, "embeddings", ["product_id"]).column(0).to_pylist())
-    ids, texts = _catalog_text(catalog.products, searched)
+    ids, texts = catalog_text(catalog.products, searched)
     corpus = CorpusIds(ids)
-    judgments = _judgments(catalog.judgments, corpus)
+    judgments = judgments_in(catalog.judgments, corpus)
     queries = {
         query_id: text
-        for query_id, text in _test_queries(catalog.queries, catalog.split).items()
+        for query_id, text in split_queries(catalog.queries, catalog.split).items()
         if query_id in judgments
     }
     LOGGER.info("BM25: indexing %d products, ranking %d queries to depth %d", len(ids), len(queries), depth)
@@ -210,7 +210,7 @@ def score_lexical(
     rankings = {BM25: dict(zip(queries, (ranking.rows for ranking in found), strict=True))}
     for name, run_folder in ((HYBRID, zero_shot_eval), (MODEL_HYBRID, model_eval)):
         if run_folder is not None and list_files(run_folder, "run*.parquet"):
-            dense = _run_rankings(run_folder, corpus)
+            dense = run_rankings(run_folder, corpus)
             rankings[name] = {
                 query_id: reciprocal_rank_fusion(
                     [rankings[BM25][query_id], dense.get(query_id, [])], depth

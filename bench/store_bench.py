@@ -154,7 +154,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             figures["steps"] = adapted.steps
             rows[f"{store} [{label}]"] = figures
             _print(store, label, figures)
-            evidence = RESULTS / "store" / f"{store}{'' if label == 'defaults' else '-' + label}.parquet"
+            suffix = "" if label == "defaults" else "-" + label.replace("=", "-")
+            evidence = RESULTS / "store" / f"{store}{suffix}.parquet"
             evidence.parent.mkdir(parents=True, exist_ok=True)
             pq.write_table(_per_query_rows(folder / "eval" / "eval"), evidence, compression="zstd")
     config = {

@@ -127,8 +127,28 @@ def _pair(says: str, store: str, a: str, b: str, quoted: dict[str, tuple[str, st
 
 
 HYBRID = "bm25+zero-shot"
+ALPHA_03, ALPHA_07 = "second_store-wise_ft_alpha-0.3", "second_store-wise_ft_alpha-0.7"
+ABLATION_ROWS = {
+    ALPHA_03: "| WiSE-FT α 0.3 (closer to the backbone) | 0.869 / 0.627 | 0.885 / 0.660 |",
+    ALPHA_07: "| WiSE-FT α 0.7 (closer to the adapted weights) | 0.886 / 0.622 | 0.890 / 0.655 |",
+    "second_store": "| defaults (WiSE-FT α 0.5) | 0.885 / 0.637 | 0.891 / 0.659 |",
+}
+ALONE = "NDCG@10 +0.5 (p 0.71), −0.5 (p 0.69) and −1.0 (p 0.5) points for α 0.5, 0.3 and 0.7"
+FUSED = "NDCG@10 +2.7 (p 0.0025), +2.9 (p 0.00011) and +2.3 (p 0.019) points"
+
+
+def _ablation_figures() -> list[StoreFigure]:
+    figures = []
+    for store, row in ABLATION_ROWS.items():
+        cells = [cell.strip() for cell in row.strip("|").split("|")[1:]]
+        means = dict(zip(("model", "bm25+model"), (tuple(cell.split(" / ")) for cell in cells), strict=True))
+        figures += _system_figures(row, store, means)
+    return figures
+
+
 STORE_FIGURES: tuple[StoreFigure, ...] = (
     *_table_figures(),
+    *_ablation_figures(),
     *_pair(
         "NDCG@10 +9.9 points (p 3.7e-11) and R@100 +9.4 (p 1.8e-11)",
         "second_store",
@@ -160,6 +180,12 @@ STORE_FIGURES: tuple[StoreFigure, ...] = (
         HYBRID,
         {"ndcg@10": ("+3.6", "0.0087")},
     ),
+    *_pair(ALONE, "second_store", "model", HYBRID, {"ndcg@10": ("+0.5", "0.71")}),
+    *_pair(ALONE, ALPHA_03, "model", HYBRID, {"ndcg@10": ("-0.5", "0.69")}),
+    *_pair(ALONE, ALPHA_07, "model", HYBRID, {"ndcg@10": ("-1.0", "0.5")}),
+    *_pair(FUSED, "second_store", "bm25+model", HYBRID, {"ndcg@10": ("+2.7", "0.0025")}),
+    *_pair(FUSED, ALPHA_03, "bm25+model", HYBRID, {"ndcg@10": ("+2.9", "0.00011")}),
+    *_pair(FUSED, ALPHA_07, "bm25+model", HYBRID, {"ndcg@10": ("+2.3", "0.019")}),
     *_pair(
         "R@100 +3.7 (p 0.076), NDCG@10 +3.4 (p 0.047)",
         "store_export",

@@ -194,6 +194,22 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     return {"evaluation": result, "store": store, "timings": timings, "total_seconds": total}
 
 
+def store_lines(evaluated: dict[str, Any]) -> list[str]:
+    """Per metric, the model's mean and each peer's (zero-shot, BM25, the fused rows) with the paired
+    test's p-value ("n/a" where every query ties, as BM25 + the model and the model do at a full R@100)."""
+    peers = {"zero-shot": evaluated["zero_shot"], **((evaluated["lexical"] or {}).get("systems") or {})}
+    lines = []
+    for metric in ("recall@100", "ndcg@10"):
+        own = evaluated["zero_shot"]["metrics"][metric]["mean_b"]
+        cells = []
+        for peer, compared in peers.items():
+            row = compared["metrics"][metric]
+            pvalue = "n/a" if row["pvalue"] is None else f"{row['pvalue']:.2g}"
+            cells.append(f"{peer} {row['mean_a']:.3f} (p {pvalue})")
+        lines.append(f"{metric} {own:.3f}; {', '.join(cells)}")
+    return lines
+
+
 def adapt_to_store_export(args: argparse.Namespace, stages: StageRunner) -> dict[str, Any] | None:
     """A catalog the model never saw: the shipped model as it is, then `madr adapt` (no judgments used),
     each against the backbone used zero-shot on the store's own judged queries."""
@@ -226,12 +242,6 @@ def adapt_to_store_export(args: argparse.Namespace, stages: StageRunner) -> dict
     print(f"\n== A store export the model never saw ({source}): `madr adapt --data {store.root}`")
     print("   " + report.format().replace("\n", "\n   "))
     for name, found in (("shipped model, not adapted", shipped), ("adapted", adapted)):
-        peers = {"zero-shot": found["zero_shot"], **((found["lexical"] or {}).get("systems") or {})}
-        for metric in ("recall@100", "ndcg@10"):
-            own = found["zero_shot"]["metrics"][metric]["mean_b"]
-            against = {peer: compared["metrics"][metric] for peer, compared in peers.items()}
-            cells = ", ".join(
-                f"{peer} {row['mean_a']:.3f} (p {row['pvalue']:.2g})" for peer, row in against.items()
-            )
-            print(f"   {name}: {metric} {own:.3f}; {cells}")
+        for line in store_lines(found):
+            print(f"   {name}: {line}")
     return {"shipped": shipped, "adapted": adapted, "adapt": report}

@@ -209,3 +209,27 @@ def test_an_index_artifact_carries_bm25_verified_and_fuses_it_by_reciprocal_rank
         ScannIndex.load(tmp_path / "index")
     with pytest.raises(ValueError, match="no BM25 index"):
         index.with_lexical(None).search_hybrid(query, ["x"], 5)
+
+
+def test_the_demo_prints_each_peer_and_an_untestable_p_value_as_n_a() -> None:
+    from jobs.demo import store_lines
+
+    row = {"mean_a": 0.5, "mean_b": 0.75, "delta": 0.25, "pvalue": 0.01, "queries": 4}
+    tied = {**row, "mean_a": 0.75, "delta": 0.0, "pvalue": None}  # every query equal: no test
+    metrics = {"recall@100": row, "ndcg@10": row}
+    evaluated = {
+        "zero_shot": {"metrics": metrics},
+        "lexical": {
+            "systems": {
+                "bm25": {"metrics": metrics},
+                "bm25+model": {"metrics": {**metrics, "recall@100": tied}},
+            }
+        },
+    }
+    lines = store_lines(evaluated)
+    assert (
+        lines[0]
+        == "recall@100 0.750; zero-shot 0.500 (p 0.01), bm25 0.500 (p 0.01), bm25+model 0.750 (p n/a)"
+    )
+    assert lines[1].startswith("ndcg@10 0.750; zero-shot 0.500 (p 0.01)")
+    assert store_lines({**evaluated, "lexical": None}) == [line.split(", bm25")[0] for line in lines]

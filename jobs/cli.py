@@ -54,7 +54,7 @@ def _quiet_libraries() -> None:
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
-    for noisy in ("apache_beam", "absl"):
+    for noisy in ("apache_beam", "absl", "bm25s"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

@@ -240,7 +240,7 @@ def compare_with_lexical(
     scored: dict[str, dict[str, dict[str, Any]]] = {}
     for name, rows in runs.rows.items():
         _write_system(FileSystems.join(folder, LEXICAL_FOLDER, name), rows, scoring[2])
-        LOGGER.info("%s:\n%s", name, format_table(aggregate(rows)))
+        LOGGER.debug("%s:\n%s", name, format_table(aggregate(rows)))
         scored[name] = {row["query_id"]: {k: v for k, v in row.items() if k != "query_id"} for row in rows}
         reports[name] = compare_query_rows(name, scored[name], names, "model", model, names)
     fusion = None

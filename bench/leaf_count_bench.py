@@ -30,12 +30,14 @@ from index_builder.recall import DEFAULT_TARGET_RECALL
 FRACTIONS = (0.001, 0.0015, 0.002, 0.003, 0.004, 0.006, 0.008, 0.012, 0.016, 0.025, 0.04)
 
 
-def sweep_tree(bench: Bench, ids: list[str], leaves: int) -> None:
+def sweep_tree(
+    bench: Bench, ids: list[str], leaves: int, soar_lambda: float | None, sample: int | None
+) -> None:
     n, dim = bench.data.shape
     config = ScannIndexBuilder.for_corpus(n, dim, max_k=10).create_config()
     # The settings madr derives for a tree of this corpus (a small one gets brute force: its defaults then).
-    sample = config.training_sample_size or min(n, 100_000)
-    builder = ScannIndexBuilder(dim, n).tree(leaves, max(1, leaves // 100), sample)
+    sample = min(n, sample or config.training_sample_size or 100_000)
+    builder = ScannIndexBuilder(dim, n).tree(leaves, max(1, leaves // 100), sample, soar_lambda=soar_lambda)
     builder = builder.score_ah(
         config.dimensions_per_block or 2, config.anisotropic_quantization_threshold or 0.2
     )
@@ -51,7 +53,8 @@ def sweep_tree(bench: Bench, ids: list[str], leaves: int) -> None:
         ]
         per_k[k] = bench.best_of_sweep(f"{leaves} leaves", k, rows)
         print(f"  {leaves} leaves k={k}: {per_k[k].get('best')}", flush=True)
-    bench.record(f"madr tree, {leaves} leaves, swept", figures, per_k)
+    soar = f", SOAR {soar_lambda:g}" if soar_lambda else ""
+    bench.record(f"madr tree, {leaves} leaves{soar}, {sample:,} trained on, swept", figures, per_k)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -67,6 +70,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--queries", type=int, default=1_000, help="Queries timed")
     parser.add_argument("--multiples", default="1,2,4", help="Leaf counts as multiples of sqrt(n)")
     parser.add_argument("--skip_faiss", action="store_true", help="Leave FAISS IVF-PQ out")
+    parser.add_argument("--soar_lambda", type=float, default=None, help="SOAR spilling of every tree")
+    parser.add_argument("--training_sample", type=int, default=None, help="Vectors each tree trains on")
+    parser.add_argument("--name", default="leaf_count", help="Results file name")
     args = parser.parse_args(argv)
     args.tune_queries, args.isotropic, args.dim, args.quick = 0, 0, 0, False
     import faiss
@@ -76,12 +82,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     bench = Bench(data, np.ascontiguousarray(queries, dtype=np.float32), DEFAULT_TARGET_RECALL)
     root = math.sqrt(len(data))
     for multiple in (float(m) for m in args.multiples.split(",")):
-        sweep_tree(bench, ids, round(root * multiple))
+        sweep_tree(bench, ids, round(root * multiple), args.soar_lambda, args.training_sample)
     if not args.skip_faiss:
         run_ivfpq(bench)
     config = {"command": command_line("bench.leaf_count_bench", argv), "vectors": source, "threads": THREADS}
     figures = {"systems": bench.results}
-    report("leaf_count", config, figures)
+    report(args.name, config, figures)
     return figures
 
 

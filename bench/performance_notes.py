@@ -46,6 +46,15 @@ NOTES = """### Notes (28 Nov 2026): the serving index, tuned per depth
   queries/s at 0.959 for k = 10 (madr 0.65x) and 8,885 at 0.966 for k = 100 (nprobe 32, k_factor 2;
   madr 0.85x). It partitions into twice the lists madr's tree has (2 sqrt(n) against sqrt(n) = 707
   leaves) and re-ranks fewer candidates. Not tried yet: more leaves, SOAR, int8 re-ranking on this data.
+- **More leaves and SOAR, measured (29 Nov, `python -m bench.leaf_count_bench`, same vectors and 1,000
+  queries, each tree swept by hand, FAISS in the same run).** Best queries/s at recall >= 0.95, k = 10 /
+  k = 100: 707 leaves 20,517 / 8,071; 1,414 leaves 23,174 / 7,156; 2,828 leaves 15,968 / 6,467; FAISS
+  `IVF1414,PQ192x4fs,RFlat` 25,611 / 7,441. With SOAR 1.5 and 250,000 training vectors (a second run,
+  FAISS again beside it at 27,133 / 7,818): 707 leaves 19,725 / 8,108; 1,414 leaves 24,645 / 8,715 (3
+  and 6 leaves searched), that is 0.91x FAISS at k = 10 and 1.11x at k = 100, for a 122 s build against
+  48 s for 707 leaves without SOAR. At k = 100 madr's tree is ahead of FAISS IVF-PQ at every leaf count
+  up to 1,414; at k = 10 it is 0.80-0.91x. The build's default (sqrt(n) leaves, no SOAR) is not changed
+  yet: the 1M night's index budget has to be measured with the slower build first.
 - **Build cost.** The tuned build took 508 s (128 s on corpus vectors alone): every evaluation query was
   searched 10,000 deep at each step; they are now subsampled per depth like the held-out vectors (not
   re-measured in this session). The isotropic table was not run this session.

@@ -80,6 +80,8 @@ class Bm25Index:
             raise ValueError(f"{len(product_ids)} product ids for {len(texts)} texts")
         if not product_ids:
             raise ValueError("BM25 needs at least one product")
+        if not any(text.strip() for text in texts):
+            raise ValueError("BM25 needs text: every product's text is empty")
         self.settings = settings
         self.product_ids = list(product_ids)
         self._stemmer = Stemmer.Stemmer(settings.stemmer) if settings.stemmer else None

@@ -213,3 +213,14 @@ def test_build_index_tunes_on_queries_the_model_encodes_leaving_the_test_split_o
     capsys.readouterr()
     assert main([*argv[:-1], str(tmp_path / "other"), "--tuning_queries", str(queries)]) == 2
     assert "--tuning_queries and --model go together" in capsys.readouterr().err
+
+
+def test_build_index_with_another_catalog_as_products_is_one_error_line(built, tmp_path, capsys) -> None:
+    other = tmp_path / "other.parquet"
+    rows = [{**row, "product_id": f"x{i}"} for i, row in enumerate(_catalog_rows(3))]
+    pq.write_table(pa.Table.from_pylist(rows, schema=PRODUCT_SCHEMA), other)
+    root = Path(built["root"])
+    argv = ["build-index", "--embeddings", str(root / "embeddings"), "--output", str(tmp_path / "index")]
+    assert main([*argv, "--products", str(other)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "holds none of the 40 indexed products" in err and str(other) in err

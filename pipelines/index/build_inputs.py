@@ -43,6 +43,11 @@ def catalog_lexical_index(
         if row.get("product_id") in wanted and row.get("title"):
             texts[row["product_id"]] = document_text(row)
     missing = len(wanted) - len(texts)
+    if not texts:
+        raise ValueError(
+            f"--products {products} holds none of the {len(wanted):,} indexed products (such as "
+            f"{next(iter(ids), '?')!r}) with a title: give the catalog the embeddings were made from"
+        )
     if missing:
         LOGGER.warning("BM25: %d of %d indexed products have no title in %s", missing, len(wanted), products)
     LOGGER.info("BM25: indexing the text of %d products", len(texts))

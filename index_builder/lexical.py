@@ -72,6 +72,10 @@ class Bm25Settings:
         return f"BM25 (bm25s, Lucene scoring, k1 {self.k1:g}, b {self.b:g}, {analyzer})"
 
 
+def _stemmer_of(settings: Bm25Settings) -> Stemmer.Stemmer | None:
+    return Stemmer.Stemmer(settings.stemmer) if settings.stemmer else None
+
+
 class Bm25Index:
     """BM25 over ``texts`` (one per product id); `search` gives each query's matching rows, best first."""
 
@@ -84,7 +88,7 @@ class Bm25Index:
             raise ValueError("BM25 needs text: every product's text is empty")
         self.settings = settings
         self.product_ids = list(product_ids)
-        self._stemmer = Stemmer.Stemmer(settings.stemmer) if settings.stemmer else None
+        self._stemmer = _stemmer_of(settings)
         self._retriever = bm25s.BM25(k1=settings.k1, b=settings.b, method="lucene")
         self._retriever.index(self._tokens(texts), show_progress=False)
 
@@ -120,7 +124,7 @@ class Bm25Index:
         index = cls.__new__(cls)
         index.settings = Bm25Settings(**document["settings"])
         index.product_ids = list(product_ids)
-        index._stemmer = Stemmer.Stemmer(index.settings.stemmer) if index.settings.stemmer else None
+        index._stemmer = _stemmer_of(index.settings)
         index._retriever = bm25s.BM25.load(str(directory), allow_pickle=False)
         return index
 
@@ -169,19 +173,6 @@ LEXICAL_DIR = "lexical"  # inside an index artifact: the Bm25Index over the arti
 FUSION_DEPTH = 100  # each ranking fused to at least this depth: RRF's terms past it are ≤ 1/160
 
 
-def hybrid_rows(dense_rows: np.ndarray, lexical: Bm25Index, texts: Sequence[str], k: int) -> list[Ranking]:
-    """Each query's dense ranking (a row of corpus rows, best first) fused with BM25's for its text by
-    reciprocal rank, best `k` first. BM25 ranks the same rows: the artifact builds it over its ids."""
-    if len(texts) != dense_rows.shape[0]:
-        raise ValueError(f"{len(texts)} query texts for {dense_rows.shape[0]} query vectors")
-    depth = max(k, dense_rows.shape[1] if dense_rows.ndim == 2 else 0)
-    found = lexical.search(texts, depth)
-    return [
-        reciprocal_rank_fusion([dense, lexical_ranking.rows], k)
-        for dense, lexical_ranking in zip(dense_rows, found, strict=True)
-    ]
-
-
 def load_lexical(directory: Path, manifest: IndexManifest, ids: Sequence[str]) -> Bm25Index | None:
     """The artifact's BM25 index, loaded from a private copy of the bytes its manifest vouches for."""
     if not any(name.startswith(f"{LEXICAL_DIR}/") for name in manifest.files):
@@ -204,10 +195,18 @@ def hybrid_search(
     if lexical is None:
         raise ValueError("this index carries no BM25 index: build it with `madr build-index --products`")
     k_eff = min(k, index.size)
-    dense = index.search(queries, min(index.size, max(k_eff, FUSION_DEPTH)))
-    fused = hybrid_rows(dense.indices, lexical, texts, k_eff)
-    indices = np.stack([ranking.rows[:k_eff] for ranking in fused])
-    scores = np.stack([ranking.scores[:k_eff] for ranking in fused])
+    depth = min(index.size, max(k_eff, FUSION_DEPTH))
+    dense = index.search(queries, depth).indices
+    if len(texts) != dense.shape[0]:
+        raise ValueError(f"{len(texts)} query texts for {dense.shape[0]} query vectors")
+    # BM25 ranks the same rows as the dense index: the artifact builds it over its ids, in their order.
+    found = lexical.search(texts, depth)
+    # Each fused ranking holds at least the dense ranking's depth >= k_eff rows.
+    fused = [
+        reciprocal_rank_fusion([rows, words.rows], k_eff) for rows, words in zip(dense, found, strict=True)
+    ]
+    indices = np.stack([ranking.rows for ranking in fused])
+    scores = np.stack([ranking.scores for ranking in fused])
     return make_result(indices, scores, np.asarray(lexical.product_ids, dtype=object))
 
 
@@ -218,7 +217,6 @@ __all__ = [
     "Bm25Index",
     "Bm25Settings",
     "Ranking",
-    "hybrid_rows",
     "hybrid_search",
     "load_lexical",
     "reciprocal_rank_fusion",

@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 
 from pipelines.embed.enrich import DEFAULT_FILL_CONFIDENCE
 from pipelines.inference import TextToEncode
-from pipelines.query_text import read_query_texts
 from pipelines.search import SearchConfig, format_hits, hits_table_rows, open_search, parse_filter, run_search
+from pipelines.texts import read_query_texts
 from schemas import RUN_SCHEMA
 
 

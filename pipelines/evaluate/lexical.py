@@ -28,9 +28,9 @@ from evaluation import MetricSpec, RelevanceRule, aggregate, format_table, write
 from evaluation.comparison import ComparisonReport, compare_query_rows
 from evaluation.ranked import CorpusIds, score_query
 from index_builder.lexical import RRF_K, Bm25Index, Bm25Settings, Ranking, reciprocal_rank_fusion
-from model.text import document_text
 from pipelines.artifacts import list_files, parquet_rows, read_parquet_table
 from pipelines.local_copies import local_output
+from pipelines.texts import product_texts
 
 if TYPE_CHECKING:
     from pipelines.evaluate.stage import EvaluateConfig
@@ -95,20 +95,11 @@ class LexicalComparison:
 
 
 def catalog_text(products: str, searched: set[str] | None) -> tuple[list[str], list[str]]:
-    ids: list[str] = []
-    texts: list[str] = []
-    skipped = 0
-    for row in parquet_rows(products, ["product_id", "title", "bullet_points", "description"]):
-        product_id = row.get("product_id")
-        wanted = product_id in searched if searched is not None else bool(product_id and row.get("title"))
-        if not wanted:
-            skipped += 1
-            continue
-        ids.append(str(product_id))
-        texts.append(document_text(row))
-    if skipped:
-        LOGGER.info("BM25: %d products of %s left out (not in the searched corpus)", skipped, products)
-    return ids, texts
+    """Ids and texts (`product_texts`) of the catalog's products, of the `searched` ones when given."""
+    texts = product_texts(products, searched)
+    if searched is not None and len(texts) < len(searched):
+        LOGGER.info("BM25: %d searched products have no title in %s", len(searched) - len(texts), products)
+    return list(texts), list(texts.values())
 
 
 def split_queries(queries: str, split: str) -> dict[str, str]:

@@ -16,11 +16,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from index_builder.lexical import Bm25Index, Bm25Settings
-from model.text import document_text
-from pipelines.artifacts import parquet_rows
 from pipelines.evaluate.calibration import encode_queries
 from pipelines.options import ModelSettings
-from pipelines.query_text import read_query_texts
+from pipelines.texts import product_texts, read_query_texts
 from pipelines.verify import check_same_model
 
 if TYPE_CHECKING:
@@ -38,10 +36,7 @@ def catalog_lexical_index(
     """BM25 over `products`' text for `ids`, in their order; an id the catalog lacks gets no text (it is
     still found by its vector) and is counted in the log."""
     wanted = set(ids)
-    texts: dict[str, str] = {}
-    for row in parquet_rows(products, ["product_id", "title", "bullet_points", "description"]):
-        if row.get("product_id") in wanted and row.get("title"):
-            texts[row["product_id"]] = document_text(row)
+    texts = product_texts(products, wanted)
     missing = len(wanted) - len(texts)
     if not texts:
         raise ValueError(

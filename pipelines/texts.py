@@ -1,8 +1,10 @@
-"""Query texts a command reads from a file: a queries Parquet (query_id, text[, split]) or one per line.
+"""The texts commands read from files: queries, and the text the model reads of each product.
 
-`madr search --queries` searches them; `madr build-index --tuning_queries` encodes them to tune the
-index on queries like the ones it will serve (a dataset's test split left out, so an evaluation of the
-index on it is not tuned on its own queries).
+Queries come from a queries Parquet (query_id, text[, split]) or a text file, one a line: `madr search
+--queries` searches them; `madr build-index --tuning_queries` encodes them to tune the index on queries
+like the ones it will serve (a dataset's test split left out, so an evaluation of the index on it is not
+tuned on its own queries). Product texts (`document_text`) are what BM25 indexes, in the evaluation's
+lexical rows and in an index artifact.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
+from model.text import document_text
+from pipelines.artifacts import parquet_rows
 from pipelines.inference import TextToEncode
 
 
@@ -40,4 +44,14 @@ def read_query_texts(
     return queries[:limit] if limit is not None else queries
 
 
-__all__ = ["read_query_texts"]
+def product_texts(products: str, wanted: set[str] | None = None) -> dict[str, str]:
+    """product id -> the text the model reads of it (`document_text`), for every product of `products`
+    with a title (of `wanted` ones only, when given), in catalog order."""
+    return {
+        str(row["product_id"]): document_text(row)
+        for row in parquet_rows(products, ["product_id", "title", "bullet_points", "description"])
+        if row.get("product_id") and row.get("title") and (wanted is None or row["product_id"] in wanted)
+    }
+
+
+__all__ = ["product_texts", "read_query_texts"]

@@ -11,7 +11,7 @@ zero-shot the same way.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,6 +112,11 @@ def _compare_metric(
     return MetricComparison(name, mean_a, mean_b, mean_b - mean_a, pvalue, len(pairs))
 
 
+def by_query(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per-query metric rows ({"query_id": ..., metric: value}) as `QueryRows`: query id -> metrics."""
+    return {str(row["query_id"]): {k: v for k, v in row.items() if k != "query_id"} for row in rows}
+
+
 def compare_query_rows(
     run_a: str,
     rows_a: QueryRows,
@@ -136,4 +141,4 @@ def compare_query_rows(
     return ComparisonReport(run_a, run_b, len(rows_a), len(rows_b), len(common), metrics, tuple(found))
 
 
-__all__ = ["ComparisonReport", "MetricComparison", "QueryRows", "compare_query_rows"]
+__all__ = ["ComparisonReport", "MetricComparison", "QueryRows", "by_query", "compare_query_rows"]

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from evaluation.comparison import ComparisonReport, MetricComparison, compare_query_rows
 from evaluation.report import METRICS_FILE, PER_QUERY_FILE
+from pipelines.evaluate.report import read_per_query
 from schemas import ArtifactError
 
 
@@ -30,15 +30,12 @@ def evaluation_folder(path: str) -> str:
 
 def _read(folder: str) -> tuple[dict[str, dict[str, float]], list[str], dict[str, Any]]:
     """Per-query rows keyed by query id, the metric names in file order, and metrics.json."""
-    with FileSystems.open(FileSystems.join(folder, PER_QUERY_FILE)) as handle:
-        table = pq.read_table(handle)
+    rows, names = read_per_query(folder)
     metrics_path = FileSystems.join(folder, METRICS_FILE)
     document: dict[str, Any] = {}
     if FileSystems.exists(metrics_path):
         with FileSystems.open(metrics_path) as handle:
             document = json.loads(handle.read())
-    names = [name for name in table.column_names if name != "query_id"]
-    rows = {row.pop("query_id"): row for row in table.to_pylist()}
     return rows, names, document
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
 from evaluation import MetricSpec, RelevanceRule, aggregate, format_table, write_metrics
-from evaluation.comparison import ComparisonReport, compare_query_rows
+from evaluation.comparison import ComparisonReport, by_query, compare_query_rows
 from evaluation.ranked import CorpusIds, score_query
 from index_builder.lexical import RRF_K, Bm25Index, Bm25Settings, Ranking, reciprocal_rank_fusion
 from pipelines.artifacts import list_files, parquet_rows, read_parquet_table
@@ -225,14 +225,14 @@ def compare_with_lexical(
     opts = config.evaluate
     catalog = JudgedCatalog(config.products, opts.queries, opts.judgments, opts.split)
     runs = score_lexical(catalog, scoring, zero_shot_eval, model_eval=folder)
-    model = {str(row["query_id"]): {k: v for k, v in row.items() if k != "query_id"} for row in model_rows}
+    model = by_query(model_rows)
     names = [spec.key for spec in scoring[0]]
     reports: dict[str, ComparisonReport] = {}
     scored: dict[str, dict[str, dict[str, Any]]] = {}
     for name, rows in runs.rows.items():
         _write_system(FileSystems.join(folder, LEXICAL_FOLDER, name), rows, scoring[2])
         LOGGER.debug("%s:\n%s", name, format_table(aggregate(rows)))
-        scored[name] = {row["query_id"]: {k: v for k, v in row.items() if k != "query_id"} for row in rows}
+        scored[name] = by_query(rows)
         reports[name] = compare_query_rows(name, scored[name], names, "model", model, names)
     fusion = None
     if HYBRID in scored and MODEL_HYBRID in scored:

@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from evaluation import MetricMean, RelevanceRule, aggregate, format_table, write_metrics
+from evaluation.comparison import by_query
 from evaluation.cutoffs import CutoffPlan
 from evaluation.plot import PLOT_FILE, k_grid, recall_curve, write_recall_plot
-from evaluation.report import METRICS_FILE
+from evaluation.report import METRICS_FILE, PER_QUERY_FILE
 from evaluation.text_table import format_text_table
 from pipelines.artifacts import list_files, read_parquet_table
 from pipelines.evaluate.calibration import Calibration
@@ -41,6 +43,14 @@ RELEVANT_RANKS_SCHEMA = pa.schema(
         pa.field("ranks", pa.list_(pa.int64()), nullable=False),
     ]
 )
+
+
+def read_per_query(folder: str) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """An evaluation folder's per_query.parquet (local or gs://): rows by query id, metric names in file
+    order."""
+    with FileSystems.open(FileSystems.join(folder, PER_QUERY_FILE)) as handle:
+        table = pq.read_table(handle)
+    return by_query(table.to_pylist()), [name for name in table.column_names if name != "query_id"]
 
 
 def dataset_positive_min_grade(judgments: str) -> int | None:

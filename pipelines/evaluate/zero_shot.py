@@ -17,15 +17,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from evaluation.comparison import ComparisonReport, compare_query_rows
-from evaluation.report import PER_QUERY_FILE
+from evaluation.comparison import ComparisonReport, by_query, compare_query_rows
 from model import load_config
 from model.registry import ZERO_SHOT
 from pipelines.embed.stage import EmbedConfig, embed_catalog
+from pipelines.evaluate.report import read_per_query
 from pipelines.options import EmbedSettings
 from pipelines.zero_shot import zero_shot_model
 
@@ -65,13 +64,6 @@ class ZeroShotComparison:
             f"{self.model_searcher} search; its run in {self.folder}/)"
         )
         return "\n".join([intro, *lines[2:]])
-
-
-def _per_query_rows(folder: str) -> tuple[dict[str, dict[str, float]], list[str]]:
-    with FileSystems.open(FileSystems.join(folder, PER_QUERY_FILE)) as handle:
-        table = pq.read_table(handle)
-    names = [name for name in table.column_names if name != "query_id"]
-    return {row.pop("query_id"): row for row in table.to_pylist()}, names
 
 
 def compare_with_zero_shot(
@@ -116,8 +108,8 @@ def compare_with_zero_shot(
             products=None,
         )
     )
-    zero_rows, zero_names = _per_query_rows(evaluation)
-    rows = {str(row["query_id"]): {k: v for k, v in row.items() if k != "query_id"} for row in model_rows}
+    zero_rows, zero_names = read_per_query(evaluation)
+    rows = by_query(model_rows)
     names = [name for name in zero_names if any(name in row for row in rows.values())]
     report = compare_query_rows("zero-shot backbone", zero_rows, zero_names, "model", rows, names)
     comparison = ZeroShotComparison(report, model_searcher)

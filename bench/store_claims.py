@@ -104,12 +104,13 @@ ROWS = {
 }
 
 
-def _table_figures() -> list[StoreFigure]:
-    """Every cell of the section's table: each system's R@100 / NDCG@10 mean on each store."""
+def _row_figures(rows: dict[str, str], systems: tuple[str, ...]) -> list[StoreFigure]:
+    """Every cell of a table's rows ({store: row as written}): each column's system's R@100 / NDCG@10
+    mean on that store; the first column names the row."""
     figures = []
-    for store, row in ROWS.items():
+    for store, row in rows.items():
         cells = [cell.strip() for cell in row.strip("|").split("|")[1:]]
-        means = dict(zip(SYSTEMS, (tuple(cell.split(" / ")) for cell in cells), strict=True))
+        means = dict(zip(systems, (tuple(cell.split(" / ")) for cell in cells), strict=True))
         figures += _system_figures(row, store, means)
     return figures
 
@@ -137,18 +138,9 @@ ALONE = "NDCG@10 +0.5 (p 0.71), −0.5 (p 0.69) and −1.0 (p 0.5) points for α
 FUSED = "NDCG@10 +2.7 (p 0.0025), +2.9 (p 0.00011) and +2.3 (p 0.019) points"
 
 
-def _ablation_figures() -> list[StoreFigure]:
-    figures = []
-    for store, row in ABLATION_ROWS.items():
-        cells = [cell.strip() for cell in row.strip("|").split("|")[1:]]
-        means = dict(zip(("model", "bm25+model"), (tuple(cell.split(" / ")) for cell in cells), strict=True))
-        figures += _system_figures(row, store, means)
-    return figures
-
-
 STORE_FIGURES: tuple[StoreFigure, ...] = (
-    *_table_figures(),
-    *_ablation_figures(),
+    *_row_figures(ROWS, SYSTEMS),
+    *_row_figures(ABLATION_ROWS, ("model", "bm25+model")),
     *_pair(
         "NDCG@10 +9.9 points (p 3.7e-11) and R@100 +9.4 (p 1.8e-11)",
         "second_store",

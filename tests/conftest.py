@@ -6,6 +6,8 @@ import os
 import tempfile
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -22,7 +24,7 @@ from model import new_encoder
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.single import IndexBuildReport, build_index
 from pipelines.options import IndexSettings
-from schemas import write_manifest
+from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA, write_manifest
 
 
 def tiny_backbone() -> dict:
@@ -104,3 +106,27 @@ def embed_and_evaluate(store: dict[str, str], model: Path, output: Path, metrics
     argv = ["--queries", store["queries"], "--judgments", store["judgments"], "--model", str(model)]
     argv += ["--output", str(output), "--searcher", "exact", "--embeddings", str(embeddings)]
     return run_evaluate(PipelineOptions([*argv, "--metrics", metrics, *flags]))
+
+
+# Six kinds of product, two brands each, in twelve products: product i is of kind i % 6.
+STORE_ITEMS = ("espresso machine", "chef knife", "wool socks", "running shoes", "desk lamp", "down comforter")
+
+
+def write_judged_store(
+    root: Path, products: list[dict], said: list[str], extra_queries: tuple[dict, ...] = ()
+) -> dict[str, str]:
+    """products/queries/judgments Parquet files in `root`: test query j (`said[j]`) asks for kind j, so
+    product i is graded 3 for it when i % 6 == j, else 0; `extra_queries` (other splits) are unjudged."""
+    queries = [
+        {"query_id": f"q{j}", "text": text, "aspects": None, "split": "test"} for j, text in enumerate(said)
+    ]
+    judgments = [
+        {"query_id": f"q{j}", "product_id": f"p{i}", "grade": 3 if i % 6 == j else 0, "label": None}
+        for j in range(len(said))
+        for i in range(len(products))
+    ]
+    paths = {name: str(root / f"{name}.parquet") for name in ("products", "queries", "judgments")}
+    pq.write_table(pa.Table.from_pylist(products, schema=PRODUCT_SCHEMA), paths["products"])
+    pq.write_table(pa.Table.from_pylist([*queries, *extra_queries], schema=QUERY_SCHEMA), paths["queries"])
+    pq.write_table(pa.Table.from_pylist(judgments, schema=JUDGMENT_SCHEMA), paths["judgments"])
+    return paths

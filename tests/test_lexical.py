@@ -9,15 +9,13 @@ from pathlib import Path
 
 import ir_measures
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from evaluation import paired_t_test
 from index_builder import IndexArtifactError, ScannIndex, ScannIndexBuilder
 from index_builder.lexical import Bm25Index, Bm25Settings, reciprocal_rank_fusion
-from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
-from tests.conftest import embed_and_evaluate
+from tests.conftest import STORE_ITEMS, embed_and_evaluate, write_judged_store
 
 PLAIN = Bm25Settings(stemmer="", stopwords="")
 
@@ -72,11 +70,10 @@ def test_reciprocal_rank_fusion_sums_one_over_k_plus_rank() -> None:
 def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Products with judged queries, some said in the titles' words (BM25 finds them), some not."""
     root = tmp_path_factory.mktemp("lexical-store")
-    items = ["espresso machine", "chef knife", "wool socks", "running shoes", "desk lamp", "down comforter"]
     products = [
         {
             "product_id": f"p{i}",
-            "title": f"{['Fellow', 'Zwilling'][i % 2]} {items[i % 6]}",
+            "title": f"{['Fellow', 'Zwilling'][i % 2]} {STORE_ITEMS[i % 6]}",
             "bullet_points": [f"made in batch {i}"],
             "description": None,
             "aspects": None,
@@ -85,18 +82,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         for i in range(12)
     ]
     said = ["espresso", "kitchen knife", "socks", "sneakers", "reading light", "comforter duvet"]
-    queries = [{"query_id": f"q{j}", "text": said[j], "aspects": None, "split": "test"} for j in range(6)]
-    queries.append({"query_id": "train", "text": "espresso", "aspects": None, "split": "train"})
-    judgments = [
-        {"query_id": f"q{j}", "product_id": f"p{i}", "grade": 3 if i % 6 == j else 0, "label": None}
-        for j in range(6)
-        for i in range(12)
-    ]
-    paths = {name: str(root / f"{name}.parquet") for name in ("products", "queries", "judgments")}
-    pq.write_table(pa.Table.from_pylist(products, schema=PRODUCT_SCHEMA), paths["products"])
-    pq.write_table(pa.Table.from_pylist(queries, schema=QUERY_SCHEMA), paths["queries"])
-    pq.write_table(pa.Table.from_pylist(judgments, schema=JUDGMENT_SCHEMA), paths["judgments"])
-    return paths
+    train = {"query_id": "train", "text": "espresso", "aspects": None, "split": "train"}
+    return write_judged_store(root, products, said, (train,))
 
 
 def _evaluate(store: dict[str, str], model: Path, output: Path, *flags: str) -> dict:

@@ -20,8 +20,8 @@ from model.interpolation import average_with_backbone
 from model.pooling import Pooling, pool
 from pipelines.embed.stage import run_embed
 from pipelines.zero_shot import zero_shot_model
-from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
-from tests.conftest import embed_and_evaluate, tiny_backbone
+from schemas import PRODUCT_SCHEMA
+from tests.conftest import STORE_ITEMS, embed_and_evaluate, tiny_backbone, write_judged_store
 
 TEXTS = [
     "red mattress topper",
@@ -122,32 +122,21 @@ def test_zero_shot_model_directory_loads_as_its_variant(tmp_path) -> None:
 def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Twelve products a zero-shot MiniLM tells apart, with judged queries."""
     root = tmp_path_factory.mktemp("store")
-    items = ["espresso machine", "chef knife", "wool socks", "running shoes", "desk lamp", "down comforter"]
     brands = ["Fellow", "Zwilling"]
     products = [
         {
             "product_id": f"p{i}",
-            "title": f"{brands[i % 2]} {items[i % 6]}",
+            "title": f"{brands[i % 2]} {STORE_ITEMS[i % 6]}",
             "bullet_points": [],
             "description": None,
-            "aspects": {"category": [items[i % 6]]},
+            "aspects": {"category": [STORE_ITEMS[i % 6]]},
             "locale": "us",
         }
         for i in range(12)
     ]
     # Said in other words than the titles: a sentence-embedding model matches them, a random one cannot.
     said = ["coffee maker", "kitchen knife", "warm hiking socks", "sneakers", "reading light", "duvet"]
-    queries = [{"query_id": f"q{j}", "text": said[j], "aspects": None, "split": "test"} for j in range(6)]
-    judgments = [
-        {"query_id": f"q{j}", "product_id": f"p{i}", "grade": 3 if i % 6 == j else 0, "label": None}
-        for j in range(6)
-        for i in range(12)
-    ]
-    paths = {name: str(root / f"{name}.parquet") for name in ("products", "queries", "judgments")}
-    pq.write_table(pa.Table.from_pylist(products, schema=PRODUCT_SCHEMA), paths["products"])
-    pq.write_table(pa.Table.from_pylist(queries, schema=QUERY_SCHEMA), paths["queries"])
-    pq.write_table(pa.Table.from_pylist(judgments, schema=JUDGMENT_SCHEMA), paths["judgments"])
-    return paths
+    return write_judged_store(root, products, said)
 
 
 def _evaluate(store: dict[str, str], model: Path, output: Path, *flags: str) -> dict:

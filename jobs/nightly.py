@@ -29,7 +29,8 @@ import argparse
 import datetime as dt
 import logging
 import shlex
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
@@ -56,7 +57,7 @@ from pipelines.options import (
     PredictionThreshold,
     add_stage_arguments,
 )
-from pipelines.stage_config import StageOutput, add_output_argument, config_from_values
+from pipelines.stage_config import StageOutput, add_output_argument, config_from_values, config_values
 from pipelines.verify import verification_wanted
 from pipelines.writer_lock import exclusive_writer
 from schemas.manifest import MANIFEST_FILE, ArtifactError
@@ -96,6 +97,12 @@ class NightlyJob:
             raise ValueError(f"--max_shrink must be in [0, 1], got {self.max_shrink}")
         if (self.queries is None) != (self.judgments is None):
             raise ValueError("give both --queries and --judgments to evaluate, or neither")
+        for name, flags in (
+            ("embed", self.embed_flags),
+            ("index", self.index_flags),
+            ("evaluate", self.evaluate_flags),
+        ):
+            _refuse_unknown_flags(name, flags)
 
     @property
     def run_folder(self) -> str:
@@ -126,10 +133,17 @@ class NightlyJob:
         scoring again where that index timed it faster, without timing a tree (`index_builder.tuned`)."""
         return IndexBuildConfig(
             embeddings=self.stage("embeddings"),
-            index=self.index,
+            index=self.index_settings,
             previous_index=previous_index,
             **StageOutput.values_from(self._stage_values("index")),
         )
+
+    @property
+    def index_settings(self) -> IndexSettings:
+        """The job's index settings (--num_leaves, --max_k, ...), then those that --index_flags names (the
+        stage's other fields there are only its defaults)."""
+        given = config_values(IndexSettings, self._stage_values("index"), only=given_flags(self.index_flags))
+        return replace(self.index, **given)
 
     def evaluate_config(self) -> EvaluateConfig:
         """The evaluation of this run's index against --queries and --judgments, into its eval/."""
@@ -142,10 +156,12 @@ class NightlyJob:
             judgments=self.judgments,
             index=self.stage("index"),
             embeddings=self.stage("embeddings"),
-            depth=self.index.max_k,
-            # The faster of the index and exact search at this depth, by measurement (both reported).
-            searcher="auto",
         )
+        given = given_flags(self.stage_args("eval"))
+        # By default the depth the index was built for, searched the faster of the index and exact scoring
+        # by measurement (both reported); the evaluate stage's own --depth or --searcher, when given.
+        defaults = {"depth": self.index_settings.max_k, "searcher": "auto"}
+        values.update({name: value for name, value in defaults.items() if name not in given})
         # The zero-shot row embeds the whole catalog a second time: off every night unless asked for
         # (--zero_shot true); `madr evaluate` and the demo report it by default.
         values["zero_shot"] = values.get("zero_shot") or "false"
@@ -177,6 +193,24 @@ class NightlyJob:
         own; the stage writes into this run's `stage` folder, replacing what an interrupted attempt left."""
         given = PipelineOptions(self.stage_args(stage)).get_all_options(drop_default=False)
         return {**given, **own, "output": self.stage(stage), "overwrite": True}
+
+
+def given_flags(flags: Sequence[str]) -> set[str]:
+    """The option names written in a stage's flags (`--depth 100` and `--depth=100` alike)."""
+    return {token[2:].split("=", 1)[0] for token in flags if token.startswith("--")}
+
+
+def _refuse_unknown_flags(stage: str, flags: Sequence[str]) -> None:
+    """A flag in --<stage>_flags that no stage or Beam option declares is an error naming it, not dropped."""
+    options = PipelineOptions(list(flags))
+    unknown = set(options.get_all_options(retain_unknown_options=True)) - set(options.get_all_options())
+    if unknown:
+        names = ", ".join(f"--{name}" for name in sorted(unknown))
+        command = {"index": "build-index"}.get(stage, stage)
+        raise ValueError(
+            f"--{stage}_flags: {names} is not a flag of the {stage} stage or of Beam "
+            f"(`madr {command} --help` lists the stage's)"
+        )
 
 
 @dataclass

@@ -252,3 +252,47 @@ def test_the_nightly_evaluates_with_one_searcher_unless_asked_for_both() -> None
     )
     both = job_from_args(*parser.parse_known_args([*flags, "--evaluate_flags", "--compare_exact true"]))
     assert both.evaluate_config().evaluate.compare_exact == "true"
+
+
+def test_stage_flags_of_the_nightly_override_the_jobs_settings_and_reach_the_stages_manifests(
+    tmp_path, tiny_model_dir, evaluation_files
+) -> None:
+    """Issue 48: `--index_flags '--num_leaves 3'` built the default tree and `--evaluate_flags '--depth 5'`
+    evaluated at max_k, silently. Typed as a user types them; read back from each stage's manifest."""
+    from jobs.cli import main
+
+    write_catalog(tmp_path / "catalog.parquet", catalog(12))
+    queries, judgments = evaluation_files
+    root = tmp_path / "nightly"
+    argv = [
+        *("nightly", "--model", str(tiny_model_dir), "--products", str(tmp_path / "catalog.parquet")),
+        *("--output", str(root), "--run_id", "night", "--queries", queries, "--judgments", judgments),
+        *("--max_k", "8", "--index_flags", "--num_leaves 3 --scoring brute_force --target_recall 0"),
+        *("--evaluate_flags", "--depth 5 --searcher exact"),
+    ]
+    assert main(argv) == 0
+    index = json.loads((root / "night" / "index" / "shard-00000-of-00001" / "manifest.json").read_text())
+    assert (index["config"]["num_leaves"], index["config"]["scoring"]) == (3, "brute_force")
+    evaluation = json.loads((root / "night" / "eval" / "manifest.json").read_text())
+    evaluation = evaluation.get("info", evaluation)
+    assert (evaluation["depth"], evaluation["searcher"]) == (5, "exact")
+
+
+def test_a_stage_flag_no_stage_knows_is_an_error_naming_the_stage() -> None:
+    parser = argparse.ArgumentParser()
+    add_nightly_arguments(parser)
+    flags = ["--products", "p", "--model", "m", "--output", "o", "--run_id", "r"]
+    args, beam_args = parser.parse_known_args([*flags, "--index_flags", "--num_leafs 7"])
+    with pytest.raises(ValueError, match=r"--index_flags: --num_leafs is not a flag of the index stage"):
+        job_from_args(args, beam_args)
+
+
+def test_without_evaluate_flags_the_nightly_evaluates_at_the_depth_its_index_flags_build_for() -> None:
+    parser = argparse.ArgumentParser()
+    add_nightly_arguments(parser)
+    flags = ["--products", "p", "--model", "m", "--output", "o", "--run_id", "r", "--queries", "q"]
+    job = job_from_args(
+        *parser.parse_known_args([*flags, "--judgments", "j", "--index_flags", "--max_k 500"])
+    )
+    assert job.index_config().index.max_k == 500
+    assert (job.evaluate_config().evaluate.depth, job.evaluate_config().evaluate.searcher) == (500, "auto")

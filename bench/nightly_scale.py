@@ -19,6 +19,13 @@ product.
 
     python -m bench.nightly_scale                      # 1,000,000 products, runs/demo/model
     python -m bench.nightly_scale --quick              # 3,000 products, a tiny random model
+
+Night 1 over a million products embeds them all (about two hours on 2 cores). `--seed_data D
+--seed_embeddings E` starts from a generated benchmark D whose products the same model already embedded
+into E (as `madr embed` writes them): E is published as a run "seed" under LATEST, night 1's catalog is D's
+products plus newly generated ones up to --products (ids prefixed "X", a different generator seed), and
+night 1 reuses E's rows as any night reuses last night's, embedding only the new products. Queries and
+judgments are D's; the new products are unjudged distractors.
 """
 
 from __future__ import annotations
@@ -94,6 +101,40 @@ def churn(source: Path, judgments: Path, target: Path, share: float, seed: int) 
         name = f"products-{shard:05d}-of-{shards:05d}.parquet"
         pq.write_table(tonight.slice(shard * shard_rows, shard_rows), folder / name, row_group_size=8_192)
     return {"products": len(tonight), "edited": count, "added": count, "removed": count}
+
+
+def seeded_catalog(work: Path, seed_data: Path, seed_embeddings: Path, products: int, seed: int) -> Path:
+    """Night 1's catalog and root for `--seed_data`/`--seed_embeddings` (see the module's docstring):
+    returns the catalog folder; the root gets the seed run and LATEST."""
+    seed_shards = sorted(seed_data.glob("products/*.parquet"))
+    extra = products - catalog_rows(seed_data / "products")
+    if extra < 0:
+        raise SystemExit(f"--products {products:,} is smaller than the seed catalog {seed_data}")
+    generated = work / f"extra-{extra}"
+    generate(generated, extra, 100, seed + 100)
+    catalog = work / f"data-{products}-seeded" / "products"
+    if not catalog.is_dir():
+        catalog.mkdir(parents=True)
+        for path in seed_shards:
+            (catalog / f"seed-{path.name}").symlink_to(path.resolve())
+        for path in sorted(generated.glob("products/*.parquet")):
+            table = pq.read_table(path)
+            ids = pc.binary_join_element_wise(pa.scalar("X"), table.column("product_id"), "")
+            table = table.set_column(table.schema.get_field_index("product_id"), "product_id", ids)
+            pq.write_table(
+                table.cast(pq.read_schema(path)), catalog / f"extra-{path.name}", row_group_size=8_192
+            )
+    return catalog
+
+
+def publish_seed(root: Path, seed_embeddings: Path) -> None:
+    """`seed_embeddings` as a published run "seed" of `root`, the run night 1 reuses rows from."""
+    if (root / "LATEST").is_file():
+        return
+    (root / "seed").mkdir(parents=True, exist_ok=True)
+    (root / "seed" / "embeddings").symlink_to(seed_embeddings.resolve())
+    pointer = {"run_id": "seed", "path": "seed", "previous_run_id": None, "published_at": "seed"}
+    (root / "LATEST").write_text(json.dumps(pointer, indent=2) + "\n")
 
 
 def run_night(data: Path, products: Path, root: Path, model: Path, run_id: str, flags: list[str]) -> dict:
@@ -191,6 +232,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="Keep the work folder's nights: a night already published there is read, not run again",
     )
     parser.add_argument("--quick", action="store_true", help="3,000 products and a tiny random model")
+    parser.add_argument("--seed_data", help="Generated benchmark night 1 starts from (see the docstring)")
+    parser.add_argument("--seed_embeddings", help="--model's embeddings of --seed_data's products")
     args = parser.parse_args(argv)
     if args.nights < 2:
         parser.error("--nights must be at least 2: a first night and a night with --change")
@@ -211,17 +254,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "runner": "FnApiRunner in_memory (madr's local default)",
         **shared_machine_note(),
     }
-    data = work / f"data-{args.products}"
-    generate_s = generate(data, args.products, args.queries, args.seed)
-    root = work / f"root-{args.products}"
+    if bool(args.seed_data) != bool(args.seed_embeddings):
+        parser.error("--seed_data and --seed_embeddings go together")
+    started = time.perf_counter()
+    root = work / f"root-{args.products}{'-seeded' if args.seed_data else ''}"
     if root.exists() and not args.resume:
         subprocess.run(["rm", "-rf", str(root)], check=True)
+    if args.seed_data:
+        data = Path(args.seed_data)
+        catalog = seeded_catalog(work, data, Path(args.seed_embeddings), args.products, args.seed)
+        publish_seed(root, Path(args.seed_embeddings))
+        config["seed"] = {"data": args.seed_data, "embeddings": args.seed_embeddings}
+        generate_s = time.perf_counter() - started
+    else:
+        data = work / f"data-{args.products}"
+        generate_s = generate(data, args.products, args.queries, args.seed)
+        catalog = data / "products"
     flags = shlex.split(args.flags)
-    nights, catalog = [], data / "products"
+    nights, first_catalog = [], catalog.parent.name
     for number in range(1, args.nights + 1):
         changes = None
         if number > 1:
-            tonight = work / f"data-{args.products}-night-{number}" / "products"
+            tonight = work / f"{first_catalog}-night-{number}" / "products"
             if not (args.resume and tonight.is_dir()):
                 subprocess.run(["rm", "-rf", str(tonight)], check=True)
                 changes = churn(catalog, data / "judgments.parquet", tonight, args.change, args.seed + number)
@@ -252,7 +306,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         },
         "load_average_1min_at_end": round(load_average(), 2),
     }
-    report("nightly_scale_quick" if args.quick else "nightly_scale", config, figures)
+    name = "nightly_scale_quick" if args.quick else "nightly_scale"
+    report(f"{name}_seeded" if args.seed_data else name, config, figures)
     return figures
 
 

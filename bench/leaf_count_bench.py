@@ -6,10 +6,11 @@
 FAISS IVF-PQ fast-scan beat madr's artifact at k = 10 on 500,000 shipped-model vectors (28,988 against
 18,719 queries/s at recall 0.95) with twice the lists (2 sqrt(n)) and 4 of them probed: it scores a
 quarter of the vectors madr's 707-leaf tree scores at 8 leaves. For each leaf count, madr's tree
-(`ScannIndexBuilder.for_corpus` with only the leaf count changed, asymmetric hashing and float
-re-ranking as built) is swept by hand over leaves-to-search and re-ranking depth, and the fastest
-setting reaching recall 0.95 on the measured queries is kept, per k; FAISS's
-`IVF{2 sqrt n},PQ{d/2}x4fs,RFlat` is swept beside it in the same run (`bench.serving_bench.run_ivfpq`).
+(`ScannIndexBuilder.for_corpus` with only the leaf count changed, asymmetric hashing, re-ranking over
+float32 or int8 copies: `--reorder_precision`) is swept by hand over leaves-to-search and re-ranking
+depth, and the fastest setting reaching recall 0.95 on the measured queries is kept, per k; FAISS's
+`IVF{2 sqrt n},PQ{d/2}x4fs,RFlat` is swept beside it in the same run (`bench.serving_bench.run_ivfpq`),
+over the same grid of partitions probed and candidates re-ranked (`bench.serving_bench.probe_grid`).
 Saves bench/results/leaf_count.json.
 """
 
@@ -22,16 +23,19 @@ from typing import Any
 import numpy as np
 
 from bench.common import report
-from bench.serving_bench import DEPTHS, THREADS, Bench, _scann_search, build_figures, load_vectors, run_ivfpq
+from bench.serving_bench import THREADS, Bench, build_figures, load_vectors, run_ivfpq, sweep_scann
 from bench.support import command_line
 from index_builder import ScannIndexBuilder
 from index_builder.recall import DEFAULT_TARGET_RECALL
 
-FRACTIONS = (0.001, 0.0015, 0.002, 0.003, 0.004, 0.006, 0.008, 0.012, 0.016, 0.025, 0.04)
-
 
 def sweep_tree(
-    bench: Bench, ids: list[str], leaves: int, soar_lambda: float | None, sample: int | None
+    bench: Bench,
+    ids: list[str],
+    leaves: int,
+    soar_lambda: float | None,
+    sample: int | None,
+    precision: str = "float32",
 ) -> None:
     n, dim = bench.data.shape
     config = ScannIndexBuilder.for_corpus(n, dim, max_k=10).create_config()
@@ -41,20 +45,12 @@ def sweep_tree(
     builder = builder.score_ah(
         config.dimensions_per_block or 2, config.anisotropic_quantization_threshold or 0.2
     )
-    index, figures = build_figures(lambda: builder.reorder(100).build(bench.data, ids))
+    index, figures = build_figures(lambda: builder.reorder(100, precision).build(bench.data, ids))
     index.set_search_threads(THREADS)
-    grid = sorted({max(1, min(leaves, round(leaves * f))) for f in FRACTIONS})
-    per_k = {}
-    for k in DEPTHS:
-        reorders = sorted({max(k, 20), *(max(k, round(k * m)) for m in (1.5, 2, 3, 4, 6, 8))})
-        rows = [
-            [({"leaves_to_search": lv, "reorder": r}, _scann_search(index, lv, r)) for r in reorders]
-            for lv in grid
-        ]
-        per_k[k] = bench.best_of_sweep(f"{leaves} leaves", k, rows)
-        print(f"  {leaves} leaves k={k}: {per_k[k].get('best')}", flush=True)
+    per_k = sweep_scann(bench, index, f"{leaves} leaves")
     soar = f", SOAR {soar_lambda:g}" if soar_lambda else ""
-    bench.record(f"madr tree, {leaves} leaves{soar}, {sample:,} trained on, swept", figures, per_k)
+    reranks = "" if precision == "float32" else f", {precision} re-ranking"
+    bench.record(f"madr tree, {leaves} leaves{soar}, {sample:,} trained on{reranks}, swept", figures, per_k)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -72,6 +68,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--skip_faiss", action="store_true", help="Leave FAISS IVF-PQ out")
     parser.add_argument("--soar_lambda", type=float, default=None, help="SOAR spilling of every tree")
     parser.add_argument("--training_sample", type=int, default=None, help="Vectors each tree trains on")
+    parser.add_argument(
+        "--reorder_precision",
+        default="float32,int8",
+        help="Re-ranking copies each tree is swept with, comma-separated (float32, int8)",
+    )
     parser.add_argument("--name", default="leaf_count", help="Results file name")
     args = parser.parse_args(argv)
     args.tune_queries, args.isotropic, args.dim, args.quick = 0, 0, 0, False
@@ -82,7 +83,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     bench = Bench(data, np.ascontiguousarray(queries, dtype=np.float32), DEFAULT_TARGET_RECALL)
     root = math.sqrt(len(data))
     for multiple in (float(m) for m in args.multiples.split(",")):
-        sweep_tree(bench, ids, round(root * multiple), args.soar_lambda, args.training_sample)
+        for precision in args.reorder_precision.split(","):
+            sweep_tree(bench, ids, round(root * multiple), args.soar_lambda, args.training_sample, precision)
     if not args.skip_faiss:
         run_ivfpq(bench)
     config = {"command": command_line("bench.leaf_count_bench", argv), "vectors": source, "threads": THREADS}

@@ -172,7 +172,7 @@ def _index_choice(folder: Path) -> dict[str, Any]:
     for path in sorted(folder.rglob("manifest.json")):
         recall = json.loads(path.read_text()).get("recall")
         if isinstance(recall, dict):
-            keep = ("choice", "reason", "recall_at_k", "k", "recall_at_10", "speed")
+            keep = ("choice", "reason", "recall_at_k", "k", "recall_at_10", "speed", "schedule")
             found[str(path.parent.relative_to(folder)) or "."] = {k: recall.get(k) for k in keep}
     return found
 

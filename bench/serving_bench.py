@@ -51,6 +51,12 @@ MADR = "madr artifact (schedule)"
 MADR_TUNED = "madr artifact (schedule, build also tuned on 1,000 other queries)"
 LATENCY_CALLS = 200
 THREADS = 2
+# Every partitioned searcher (madr's tree, plain ScaNN, FAISS IVF) is swept on one grid, so that none wins
+# by a finer one: partitions probed one by one up to PROBES_ONE_BY_ONE, then in steps of PROBE_STEP; and
+# candidates re-ranked exactly as these multiples of k (ScaNN's pre-reorder depth, FAISS's k_factor).
+PROBES_ONE_BY_ONE = 6
+PROBE_STEP = 1.25
+RERANK_MULTIPLES = (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 Search = Callable[[np.ndarray, int], np.ndarray]
 
 
@@ -179,22 +185,40 @@ def run_madr(
     return loaded
 
 
-def run_plain_scann(bench: Bench, index: ScannIndex) -> None:
-    """The same tree, swept by hand: the best plain ScaNN settings at the target."""
-    leaves = index.config.num_leaves
-    if leaves is None:
-        return
-    fractions = (0.002, 0.004, 0.007, 0.01, 0.015, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2, 0.3, 0.5, 1.0)
-    grid = sorted({max(1, min(leaves, round(leaves * f))) for f in fractions})
+def probe_grid(partitions: int) -> list[int]:
+    """Partitions to probe, in increasing cost (see PROBES_ONE_BY_ONE), up to all of them."""
+    grid = list(range(1, min(partitions, PROBES_ONE_BY_ONE) + 1))
+    while grid[-1] < partitions:
+        grid.append(min(partitions, max(grid[-1] + 1, round(grid[-1] * PROBE_STEP))))
+    return grid
+
+
+def rerank_grid(k: int, n: int) -> list[int]:
+    """Candidates to re-rank for k neighbours, in increasing cost (RERANK_MULTIPLES of k, at most n)."""
+    return sorted({min(n, max(k, round(k * multiple))) for multiple in RERANK_MULTIPLES})
+
+
+def sweep_scann(bench: Bench, index: ScannIndex, name: str) -> dict[int, dict[str, Any]]:
+    """A tree swept by hand on the shared grid at each depth: its best settings reaching the target."""
     per_k = {}
     for k in DEPTHS:
-        reorders = sorted({max(k, 20), *(max(k, round(k * m)) for m in (1.5, 2, 3, 4, 6, 8, 12, 16, 24))})
         rows = [
-            [({"leaves_to_search": lv, "reorder": r}, _scann_search(index, lv, r)) for r in reorders]
-            for lv in grid
+            [
+                ({"leaves_to_search": lv, "reorder": r}, _scann_search(index, lv, r))
+                for r in rerank_grid(k, index.size)
+            ]
+            for lv in probe_grid(index.config.num_leaves)
         ]
-        per_k[k] = bench.best_of_sweep("plain ScaNN sweep", k, rows)
-    bench.record("plain ScaNN, same tree, swept by hand", {}, per_k)
+        per_k[k] = bench.best_of_sweep(name, k, rows)
+    return per_k
+
+
+def run_plain_scann(bench: Bench, index: ScannIndex) -> None:
+    """The same tree, swept by hand: the best plain ScaNN settings at the target."""
+    if index.config.num_leaves is not None:
+        bench.record(
+            "plain ScaNN, same tree, swept by hand", {}, sweep_scann(bench, index, "plain ScaNN sweep")
+        )
 
 
 def _scann_search(index: ScannIndex, leaves: int, reorder: int) -> Search:
@@ -297,9 +321,9 @@ def run_ivfpq(bench: Bench) -> None:
     per_k = {}
     for k in DEPTHS:
         rows = []
-        for nprobe in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+        for nprobe in probe_grid(nlist):
             row = []
-            for factor in (1, 2, 4, 8, 16, 32):
+            for factor in RERANK_MULTIPLES:
                 base = faiss.SearchParametersIVF(nprobe=nprobe)
                 params = faiss.IndexRefineSearchParameters(k_factor=factor, base_index_params=base)
                 search = lambda q, kk, p=params: index.search(q, kk, params=p)[1]  # noqa: E731

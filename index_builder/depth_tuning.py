@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from index_builder.config import ReorderPrecision
 from index_builder.exact import ExactSearcher
 from index_builder.recall import RecallProbe, recall_queries
 from index_builder.scann_index import ScannIndex
@@ -123,6 +124,27 @@ class DepthTuner:
         rows = recall_queries(embeddings, SPEED_QUERIES)
         self.speed_queries = np.ascontiguousarray(embeddings[rows], dtype=np.float32)
         self.measurements = 0
+
+    @classmethod
+    def over(
+        cls,
+        index: ScannIndex,
+        exact: ExactSearcher,
+        embeddings: np.ndarray,
+        target: float,
+        evaluation_queries: np.ndarray | None = None,
+    ) -> DepthTuner:
+        """A tuner of `index` (whose rows are `embeddings`' rows) that may choose exact scoring at a depth
+        only where the artifact keeps float32 vectors to score (not with int8 re-ranking)."""
+        exact_available = index.config.reorder_precision is ReorderPrecision.FLOAT32
+        return cls(
+            index,
+            exact,
+            embeddings,
+            target,
+            exact_available=exact_available,
+            evaluation_queries=evaluation_queries,
+        )
 
     def tune(self, depths: Sequence[int]) -> SearchSchedule:
         return SearchSchedule(tuple(self.tune_depth(depth) for depth in depths))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,9 +70,30 @@ class RecallReport:
     # The search settings per depth (`index_builder.schedule.SearchSchedule.to_list`): what serves each
     # k, with the recall and both speeds measured there. `ScannIndex.load` searches by it.
     schedule: list[dict[str, Any]] | None = None
+    # A tree's distance from the one trained (`TreeHistory.to_dict`): nights updated, products changed.
+    tree_history: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class TreeHistory:
+    """How far a shipped tree is from the one that was trained: written into ``recall.tree_history``."""
+
+    trained_vectors: int
+    updates: int = 0
+    changed_since_training: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> TreeHistory | None:
+        try:
+            return cls(**{name: int(data[name]) for name in cls.__dataclass_fields__}) if data else None
+        except (KeyError, TypeError, ValueError):
+            return None
 
 
 def check_target(target_recall: float | None) -> float | None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scann
 
 from index_builder.artifact import (
     IDS_FILE,
@@ -302,6 +303,28 @@ class ScannIndex:
             self._schedule,
             self._lexical,
         )
+
+    def updated(self, removed: Sequence[str], upserted: Sequence[str], vectors: np.ndarray) -> ScannIndex:
+        """This tree with the `removed` products deleted and the `upserted` ones inserted or replaced by
+        `vectors` (row for row): ScaNN puts each into its nearest leaf and hashes it with the trained
+        codebooks, in place, without training. Deletion moves the last vector into the freed row, so the
+        result's ids are in ScaNN's new order. The config and stored search settings are kept; no schedule
+        and no BM25 (re-check the one, rebuild the other). The trained searcher is shared and changed: do
+        not search this index afterwards.
+        """
+        if self._searcher is None:
+            raise ValueError("an exact index has no tree to update: build it anew")
+        matrix, _ = as_corpus(vectors, upserted) if len(upserted) else (vectors, None)
+        mutable = scann.scann_ops_pybind.ScannSearcher(self._searcher.searcher, docids=self._ids.tolist())
+        if removed:
+            mutable.delete(list(removed))
+        if len(upserted):
+            mutable.upsert(list(upserted), matrix, batch_size=_PARALLEL_BATCH)
+        # Wrapped again without the ids: ScaNN pickles a searcher's ids when it saves one (no pickle in
+        # an artifact; ids.json is madr's list).
+        searcher = scann.scann_ops_pybind.ScannSearcher(mutable.searcher)
+        config = replace(self._config, num_vectors=len(mutable.docids))
+        return ScannIndex(searcher, mutable.docids, config, None, self._search_threads)
 
     def with_schedule(self, schedule: SearchSchedule, exact: ExactSearcher | None) -> ScannIndex:
         """The same trained tree searched by `schedule`; its stored settings (a plain ScaNN caller's

@@ -32,10 +32,16 @@ from typing import Any
 import numpy as np
 
 from index_builder.builder import config_for_corpus
-from index_builder.config import ReorderPrecision, ScannIndexConfig
+from index_builder.config import ScannIndexConfig
 from index_builder.depth_tuning import DepthTuner, queries_per_second, recall_query_count
 from index_builder.exact import ExactSearcher
-from index_builder.recall import DEFAULT_TARGET_RECALL, RecallReport, RecallTargetError, tune_recall
+from index_builder.recall import (
+    DEFAULT_TARGET_RECALL,
+    RecallReport,
+    RecallTargetError,
+    TreeHistory,
+    tune_recall,
+)
 from index_builder.scann_index import ScannIndex
 from index_builder.schedule import DEFAULT_SERVING_DEPTHS, TREE, SearchSchedule, schedule_depths
 
@@ -64,7 +70,7 @@ def sizing_depth(max_k: int, serving_depths: Sequence[int], target_recall: float
     return min(max_k, *serving_depths) if serving_depths else max_k
 
 
-def _comparable(
+def comparable_schedule(
     earlier: dict[str, Any] | None, shape: tuple[int, int], depths: Sequence[int], target: float | None
 ) -> SearchSchedule | None:
     """The earlier build's schedule when it was tuned for these depths, target and dimension on a
@@ -106,7 +112,7 @@ def train_within_target(
     """
     n, dimension = embeddings.shape
     depths = schedule_depths(serving_depths, max_k, n)
-    previous = _comparable(earlier, embeddings.shape, depths, target_recall)
+    previous = comparable_schedule(earlier, embeddings.shape, depths, target_recall)
     if previous is not None and not previous.uses_tree:
         timed_at = int(earlier["speed"]["vectors"])
         reason = (
@@ -122,14 +128,7 @@ def train_within_target(
             reason = f"the approximate index could not reach the target ({error})"
             return _exact(config, embeddings, ids, max_k, target_recall, reason, None, None)
     exact = ExactSearcher(embeddings, ids)
-    tuner = DepthTuner(
-        index,
-        exact,
-        embeddings,
-        target_recall,
-        exact_available=index.config.reorder_precision is ReorderPrecision.FLOAT32,
-        evaluation_queries=evaluation_queries,
-    )
+    tuner = DepthTuner.over(index, exact, embeddings, target_recall, evaluation_queries)
     schedule, reused = None, None
     if previous is not None and previous.serving_default is not None:
         short = tuner.verify(previous) if _fits(previous, index.config) else ["another tree"]
@@ -160,6 +159,7 @@ def train_within_target(
         speed=speed,
         recall_at_10=shallow.recall,
         schedule=schedule.to_list(),
+        tree_history=TreeHistory(trained_vectors=n).to_dict(),
     )
     return index.with_schedule(schedule, exact), report
 
@@ -193,4 +193,11 @@ def _exact(
     return exact_index, dataclasses.replace(report, choice="exact", reason=reason, speed=speed, schedule=rows)
 
 
-__all__ = ["SAME_SIZE", "exact_config", "queries_per_second", "sizing_depth", "train_within_target"]
+__all__ = [
+    "SAME_SIZE",
+    "comparable_schedule",
+    "exact_config",
+    "queries_per_second",
+    "sizing_depth",
+    "train_within_target",
+]

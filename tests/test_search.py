@@ -193,13 +193,13 @@ def test_build_index_tunes_on_queries_the_model_encodes_leaving_the_test_split_o
     from pipelines.index import single
 
     seen: dict = {}
-    real = single.train_within_target
+    real = single.update_or_train
 
     def spy(*args, **kwargs):
         seen["queries"] = kwargs.get("evaluation_queries")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(single, "train_within_target", spy)
+    monkeypatch.setattr(single, "update_or_train", spy)
     queries = tmp_path / "queries.parquet"
     rows = [
         {"query_id": f"q{i}", "text": f"nike shoe {i}", "split": "test" if i % 3 == 0 else "train"}

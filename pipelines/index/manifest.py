@@ -118,6 +118,20 @@ def shard_recall(index_dir: str | None, shard: int, num_shards: int) -> dict[str
     return None
 
 
+def previous_shard(index_dir: str | None, shard: int, num_shards: int) -> str | None:
+    """The local folder of one shard of `index_dir` whose tree a build may update (a single index is
+    shard 0 of 1, in its own folder or in shard-00000-of-00001/), or None: none there, or not local."""
+    if not index_dir or FileSystems.get_scheme(index_dir) not in (None, "file"):
+        return None
+    candidates = [FileSystems.join(index_dir, shard_dir_name(shard, num_shards))]
+    if num_shards == 1:
+        candidates.append(index_dir)
+    for folder in candidates:
+        if FileSystems.exists(FileSystems.join(folder, MANIFEST_FILE)):
+            return folder
+    return None
+
+
 def serving_schedule(index_dir: str | None) -> list[dict[str, Any]]:
     """What a server searching `index_dir` gets per depth, from the build's schedules: which searcher
     serves it ("tree", "exact", or "tree in n of m shards"), the recall the build measured (the lowest of

@@ -33,7 +33,7 @@ from index_builder.recall import check_target
 from pipelines.artifacts import fresh_output
 from pipelines.catalog_io import METRICS_NAMESPACE
 from pipelines.index.config import IndexBuildConfig
-from pipelines.index.manifest import shard_recall, union_recall, write_partitioned_manifest
+from pipelines.index.manifest import previous_shard, shard_recall, union_recall, write_partitioned_manifest
 from pipelines.index.shard_build import BuildShardFn, ShardBuild, build_one_shard, other_model_error
 from pipelines.runner import make_pipeline, runs_locally
 from pipelines.verify import embeddings_digest, verified_stage_manifest
@@ -240,6 +240,7 @@ def plan_partitioned_build(config: IndexBuildConfig, folder: str) -> tuple[Parti
         tuple(settings.scann_settings().items()),
         tuple(shard_recall(config.previous_index, i, plan.num_shards) for i in range(plan.num_shards)),
         settings.depths,
+        tuple(previous_shard(config.previous_index, i, plan.num_shards) for i in range(plan.num_shards)),
     )
     return plan, build
 

@@ -33,7 +33,8 @@ from index_builder.builder import config_for_corpus
 from index_builder.partitioned import shard_dir_name
 from index_builder.recall import check_target
 from index_builder.schedule import DEFAULT_SERVING_DEPTHS
-from index_builder.tuned import sizing_depth, train_within_target
+from index_builder.tuned import sizing_depth
+from index_builder.update import update_or_train
 from pipelines.artifacts import list_files
 from pipelines.catalog_io import METRICS_NAMESPACE
 from schemas.manifest import MANIFEST_FILE
@@ -61,6 +62,9 @@ class ShardBuild:
     earlier: tuple[dict[str, Any] | None, ...] = ()
     # The depths each shard's search is tuned for besides max_k (`index_builder.schedule`).
     serving_depths: tuple[int, ...] = DEFAULT_SERVING_DEPTHS
+    # Each shard's folder in the previous build of this index (local only), whose tree a shard updates
+    # instead of training one where it may (`index_builder.update`), or ().
+    previous_shards: tuple[str | None, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target_recall", check_target(self.target_recall))
@@ -106,7 +110,10 @@ class BuildShardFn(beam.DoFn):
         # `madr build-index` follows, `index_builder.tuned`): a merged top-k is as good as its shards'
         # top-k, and the union is measured after the build.
         earlier = build.earlier[shard] if shard < len(build.earlier) else None
-        index, recall = train_within_target(
+        previous = build.previous_shards[shard] if shard < len(build.previous_shards) else None
+        # Last night's tree updated where it may be, else a new one; the matrix in the index's row order.
+        index, recall, matrix = update_or_train(
+            previous,
             config,
             matrix,
             ids,
@@ -114,7 +121,9 @@ class BuildShardFn(beam.DoFn):
             build.target_recall,
             serving_depths=build.serving_depths,
             earlier=earlier,
+            explicit=dict(build.scann_settings),
         )
+        ids = list(index.ids)
         seconds = time.perf_counter() - started
         name = shard_dir_name(shard, build.num_shards)
         target = FileSystems.join(build.output_dir, name)

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 
 from index_builder.builder import config_for_corpus
 from index_builder.recall import check_target, recall_summary
-from index_builder.tuned import sizing_depth, train_within_target
+from index_builder.tuned import sizing_depth
+from index_builder.update import update_or_train
 from pipelines.artifacts import fresh_output, read_embeddings
 from pipelines.index.build_inputs import catalog_lexical_index, tuning_query_vectors
 from pipelines.index.config import IndexBuildConfig, PreviousIndexOptions
-from pipelines.index.manifest import shard_recall
+from pipelines.index.manifest import previous_shard, shard_recall
 from pipelines.local_copies import local_output
 from pipelines.options import IndexOptions, OverwriteOptions, VerifyOptions, add_stage_arguments
 from pipelines.stage_config import add_output_argument
@@ -82,16 +83,20 @@ def build_index(config: IndexBuildConfig) -> IndexBuildReport:
         # Trained, tuned to the target, and replaced by exact scoring where that is faster.
         earlier = shard_recall(build.previous_index, 0, 1)
         queries = tuning_query_vectors(build, embeddings)
-        index, recall = train_within_target(
+        # Last night's tree updated where it may be (`index_builder.update`), else a new one trained.
+        index, recall, matrix = update_or_train(
+            previous_shard(build.previous_index, 0, 1),
             config,
             matrix,
             ids,
             max_k,
             target_recall,
             serving_depths=settings.depths,
-            evaluation_queries=queries,
             earlier=earlier,
+            explicit=scann,
+            evaluation_queries=queries,
         )
+        ids = list(index.ids)
         if build.products:
             index = index.with_lexical(catalog_lexical_index(build.products, ids))
         seconds = time.perf_counter() - started

@@ -124,7 +124,7 @@ def update_within_target(
     n = embeddings.shape[0]
     depths = schedule_depths(serving_depths, max_k, n)
     schedule = comparable_schedule(earlier, embeddings.shape, depths, target_recall)
-    history = TreeHistory.from_dict((earlier or {}).get("tree_history"))
+    history = _history(earlier)
     why = _refusal(schedule, history)
     if why is None:
         try:
@@ -220,6 +220,17 @@ def _refusal(schedule: SearchSchedule | None, history: TreeHistory | None) -> st
     if history.updates >= MAX_UPDATES:
         return f"the tree has been updated {history.updates} nights since it was trained"
     return None
+
+
+def _history(earlier: dict[str, Any] | None) -> TreeHistory | None:
+    """The tree's history from last night's ``recall``; an index built before histories were written
+    counts as trained on the corpus its speeds were timed on, and not updated since."""
+    earlier = earlier or {}
+    history = TreeHistory.from_dict(earlier.get("tree_history"))
+    vectors = (earlier.get("speed") or {}).get("vectors")
+    if history is None and earlier.get("choice") == "approximate" and isinstance(vectors, int):
+        history = TreeHistory(trained_vectors=vectors)
+    return history
 
 
 def _vectors_of(index: ScannIndex, directory: Path) -> np.ndarray:

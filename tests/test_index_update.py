@@ -148,3 +148,16 @@ def _tree_config(**changes) -> dict:
     from index_builder.builder import config_for_corpus
 
     return {**config_for_corpus(N, DIM, MAX_K).to_dict(), **changes}
+
+
+def test_a_tree_built_before_histories_counts_as_trained_on_the_corpus_it_was_timed_on() -> None:
+    from index_builder.update import _history
+
+    old = {"choice": "approximate", "speed": {"vectors": 1_000_000}}
+    assert _history(old).to_dict() == {
+        "trained_vectors": 1_000_000,
+        "updates": 0,
+        "changed_since_training": 0,
+    }
+    assert _history({"choice": "exact", "speed": {"vectors": 10}}) is None
+    assert _history({**old, "tree_history": {"trained_vectors": 5, "updates": 2}}).to_dict()["updates"] == 0

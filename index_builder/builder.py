@@ -38,6 +38,7 @@ from index_builder.config import (
     reorder_for_k,
 )
 from index_builder.scann_index import ScannIndex
+from schemas import RETRIEVAL_DEPTH
 
 _SCORING_STEPS = ("score_ah", "score_brute_force")
 
@@ -149,7 +150,7 @@ class ScannIndexBuilder:
         return f"ScannIndexBuilder(dimension={self.dimension}, num_vectors={self.num_vectors}){steps}"
 
     @classmethod
-    def for_corpus(cls, num_vectors: int, dimension: int, max_k: int = 10_000) -> ScannIndexBuilder:
+    def for_corpus(cls, num_vectors: int, dimension: int, max_k: int = RETRIEVAL_DEPTH) -> ScannIndexBuilder:
         """A builder whose settings are derived from the corpus size, for searches of up to ``max_k``.
 
         The rule (k = min(max_k, n); constants and their measurements in `index_builder.config`):
@@ -198,7 +199,10 @@ class ScannIndexBuilder:
 
 
 def config_for_corpus(
-    num_vectors: int, dimension: int, max_k: int = 10_000, settings: Mapping[str, Any] | None = None
+    num_vectors: int,
+    dimension: int,
+    max_k: int = RETRIEVAL_DEPTH,
+    settings: Mapping[str, Any] | None = None,
 ) -> ScannIndexConfig:
     """`ScannIndexBuilder.for_corpus`'s config, with `settings` (`ScannIndexConfig` fields) in place of
     the values the corpus size gives; the config's validation names a combination that cannot work.

@@ -37,7 +37,7 @@ from pipelines.stage_config import add_config_arguments, add_output_argument, co
 from pipelines.train.adapt import AdaptJob, run_adapt
 from product_data.ingest.export_folder import ingest_export_folder
 from product_data.synthetic import SyntheticConfig, generate_benchmark
-from schemas import ECOMMERCE_ASPECTS
+from schemas import ECOMMERCE_ASPECTS, RETRIEVAL_DEPTH
 from schemas.splits import HeldOutProducts
 
 ANNOTATED_EXAMPLES = 3
@@ -77,7 +77,9 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
         "of about 0.18)",
     )
     add_config_arguments(parser, ShippedRecipe)
-    parser.add_argument("--depth", type=int, default=10_000, help="Products retrieved per test query")
+    parser.add_argument(
+        "--depth", type=int, default=RETRIEVAL_DEPTH, help="Products retrieved per test query"
+    )
     parser.add_argument(
         "--store_export",
         default="examples/store_export",

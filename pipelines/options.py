@@ -22,7 +22,7 @@ from index_builder.recall import DEFAULT_TARGET_RECALL
 from index_builder.schedule import DEFAULT_SERVING_DEPTHS, parse_depths
 from model.annotations import STATED_ASPECTS, AbstentionRule
 from pipelines.stage_config import options_class, setting, switch
-from schemas import ECOMMERCE_ASPECTS
+from schemas import ECOMMERCE_ASPECTS, RETRIEVAL_DEPTH
 
 DEFAULT_METRICS_FLAG = ",".join(DEFAULT_METRICS)
 # How the encoder runs (pipelines.inference): fp32 anywhere; int8 on ONNX Runtime (CPU); bf16 and
@@ -203,7 +203,7 @@ class EvaluateSettings:
     )
     embeddings: str | None = setting(None, "Embedding folder (from `madr embed`), for --searcher exact")
     split: str = setting("test", "Query split to evaluate")
-    depth: int = setting(10_000, "Products retrieved per query, capped at the corpus")
+    depth: int = setting(RETRIEVAL_DEPTH, "Products retrieved per query, capped at the corpus")
     metrics: str = setting(DEFAULT_METRICS_FLAG, "Comma-separated metrics")
     searcher: str = setting(
         "ann",
@@ -271,7 +271,7 @@ class IndexSettings:
         "each (for catalogs beyond one worker's memory; accepts Beam flags such as --runner)",
     )
     max_k: int = setting(
-        10_000,
+        RETRIEVAL_DEPTH,
         "Deepest k the index must serve well (Recall@10k by default); sizes leaves and re-ranking. The "
         "nightly job also evaluates to this depth: metrics at a deeper cut-off are not reported",
     )

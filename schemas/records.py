@@ -48,6 +48,10 @@ JUDGMENT_SCHEMA = pa.schema(
     ]
 )
 
+# How deep a query's retrieval goes, the index is built to serve well, and a run file ranks: Recall@10k
+# (madral-kdd22 §8.3). Each command's depth flag defaults to it.
+RETRIEVAL_DEPTH = 10_000
+
 RUN_SCHEMA = pa.schema(
     [
         pa.field("query_id", pa.string(), nullable=False),

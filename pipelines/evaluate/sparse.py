@@ -43,11 +43,12 @@ from pipelines.evaluate.report import resolve_rule
 from pipelines.index.sparse import build_inverted_indexes, sparse_queries
 from pipelines.layout import DatasetLayout
 from pipelines.verify import check_same_model
+from schemas import RETRIEVAL_DEPTH
 from schemas.manifest import MANIFEST_FILE
 
 SPARSE_INDEXES: dict[str, bool] = {"binary": True, "weighted": False}  # name -> binarized documents
 PRIMARY = "binary"  # its per-query rows are the variant's retrieval rows (what the paper deploys, §4.3)
-DEPTH = 10_000  # as deep as the Beam evaluation searches (Recall@10k, madral-kdd22 §8.3)
+DEPTH = RETRIEVAL_DEPTH  # as deep as the Beam evaluation searches
 RESULTS_FILE = "sparse_indexes.json"
 MS = 1000.0
 

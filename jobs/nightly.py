@@ -48,6 +48,7 @@ from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import build_partitioned
 from pipelines.options import (
+    DEFAULT_PREDICTION_THRESHOLD,
     EmbedSettings,
     EvaluateSettings,
     ExportSettings,
@@ -291,7 +292,7 @@ def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
         "--enrich",
         action="store_true",
         help="Also write the catalog with its aspect gaps filled (enriched/, as `madr enrich`; predictions "
-        "at or above --min_confidence, 0.7)",
+        f"at or above --min_confidence, {DEFAULT_PREDICTION_THRESHOLD})",
     )
     parser.add_argument(
         "--export_vertex",

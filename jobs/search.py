@@ -7,8 +7,8 @@ import argparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.embed.enrich import DEFAULT_FILL_CONFIDENCE
 from pipelines.inference import TextToEncode
+from pipelines.options import DEFAULT_PREDICTION_THRESHOLD
 from pipelines.search import SearchConfig, format_hits, hits_table_rows, open_search, parse_filter, run_search
 from pipelines.texts import read_query_texts
 from schemas import RUN_SCHEMA
@@ -46,9 +46,9 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--min_confidence",
         type=float,
-        default=DEFAULT_FILL_CONFIDENCE,
+        default=DEFAULT_PREDICTION_THRESHOLD,
         help="Lowest confidence of a predicted value shown or filtered on "
-        f"(default {DEFAULT_FILL_CONFIDENCE}, enrich's)",
+        f"(default {DEFAULT_PREDICTION_THRESHOLD}, enrich's)",
     )
     parser.add_argument(
         "--lexical",

@@ -151,7 +151,8 @@ class PredictionThreshold:
         None,
         "Lowest confidence P(x) of a predicted aspect value. embed: write a value only at or above it, "
         "keeping its confidence (default 0: every prediction); evaluate: the calibration line's threshold; "
-        "enrich: what fills a gap; export-vertex: a predicted restrict's threshold (0.7 for these three)",
+        "enrich: what fills a gap; export-vertex: a predicted restrict's threshold "
+        f"({DEFAULT_PREDICTION_THRESHOLD} for these three)",
     )
 
     stated_aspects: tuple[str, ...] = setting(

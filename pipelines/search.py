@@ -30,11 +30,10 @@ from apache_beam.io.filesystems import FileSystems
 from index_builder import ExactSearcher, open_index
 from model.aspects.vocabulary import normalise_value
 from pipelines.artifacts import parquet_rows, read_embeddings, read_stage_manifest
-from pipelines.embed.enrich import DEFAULT_FILL_CONFIDENCE
 from pipelines.embed.gap_fill import FilledAspect, fill_aspects
 from pipelines.evaluate.calibration import encode_queries
 from pipelines.inference import TextToEncode
-from pipelines.options import ModelSettings
+from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, ModelSettings
 from pipelines.verify import check_same_model
 from schemas.manifest import ArtifactError
 
@@ -63,7 +62,7 @@ class SearchConfig:
     k: int = 10
     filters: tuple[tuple[str, str], ...] = ()
     products: str | None = None  # default: the products the index's embeddings were made from
-    min_confidence: float = DEFAULT_FILL_CONFIDENCE
+    min_confidence: float = DEFAULT_PREDICTION_THRESHOLD
     # Fuse BM25's ranking with the dense one when the artifact carries BM25 (`build-index --products`).
     lexical: bool = True
 

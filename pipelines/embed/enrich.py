@@ -61,7 +61,6 @@ PREDICTION_COLUMNS = ["product_id", "aspect_values", "aspect_confidences"]
 # whole, one without aspects is read (its products have no catalog aspects).
 CATALOG_COLUMNS = ("product_id", "aspects")
 REQUIRED_CATALOG_COLUMNS = ("product_id",)
-DEFAULT_FILL_CONFIDENCE = DEFAULT_PREDICTION_THRESHOLD
 # The per-aspect counters, `<aspect>_<kind>`: where each product's value came from, or that it has none
 # ("withheld": a gap a prediction would have filled, for an aspect whose predictions disagree with the
 # catalog's own values).
@@ -250,7 +249,7 @@ def counted(aspects: Sequence[str]) -> list[str]:
 @dataclass(frozen=True, kw_only=True)
 class EnrichConfig(StageOutput):
     """One enrich run: the catalog, the embed output holding its predictions, which aspects, at which
-    threshold (default DEFAULT_FILL_CONFIDENCE; `--min_agreement` too), and where it writes."""
+    threshold (default DEFAULT_PREDICTION_THRESHOLD; `--min_agreement` too), and where it writes."""
 
     products: str = setting("", "Catalog Parquet file or glob", required=True)
     embeddings: str = setting("", "Embedding folder written by `madr embed`", required=True)
@@ -277,7 +276,7 @@ def enrich_catalog(config: EnrichConfig, beam_options: PipelineOptions | None = 
 
 def _enrich(config: EnrichConfig, output: str, options: PipelineOptions) -> dict[str, int]:
     products, embeddings, aspects = config.products, config.embeddings, config.aspects
-    min_confidence = config.threshold.or_default(DEFAULT_FILL_CONFIDENCE)
+    min_confidence = config.threshold.or_default(DEFAULT_PREDICTION_THRESHOLD)
     min_agreement = config.threshold.min_agreement
     embed_manifest = verified_stage_manifest(embeddings, "madr-embeddings", config.verify)
     pipeline = make_pipeline(options)

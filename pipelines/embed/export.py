@@ -49,14 +49,13 @@ from pipelines.artifacts import counter_value, fresh_output, list_files
 from pipelines.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE
 from pipelines.embed.agreement import DEFAULT_MIN_AGREEMENT, AgreementWithCatalog, agreement_checks, sum_pairs
 from pipelines.embed.enrich import (
-    DEFAULT_FILL_CONFIDENCE,
     PREDICTION_COLUMNS,
     ReadCatalogAspects,
     catalog_aspects,
     key_predictions,
 )
 from pipelines.embed.gap_fill import SOURCES, fill_or_withhold
-from pipelines.options import ExportSettings, PredictionThreshold
+from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, ExportSettings, PredictionThreshold
 from pipelines.runner import make_pipeline
 from pipelines.stage_config import StageOutput, config_from_values, require_flags
 from pipelines.verify import verified_stage_manifest
@@ -211,7 +210,7 @@ class ExportVertexJsonl(beam.PTransform):
         aspects: Sequence[str] = ECOMMERCE_ASPECTS,
         dimension: int | None = None,
         source: str = "catalog",
-        min_confidence: float = DEFAULT_FILL_CONFIDENCE,
+        min_confidence: float = DEFAULT_PREDICTION_THRESHOLD,
         keyed_products: bool = False,
         min_agreement: float = DEFAULT_MIN_AGREEMENT,
     ) -> None:
@@ -259,7 +258,7 @@ class ExportVertexConfig(StageOutput):
     products: str
     embeddings: str
     export: ExportSettings = field(default_factory=ExportSettings)
-    # Predicted restricts count at or above it (default DEFAULT_FILL_CONFIDENCE).
+    # Predicted restricts count at or above it (default DEFAULT_PREDICTION_THRESHOLD).
     threshold: PredictionThreshold = field(default_factory=PredictionThreshold)
 
     @classmethod
@@ -283,7 +282,7 @@ def export_vertex(config: ExportVertexConfig, beam_options: PipelineOptions | No
     ``output`` a new or empty folder (or, with ``overwrite``, one to replace) that will hold only the
     export files. ``beam_options`` choose the runner.
     """
-    settings, min_confidence = config.export, config.threshold.or_default(DEFAULT_FILL_CONFIDENCE)
+    settings, min_confidence = config.export, config.threshold.or_default(DEFAULT_PREDICTION_THRESHOLD)
     aspects = AspectSchema.parse(",".join(settings.vertex_aspects)).names
     with fresh_output(config.output, config.overwrite) as staging:
         embed_manifest = verified_stage_manifest(config.embeddings, "madr-embeddings", config.verify)

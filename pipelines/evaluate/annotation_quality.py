@@ -33,7 +33,6 @@ from schemas.manifest import MANIFEST_FILE
 from schemas.splits import HeldOutProducts
 
 # Without --min_confidence, the precision line reads at the threshold enrich and export-vertex act on.
-DEFAULT_MIN_CONFIDENCE = DEFAULT_PREDICTION_THRESHOLD
 DEFAULT_SAMPLE = 2_000  # Accuracy@1 within about ±0.015 (95 %) at 0.9, in seconds on a CPU
 
 
@@ -180,13 +179,13 @@ def measure_annotation_quality(
     settings: ModelSettings | None = None,
 ) -> AnnotationQuality | None:
     """Accuracy of the model's aspect predictions, and coverage and precision of the values `rule` (default:
-    `DEFAULT_MIN_CONFIDENCE`, brand and colour stated) writes; None when the model predicts no aspects.
+    `DEFAULT_PREDICTION_THRESHOLD`, brand and colour stated) writes; None when the model predicts no aspects.
 
     With `settings` (an embed run's model flags: precision, runtime, device) the texts are encoded as
     that run encodes them, e.g. by its ONNX Runtime graph in int8, so the report describes the values the
     run writes, at that runtime's speed; without, by the torch model in fp32.
     """
-    rule = rule or AbstentionRule(DEFAULT_MIN_CONFIDENCE)
+    rule = rule or AbstentionRule(DEFAULT_PREDICTION_THRESHOLD)
     encoder, tokenizer = load_encoder(model_dir)
     if getattr(encoder, "vocabulary", None) is None:
         return None

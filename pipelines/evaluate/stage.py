@@ -32,7 +32,7 @@ from model import Side
 from pipelines.artifacts import counter_value, fresh_output, write_stage_manifest
 from pipelines.catalog_io import DEAD_LETTERS, ValidateRecords, WriteDeadLetters
 from pipelines.evaluate.annotation_quality import (
-    DEFAULT_MIN_CONFIDENCE,
+    DEFAULT_PREDICTION_THRESHOLD,
     AnnotationQuality,
     measure_annotation_quality,
     written_annotation_accuracy,
@@ -138,7 +138,7 @@ def _annotation_quality(config: EvaluateConfig, output: str) -> AnnotationQualit
         opts.queries,
         opts.judgments,
         opts.split,
-        config.threshold.abstention(DEFAULT_MIN_CONFIDENCE),
+        config.threshold.abstention(DEFAULT_PREDICTION_THRESHOLD),
         settings=config.model,  # at the run's precision and runtime: the values a night writes
     )
     if quality is None:

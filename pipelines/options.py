@@ -11,13 +11,13 @@ dataclass instead of flags.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from evaluation import DEFAULT_METRICS
-from index_builder.config import ReorderPrecision, Scoring
+from index_builder.config import ReorderPrecision, ScannIndexConfig, Scoring
 from index_builder.recall import DEFAULT_TARGET_RECALL
 from index_builder.schedule import DEFAULT_SERVING_DEPTHS, parse_depths
 from model.annotations import STATED_ASPECTS, AbstentionRule
@@ -335,16 +335,9 @@ class IndexSettings:
         return {name: getattr(self, name) for name in SCANN_FIELDS if getattr(self, name) is not None}
 
 
-SCANN_FIELDS = (
-    "scoring",
-    "num_leaves",
-    "num_leaves_to_search",
-    "training_sample_size",
-    "dimensions_per_block",
-    "anisotropic_quantization_threshold",
-    "reorder_candidates",
-    "soar_lambda",
-    "reorder_precision",
+# The IndexSettings fields that are ScannIndexConfig's: the one list of ScaNN settings is that config's.
+SCANN_FIELDS = tuple(
+    f.name for f in fields(IndexSettings) if f.name in {c.name for c in fields(ScannIndexConfig)}
 )
 
 

@@ -266,6 +266,12 @@ class PartitionedIndex:
         return len(self._ids)
 
     @property
+    def lexical(self) -> None:
+        """No BM25: a partitioned build does not carry one yet (one BM25 over all shards needs the whole
+        catalog's term statistics); `madr search` then ranks by the dense vectors alone."""
+        return None
+
+    @property
     def ids(self) -> tuple[str, ...]:
         """Product ids in global order: ``ids[i]`` is what global index i names."""
         return tuple(self._ids.tolist())

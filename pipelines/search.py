@@ -208,7 +208,7 @@ def run_search(config: SearchConfig, index: Any, catalog: Catalog) -> list[Query
     results = []
     for query, vector in zip(config.queries, vectors, strict=True):
         started = time.perf_counter()
-        hybrid = query.text if config.lexical and getattr(index, "lexical", None) is not None else None
+        hybrid = query.text if config.lexical and index.lexical is not None else None
         rows, scores, how = _search_one(index, catalog, vector[None, :], config.k, allowed, hybrid)
         seconds = time.perf_counter() - started
         hits = [

@@ -235,6 +235,7 @@ def test_one_shard_searches_like_its_single_index(built: Path, corpus, tmp_path:
     partitioned = open_index(root / "index")
     single = ScannIndex.load(root / "index" / shard_dir_name(0, 1))
     assert isinstance(partitioned, PartitionedIndex) and len(partitioned.shards) == 1
+    assert partitioned.lexical is None  # `madr search` ranks it by vectors alone
     a, b = partitioned.search(queries, 20), single.search(queries, 20)
     assert a.ids == b.ids and np.array_equal(a.scores, b.scores)
     assert isinstance(open_index(root / "index" / shard_dir_name(0, 1)), ScannIndex)

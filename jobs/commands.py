@@ -385,6 +385,8 @@ def _nightly(args: argparse.Namespace, beam_args: list[str], stage_argv: list[st
     # --no_verify reaches each stage the way the Beam flags do.
     report = run_nightly(job_from_args(args, [*beam_args, *(["--no_verify"] if args.no_verify else [])]))
     print(f"run {report.run_id} published (previous {report.previous_run_id}); stages {report.stages}")
+    if report.quality:
+        print(report.quality)
     print("\n".join(report.cost_lines()))
 
 

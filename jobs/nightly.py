@@ -39,6 +39,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from jobs.nightly_inputs import CatalogFingerprint, check_inputs, claim_run_folder
 from jobs.nightly_latest import LATEST, publish_latest, read_latest
 from jobs.publish_guard import DEFAULT_MAX_SHRINK, CatalogSizeCheck, catalog_size
+from jobs.quality_guard import GUARD_MODES, GUARDED_METRICS, MARGIN, MAX_PVALUE, quality_check
 from jobs.stage_runs import StageRunner, is_finished
 from pipelines.artifacts import read_stage_manifest, write_stage_manifest
 from pipelines.embed.enrich import EnrichConfig, enrich_catalog
@@ -90,6 +91,8 @@ class NightlyJob:
     export_vertex: bool = False
     # Discard the run folder of `run_id` when it was started, and not published, for another catalog.
     restart_run: bool = False
+    # Tonight against last night and zero-shot before publishing: warn, refuse or off (`jobs.quality_guard`).
+    quality_guard: str = "warn"
 
     def __post_init__(self) -> None:
         if not self.run_id or "/" in self.run_id or self.run_id == LATEST:
@@ -98,6 +101,10 @@ class NightlyJob:
             raise ValueError(f"--max_shrink must be in [0, 1], got {self.max_shrink}")
         if (self.queries is None) != (self.judgments is None):
             raise ValueError("give both --queries and --judgments to evaluate, or neither")
+        if self.quality_guard not in GUARD_MODES:
+            raise ValueError(
+                f"--quality_guard must be one of {', '.join(GUARD_MODES)}, got {self.quality_guard!r}"
+            )
         for name, flags in (
             ("embed", self.embed_flags),
             ("index", self.index_flags),
@@ -223,6 +230,8 @@ class NightlyReport:
     seconds: dict[str, float] = field(default_factory=dict)
     # Per stage that ran: CPU seconds and peak resident memory (`StageRunner.usage`).
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The quality guard's one-line verdict (`jobs.quality_guard`), when the night was evaluated.
+    quality: str | None = None
 
     def cost_lines(self) -> list[str]:
         """One line per stage that ran: wall seconds, CPU seconds and peak resident memory."""
@@ -289,6 +298,15 @@ def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
             f"(which they override), e.g. '{example}'",
         )
     parser.add_argument(
+        "--quality_guard",
+        choices=GUARD_MODES,
+        default="warn",
+        help="Compare tonight's retrieval with last night's evaluation and with the zero-shot row (when "
+        "--evaluate_flags '--zero_shot true' computes it) by paired t-test on the judged queries; below on "
+        f"{' or '.join(GUARDED_METRICS)} by more than {MARGIN:g} at p < {MAX_PVALUE:g}: warn prints it and "
+        "publishes, refuse does not publish, off skips the check (default: %(default)s)",
+    )
+    parser.add_argument(
         "--enrich",
         action="store_true",
         help="Also write the catalog with its aspect gaps filled (enriched/, as `madr enrich`; predictions "
@@ -320,6 +338,7 @@ def job_from_args(args: argparse.Namespace, beam_args: list[str]) -> NightlyJob:
         enrich=args.enrich,
         export_vertex=args.export_vertex,
         restart_run=args.restart_run,
+        quality_guard=args.quality_guard,
     )
 
 
@@ -430,6 +449,13 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
         )
 
     _extra_stages(job, stages)
+    quality = None
+    if job.queries:
+        earlier = (previous, FileSystems.join(job.out, previous, "eval")) if previous else None
+        quality = quality_check(job.quality_guard, job.stage("eval"), earlier)
+        report.quality = quality.verdict()
+        LOGGER.info("%s", report.quality)
+        quality.enforce()  # before the run's manifest: a rerun with --quality_guard warn publishes it
 
     summary = {
         "catalog_fingerprint": catalog.to_dict(),
@@ -440,6 +466,7 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
         "catalog": job.catalog,
         "model": job.model,
         "catalog_check": check.to_dict(),
+        **({"quality": quality.to_dict()} if quality else {}),
     }
     # Lists (and so binds) the run folder's own files, catalog.json: the stages' folders have their own.
     write_stage_manifest(job.run_folder, RUN_KIND, {"run_id": job.run_id, **summary})

@@ -1,0 +1,119 @@
+"""The nightly's quality guard: is tonight's model at least as good as last night's, and as the backbone
+used zero-shot?
+
+Every stage can succeed while retrieval got worse: a retrained or adapted model, a vocabulary extended,
+another precision. A new user's nightly printed "published" while its own zero-shot file showed the
+model significantly below the backbone (NDCG@10 0.874 against 0.923, issue 51). So after the evaluate
+stage the nightly compares tonight's per-query metrics with last night's evaluation and, when the
+evaluation computed it (`--evaluate_flags '--zero_shot true'`), with the zero-shot row, by a paired
+t-test over the queries both judged (`evaluation.comparison`). Tonight is *below* a baseline on a metric
+of `GUARDED_METRICS` when it is lower by more than `MARGIN` with p < `MAX_PVALUE`.
+
+`--quality_guard warn` (the default) prints the verdict in one line and publishes; `refuse` does not
+publish a night that is below (the run is finished, LATEST is not moved); `off` skips the check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from apache_beam.io.filesystems import FileSystems
+
+from evaluation.comparison import ComparisonReport, compare_query_rows
+from jobs.publish_guard import PublishRefused
+from pipelines.evaluate.report import PER_QUERY_FILE, read_per_query
+from pipelines.evaluate.zero_shot import ZERO_SHOT_FOLDER
+
+GUARDED_METRICS = ("ndcg@10", "recall@100")
+MAX_PVALUE = 0.01
+# A loss smaller than a point of the metric is not acted on, however many queries make it significant.
+MARGIN = 0.01
+GUARD_MODES = ("warn", "refuse", "off")
+
+
+class QualityRefused(PublishRefused):
+    """Tonight is significantly below last night's run or the zero-shot backbone (--quality_guard refuse)."""
+
+
+@dataclass(frozen=True)
+class QualityCheck:
+    """Tonight's evaluation against each baseline found, and what the guard does about a loss."""
+
+    mode: str
+    # (what the baseline is, the comparison with A = the baseline, B = tonight)
+    comparisons: tuple[tuple[str, ComparisonReport], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.mode not in GUARD_MODES:
+            raise ValueError(f"--quality_guard must be one of {', '.join(GUARD_MODES)}, got {self.mode!r}")
+
+    def losses(self) -> list[str]:
+        """One phrase per guarded metric on which tonight is below a baseline."""
+        found = []
+        for label, report in self.comparisons:
+            for m in report.metrics:
+                if m.metric in GUARDED_METRICS and m.delta < -MARGIN and m.pvalue < MAX_PVALUE:
+                    found.append(
+                        f"{m.metric} {m.mean_b:.3f} against {m.mean_a:.3f} for {label} "
+                        f"(p {m.pvalue:.2g}, {m.queries} queries)"
+                    )
+        return found
+
+    def verdict(self) -> str:
+        """The one line the nightly prints and the run manifest keeps."""
+        if self.mode == "off":
+            return "quality guard: off"
+        if not self.comparisons:
+            return "quality guard: nothing to compare with yet (no earlier evaluation, no zero-shot row)"
+        losses = self.losses()
+        if losses:
+            action = "not published (--quality_guard refuse)" if self.mode == "refuse" else "published anyway"
+            return f"quality guard: tonight is significantly below: {'; '.join(losses)}; {action}"
+        against = " and ".join(label for label, _ in self.comparisons)
+        return f"quality guard: not below {against} on {', '.join(GUARDED_METRICS)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "verdict": self.verdict(),
+            "below": self.losses(),
+            "comparisons": {label: report.to_dict() for label, report in self.comparisons},
+        }
+
+    def enforce(self) -> None:
+        """Raise `QualityRefused` when the guard refuses tonight's run."""
+        if self.mode == "refuse" and self.losses():
+            raise QualityRefused(
+                f"{self.verdict()}; the run is finished: rerun with --quality_guard warn to publish it"
+            )
+
+
+def quality_check(mode: str, evaluation: str, previous: tuple[str, str] | None) -> QualityCheck:
+    """Compare the evaluation folder `evaluation` with `previous` ((run id, its evaluation folder), when
+    it exists) and with its own zero-shot row when it has one."""
+    if mode == "off":
+        return QualityCheck(mode)
+    tonight, names = read_per_query(evaluation)
+    baselines = []
+    if previous is not None:
+        baselines.append((f"last night (run {previous[0]})", previous[1]))
+    baselines.append(("the backbone used zero-shot", FileSystems.join(evaluation, ZERO_SHOT_FOLDER, "eval")))
+    comparisons = []
+    for label, folder in baselines:
+        if not FileSystems.exists(FileSystems.join(folder, PER_QUERY_FILE)):
+            continue
+        rows, their_names = read_per_query(folder)
+        comparisons.append((label, compare_query_rows(label, rows, their_names, "tonight", tonight, names)))
+    return QualityCheck(mode, tuple(comparisons))
+
+
+__all__ = [
+    "GUARDED_METRICS",
+    "GUARD_MODES",
+    "MARGIN",
+    "MAX_PVALUE",
+    "QualityCheck",
+    "QualityRefused",
+    "quality_check",
+]

@@ -27,7 +27,8 @@ from jobs.compare import compare_runs
 from jobs.demo import add_demo_arguments, run_demo
 from jobs.experiment import add_experiment_arguments, config_from_args, run_experiment
 from jobs.ingest_cli import add_ingest_arguments, run_ingest
-from jobs.nightly import add_nightly_arguments, job_from_args, run_nightly
+from jobs.nightly import run_nightly
+from jobs.nightly_args import add_nightly_arguments, job_from_args
 from jobs.search import add_search_arguments, run_search_command
 from pipelines.embed.enrich import EnrichConfig, enrich_catalog, format_counts
 from pipelines.embed.export import run_export_vertex

@@ -25,10 +25,7 @@ With --enrich and --export_vertex the run also writes the catalog with its gaps 
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import logging
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -39,7 +36,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from jobs.nightly_inputs import CatalogFingerprint, check_inputs, claim_run_folder
 from jobs.nightly_latest import LATEST, publish_latest, read_latest
 from jobs.publish_guard import DEFAULT_MAX_SHRINK, CatalogSizeCheck, catalog_size
-from jobs.quality_guard import GUARD_MODES, GUARDED_METRICS, MARGIN, MAX_PVALUE, quality_check
+from jobs.quality_guard import GUARD_MODES, quality_check
 from jobs.stage_runs import StageRunner, is_finished
 from pipelines.artifacts import read_stage_manifest, write_stage_manifest
 from pipelines.embed.enrich import EnrichConfig, enrich_catalog
@@ -49,17 +46,14 @@ from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import build_partitioned
 from pipelines.options import (
-    DEFAULT_PREDICTION_THRESHOLD,
     EmbedSettings,
     EvaluateSettings,
     ExportSettings,
-    IndexOptions,
     IndexSettings,
     ModelSettings,
     PredictionThreshold,
-    add_stage_arguments,
 )
-from pipelines.stage_config import StageOutput, add_output_argument, config_from_values, config_values
+from pipelines.stage_config import StageOutput, config_from_values, config_values
 from pipelines.verify import verification_wanted
 from pipelines.writer_lock import exclusive_writer
 from schemas.manifest import MANIFEST_FILE, ArtifactError
@@ -244,102 +238,6 @@ class NightlyReport:
                 f"peak RSS {'?' if peak is None else f'{peak:,.0f}'} MB"
             )
         return lines
-
-
-def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        # --catalog is the name of earlier releases; --products is every stage's.
-        "--products",
-        "--catalog",
-        dest="catalog",
-        metavar="PRODUCTS",
-        required=True,
-        help="Tonight's product Parquet file, folder or glob (local or gs://)",
-    )
-    parser.add_argument("--model", required=True, help="Trained model directory")
-    add_output_argument(
-        parser, required=True, help="Root of the nightly runs; holds <run id>/ folders and LATEST"
-    )
-    parser.add_argument(
-        "--run_id", default=None, help="Run folder name (default: today's UTC date, YYYY-MM-DD)"
-    )
-    parser.add_argument(
-        "--restart_run",
-        action="store_true",
-        help="Discard what an unpublished run folder of --run_id holds (a run started on another catalog, "
-        "say an empty --products) and run tonight's catalog there; a published run is never discarded",
-    )
-    parser.add_argument("--queries", default=None, help="Query Parquet file, to evaluate the new index")
-    parser.add_argument("--judgments", default=None, help="Judgment Parquet file, to evaluate the new index")
-    add_stage_arguments(parser, IndexOptions)
-    parser.add_argument(
-        "--max_shrink",
-        type=float,
-        default=DEFAULT_MAX_SHRINK,
-        help="Largest fraction of the previous published run's products that may be gone tonight; a "
-        "larger shrink is not published without --allow_shrink (%(default)s)",
-    )
-    parser.add_argument(
-        "--allow_shrink",
-        action="store_true",
-        help="Publish even when the catalog shrank by more than --max_shrink (an empty one never is)",
-    )
-    for stage, example in (
-        ("embed", "--precision int8 --direct_num_workers 2"),
-        ("index", "--runner DataflowRunner --num_workers 8"),
-        ("evaluate", "--worker_machine_type n1-highmem-16"),
-    ):
-        parser.add_argument(
-            f"--{stage}_flags",
-            type=shlex.split,
-            default=(),
-            metavar="'FLAGS'",
-            help=f"Beam and stage flags for the {stage} stage only, in one quoted string after the job's own "
-            f"(which they override), e.g. '{example}'",
-        )
-    parser.add_argument(
-        "--quality_guard",
-        choices=GUARD_MODES,
-        default="warn",
-        help="Compare tonight's retrieval with last night's evaluation and with the zero-shot row (when "
-        "--evaluate_flags '--zero_shot true' computes it) by paired t-test on the judged queries; below on "
-        f"{' or '.join(GUARDED_METRICS)} by more than {MARGIN:g} at p < {MAX_PVALUE:g}: warn prints it and "
-        "publishes, refuse does not publish, off skips the check (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--enrich",
-        action="store_true",
-        help="Also write the catalog with its aspect gaps filled (enriched/, as `madr enrich`; predictions "
-        f"at or above --min_confidence, {DEFAULT_PREDICTION_THRESHOLD})",
-    )
-    parser.add_argument(
-        "--export_vertex",
-        action="store_true",
-        help="Also write Vertex AI Vector Search files (vertex/, as `madr export-vertex`; --restricts, "
-        "--vertex_aspects and --vertex_num_files apply)",
-    )
-
-
-def job_from_args(args: argparse.Namespace, beam_args: list[str]) -> NightlyJob:
-    return NightlyJob(
-        catalog=args.catalog,
-        model=args.model,
-        out=args.out,
-        run_id=args.run_id or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"),
-        queries=args.queries,
-        judgments=args.judgments,
-        index=config_from_values(IndexSettings, args),
-        beam_args=tuple(beam_args),
-        embed_flags=tuple(args.embed_flags),
-        index_flags=tuple(args.index_flags),
-        evaluate_flags=tuple(args.evaluate_flags),
-        max_shrink=args.max_shrink,
-        allow_shrink=args.allow_shrink,
-        enrich=args.enrich,
-        export_vertex=args.export_vertex,
-        restart_run=args.restart_run,
-        quality_guard=args.quality_guard,
-    )
 
 
 def _reusable(embeddings: str) -> bool:

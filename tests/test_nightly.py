@@ -9,7 +9,8 @@ import json
 import pytest
 
 from jobs.commands import COMMANDS
-from jobs.nightly import NightlyJob, add_nightly_arguments, job_from_args, run_nightly
+from jobs.nightly import NightlyJob, run_nightly
+from jobs.nightly_args import add_nightly_arguments, job_from_args
 from jobs.nightly_inputs import CatalogChanged
 from jobs.nightly_latest import read_latest
 from pipelines.options import IndexSettings

@@ -204,8 +204,11 @@ def test_listings_mention_aspects_like_real_ones(bench: Benchmark) -> None:
     assert 0.6 < in_title < 0.98
     colored = [r for r in bench.products.values() if r["color"]]
     places = Counter(
-        "title" if r["color"] in r["title"] else "body" if r["color"] in (r["description"] or "")
-        + " ".join(r["bullet_points"] or []) else "nowhere"
+        "title"
+        if r["color"] in r["title"]
+        else "body"
+        if r["color"] in (r["description"] or "") + " ".join(r["bullet_points"] or [])
+        else "nowhere"
         for r in colored
     )
     assert min(places.values()) > 0.1 * len(colored), places
@@ -317,8 +320,14 @@ def test_relevance_rule_and_the_juicer_book() -> None:
     assert grade(target, ProductSpec(juicers, "Cuisinart", "Pink", "700-Watt"), model.taxonomy) == 1
     assert grade(target, ProductSpec(blenders, "Breville", "Pink", "700-Watt"), model.taxonomy) == 1
     assert grade(target, ProductSpec(blenders, "Cuisinart", "Pink", "700-Watt"), model.taxonomy) == 0
-    assert grade(QueryTarget(None, "Breville", None, None), ProductSpec(blenders, "Ninja", None, "x"),
-                 model.taxonomy) == 0
+    assert (
+        grade(
+            QueryTarget(None, "Breville", None, None),
+            ProductSpec(blenders, "Ninja", None, "x"),
+            model.taxonomy,
+        )
+        == 0
+    )
     cookbook = ProductSpec(book, "Simple Steps Press", None, "Paperback", mentions=(juicers, "Breville"))
     assert grade(QueryTarget(juicers, "Breville", None, None), cookbook, model.taxonomy) == 0
     record = render_product("p1", cookbook, model, random.Random(0), "us")

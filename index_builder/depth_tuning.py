@@ -23,7 +23,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -212,31 +212,24 @@ class DepthTuner:
             return DepthEntry(depth, EXACT, None, None, None, None, exact_qps, reason)
         return DepthEntry(depth, EXACT, tree.leaves, tree.reorder, tree.recall, tree.qps, exact_qps, reason)
 
-    def verify(self, schedule: SearchSchedule) -> list[str]:
-        """Recheck an earlier schedule's tree settings on this index: the depths now below the target."""
-        short = []
+    def verify(self, schedule: SearchSchedule) -> tuple[SearchSchedule, list[str]]:
+        """Recheck an earlier schedule's tree settings on this index: the schedule with each tree depth's
+        recall as measured now (what the manifest then records), and the depths now below the target."""
+        entries, short = [], []
         for entry in schedule.entries:
             if entry.searcher != TREE:
+                entries.append(entry)
                 continue
-            probe = RecallProbe(
-                self.index,
-                self.embeddings,
-                entry.depth,
-                recall_query_count(entry.depth),
-                None
-                if self.evaluation_queries is None
-                else self.evaluation_queries[: recall_query_count(entry.depth)],
-                self.exact,
-            )
-            recall = min(
-                r
-                for r in probe.measure_each(entry.leaves_to_search, entry.pre_reorder_num_neighbors)
-                if r is not None
-            )
+            count = recall_query_count(entry.depth)
+            evaluation = None if self.evaluation_queries is None else self.evaluation_queries[:count]
+            probe = RecallProbe(self.index, self.embeddings, entry.depth, count, evaluation, self.exact)
+            measured = probe.measure_each(entry.leaves_to_search, entry.pre_reorder_num_neighbors)
+            recall = min(r for r in measured if r is not None)
             self.measurements += 1
+            entries.append(replace(entry, tree_recall=recall))
             if recall < self.target:
                 short.append(f"k={entry.depth}: recall {recall:.3f} < {self.target}")
-        return short
+        return SearchSchedule(tuple(entries)), short
 
 
 __all__ = ["DepthTuner", "leaf_ladder", "queries_per_second", "recall_query_count", "reorder_ladder"]

@@ -131,9 +131,9 @@ def train_within_target(
     tuner = DepthTuner.over(index, exact, embeddings, target_recall, evaluation_queries)
     schedule, reused = None, None
     if previous is not None and previous.serving_default is not None:
-        short = tuner.verify(previous) if _fits(previous, index.config) else ["another tree"]
+        checked, short = tuner.verify(previous) if _fits(previous, index.config) else (None, ["another tree"])
         if not short:
-            schedule = previous
+            schedule = checked
             reused = "last build's schedule, re-checked on this tree: every depth reaches the target"
         else:
             logger.info("last build's schedule no longer serves (%s): tuning anew", "; ".join(short))

@@ -11,9 +11,10 @@ tree's schedule is re-checked (`index_builder.tuned`). The updated tree ships wh
 reaches the target.
 
 A new tree is trained and tuned instead (None is returned) when there is no tree to update or its
-schedule is not comparable (other depths or target, a corpus more than 25 % larger or smaller), when
-the recipe changed (another --num_leaves, scoring, hashing or re-ranking), when the products changed
-since the tree was trained add up to `MAX_CHANGED_SINCE_TRAINING` of the vectors it was trained on, after
+schedule is not comparable (other depths or target, a corpus more than 1.25 times larger or smaller),
+when the recipe changed (another --num_leaves, scoring, hashing or re-ranking; int8 re-ranking keeps no
+float32 vectors to compare), when the products changed since the tree was trained exceed
+`MAX_CHANGED_SINCE_TRAINING` of the vectors it was trained on, after
 `MAX_UPDATES` nights of updates, or when a depth falls below the target. The manifest's
 ``recall.tree_history`` carries the count across nights.
 """
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from index_builder.artifact import SCANN_DIR, IndexArtifactError
-from index_builder.config import ScannIndexConfig
+from index_builder.config import ReorderPrecision, ScannIndexConfig
 from index_builder.depth_tuning import DepthTuner, recall_query_count
 from index_builder.exact import ExactSearcher
 from index_builder.recall import RecallReport, TreeHistory
@@ -39,7 +40,7 @@ from index_builder.tuned import comparable_schedule, train_within_target
 
 logger = logging.getLogger(__name__)
 
-# Retrain once the products changed, added or removed since the tree was trained reach this share of
+# Retrain once the products changed, added or removed since the tree was trained exceed this share of
 # the vectors it was trained on: its centroids and codebooks describe a catalog that is no longer there.
 MAX_CHANGED_SINCE_TRAINING = 0.25
 # ...and at least every this many nights, whatever the churn.
@@ -134,6 +135,8 @@ def update_within_target(
         else:
             if not same_recipe(previous.config, config, explicit or {}):
                 why = f"tonight's recipe differs ({config}; last night {previous.config})"
+            elif previous.config.reorder_precision is not ReorderPrecision.FLOAT32:
+                why = "last night's tree keeps no float32 vectors to tell the changed products by"
     if why is not None:
         logger.info("training a new tree, not updating last night's: %s", why)
         return None
@@ -155,7 +158,7 @@ def update_within_target(
     matrix = embeddings[order]
     exact = ExactSearcher(matrix, index.ids)
     tuner = DepthTuner.over(index, exact, matrix, target_recall, evaluation_queries)
-    short = tuner.verify(schedule)
+    schedule, short = tuner.verify(schedule)
     if short:
         logger.info("the updated tree misses the target (%s): training a new tree", "; ".join(short))
         return None
@@ -226,11 +229,12 @@ def _history(earlier: dict[str, Any] | None) -> TreeHistory | None:
     """The tree's history from last night's ``recall``; an index built before histories were written
     counts as trained on the corpus its speeds were timed on, and not updated since."""
     earlier = earlier or {}
-    history = TreeHistory.from_dict(earlier.get("tree_history"))
+    if "tree_history" in earlier:  # one that does not parse is not guessed at: a new tree is trained
+        return TreeHistory.from_dict(earlier["tree_history"])
     vectors = (earlier.get("speed") or {}).get("vectors")
-    if history is None and earlier.get("choice") == "approximate" and isinstance(vectors, int):
-        history = TreeHistory(trained_vectors=vectors)
-    return history
+    if earlier.get("choice") == "approximate" and isinstance(vectors, int):
+        return TreeHistory(trained_vectors=vectors)
+    return None
 
 
 def _vectors_of(index: ScannIndex, directory: Path) -> np.ndarray:

@@ -131,8 +131,9 @@ class NightlyJob:
 
     def index_config(self, previous_index: str | None = None) -> IndexBuildConfig:
         """The partitioned index build over this run's embeddings, into its index/, with the job's index
-        settings (--num_leaves, --soar_lambda, ...); `previous_index` (last night's) lets it ship exact
-        scoring again where that index timed it faster, without timing a tree (`index_builder.tuned`)."""
+        settings (--num_leaves, --soar_lambda, ...); `previous_index` (last night's) lets it update that
+        index's tree in place when little changed (`index_builder.update`), or ship exact scoring again
+        where that index timed it faster, without timing a tree (`index_builder.tuned`)."""
         return IndexBuildConfig(
             embeddings=self.stage("embeddings"),
             index=self.index_settings,

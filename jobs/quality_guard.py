@@ -15,6 +15,7 @@ publish a night that is below (the run is finished, LATEST is not moved); `off` 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,8 +71,19 @@ class QualityCheck:
         if losses:
             action = "not published (--quality_guard refuse)" if self.mode == "refuse" else "published anyway"
             return f"quality guard: tonight is significantly below: {'; '.join(losses)}; {action}"
-        against = " and ".join(label for label, _ in self.comparisons)
-        return f"quality guard: not below {against} on {', '.join(GUARDED_METRICS)}"
+        compared = [
+            f"{label} on {', '.join(names)} ({report.common_queries} queries)"
+            for label, report in self.comparisons
+            if (names := self._tested(report))
+        ]
+        if not compared:
+            return "quality guard: not compared (no guarded metric testable on queries both runs judged)"
+        return f"quality guard: not below {' nor '.join(compared)}"
+
+    @staticmethod
+    def _tested(report: ComparisonReport) -> list[str]:
+        """The guarded metrics a comparison could test (a p-value: at least two paired queries)."""
+        return [m.metric for m in report.metrics if m.metric in GUARDED_METRICS and not math.isnan(m.pvalue)]
 
     def to_dict(self) -> dict[str, Any]:
         return {

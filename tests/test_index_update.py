@@ -24,12 +24,15 @@ from tests.test_index_partitioned import clustered_unit_vectors, write_embedding
 N, DIM, MAX_K = 8_000, 32, 100
 
 
-def _night(root: Path, name: str, ids: list[str], matrix: np.ndarray, previous: str | None) -> dict:
+def _night(
+    root: Path, name: str, ids: list[str], matrix: np.ndarray, previous: str | None, extra: tuple = ()
+) -> dict:
     write_embeddings(root / name / "embeddings", ids, matrix)
     flags = [
         *("--embeddings", str(root / name / "embeddings"), "--output", str(root / name / "index")),
         *("--max_k", str(MAX_K), "--serving_depths", "10,100", "--num_index_shards", "1"),
         *(("--previous_index", previous) if previous else ()),
+        *extra,
     ]
     run_build_index(PipelineOptions(flags))
     shard = root / name / "index" / "shard-00000-of-00001"
@@ -38,7 +41,7 @@ def _night(root: Path, name: str, ids: list[str], matrix: np.ndarray, previous: 
 
 @pytest.fixture(scope="module")
 def nights(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    """Monday's tree; Tuesday with 100 products removed, 100 changed and 100 added, built over Monday's.
+    """Monday's tree; Tuesday with 100 products removed, 200 changed and 100 added, built over Monday's.
     Timed as if the tree were faster at k = 10 and exact scoring at k = 100 (a tree and an exact depth:
     at 8,000 x 32 exact scoring wins everywhere on its own)."""
     with pytest.MonkeyPatch.context() as patch:
@@ -58,11 +61,11 @@ def _nights(tmp_path_factory: pytest.TempPathFactory) -> dict:
     ids = [f"sku-{i:05d}" for i in range(N)]
     monday = clustered_unit_vectors(rng, centres, N)
     monday_recall = _night(root, "monday", ids, monday, None)
-    removed, changed = ids[:100], ids[100:200]
+    removed, changed = ids[:100], ids[100:300]
     added = [f"new-{i:03d}" for i in range(100)]
     tuesday_ids = sorted(ids[100:] + added)
     vectors = dict(zip(ids, monday, strict=True))
-    fresh = clustered_unit_vectors(rng, centres, 200)
+    fresh = clustered_unit_vectors(rng, centres, 300)  # 300 upserts: more than one of ScaNN's batches
     vectors.update(zip(changed + added, fresh, strict=True))
     tuesday = np.stack([vectors[product_id] for product_id in tuesday_ids])
     tuesday_recall = _night(root, "tuesday", tuesday_ids, tuesday, str(root / "monday" / "index"))
@@ -85,12 +88,18 @@ def test_a_night_with_little_churn_updates_last_nights_tree(nights) -> None:
     assert monday["choice"] == "approximate"
     assert monday["tree_history"] == {"trained_vectors": N, "updates": 0, "changed_since_training": 0}
     assert tuesday["reason"].startswith(
-        "last night's tree updated (100 products added, 100 changed, 100 removed"
+        "last night's tree updated (100 products added, 200 changed, 100 removed"
     )
-    assert tuesday["tree_history"] == {"trained_vectors": N, "updates": 1, "changed_since_training": 300}
-    # The schedule was re-checked, not re-tuned: the same settings at every depth.
-    assert tuesday["schedule"] == monday["schedule"]
+    assert tuesday["tree_history"] == {"trained_vectors": N, "updates": 1, "changed_since_training": 400}
+    # The schedule was re-checked, not re-tuned: the same settings at every depth, the recall re-measured.
+    settings = ("depth", "searcher", "leaves_to_search", "pre_reorder_num_neighbors")
+    assert [[e[key] for key in settings] for e in tuesday["schedule"]] == [
+        [e[key] for key in settings] for e in monday["schedule"]
+    ]
     assert [entry["searcher"] for entry in tuesday["schedule"]] == ["tree", "exact"]
+    assert tuesday["schedule"][0]["tree_recall"] >= tuesday["target"]
+    # No pickle in the artifact: ScaNN pickles a searcher's ids when it has them.
+    assert not list((nights["root"] / "tuesday" / "index").rglob("*.pkl"))
 
 
 def test_the_updated_tree_finds_the_new_and_changed_vectors_and_none_of_the_removed(nights) -> None:
@@ -109,9 +118,10 @@ def test_the_updated_tree_finds_the_new_and_changed_vectors_and_none_of_the_remo
 
 
 def test_churn_past_the_bound_since_training_trains_a_new_tree(nights) -> None:
-    """Wednesday changes a third of the products on top of Tuesday's 300: a new tree, its history reset."""
+    """Wednesday's changes alone stay under the bound; with Tuesday's 400 they cross it: a new tree, its
+    history reset."""
     rng, ids, vectors = nights["rng"], nights["ids"], dict(nights["vectors"])
-    count = int(MAX_CHANGED_SINCE_TRAINING * N) + 1
+    count = int(MAX_CHANGED_SINCE_TRAINING * N) - 400 + 1
     for product_id, vector in zip(
         ids[:count], clustered_unit_vectors(rng, nights["centres"], count), strict=True
     ):
@@ -160,4 +170,18 @@ def test_a_tree_built_before_histories_counts_as_trained_on_the_corpus_it_was_ti
         "changed_since_training": 0,
     }
     assert _history({"choice": "exact", "speed": {"vectors": 10}}) is None
-    assert _history({**old, "tree_history": {"trained_vectors": 5, "updates": 2}}).to_dict()["updates"] == 0
+    # A history that does not parse is not guessed at: no update, a new tree.
+    assert _history({**old, "tree_history": {"trained_vectors": 5, "updates": 2}}) is None
+
+
+def test_an_int8_reranked_tree_is_not_updated_but_trained_anew(tmp_path) -> None:
+    """int8 re-ranking keeps no float32 vectors to tell the changed products by: the night trains."""
+    rng = np.random.default_rng(8)
+    centres = rng.normal(size=(40, DIM))
+    ids = [f"sku-{i:05d}" for i in range(6_000)]
+    matrix = clustered_unit_vectors(rng, centres, len(ids))
+    int8 = ("--reorder_precision", "int8")
+    _night(tmp_path, "mon", ids, matrix, None, int8)
+    matrix[:10] = clustered_unit_vectors(rng, centres, 10)
+    tuesday = _night(tmp_path, "tue", ids, matrix, str(tmp_path / "mon" / "index"), int8)
+    assert tuesday["tree_history"]["updates"] == 0 and tuesday["choice"] == "approximate"

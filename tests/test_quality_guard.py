@@ -55,6 +55,12 @@ def test_a_loss_under_the_margin_or_not_significant_is_not_acted_on(tmp_path) ->
         check.enforce()
     first = quality_check("refuse", str(small), None)
     assert first.comparisons == () and "nothing to compare with" in first.verdict()
+    # Runs that share no query are not called "not below": nothing was tested.
+    (tmp_path / "other").mkdir()
+    stranger = pa.table({"query_id": [f"x{i}" for i in range(40)], "ndcg@10": base, "recall@100": base})
+    pq.write_table(stranger, tmp_path / "other" / PER_QUERY_FILE)
+    unrelated = quality_check("refuse", str(small), ("sun", str(tmp_path / "other")))
+    assert unrelated.verdict().startswith("quality guard: not compared")
 
 
 def test_the_nightly_refuses_a_night_below_last_nights_then_publishes_it_when_told(

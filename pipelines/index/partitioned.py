@@ -6,9 +6,10 @@
 
 Rows go to shard ``shard_of(product_id, S)`` (sha256, stable across workers), so a shard
 only ever needs its own ~n/S vectors in memory, and each shard is sized by the same rule
-as a single index (`config_for_corpus(n_shard, d, max_k, settings)`). Within a shard,
-rows are sorted by product id, so a rebuild from the same embeddings gives the same
-global order whatever order Beam delivered them in.
+as a single index (`config_for_corpus(n_shard, d, max_k, settings)`). Within a newly trained
+shard, rows are sorted by product id, so a rebuild from the same embeddings gives the same
+global order whatever order Beam delivered them in; a shard that updated last night's tree
+(`index_builder.update`) keeps that tree's row order, with tonight's new products at the end.
 """
 
 from __future__ import annotations

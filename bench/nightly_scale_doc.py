@@ -53,6 +53,8 @@ def nightly_scale_section(r: dict[str, Any]) -> str:
             f"Nights {', '.join(resumed)} were run by an earlier invocation (`--resume`) and read from their "
             "manifests, with the code of their day."
         )
+    if c.get("note"):
+        lines.append(c["note"])
     lines.append(
         f"Model {c['model']}, nightly flags `{c['nightly_flags']}`, {c['runner']}; one `madr nightly` "
         "process per night; CPU-s counts that process and the workers it waited for; peak RSS is each "
@@ -82,6 +84,9 @@ def _night_line(night: dict[str, Any]) -> str:
     for shard in night.get("index", {}).values():
         schedule = shard.get("schedule")
         if schedule:
+            reason = shard.get("reason") or ""
+            if reason.startswith("last night's tree updated"):
+                text += f". Index: {reason}"
             text += ". Index schedule shipped: " + "; ".join(_depth_entry(entry) for entry in schedule)
         else:
             why = f": {shard['reason']}" if shard.get("reason") else ""

@@ -147,21 +147,30 @@ def train_within_target(
     if schedule.uses_exact and not tuner.exact_available:  # only where the tree cannot reach the target
         reasons = "; ".join(f"k={e.depth}: {e.reason}" for e in schedule.entries if e.searcher != TREE)
         return _exact(config, embeddings, ids, max_k, target_recall, reasons, speed, schedule, exact)
+    report = tree_report(
+        schedule, target_recall, reused or schedule.summary(), speed, TreeHistory(trained_vectors=n)
+    )
+    return index.with_schedule(schedule, exact), report
+
+
+def tree_report(
+    schedule: SearchSchedule, target: float, reason: str, speed: dict[str, Any], history: TreeHistory
+) -> RecallReport:
+    """The report of a tree that serves some depth of `schedule`: its deepest and k = 10 entries' recall,
+    the schedule, the speeds timed and how far the tree is from the one trained."""
     deepest, shallow = schedule.entries[-1], schedule.entry_for(10)
-    report = RecallReport(
+    return RecallReport(
         k=deepest.depth,
         queries=recall_query_count(deepest.depth),
         recall_at_k=deepest.recall,
-        target=target_recall,
-        exact=False,
+        target=target,
         choice="approximate",
-        reason=reused or schedule.summary(),
+        reason=reason,
         speed=speed,
         recall_at_10=shallow.recall,
         schedule=schedule.to_list(),
-        tree_history=TreeHistory(trained_vectors=n).to_dict(),
+        tree_history=history.to_dict(),
     )
-    return index.with_schedule(schedule, exact), report
 
 
 def _fits(schedule: SearchSchedule, config: ScannIndexConfig) -> bool:

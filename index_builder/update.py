@@ -31,12 +31,12 @@ import numpy as np
 
 from index_builder.artifact import SCANN_DIR, IndexArtifactError
 from index_builder.config import ReorderPrecision, ScannIndexConfig
-from index_builder.depth_tuning import DepthTuner, recall_query_count
+from index_builder.depth_tuning import DepthTuner
 from index_builder.exact import ExactSearcher
 from index_builder.recall import RecallReport, TreeHistory
 from index_builder.scann_index import ScannIndex
 from index_builder.schedule import SearchSchedule, schedule_depths
-from index_builder.tuned import comparable_schedule, train_within_target
+from index_builder.tuned import comparable_schedule, train_within_target, tree_report
 
 logger = logging.getLogger(__name__)
 
@@ -169,21 +169,8 @@ def update_within_target(
     )
     logger.info("%s", done)
     history = TreeHistory(history.trained_vectors, history.updates + 1, changed)
-    deepest, shallow = schedule.entries[-1], schedule.entry_for(10)
     # The speeds last night's build timed, at the size it timed them (`comparable_schedule` compares it).
-    speed = dict(earlier["speed"])
-    report = RecallReport(
-        k=deepest.depth,
-        queries=recall_query_count(deepest.depth),
-        recall_at_k=deepest.recall,
-        target=target_recall,
-        choice="approximate",
-        reason=done,
-        speed=speed,
-        recall_at_10=shallow.recall,
-        schedule=schedule.to_list(),
-        tree_history=history.to_dict(),
-    )
+    report = tree_report(schedule, target_recall, done, dict(earlier["speed"]), history)
     return index.with_schedule(schedule, exact), report, matrix
 
 

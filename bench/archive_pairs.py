@@ -5,7 +5,7 @@ main table does not test (it tests every row against BiBERT and zero-shot only).
     python -m bench.archive_pairs DIR mtbert zero-shot --metrics recall@100,recall@500
 
 Reads DIR/<seed>/<variant>.json.gz (`jobs.experiment_runs.RunArchive`), pools each variant's seeds the
-way the table does (`jobs.experiment_summary.pool_seeds`: each query's metric averaged over the seeds),
+way the table does (`evaluation.experiment_stats.pool_seeds`: each query's metric averaged over the seeds),
 and prints per metric both means, the difference in points and a paired t-test over the queries that
 both define, not Holm-adjusted: one comparison chosen by the reader, not the table's family. A variant
 trained once (zero-shot) is the same run for every seed.
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from evaluation import paired_t_test
-from jobs.experiment_summary import paired_values, pool_seeds
+from evaluation.experiment_stats import paired_values, pool_seeds
 
 DEFAULT_METRICS = ("recall@100", "recall@500", "recall@10000", "ndcg@10")
 

@@ -57,6 +57,9 @@ THREADS = 2
 PROBES_ONE_BY_ONE = 6
 PROBE_STEP = 1.25
 RERANK_MULTIPLES = (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+# A row whose cheapest point runs below this share of the best queries/s found ends the sweep (wider
+# rows cost more); the margin keeps timing noise from ending it early.
+SLOWER_THAN_BEST = 0.7
 Search = Callable[[np.ndarray, int], np.ndarray]
 
 
@@ -116,7 +119,8 @@ class Bench:
         """The fastest point reaching the target. `grid` rows run along an outer knob (leaves, nprobe),
         each row along an inner one (re-ranking, k_factor), both in increasing cost: a row stops at its
         first point reaching the target (the rest are slower), and the sweep stops after a row whose
-        first point reached it (wider rows are slower still)."""
+        first point reached it (wider rows are slower still), or at a row whose cheapest point is already
+        well below the best found (SLOWER_THAN_BEST): every point of it and of the wider rows costs more."""
         measured, best = [], None
         for row in grid:
             reached_at = None
@@ -124,6 +128,9 @@ class Bench:
                 point = self.point(search, k, settings)
                 measured.append(point)
                 print(f"  {name} k={k}: {point}", flush=True)
+                if position == 0 and best is not None and point["qps"] < SLOWER_THAN_BEST * best["qps"]:
+                    reached_at = 0  # not reached, but nothing from here on can be faster
+                    break
                 if point["recall"] >= self.target:
                     if best is None or point["qps"] > best["qps"]:
                         best = {**point, "search": search}

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from evaluation import RelevanceRule, parse_metrics
 from evaluation.collapse import mean_pairwise_cosine
+from evaluation.experiment_stats import pool_seeds, power_analysis, summarise
 
 # The config lives in its own module; these names stay importable from here.
 from jobs.experiment_config import (  # noqa: F401
@@ -34,9 +35,8 @@ from jobs.experiment_config import (  # noqa: F401
     config_from_args,
 )
 from jobs.experiment_pretraining import PretrainingPlan, pretrained_model
-from jobs.experiment_report import write_report
+from jobs.experiment_report import COLUMNS, write_report
 from jobs.experiment_runs import RunArchive
-from jobs.experiment_summary import pool_seeds, power_analysis, summarise
 from jobs.experiment_variant import embeddings_source, variant_training
 from jobs.stage_runs import StageRunner
 from model import Side, load_encoder, text_for_model
@@ -327,7 +327,7 @@ def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
 def _write_results(
     config: ExperimentConfig, results: dict[str, Any], root: Path, wall: float
 ) -> dict[str, Any]:
-    summary = summarise(results, config.baseline)
+    summary = summarise(results, config.baseline, ZERO_SHOT, marked=[key for key, _ in COLUMNS])
     queries = len(results[config.baseline]["per_query"])
     report = {
         "power": power_analysis(summary, queries),

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.collapse import COLLAPSED_COSINE, is_collapsed
+from evaluation.significance import SIGNIFICANCE
 from schemas import ECOMMERCE_ASPECTS
 
 COLUMNS = (
@@ -18,7 +19,6 @@ COLUMNS = (
     ("ndcg@50", "NDCG@50"),
     ("auc", "AUC"),
 )
-SIGNIFICANCE = 0.01  # p < 0.01, madral-kdd22 §8.3
 COLLAPSED = "†"  # after the variant's name: its embeddings collapsed (`evaluation.collapse`)
 
 

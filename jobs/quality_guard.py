@@ -22,12 +22,13 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 
 from evaluation.comparison import ComparisonReport, compare_query_rows
+from evaluation.significance import SIGNIFICANCE
 from jobs.publish_guard import PublishRefused
 from pipelines.evaluate.report import PER_QUERY_FILE, read_per_query
 from pipelines.evaluate.zero_shot import ZERO_SHOT_FOLDER
 
 GUARDED_METRICS = ("ndcg@10", "recall@100")
-MAX_PVALUE = 0.01
+MAX_PVALUE = SIGNIFICANCE
 # A loss smaller than a point of the metric is not acted on, however many queries make it significant.
 MARGIN = 0.01
 GUARD_MODES = ("warn", "refuse", "off")

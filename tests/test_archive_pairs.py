@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from bench.archive_pairs import archived_runs, compare, main
-from jobs.experiment_summary import pool_seeds
+from evaluation.experiment_stats import pool_seeds
 
 
 def _keep(folder: Path, variant: str, seed: int, recalls: list[float]) -> None:

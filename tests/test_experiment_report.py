@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 from evaluation import holm_adjusted, paired_t_test
-from jobs.experiment_report import SIGNIFICANCE, write_report
-from jobs.experiment_summary import (
+from evaluation.experiment_stats import (
     detectable_difference,
     pool_seeds,
     power_analysis,
     queries_needed,
     summarise,
 )
+from jobs.experiment_report import SIGNIFICANCE, write_report
 
 QUERIES = 40
 METRICS = ("recall@100", "ndcg@10")

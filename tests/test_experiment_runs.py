@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import jobs.experiment as experiment
+from evaluation.experiment_stats import pool_seeds
 from jobs.experiment_config import ExperimentConfig
 from jobs.experiment_runs import RunArchive
-from jobs.experiment_summary import pool_seeds
 from pipelines.artifacts import write_stage_manifest
 from pipelines.layout import DatasetLayout
 from product_data.synthetic import generate_benchmark

@@ -16,11 +16,11 @@ import pytest
 import torch
 
 from evaluation import RelevanceRule, aggregate, parse_metrics
+from evaluation.experiment_stats import summarise
 from evaluation.ranked import CorpusIds, score_query
 from index_builder import ExactSearcher, InvertedIndex
 from jobs.experiment import _driver_metrics, held_out_products
 from jobs.experiment_report import write_report
-from jobs.experiment_summary import summarise
 from model import DenseEncoder, Side, load_encoder, new_encoder, text_for_model
 from model.sparse import SparseVector
 from pipelines.evaluate.judged_ranking import rerank_judged

@@ -1,4 +1,4 @@
-"""The experiment's figures: per variant, means over the test queries (± sd over training seeds), and
+"""An experiment's figures: per variant, means over the test queries (± sd over training seeds), and
 paired t-tests against the baseline and the zero-shot backbone, Holm-adjusted over the table's marks.
 
 A variant trained with several seeds is pooled first (`pool_seeds`): each query's metric is averaged
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
 
-from evaluation import aggregate, holm_adjusted, paired_t_test
-from jobs.experiment_report import COLUMNS, SIGNIFICANCE
-from model.registry import ZERO_SHOT
+from evaluation.metrics import aggregate
+from evaluation.significance import SIGNIFICANCE, holm_adjusted, paired_t_test
 
 _ACCURACIES = ("accuracy", "accuracy_at_3")
 # The power line of the table: Recall@100, at 80 % power (issue 27: detect 2 points of it).
@@ -109,18 +109,24 @@ def _pvalues(per_query: dict[str, Any], base: dict[str, Any], names: list[str]) 
     return pvalues
 
 
-def summarise(results: dict[str, Any], baseline: str) -> dict[str, Any]:
+def summarise(
+    results: dict[str, Any],
+    baseline: str,
+    zero_shot: str | None = None,
+    marked: Collection[str] | None = None,
+) -> dict[str, Any]:
     """Means per variant and metric, with paired t-test p-values against the baseline's queries and,
-    when the experiment has it, against the backbone used zero-shot (`pvalues_zero_shot`)."""
+    when `results` has the `zero_shot` variant, against it (`pvalues_zero_shot`). Holm's correction runs
+    over the `marked` metrics (those a table marks; every metric when None)."""
     summary: dict[str, Any] = {}
     base = results[baseline]["per_query"]
-    zero_shot = results[ZERO_SHOT]["per_query"] if ZERO_SHOT in results else None
+    reference = results[zero_shot]["per_query"] if zero_shot in results else None
     for variant, result in results.items():
         rows = list(result["per_query"].values())
         means = {name: mean.mean for name, mean in aggregate(rows).items()}
         pvalues = _pvalues(result["per_query"], base, list(means)) if variant != baseline else {}
-        if zero_shot is not None and variant != ZERO_SHOT:
-            result["pvalues_zero_shot"] = _pvalues(result["per_query"], zero_shot, list(means))
+        if reference is not None and variant != zero_shot:
+            result["pvalues_zero_shot"] = _pvalues(result["per_query"], reference, list(means))
         summary[variant] = {
             "means": means,
             "sd": result.get("sd", {}),
@@ -135,7 +141,7 @@ def summarise(results: dict[str, Any], baseline: str) -> dict[str, Any]:
         if "sparse_indexes" in result:  # per inverted index: means, size on disk, ms per query
             summary[variant]["sparse_indexes"] = result["sparse_indexes"]
     for family in ("pvalues", "pvalues_zero_shot"):
-        _holm_correct(summary, family)
+        _holm_correct(summary, family, marked)
     for variant, result in results.items():
         if variant != baseline:
             summary[variant]["difference_sd"] = _difference_sd(result["per_query"], base, POWER_METRIC)
@@ -164,16 +170,15 @@ def queries_needed(difference_sd: float, difference: float, tests: int, power: f
     return math.ceil((z * difference_sd / difference) ** 2)
 
 
-def _holm_correct(summary: dict[str, Any], family: str) -> None:
-    """Add `<family>_holm` to every variant: its p-values of the table's metrics, Holm-adjusted over all
-    the comparisons the table marks (every variant, every marked metric), so that the marks hold jointly
+def _holm_correct(summary: dict[str, Any], family: str, marked: Collection[str] | None) -> None:
+    """Add `<family>_holm` to every variant: its p-values of the `marked` metrics, Holm-adjusted over all
+    the comparisons a table marks (every variant, every marked metric), so that the marks hold jointly
     at p < 0.01 and not once per cell (84 tests for 12 variants and 7 metrics)."""
-    marked = {key for key, _ in COLUMNS}
     tests = {
         (variant, metric): pvalue
         for variant, row in summary.items()
         for metric, pvalue in row[family].items()
-        if metric in marked
+        if marked is None or metric in marked
     }
     for variant in summary:
         summary[variant][f"{family}_holm"] = {}

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.nn import functional
 
 from model import Side, load_encoder
 from model.annotations import AbstentionRule, RecordAnnotations, annotate
@@ -200,9 +199,5 @@ def neighbours(
             f"{value!r} is not in the {aspect} vocabulary ({len(values)} values){hint}. "
             f"`madr neighbours --model {model_dir} --aspect {aspect} --list` lists them"
         )
-    table = functional.normalize(heads.tables[aspect].weight, dim=-1)
-    similarities = table @ table[values.id_of(wanted)]
-    best = torch.topk(similarities, min(top, len(values)))
-    return [
-        (values.values[i], float(s)) for s, i in zip(best.values.tolist(), best.indices.tolist(), strict=True)
-    ]
+    nearest = heads.nearest_values(aspect, values.id_of(wanted), top)
+    return [(values.values[i], cosine) for i, cosine in nearest]

@@ -35,6 +35,14 @@ class AspectPredictionHeads(nn.Module):
         """Logits (B, |V_a|) per aspect; softmax gives P(x)."""
         return {name: table(slots.get(name)) for name, table in self.tables.items()}
 
+    @torch.no_grad()
+    def nearest_values(self, aspect: str, value_id: int, top: int) -> list[tuple[int, float]]:
+        """The `top` rows of U_a nearest to row `value_id` by cosine, as (value id, cosine), the value
+        itself first at 1.0: the neighbours of Table 9 (madral-kdd22)."""
+        table = nn.functional.normalize(self.tables[aspect].weight, dim=-1)
+        best = torch.topk(table @ table[value_id], min(top, table.shape[0]))
+        return list(zip(best.indices.tolist(), best.values.tolist(), strict=True))
+
 
 class PresenceHeads(nn.Module):
     """P_a = SigmoidLayer(E_a) (madral-kdd22 §6.2, Eq. 5/6); returns the logits.

@@ -19,11 +19,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow.parquet as pq
 
 from evaluation import RelevanceRule, parse_metrics
-from evaluation.collapse import mean_pairwise_cosine
 from evaluation.experiment_stats import pool_seeds, power_analysis, summarise
 
 # The config lives in its own module; these names stay importable from here.
@@ -39,19 +37,16 @@ from jobs.experiment_report import COLUMNS, write_report
 from jobs.experiment_runs import RunArchive
 from jobs.experiment_variant import embeddings_source, variant_training
 from jobs.stage_runs import StageRunner
-from model import Side, load_encoder, text_for_model
 from model.registry import ZERO_SHOT, experiment_role
-from pipelines.artifacts import read_embeddings
 from pipelines.embed.stage import EmbedConfig, embed_catalog
-from pipelines.evaluate.judged_ranking import aspect_accuracy, encode, rerank_judged
 from pipelines.evaluate.lexical import JudgedCatalog, score_lexical
 from pipelines.evaluate.sparse import (
     is_sparse_model,
     read_sparse_results,
     run_sparse_evaluation,
-    sparse_ranking_rows,
 )
 from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
+from pipelines.evaluate.variant_metrics import unseen_products, variant_metrics
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.single import build_index
 from pipelines.layout import DatasetLayout
@@ -61,7 +56,6 @@ from pipelines.train.finetune import TrainJob, run_training
 from pipelines.train.pretrain import pretrain_in_bf16
 from pipelines.zero_shot import zero_shot_model
 from product_data.synthetic import generate_benchmark
-from schemas.splits import HeldOutProducts, title_key
 
 RETRIEVAL_METRICS = ("recall@100", "recall@500", "recall@10000")
 
@@ -149,80 +143,6 @@ def _embed_index_evaluate(folder: Path, data: DatasetLayout, stages: StageRunner
     stages.run("evaluate", lambda: evaluate_retrieval(evaluate), folder / "eval")
 
 
-def held_out_products(data: DatasetLayout, rule: HeldOutProducts) -> list[dict[str, Any]]:
-    """The annotated products that `rule` holds out and that no model trained on, nor on a near-duplicate.
-
-    Pre-training skips what `rule` holds (`PretrainingPlan.held_out`). Fine-tuning reads the judged
-    products of the train and valid queries: those are left out, and so is every held-out product whose
-    title words (`schemas.splits.title_key`) are those of one of them.
-    """
-    tuned = {q["query_id"] for q in pq.read_table(data.queries).to_pylist() if q["split"] != "test"}
-    seen = {
-        row["product_id"]
-        for row in pq.read_table(data.judgments, columns=["query_id", "product_id"]).to_pylist()
-        if row["query_id"] in tuned
-    }
-    products = pq.read_table(str(Path(data.root) / "products")).to_pylist()
-    seen_titles = {title_key(p["title"]) for p in products if p["product_id"] in seen}
-    # Parquet gives the aspects map as (key, values) pairs; the text builders read a dict.
-    return [
-        {**p, "aspects": dict(p["aspects"])}
-        for p in products
-        if p["aspects"]
-        and rule.holds(p)
-        and p["product_id"] not in seen
-        and title_key(p["title"]) not in seen_titles
-    ]
-
-
-def _driver_metrics(
-    data: DatasetLayout, folder: Path, rule: RelevanceRule, held_out: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """Ranking-task rows per query, aspect Accuracy@1/@3 for test queries and the `held_out` products, and
-    the mean pairwise cosine of a dense variant's document embeddings (its collapse, if near 1)."""
-    encoder, tokenizer = load_encoder(folder / "model")
-    queries = [q for q in pq.read_table(data.queries).to_pylist() if q["split"] == "test"]
-    judgments: dict[str, dict[str, int]] = {}
-    for row in pq.read_table(data.judgments).to_pylist():
-        judgments.setdefault(row["query_id"], {})[row["product_id"]] = row["grade"]
-    document_cosine = None
-    if is_sparse_model(folder / "model"):
-        pairs = [(q["query_id"], q["text"]) for q in queries]
-        ranking_rows = sparse_ranking_rows(folder / "eval", encoder, tokenizer, pairs, judgments, rule)
-    else:
-        outputs = encode(encoder, tokenizer, [q["text"] for q in queries], Side.QUERY)
-        vectors = (
-            np.concatenate([o.embedding.float().cpu().numpy() for o in outputs])
-            if outputs
-            else np.zeros((0, 1))
-        )
-        query_vectors = {q["query_id"]: vectors[i] for i, q in enumerate(queries)}
-        ids, matrix, _ = read_embeddings(str(folder / "embeddings"))
-        product_vectors = dict(zip(ids, matrix, strict=True))
-        ranking_rows = rerank_judged(query_vectors, product_vectors, judgments, rule)
-        document_cosine = mean_pairwise_cosine(matrix)  # a collapsed row is marked (evaluation.collapse)
-
-    def aspects_of(records: list[dict]) -> list[Any]:
-        return [dict(r["aspects"]) if r["aspects"] else None for r in records]
-
-    query_accuracy = aspect_accuracy(
-        encoder, tokenizer, [q["text"] for q in queries], aspects_of(queries), Side.QUERY
-    )
-    product_accuracy = aspect_accuracy(
-        encoder,
-        tokenizer,
-        [text_for_model(p, encoder.config) for p in held_out],
-        aspects_of(held_out),
-        Side.DOCUMENT,
-    )
-    return {
-        "ranking_rows": ranking_rows,
-        "query_accuracy": asdict(query_accuracy) if query_accuracy else None,
-        "product_accuracy": asdict(product_accuracy) if product_accuracy else None,
-        "document_cosine": document_cosine,
-    }
-
-
 def _run_result(
     data: DatasetLayout, folder: Path, rule: RelevanceRule, held_out: list[dict[str, Any]], timings: dict
 ) -> dict[str, Any]:
@@ -230,7 +150,7 @@ def _run_result(
     per_query = {
         row["query_id"]: row for row in pq.read_table(folder / "eval" / "per_query.parquet").to_pylist()
     }
-    driver = _driver_metrics(data, folder, rule, held_out)
+    driver = variant_metrics(data, folder, rule, held_out)
     # The ranking task's rows join the per-query metrics; kept once there (a run's archived size).
     for row in driver.pop("ranking_rows"):
         per_query.setdefault(row["query_id"], {"query_id": row["query_id"]}).update(row)
@@ -269,7 +189,7 @@ def run_experiment(config: ExperimentConfig, out: str) -> dict[str, Any]:
     started = time.perf_counter()
     data = _dataset(config, root)
     rule = RelevanceRule()
-    held_out = held_out_products(data, config.held_out_rule())  # the same for every variant
+    held_out = unseen_products(data, config.held_out_rule())  # the same for every variant
     archive = RunArchive.open(config.run_archive, config, data) if config.run_archive else None
     results: dict[str, Any] = {}
     # The zero-shot backbone is not trained: one run, whatever the seeds.

@@ -74,7 +74,7 @@ def benchmark(tmp_path_factory: pytest.TempPathFactory) -> tuple[DatasetLayout, 
 
 
 def _records(data: DatasetLayout) -> tuple[list[str], list[Any], list[str], list[Any]]:
-    """Test-split queries and all products with their annotations, read as `_driver_metrics` does."""
+    """Test-split queries and all products with their annotations, read as `variant_metrics` does."""
 
     def aspects_of(records: list[dict]) -> list[Any]:
         return [dict(r["aspects"]) if r["aspects"] else None for r in records]

@@ -19,7 +19,6 @@ from evaluation import RelevanceRule, aggregate, parse_metrics
 from evaluation.experiment_stats import summarise
 from evaluation.ranked import CorpusIds, score_query
 from index_builder import ExactSearcher, InvertedIndex
-from jobs.experiment import _driver_metrics, held_out_products
 from jobs.experiment_report import write_report
 from model import DenseEncoder, Side, load_encoder, new_encoder, text_for_model
 from model.sparse import SparseVector
@@ -31,6 +30,7 @@ from pipelines.evaluate.sparse import (
     run_sparse_evaluation,
     search_and_score,
 )
+from pipelines.evaluate.variant_metrics import unseen_products, variant_metrics
 from pipelines.index.sparse import sparse_queries
 from pipelines.layout import DatasetLayout
 from pipelines.verify import ModelMismatchError
@@ -155,7 +155,7 @@ def test_weighted_index_retrieves_as_dense_exact_search_of_the_model(sparse_run:
 
 def test_experiment_ranking_summary_and_table_for_a_sparse_variant(sparse_run: dict) -> None:
     data, folder = sparse_run["data"], sparse_run["folder"]
-    driver = _driver_metrics(data, folder, RULE, held_out_products(data, HeldOutProducts(0.25, by="title")))
+    driver = variant_metrics(data, folder, RULE, unseen_products(data, HeldOutProducts(0.25, by="title")))
     assert driver["query_accuracy"] is None  # UHD learns no aspects
     assert driver["document_cosine"] is None  # collapse is measured on dense embeddings only
     ranking = {row["query_id"]: row for row in driver["ranking_rows"]}
@@ -224,7 +224,7 @@ def test_held_out_products_are_the_rules_minus_tuned_judgments_and_their_near_du
 
     data = sparse_run["data"]
     rule = HeldOutProducts(0.25, by="title")
-    products = held_out_products(data, rule)
+    products = unseen_products(data, rule)
     catalog = pq.read_table(f"{data.root}/products").to_pylist()
     tuned = {q["query_id"] for q in pq.read_table(data.queries).to_pylist() if q["split"] != "test"}
     judged = {j["product_id"] for j in pq.read_table(data.judgments).to_pylist() if j["query_id"] in tuned}

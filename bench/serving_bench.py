@@ -42,6 +42,7 @@ from bench.common import report
 from bench.support import command_line, measure_memory, shared_machine_note
 from index_builder import ExactSearcher, ScannIndex, ScannIndexBuilder
 from index_builder.builder import config_for_corpus
+from index_builder.depth_tuning import REORDER_MULTIPLES, leaf_ladder, reorder_ladder
 from index_builder.recall import DEFAULT_TARGET_RECALL
 from index_builder.schedule import DEFAULT_SERVING_DEPTHS
 from index_builder.tuned import sizing_depth, train_within_target
@@ -52,11 +53,9 @@ MADR_TUNED = "madr artifact (schedule, build also tuned on 1,000 other queries)"
 LATENCY_CALLS = 200
 THREADS = 2
 # Every partitioned searcher (madr's tree, plain ScaNN, FAISS IVF) is swept on one grid, so that none wins
-# by a finer one: partitions probed one by one up to PROBES_ONE_BY_ONE, then in steps of PROBE_STEP; and
-# candidates re-ranked exactly as these multiples of k (ScaNN's pre-reorder depth, FAISS's k_factor).
-PROBES_ONE_BY_ONE = 6
-PROBE_STEP = 1.25
-RERANK_MULTIPLES = (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+# by a finer one, and it is the grid madr's build tunes on (`index_builder.depth_tuning`): partitions
+# probed one by one up to 6, then 25 % more per step; candidates re-ranked exactly as 1, 1.5, 2, 3, 4, 6,
+# ... 32 times k (ScaNN's pre-reorder depth, FAISS's k_factor).
 # A row whose cheapest point runs below this share of the best queries/s found ends the sweep (wider
 # rows cost more); the margin keeps timing noise from ending it early.
 SLOWER_THAN_BEST = 0.7
@@ -193,16 +192,13 @@ def run_madr(
 
 
 def probe_grid(partitions: int) -> list[int]:
-    """Partitions to probe, in increasing cost (see PROBES_ONE_BY_ONE), up to all of them."""
-    grid = list(range(1, min(partitions, PROBES_ONE_BY_ONE) + 1))
-    while grid[-1] < partitions:
-        grid.append(min(partitions, max(grid[-1] + 1, round(grid[-1] * PROBE_STEP))))
-    return grid
+    """Partitions to probe, in increasing cost, up to all of them (`depth_tuning.leaf_ladder`)."""
+    return [int(rung) for rung in leaf_ladder(partitions) if rung is not None]
 
 
 def rerank_grid(k: int, n: int) -> list[int]:
-    """Candidates to re-rank for k neighbours, in increasing cost (RERANK_MULTIPLES of k, at most n)."""
-    return sorted({min(n, max(k, round(k * multiple))) for multiple in RERANK_MULTIPLES})
+    """Candidates to re-rank for k neighbours, in increasing cost, at most n (`reorder_ladder`)."""
+    return reorder_ladder(k, n, reranks=True)
 
 
 def sweep_scann(bench: Bench, index: ScannIndex, name: str) -> dict[int, dict[str, Any]]:
@@ -330,7 +326,7 @@ def run_ivfpq(bench: Bench) -> None:
         rows = []
         for nprobe in probe_grid(nlist):
             row = []
-            for factor in RERANK_MULTIPLES:
+            for factor in REORDER_MULTIPLES:
                 base = faiss.SearchParametersIVF(nprobe=nprobe)
                 params = faiss.IndexRefineSearchParameters(k_factor=factor, base_index_params=base)
                 search = lambda q, kk, p=params: index.search(q, kk, params=p)[1]  # noqa: E731

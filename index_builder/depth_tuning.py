@@ -3,11 +3,12 @@ against exact scoring at that k, makes a `SearchSchedule`.
 
 For each depth d of the schedule (`schedule.schedule_depths`):
 
-1. **Leaves.** With a deep re-ranking (32 x the depth's base), the fewest leaves on a doubling ladder
-   whose recall@d on held-out corpus vectors reaches the target (binary search: recall grows with
-   the leaves). None: the tree cannot serve d.
-2. **Re-ranking.** For that leaf count and the next two rungs (more leaves can need fewer re-ranked
-   candidates), the smallest re-ranking depth on its ladder that still reaches the target.
+1. **Leaves.** With the deepest re-ranking of the ladder (32 d), the fewest leaves whose recall@d on
+   held-out corpus vectors reaches the target (binary search: recall grows with the leaves), on the
+   ladder a user sweeps by hand: 1 to 6 leaves one by one, then 25 % more per rung. None: the tree
+   cannot serve d.
+2. **Re-ranking.** For that leaf count and the next rungs (more leaves can need fewer re-ranked
+   candidates), the smallest re-ranking depth reaching the target, among 1, 1.5, 2, 3, 4, 6, ... 32 d.
 3. **Speed.** Each such candidate and exact scoring are timed at d on the same held-out corpus vectors;
    the fastest candidate is the tree's, and the faster of tree and exact serves d.
 
@@ -20,10 +21,10 @@ figure to beat is the best queries/s such a sweep finds at the same recall (benc
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -41,13 +42,21 @@ SPEED_REPEATS = 3
 # Recall queries per depth: about this many neighbours in all, between the bounds.
 RECALL_HITS = 20_000
 MIN_RECALL_QUERIES, MAX_RECALL_QUERIES = 100, 1_000
-# Re-ranking ladder: from max(depth, MIN_REORDER_BASE), doubling REORDER_RUNGS - 1 times (capped at n).
-MIN_REORDER_BASE = 20
-REORDER_RUNGS = 6
-# Leaves ladder: from num_leaves / LEAF_LADDER_START (at least 1), doubling up to every leaf.
-LEAF_LADDER_START = 512
-# Leaf counts whose cheapest re-ranking is timed: the fewest that reach the target and the next rungs.
-LEAF_CANDIDATES = 3
+# The ladders are as fine as a hand sweep's (bench/serving_bench.py sweeps every searcher on them): with
+# leaves doubling and re-ranking doubling from 20, the 500,000-vector schedule served k = 10 from 8
+# leaves and 40 candidates where a sweep found 5-6 leaves and 30, at about two thirds of its queries/s.
+# Leaves: 1 to LEAVES_ONE_BY_ONE one by one, then LEAF_STEP times more per rung, up to every leaf.
+LEAVES_ONE_BY_ONE = 6
+LEAF_STEP = 1.25
+# Re-ranking: these multiples of the depth (capped at n).
+REORDER_MULTIPLES = (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+# Settings are tuned to reach the target plus this margin where the tree can: recall measured on 1,000
+# queries x 10 neighbours varies by about 0.002 between query samples, and the finer ladders pick
+# settings just over the line, which a recheck on a retrained or updated tree then missed.
+TUNING_MARGIN = 0.005
+# Leaf counts whose cheapest re-ranking is timed: the fewest that reach the target and the next rungs
+# (five rungs span about twice the leaves).
+LEAF_CANDIDATES = 5
 
 
 def queries_per_second(searcher: ScannIndex | ExactSearcher, queries: np.ndarray, k: int, **options) -> float:
@@ -66,21 +75,20 @@ def recall_query_count(depth: int) -> int:
 
 
 def leaf_ladder(num_leaves: int | None) -> list[int | None]:
+    """Leaves to search, in increasing cost, up to all `num_leaves` ([None] without a tree)."""
     if num_leaves is None:
         return [None]
-    rungs, leaves = [], max(1, math.ceil(num_leaves / LEAF_LADDER_START))
-    while leaves < num_leaves:
-        rungs.append(leaves)
-        leaves *= 2
-    return [*rungs, num_leaves]
+    rungs = list(range(1, min(num_leaves, LEAVES_ONE_BY_ONE) + 1))
+    while rungs[-1] < num_leaves:
+        rungs.append(min(num_leaves, max(rungs[-1] + 1, round(rungs[-1] * LEAF_STEP))))
+    return rungs
 
 
 def reorder_ladder(depth: int, num_vectors: int, reranks: bool) -> list[int]:
     """Re-ranking depths to try for `depth` neighbours ([depth] alone when the scoring is exact)."""
     if not reranks:
         return [depth]
-    base = min(num_vectors, max(depth, MIN_REORDER_BASE))
-    return sorted({min(num_vectors, base * 2**rung) for rung in range(REORDER_RUNGS)})
+    return sorted({min(num_vectors, max(depth, round(depth * multiple))) for multiple in REORDER_MULTIPLES})
 
 
 @dataclass
@@ -170,14 +178,19 @@ class DepthTuner:
             return measured[leaves, reorder]
 
         leaves_rungs = leaf_ladder(config.num_leaves)
-        first = _first_reaching(leaves_rungs, lambda leaves: recall(leaves, reorders[-1]) >= self.target)
+        # Tuned to a little above the target where the tree gets there, so that a recheck on other
+        # vectors, a retrained tree or a night's churn does not fall short by the measurement's noise.
+        goal = self.target + TUNING_MARGIN
+        if recall(leaves_rungs[-1], reorders[-1]) < goal:
+            goal = self.target
+        first = _first_reaching(leaves_rungs, lambda leaves: recall(leaves, reorders[-1]) >= goal)
         if first is None:
             best = max(measured.values())
             reason = f"the tree reaches recall {best:.3f} at best, below the target {self.target}"
             return self._exact_entry(depth, None, reason)
         candidates = []
         for leaves in leaves_rungs[first : first + LEAF_CANDIDATES]:
-            at = _first_reaching(reorders, lambda r, leaves=leaves: recall(leaves, r) >= self.target)
+            at = _first_reaching(reorders, lambda r, leaves=leaves: recall(leaves, r) >= goal)
             if at is not None:
                 candidates.append(_Candidate(leaves, reorders[at], recall(leaves, reorders[at])))
         for candidate in candidates:
@@ -212,10 +225,14 @@ class DepthTuner:
             return DepthEntry(depth, EXACT, None, None, None, None, exact_qps, reason)
         return DepthEntry(depth, EXACT, tree.leaves, tree.reorder, tree.recall, tree.qps, exact_qps, reason)
 
-    def verify(self, schedule: SearchSchedule) -> tuple[SearchSchedule, list[str]]:
+    def verify(self, schedule: SearchSchedule, *, retune: bool = False) -> Recheck:
         """Recheck an earlier schedule's tree settings on this index: the schedule with each tree depth's
-        recall as measured now (what the manifest then records), and the depths now below the target."""
-        entries, short = [], []
+        recall as measured now (what the manifest then records), and the depths now below the target.
+
+        With `retune`, a depth below the target is tuned anew on this tree (`tune_depth`: the settings
+        a tree updated in place needs may be a rung wider than last night's, which were the cheapest that
+        reached the target), and it is short only when no setting of the tree reaches the target."""
+        entries, short, retuned = [], [], []
         for entry in schedule.entries:
             if entry.searcher != TREE:
                 entries.append(entry)
@@ -226,10 +243,37 @@ class DepthTuner:
             measured = probe.measure_each(entry.leaves_to_search, entry.pre_reorder_num_neighbors)
             recall = min(r for r in measured if r is not None)
             self.measurements += 1
-            entries.append(replace(entry, tree_recall=recall))
-            if recall < self.target:
-                short.append(f"k={entry.depth}: recall {recall:.3f} < {self.target}")
-        return SearchSchedule(tuple(entries)), short
+            if recall >= self.target:
+                entries.append(replace(entry, tree_recall=recall))
+                continue
+            missed = f"k={entry.depth}: recall {recall:.3f} < {self.target}"
+            again = self.tune_depth(entry.depth) if retune else None
+            if again is None or again.tree_recall is None:  # no setting of the tree reaches the target
+                entries.append(replace(entry, tree_recall=recall))
+                short.append(missed)
+                continue
+            entries.append(again)
+            retuned.append(
+                f"{missed} at {entry.leaves_to_search} leaves, {entry.pre_reorder_num_neighbors} re-ranked; "
+                f"re-tuned: {again.searcher} ({again.leaves_to_search} leaves, "
+                f"{again.pre_reorder_num_neighbors} re-ranked, recall {again.tree_recall:.3f})"
+            )
+        return Recheck(SearchSchedule(tuple(entries)), short, retuned)
 
 
-__all__ = ["DepthTuner", "leaf_ladder", "queries_per_second", "recall_query_count", "reorder_ladder"]
+class Recheck(NamedTuple):
+    """An earlier schedule rechecked on a tree (`DepthTuner.verify`)."""
+
+    schedule: SearchSchedule
+    short: list[str]  # depths the tree no longer serves at the target
+    retuned: list[str]  # depths whose settings were tuned anew, as a line each
+
+
+__all__ = [
+    "DepthTuner",
+    "Recheck",
+    "leaf_ladder",
+    "queries_per_second",
+    "recall_query_count",
+    "reorder_ladder",
+]

@@ -131,7 +131,8 @@ def train_within_target(
     tuner = DepthTuner.over(index, exact, embeddings, target_recall, evaluation_queries)
     schedule, reused = None, None
     if previous is not None and previous.serving_default is not None:
-        checked, short = tuner.verify(previous) if _fits(previous, index.config) else (None, ["another tree"])
+        fits = _fits(previous, index.config)
+        checked, short, _ = tuner.verify(previous) if fits else (None, ["another tree"], [])
         if not short:
             schedule = checked
             reused = "last build's schedule, re-checked on this tree: every depth reaches the target"

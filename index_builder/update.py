@@ -158,7 +158,7 @@ def update_within_target(
     matrix = embeddings[order]
     exact = ExactSearcher(matrix, index.ids)
     tuner = DepthTuner.over(index, exact, matrix, target_recall, evaluation_queries)
-    schedule, short = tuner.verify(schedule)
+    schedule, short, retuned = tuner.verify(schedule, retune=True)
     if short:
         logger.info("the updated tree misses the target (%s): training a new tree", "; ".join(short))
         return None
@@ -166,6 +166,7 @@ def update_within_target(
         f"last night's tree updated ({changes.added:,} products added, "
         f"{len(rows) - changes.added:,} changed, {len(changes.removed):,} removed, {changes.kept:,} kept), "
         "last night's schedule re-checked at every tree depth"
+        + "".join(f"; {line}" for line in retuned)
     )
     logger.info("%s", done)
     history = TreeHistory(history.trained_vectors, history.updates + 1, changed)

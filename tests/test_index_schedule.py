@@ -209,3 +209,28 @@ def test_given_evaluation_queries_must_reach_the_target_too(clustered, monkeypat
     # On 300 other such queries (measured 0.61 against 0.94-0.96 over three builds; ScaNN's k-means is
     # unseeded): the tuned settings carry over to queries they were not tuned on, up to sampling.
     assert recall_on(alone, measured) < 0.8 and recall_on(with_queries, measured) >= 0.92
+
+
+def test_a_depth_an_updated_tree_misses_is_retuned_on_that_tree_not_retrained(
+    scheduled,
+    clustered,  # noqa: F811
+    monkeypatch,
+) -> None:
+    """Last night's settings were the cheapest reaching the target, so churn can leave a depth just short.
+    `verify(retune=True)` (what a tree updated in place gets) tunes that depth again on the same tree;
+    without it the depth is reported short (what makes a new tree)."""
+    index, report, _folder, _timed = scheduled
+    _timed_as(monkeypatch, approximate=FAST_SHALLOW, exact=1_000.0)
+    schedule = SearchSchedule.from_list(report.schedule)
+    narrow = schedule.entries[0]
+    too_narrow = DepthEntry(10, "tree", 1, 10, narrow.tree_recall, narrow.tree_qps, narrow.exact_qps, "")
+    last_night = SearchSchedule((too_narrow, *schedule.entries[1:]))
+    tuner = depth_tuning.DepthTuner.over(index, ExactSearcher(clustered, IDS), clustered, 0.95)
+
+    checked = tuner.verify(last_night)
+    assert [line.split(":")[0] for line in checked.short] == ["k=10"] and checked.retuned == []
+    retuned = tuner.verify(last_night, retune=True)
+    assert retuned.short == [] and len(retuned.retuned) == 1 and "re-tuned: tree" in retuned.retuned[0]
+    entry = retuned.schedule.entries[0]
+    assert entry.searcher == "tree" and entry.tree_recall >= 0.95 and entry.leaves_to_search > 1
+    assert retuned.schedule.entries[1:] == checked.schedule.entries[1:]

@@ -19,6 +19,10 @@ run's (`jobs.publish_guard`): an empty catalog, or one that shrank by more than
 is embedded, the model, queries and judgments are checked, and a run folder started for
 another catalog is refused (`jobs.nightly_inputs`).
 
+The evaluation scores the backbone used zero-shot beside tonight's model every night (its unchanged
+products reuse last night's zero-shot vectors, so it costs the churn), and the quality guard compares
+tonight with it and with last night before publishing (`jobs.quality_guard`).
+
 With --enrich and --export_vertex the run also writes the catalog with its gaps filled
 (enriched/) and the Vertex AI Vector Search files (vertex/), from the same embeddings.
 """
@@ -43,6 +47,7 @@ from pipelines.embed.enrich import EnrichConfig, enrich_catalog
 from pipelines.embed.export import ExportVertexConfig, export_vertex
 from pipelines.embed.stage import EMBEDDINGS_KIND, EmbedConfig, embed_catalog
 from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
+from pipelines.evaluate.zero_shot import ZERO_SHOT_FOLDER
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import build_partitioned
 from pipelines.options import (
@@ -148,8 +153,9 @@ class NightlyJob:
         given = config_values(IndexSettings, self._stage_values("index"), only=given_flags(self.index_flags))
         return replace(self.index, **given)
 
-    def evaluate_config(self) -> EvaluateConfig:
-        """The evaluation of this run's index against --queries and --judgments, into its eval/."""
+    def evaluate_config(self, zero_shot_previous: str | None = None) -> EvaluateConfig:
+        """The evaluation of this run's index against --queries and --judgments, into its eval/, beside the
+        backbone used zero-shot, whose unchanged products reuse `zero_shot_previous` (last night's)."""
         if not self.queries or not self.judgments:
             raise ValueError("this nightly job evaluates nothing: it has no --queries and --judgments")
         values = self._stage_values(
@@ -165,9 +171,11 @@ class NightlyJob:
         # by measurement (both reported); the evaluate stage's own --depth or --searcher, when given.
         defaults = {"depth": self.index_settings.max_k, "searcher": "auto"}
         values.update({name: value for name, value in defaults.items() if name not in given})
-        # The zero-shot row embeds the whole catalog a second time: off every night unless asked for
-        # (--zero_shot true); `madr evaluate` and the demo report it by default.
-        values["zero_shot"] = values.get("zero_shot") or "false"
+        # The zero-shot row every night (the quality guard compares with it), embedding only the products
+        # that changed since last night's zero-shot run; --evaluate_flags '--zero_shot false' skips it.
+        # BM25 would index the whole catalog every night: only when asked (--lexical true).
+        values["zero_shot_previous"] = values.get("zero_shot_previous") or zero_shot_previous
+        values["lexical"] = values.get("lexical") or "false"
         # One searcher per worker process (issue 26): the calibrated choice alone, not both it and the other
         # (each a full copy of the corpus: 1.5 GB at 1M x 384; the index's recall against exact search is
         # in the manifest's searcher_choice anyway). --evaluate_flags '--compare_exact true' asks for both.
@@ -250,6 +258,16 @@ def _reusable(embeddings: str) -> bool:
         LOGGER.warning("not reusing the previous run's embeddings, every product is embedded: %s", error)
         return False
     return True
+
+
+def _previous_zero_shot(job: NightlyJob, previous: str | None) -> str | None:
+    """Last night's zero-shot embeddings when whole, for tonight's zero-shot row to reuse."""
+    if not previous:
+        return None
+    embeddings = FileSystems.join(job.out, previous, "eval", ZERO_SHOT_FOLDER, "embeddings")
+    if not FileSystems.exists(FileSystems.join(embeddings, MANIFEST_FILE)):
+        return None  # last night ran without the zero-shot row
+    return embeddings if _reusable(embeddings) else None
 
 
 def _catalog_check(job: NightlyJob, previous: str | None, latest: dict[str, Any] | None) -> CatalogSizeCheck:
@@ -339,10 +357,13 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
     )
 
     if job.queries:
+        zero_shot_previous = _previous_zero_shot(job, previous)
         stages.run(
             "evaluate",
             lambda: _summary_means(
-                evaluate_retrieval(job.evaluate_config(), PipelineOptions(job.stage_args("eval")))
+                evaluate_retrieval(
+                    job.evaluate_config(zero_shot_previous), PipelineOptions(job.stage_args("eval"))
+                )
             ),
             job.stage("eval"),
         )

@@ -68,8 +68,9 @@ def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
         "--quality_guard",
         choices=GUARD_MODES,
         default="warn",
-        help="Compare tonight's retrieval with last night's evaluation and with the zero-shot row (when "
-        "--evaluate_flags '--zero_shot true' computes it) by paired t-test on the judged queries; below on "
+        help="Compare tonight's retrieval with last night's evaluation and with the backbone used zero-shot "
+        "(evaluated every night, embedding only the products changed since last night's zero-shot run; "
+        "--evaluate_flags '--zero_shot false' skips it) by paired t-test on the judged queries; below on "
         f"{' or '.join(GUARDED_METRICS)} by more than {MARGIN:g} at p < {MAX_PVALUE:g}: warn prints it and "
         "publishes, refuse does not publish, off skips the check (default: %(default)s)",
     )

@@ -4,8 +4,8 @@ used zero-shot?
 Every stage can succeed while retrieval got worse: a retrained or adapted model, a vocabulary extended,
 another precision. A new user's nightly printed "published" while its own zero-shot file showed the
 model significantly below the backbone (NDCG@10 0.874 against 0.923, issue 51). So after the evaluate
-stage the nightly compares tonight's per-query metrics with last night's evaluation and, when the
-evaluation computed it (`--evaluate_flags '--zero_shot true'`), with the zero-shot row, by a paired
+stage the nightly compares tonight's per-query metrics with last night's evaluation and with the
+zero-shot row (computed every night unless `--evaluate_flags '--zero_shot false'`), by a paired
 t-test over the queries both judged (`evaluation.comparison`). Tonight is *below* a baseline on a metric
 of `GUARDED_METRICS` when it is lower by more than `MARGIN` with p < `MAX_PVALUE`.
 

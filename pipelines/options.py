@@ -222,6 +222,12 @@ class EvaluateSettings:
         "sentence-transformers gives) on the same queries over --products, and report each metric's "
         "difference from it with a paired t-test; default: true when --products is given",
     )
+    zero_shot_previous: str | None = setting(
+        None,
+        "An earlier evaluation's zero-shot embeddings (its zero_shot/embeddings folder): the zero-shot row "
+        "reuses the rows of unchanged products and embeds only new or changed ones, as `madr embed "
+        "--previous` does; the nightly passes last night's",
+    )
     lexical: str | None = switch(
         "Also rank --products with BM25 (bm25s, Lucene scoring, k1 1.2, b 0.75, Snowball English stemmer) "
         "over the text the model reads, and with BM25 fused with the zero-shot run by reciprocal rank "

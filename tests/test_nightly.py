@@ -63,6 +63,13 @@ def test_two_nights_reuse_rerun_and_crash(tmp_path, tiny_model_dir, evaluation_f
     assert (second.stages["embed"]["products_reused"], second.stages["embed"]["products_embedded"]) == (38, 2)
     # Tuesday's index build reads what Monday's measured (it may ship exact scoring again untimed).
     assert earlier_builds_read == [None, str(tmp_path / "nightly" / "mon" / "index")]
+    # The backbone used zero-shot is evaluated every night, and costs the churn: Monday's zero-shot
+    # vectors of the 38 unchanged products are reused.
+    for night, counts in (("mon", (0, 40)), ("tue", (38, 2))):
+        zero_shot = tmp_path / "nightly" / night / "eval" / "zero_shot"
+        embedded = json.loads((zero_shot / "embeddings" / "manifest.json").read_text())["counts"]
+        assert (embedded["products_reused"], embedded["products_embedded"]) == counts
+        assert (zero_shot / "eval" / "per_query.parquet").is_file()
     latest = read_latest(str(tmp_path / "nightly"))
     assert latest["run_id"] == "tue" and latest["previous_run_id"] == "mon"
 

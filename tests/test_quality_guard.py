@@ -14,7 +14,8 @@ from jobs.nightly_latest import read_latest
 from jobs.quality_guard import QualityRefused, quality_check
 from pipelines.evaluate.report import PER_QUERY_FILE
 from pipelines.evaluate.zero_shot import ZERO_SHOT_FOLDER
-from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
+from schemas import JUDGMENT_SCHEMA, QUERY_SCHEMA
+from tests.test_embed_pipeline import catalog, write_catalog
 
 
 def _per_query(folder: Path, ndcg: np.ndarray, recall: np.ndarray | None = None) -> Path:
@@ -63,22 +64,79 @@ def test_a_loss_under_the_margin_or_not_significant_is_not_acted_on(tmp_path) ->
     assert unrelated.verdict().startswith("quality guard: not compared")
 
 
+# One product per kind, and a shopper's query for each: the backbone used zero-shot finds them, a tiny
+# untrained model (a deliberately broken one) ranks at random.
+KINDS = (
+    ("Merino wool crew neck sweater, charcoal", "wool sweater"),
+    ("Stainless steel electric kettle 1.7 L", "electric kettle"),
+    ("Kids waterproof rain boots, yellow", "rain boots for kids"),
+    ("Cast iron skillet 12 inch, pre-seasoned", "cast iron pan"),
+    ("Bamboo cutting board with juice groove", "wooden chopping board"),
+    ("Noise cancelling over-ear headphones", "noise cancelling headphones"),
+    ("Yoga mat 6 mm, non-slip, purple", "yoga mat"),
+    ("LED desk lamp with USB charging port", "desk lamp"),
+    ("Ceramic coffee mug set of 4", "coffee mugs"),
+    ("Men's leather belt, brown, reversible buckle", "leather belt men"),
+    ("Cordless drill driver 18 V with two batteries", "cordless drill"),
+    ("Memory foam bed pillow, queen", "pillow for sleeping"),
+    ("Dog chew toy, natural rubber, large breeds", "dog toy"),
+    ("Stainless steel insulated water bottle 750 ml", "insulated water bottle"),
+    ("Garden hose 50 ft with spray nozzle", "garden hose"),
+    ("Wireless optical computer mouse", "wireless mouse"),
+    ("Women's running shoes, lightweight mesh", "running shoes women"),
+    ("Cotton bath towel set, white, 6 pieces", "bath towels"),
+    ("Acoustic guitar strings, light gauge", "guitar strings"),
+    ("Baby stroller, foldable, with canopy", "baby stroller"),
+    ("Non-stick frying pan 10 inch", "frying pan"),
+    ("Sunscreen lotion SPF 50, water resistant", "sunscreen"),
+    ("Wall clock, silent, modern round", "wall clock"),
+    ("Camping tent for 4 people, waterproof", "tent 4 person"),
+)
+
+
+def _store_with_distinct_products(folder: Path) -> tuple[str, str]:
+    """The catalog (catalog.parquet) and a test query judging each product: (queries, judgments)."""
+    template = catalog(1)[0]
+    products = [
+        {**template, "product_id": f"p{i}", "title": title, "description": None, "aspects": None}
+        for i, (title, _) in enumerate(KINDS)
+    ]
+    write_catalog(folder / "catalog.parquet", products)
+    queries = [
+        {"query_id": f"q{i}", "text": text, "aspects": None, "split": "test"}
+        for i, (_, text) in enumerate(KINDS)
+    ]
+    judgments = [
+        {"query_id": f"q{i}", "product_id": f"p{i}", "grade": 3, "label": None} for i in range(len(KINDS))
+    ]
+    paths = str(folder / "queries.parquet"), str(folder / "judgments.parquet")
+    pq.write_table(pa.Table.from_pylist(queries, schema=QUERY_SCHEMA), paths[0])
+    pq.write_table(pa.Table.from_pylist(judgments, schema=JUDGMENT_SCHEMA), paths[1])
+    return paths
+
+
 def test_the_nightly_refuses_a_night_below_last_nights_then_publishes_it_when_told(
     tmp_path, tiny_model_dir, capsys
 ) -> None:
-    """Typed as a user types it. Monday's published evaluation is replaced by a perfect one, so Tuesday
-    (the same model, the same catalog) is significantly below it."""
+    """Typed as a user types it. The model is a tiny untrained one, far below the backbone used zero-shot,
+    which the nightly evaluates by default: Monday is refused under `refuse`, then published with a
+    warning. Monday's published evaluation is then replaced by a perfect one, so Tuesday (the same
+    model, the same catalog) is also significantly below last night."""
     from jobs.cli import main
 
-    write_catalog(tmp_path / "catalog.parquet", catalog(60))
-    queries, judgments = write_test_queries(tmp_path, count=20, stride=3)
+    queries, judgments = _store_with_distinct_products(tmp_path)
     root = tmp_path / "nightly"
     argv = [
         *("nightly", "--model", str(tiny_model_dir), "--products", str(tmp_path / "catalog.parquet")),
         *("--output", str(root), "--queries", queries, "--judgments", judgments, "--max_k", "20"),
     ]
+    assert main([*argv, "--run_id", "mon", "--quality_guard", "refuse"]) == 2
+    err = capsys.readouterr().err
+    assert "tonight is significantly below" in err and "for the backbone used zero-shot (p " in err
+    assert read_latest(str(root)) is None
     assert main([*argv, "--run_id", "mon"]) == 0
-    assert "quality guard: nothing to compare with yet" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "quality guard: tonight is significantly below" in out and "backbone used zero-shot" in out
     monday = pq.read_table(root / "mon" / "eval" / PER_QUERY_FILE)
     perfect = pa.table({name: [1.0] * monday.num_rows for name in monday.column_names if name != "query_id"})
     pq.write_table(

@@ -4,7 +4,8 @@ A team can skip madr and embed its catalog with sentence-transformers and the sa
 is the figure a trained model has to beat. With `--zero_shot` (the default whenever `--products` is
 given) the evaluation embeds the catalog a second time with the zero-shot model
 (`pipelines.zero_shot`), searches it exactly, scores it the same way, and compares the two query by
-query (`evaluation.comparison`: mean difference and paired t-test). The model's side is its exact
+query (`evaluation.comparison`: mean difference and paired t-test). With `--zero_shot_previous` (the
+nightly passes last night's) only new and changed products are embedded again. The model's side is its exact
 search when the run has one, so the index's recall loss is not counted against the model.
 """
 
@@ -85,11 +86,15 @@ def compare_with_zero_shot(
     )
     base = FileSystems.join(folder, ZERO_SHOT_FOLDER)
     embeddings = FileSystems.join(base, "embeddings")
-    LOGGER.info("zero-shot baseline: embedding %s with %s", config.products, settings.model)
-    embed_catalog(
-        EmbedConfig(model=settings, embed=EmbedSettings(str(config.products)), output=embeddings),
-        beam_options,
+    previous = config.evaluate.zero_shot_previous
+    LOGGER.info(
+        "zero-shot baseline: embedding %s with %s%s",
+        config.products,
+        settings.model,
+        f", reusing the unchanged products' rows of {previous}" if previous else "",
     )
+    embed = EmbedSettings(str(config.products), previous=previous)
+    embed_catalog(EmbedConfig(model=settings, embed=embed, output=embeddings), beam_options)
     evaluation = FileSystems.join(base, "eval")
     evaluate(
         dataclasses.replace(

@@ -30,198 +30,44 @@ With --enrich and --export_vertex the run also writes the catalog with its gaps 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs.nightly_inputs import CatalogFingerprint, check_inputs, claim_run_folder
-from jobs.nightly_latest import LATEST, publish_latest, read_latest
-from jobs.publish_guard import DEFAULT_MAX_SHRINK, CatalogSizeCheck, catalog_size
-from jobs.quality_guard import GUARD_MODES, quality_check
+from jobs.nightly_inputs import (
+    CATALOG_RECORD,
+    CatalogChanged,
+    CatalogFingerprint,
+    check_inputs,
+    claim_run_folder,
+)
+from jobs.nightly_job import NightlyJob
+from jobs.nightly_latest import LATEST, LatestChanged, publish_latest, read_latest
+from jobs.publish_guard import CatalogSizeCheck, PublishRefused, catalog_size
+from jobs.quality_guard import QualityRefused, quality_check
 from jobs.stage_runs import StageRunner, is_finished
 from pipelines.artifacts import read_stage_manifest, write_stage_manifest
 from pipelines.embed.enrich import EnrichConfig, enrich_catalog
 from pipelines.embed.export import ExportVertexConfig, export_vertex
-from pipelines.embed.stage import EMBEDDINGS_KIND, EmbedConfig, embed_catalog
-from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
+from pipelines.embed.stage import EMBEDDINGS_KIND, embed_catalog
+from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.evaluate.zero_shot import ZERO_SHOT_FOLDER
-from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import build_partitioned
 from pipelines.options import (
-    EmbedSettings,
-    EvaluateSettings,
     ExportSettings,
-    IndexSettings,
-    ModelSettings,
     PredictionThreshold,
 )
-from pipelines.stage_config import StageOutput, config_from_values, config_values
+from pipelines.report.page import write_report
+from pipelines.report.status import clear_run_status, write_run_status
+from pipelines.stage_config import config_from_values
 from pipelines.verify import verification_wanted
 from pipelines.writer_lock import exclusive_writer
 from schemas.manifest import MANIFEST_FILE, ArtifactError
 
 LOGGER = logging.getLogger(__name__)
 RUN_KIND = "madr-nightly-run"
-
-
-@dataclass(frozen=True)
-class NightlyJob:
-    catalog: str
-    model: str
-    out: str
-    run_id: str
-    queries: str | None = None
-    judgments: str | None = None
-    # Every index flag of `madr nightly` (--num_leaves, --soar_lambda, ...): the parser consumes them, so
-    # they reach the index stage here and not through `beam_args`.
-    index: IndexSettings = field(default_factory=IndexSettings)
-    beam_args: tuple[str, ...] = ()
-    # Beam and stage flags for one stage only, after `beam_args` (a flag given in both takes the stage's):
-    # embed on GPU workers or in int8 while index and evaluate do not, say.
-    embed_flags: tuple[str, ...] = ()
-    index_flags: tuple[str, ...] = ()
-    evaluate_flags: tuple[str, ...] = ()
-    max_shrink: float = DEFAULT_MAX_SHRINK
-    allow_shrink: bool = False
-    enrich: bool = False
-    export_vertex: bool = False
-    # Discard the run folder of `run_id` when it was started, and not published, for another catalog.
-    restart_run: bool = False
-    # Tonight against last night and zero-shot before publishing: warn, refuse or off (`jobs.quality_guard`).
-    quality_guard: str = "warn"
-
-    def __post_init__(self) -> None:
-        if not self.run_id or "/" in self.run_id or self.run_id == LATEST:
-            raise ValueError(f"run id {self.run_id!r} must be a non-empty name without '/' and not {LATEST}")
-        if not 0 <= self.max_shrink <= 1:
-            raise ValueError(f"--max_shrink must be in [0, 1], got {self.max_shrink}")
-        if (self.queries is None) != (self.judgments is None):
-            raise ValueError("give both --queries and --judgments to evaluate, or neither")
-        if self.quality_guard not in GUARD_MODES:
-            raise ValueError(
-                f"--quality_guard must be one of {', '.join(GUARD_MODES)}, got {self.quality_guard!r}"
-            )
-        for name, flags in (
-            ("embed", self.embed_flags),
-            ("index", self.index_flags),
-            ("evaluate", self.evaluate_flags),
-        ):
-            _refuse_unknown_flags(name, flags)
-
-    @property
-    def run_folder(self) -> str:
-        return FileSystems.join(self.out, self.run_id)
-
-    def stage(self, name: str) -> str:
-        return FileSystems.join(self.run_folder, name)
-
-    def embed_config(self, previous_embeddings: str | None = None) -> EmbedConfig:
-        """`madr embed` into this run's embeddings/, reusing ``previous_embeddings`` when given.
-
-        Embed settings among the job's Beam arguments (--precision int8, --batch_size, ...) apply;
-        the catalog, model and folders are the job's own. An unfinished folder is replaced.
-        """
-        values = self._stage_values(
-            "embeddings", products=self.catalog, model=self.model, previous=previous_embeddings
-        )
-        return EmbedConfig(
-            model=config_from_values(ModelSettings, values),
-            embed=config_from_values(EmbedSettings, values),
-            threshold=config_from_values(PredictionThreshold, values),
-            **StageOutput.values_from(values),
-        )
-
-    def index_config(self, previous_index: str | None = None) -> IndexBuildConfig:
-        """The partitioned index build over this run's embeddings, into its index/, with the job's index
-        settings (--num_leaves, --soar_lambda, ...); `previous_index` (last night's) lets it update that
-        index's tree in place when little changed (`index_builder.update`), or ship exact scoring again
-        where that index timed it faster, without timing a tree (`index_builder.tuned`)."""
-        return IndexBuildConfig(
-            embeddings=self.stage("embeddings"),
-            index=self.index_settings,
-            previous_index=previous_index,
-            **StageOutput.values_from(self._stage_values("index")),
-        )
-
-    @property
-    def index_settings(self) -> IndexSettings:
-        """The job's index settings (--num_leaves, --max_k, ...), then those that --index_flags names (the
-        stage's other fields there are only its defaults)."""
-        given = config_values(IndexSettings, self._stage_values("index"), only=given_flags(self.index_flags))
-        return replace(self.index, **given)
-
-    def evaluate_config(self, zero_shot_previous: str | None = None) -> EvaluateConfig:
-        """The evaluation of this run's index against --queries and --judgments, into its eval/, beside the
-        backbone used zero-shot, whose unchanged products reuse `zero_shot_previous` (last night's)."""
-        if not self.queries or not self.judgments:
-            raise ValueError("this nightly job evaluates nothing: it has no --queries and --judgments")
-        values = self._stage_values(
-            "eval",
-            model=self.model,
-            queries=self.queries,
-            judgments=self.judgments,
-            index=self.stage("index"),
-            embeddings=self.stage("embeddings"),
-        )
-        given = given_flags(self.stage_args("eval"))
-        # By default the depth the index was built for, searched the faster of the index and exact scoring
-        # by measurement (both reported); the evaluate stage's own --depth or --searcher, when given.
-        defaults = {"depth": self.index_settings.max_k, "searcher": "auto"}
-        values.update({name: value for name, value in defaults.items() if name not in given})
-        # The zero-shot row every night (the quality guard compares with it), embedding only the products
-        # that changed since last night's zero-shot run; --evaluate_flags '--zero_shot false' skips it.
-        # BM25 would index the whole catalog every night: only when asked (--lexical true).
-        values["zero_shot_previous"] = values.get("zero_shot_previous") or zero_shot_previous
-        values["lexical"] = values.get("lexical") or "false"
-        # One searcher per worker process (issue 26): the calibrated choice alone, not both it and the other
-        # (each a full copy of the corpus: 1.5 GB at 1M x 384; the index's recall against exact search is
-        # in the manifest's searcher_choice anyway). --evaluate_flags '--compare_exact true' asks for both.
-        values["compare_exact"] = values.get("compare_exact") or "false"
-        return EvaluateConfig(
-            model=config_from_values(ModelSettings, values),
-            evaluate=config_from_values(EvaluateSettings, values),
-            # Tonight's catalog: the annotations are scored on the products the model held out.
-            products=self.catalog,
-            threshold=config_from_values(PredictionThreshold, values),
-            **StageOutput.values_from(values),
-        )
-
-    def stage_options(self) -> PipelineOptions:
-        """The job's Beam arguments for a stage that takes `PipelineOptions` (enrich, export), replacing
-        what an interrupted attempt left."""
-        return PipelineOptions([*self.beam_args, "--overwrite"])
-
-    def stage_args(self, stage: str) -> list[str]:
-        """The Beam arguments of one stage (its folder name): the job's, then that stage's own."""
-        own = {"embeddings": self.embed_flags, "index": self.index_flags, "eval": self.evaluate_flags}
-        return [*self.beam_args, *own.get(stage, ())]
-
-    def _stage_values(self, stage: str, **own: Any) -> dict[str, Any]:
-        """Stage settings among the stage's Beam arguments (--precision, --batch_size, ...), under the job's
-        own; the stage writes into this run's `stage` folder, replacing what an interrupted attempt left."""
-        given = PipelineOptions(self.stage_args(stage)).get_all_options(drop_default=False)
-        return {**given, **own, "output": self.stage(stage), "overwrite": True}
-
-
-def given_flags(flags: Sequence[str]) -> set[str]:
-    """The option names written in a stage's flags (`--depth 100` and `--depth=100` alike)."""
-    return {token[2:].split("=", 1)[0] for token in flags if token.startswith("--")}
-
-
-def _refuse_unknown_flags(stage: str, flags: Sequence[str]) -> None:
-    """A flag in --<stage>_flags that no stage or Beam option declares is an error naming it, not dropped."""
-    options = PipelineOptions(list(flags))
-    unknown = set(options.get_all_options(retain_unknown_options=True)) - set(options.get_all_options())
-    if unknown:
-        names = ", ".join(f"--{name}" for name in sorted(unknown))
-        command = {"index": "build-index"}.get(stage, stage)
-        raise ValueError(
-            f"--{stage}_flags: {names} is not a flag of the {stage} stage or of Beam "
-            f"(`madr {command} --help` lists the stage's)"
-        )
 
 
 @dataclass
@@ -297,7 +143,48 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
     OUT/LATEST) from start to publication, and a second one is refused at once, naming the first.
     """
     with exclusive_writer(FileSystems.join(job.out, LATEST), f"madr nightly run {job.run_id}"):
-        return _run_locked(job)
+        try:
+            report = _run_locked(job)
+        except CatalogChanged:
+            raise  # the run folder is another catalog's: nothing of this run's is written into it
+        except Exception as error:
+            if FileSystems.exists(FileSystems.join(job.run_folder, CATALOG_RECORD)):
+                state, stage = _where_it_stopped(job, error)
+                LOGGER.error(
+                    "run %s %s", job.run_id, write_run_status(job.run_folder, state, stage, error).line()
+                )
+                _write_report(job)
+            raise
+        if "all" not in report.skipped:
+            _write_report(job)
+        return report
+
+
+def _where_it_stopped(job: NightlyJob, error: Exception) -> tuple[str, str]:
+    """("refused" or "failed", the guard or stage) of a run that stopped with `error`."""
+    if isinstance(error, QualityRefused):
+        return "refused", "the quality guard"
+    if isinstance(error, PublishRefused):
+        return "refused", "the catalog-size guard"
+    if isinstance(error, LatestChanged):
+        return "failed", "publishing (LATEST moved)"
+    for stage, folder in (("embed", "embeddings"), ("index", "index"), ("evaluate", "eval")):
+        if not is_finished(job.stage(folder)):
+            return "failed", f"the {stage} stage"
+    return "failed", "the run's last steps"
+
+
+def _write_report(job: NightlyJob) -> None:
+    """The morning report into the run folder (`--report false` skips it); a report that cannot be
+    written is a warning, never a failed night."""
+    if not job.report:
+        return
+    try:
+        path = write_report(job.out, job.run_id)
+    except Exception as error:
+        LOGGER.warning("the morning report was not written: %s", error)
+        return
+    print(f"report: {path}", flush=True)
 
 
 def _run_locked(job: NightlyJob) -> NightlyReport:
@@ -385,9 +272,12 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
         "usage": report.usage,
         "catalog": job.catalog,
         "model": job.model,
+        "queries": job.queries,
+        "judgments": job.judgments,
         "catalog_check": check.to_dict(),
         **({"quality": quality.to_dict()} if quality else {}),
     }
+    clear_run_status(job.run_folder)  # an earlier attempt's stop, now finished
     # Lists (and so binds) the run folder's own files, catalog.json: the stages' folders have their own.
     write_stage_manifest(job.run_folder, RUN_KIND, {"run_id": job.run_id, **summary})
     publish_latest(job.out, job.run_id, {"previous_run_id": previous, "products": check.products}, latest)

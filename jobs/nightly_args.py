@@ -6,7 +6,7 @@ import argparse
 import datetime as dt
 import shlex
 
-from jobs.nightly import NightlyJob
+from jobs.nightly_job import NightlyJob
 from jobs.publish_guard import DEFAULT_MAX_SHRINK
 from jobs.quality_guard import GUARD_MODES, GUARDED_METRICS, MARGIN, MAX_PVALUE
 from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, IndexOptions, IndexSettings, add_stage_arguments
@@ -75,6 +75,14 @@ def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
         "publishes, refuse does not publish, off skips the check (default: %(default)s)",
     )
     parser.add_argument(
+        "--report",
+        choices=("true", "false"),
+        default="true",
+        help="Write the morning report (report.html: verdict, catalog, retrieval against last night and "
+        "zero-shot, trends, annotations, index, cost, worst queries) into the run folder at the end, also "
+        "when the run stops (default: %(default)s); `madr report` writes it for any run",
+    )
+    parser.add_argument(
         "--enrich",
         action="store_true",
         help="Also write the catalog with its aspect gaps filled (enriched/, as `madr enrich`; predictions "
@@ -107,6 +115,7 @@ def job_from_args(args: argparse.Namespace, beam_args: list[str]) -> NightlyJob:
         export_vertex=args.export_vertex,
         restart_run=args.restart_run,
         quality_guard=args.quality_guard,
+        report=args.report == "true",
     )
 
 

@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint reliability bench bench-quick clean
+.PHONY: install demo test lint reliability bench bench-quick report-screenshot clean
 
 install: $(STAMP)
 
@@ -45,6 +45,11 @@ bench: $(BENCH_STAMP)
 
 bench-quick: $(BENCH_STAMP)
 	$(BIN)/python -m bench.run_all --quick
+
+# The README's picture of the morning report: the demo's page (after `make demo`) in headless Chromium.
+report-screenshot:
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1000,1400 \
+		--screenshot=docs/morning-report.png file://$(CURDIR)/runs/demo/report.html
 
 clean:
 	rm -rf runs build dist *.egg-info

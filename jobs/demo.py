@@ -33,6 +33,7 @@ from pipelines.index.config import IndexBuildConfig
 from pipelines.index.single import build_index
 from pipelines.layout import DatasetLayout, RunLayout
 from pipelines.options import EmbedSettings, EvaluateSettings, IndexSettings, ModelSettings
+from pipelines.report.page import write_report
 from pipelines.stage_config import add_config_arguments, add_output_argument, config_from_values
 from pipelines.train.adapt import AdaptJob, run_adapt
 from product_data.ingest.export_folder import ingest_export_folder
@@ -193,7 +194,15 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     total = time.perf_counter() - started
     print("\nTimings: " + ", ".join(f"{name} {seconds:.0f}s" for name, seconds in timings.items()))
     print(f"Total wall time: {total:.0f}s. Outputs in {args.out}/ (metrics: {run.evaluation}/metrics.json)")
-    return {"evaluation": result, "store": store, "timings": timings, "total_seconds": total}
+    report = write_report(str(args.out))
+    print(f"Report: {report} (one HTML page: open it in a browser; `madr report --root ROOT` for a nightly)")
+    return {
+        "evaluation": result,
+        "store": store,
+        "timings": timings,
+        "total_seconds": total,
+        "report": report,
+    }
 
 
 def store_lines(evaluated: dict[str, Any]) -> list[str]:

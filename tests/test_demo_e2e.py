@@ -57,6 +57,10 @@ def test_demo_runs_every_stage_and_reports_sane_metrics(tmp_path, monkeypatch) -
     for name in ("recall@10", "recall@100"):
         assert math.isclose(evaluation["ann_vs_exact"][name]["loss"], 0.0, abs_tol=0.02)
     assert (tmp_path / "demo" / "eval" / "recall_at_k.png").stat().st_size > 10_000
+    # The demo ends with its morning report, the model's row beside the zero-shot backbone's.
+    report = (tmp_path / "demo" / "report.html").read_text()
+    assert result["report"] == str(tmp_path / "demo" / "report.html")
+    assert f"<td>ndcg@10</td><td>{ann['ndcg@10'].mean:.4f}</td>" in report and "zero-shot backbone" in report
 
     demo = tmp_path / "demo"
     metrics = json.loads((demo / "eval" / "metrics.json").read_text())
@@ -86,6 +90,10 @@ def test_demo_runs_every_stage_and_reports_sane_metrics(tmp_path, monkeypatch) -
     for aspect in ("category", "brand", "color"):
         parts = (enriched[f"{aspect}_{kind}"] for kind in ("from_catalog", "predicted", "withheld", "empty"))
         assert sum(parts) == 800
+        # ... and the report shows the same counts.
+        shown = ("from_catalog", "predicted")
+        cells = "".join(f"<td>{enriched[f'{aspect}_{kind}']:,}</td>" for kind in shown)
+        assert f"<td>{aspect}</td>{cells}" in report
     # Evaluation scores the annotations on the products pre-training held out.
     quality = json.loads((demo / "eval" / "annotation_quality.json").read_text())
     assert set(quality["products"]["accuracy"]) == {"category", "brand", "color"}

@@ -62,10 +62,13 @@ class NightSummary:
     zero_shot_metrics: dict[str, float] | None = None
     zero_shot_comparison: dict[str, Any] | None = None
     annotation_quality: dict[str, Any] | None = None
+    enrich_counts: dict[str, int] | None = None
     index_recall: dict[str, Any] | None = None
     index_config: dict[str, Any] | None = None
     searcher_choice: dict[str, Any] | None = None
     sources: dict[str, str] = field(default_factory=dict)
+    # A run folder outside a nightly root (`madr demo --output`): nothing is published from it.
+    standalone: bool = False
 
     @property
     def products(self) -> int | None:
@@ -99,10 +102,9 @@ class NightSummary:
         ]
 
 
-def read_night(root: str, run_id: str, published: bool) -> NightSummary:
-    """The summary of ROOT/run_id; `published`: whether LATEST points, or pointed, to it
-    (`published_runs`)."""
-    folder = FileSystems.join(root, run_id)
+def read_night(folder: str, run_id: str, published: bool) -> NightSummary:
+    """The summary of the run in `folder` (ROOT/run_id of a nightly root, or a demo's run folder);
+    `published`: whether LATEST points, or pointed, to it (`published_runs`)."""
     manifest_path = FileSystems.join(folder, MANIFEST_FILE)
     manifest = read_json(manifest_path)
     night = NightSummary(
@@ -122,6 +124,10 @@ def read_night(root: str, run_id: str, published: bool) -> NightSummary:
         night.seconds = dict(info.get("seconds") or {})
         night.usage = dict(info.get("usage") or {})
     _read_embeddings(night)
+    enriched = FileSystems.join(folder, "enriched", MANIFEST_FILE)
+    if (manifest := read_json(enriched)) is not None:
+        night.sources["enriched"] = enriched
+        night.enrich_counts = dict(manifest.get("info", manifest).get("counts") or {})
     _read_index(night)
     _read_evaluation(night)
     return night

@@ -58,16 +58,22 @@ def read_root(root: str, run_id: str | None = None, last: int = DEFAULT_NIGHTS) 
     """The nights of ROOT up to `run_id` (default: the last started), the last `last` of them."""
     latest = read_json(FileSystems.join(root, "LATEST"))
     ids = run_ids(root)
+    if not ids and FileSystems.exists(FileSystems.join(root, "embeddings", "manifest.json")):
+        # A single run folder (`madr demo --output`): one night, reported as it stands.
+        night = read_night(root, run_id or root.rstrip("/").split("/")[-1], published=False)
+        night.standalone = True
+        return RootHistory(root, night, [night], None, None, None)
     if not ids:
         raise FileNotFoundError(
-            f"{root} holds no nightly run (no <run>/catalog.json): pass a nightly --output"
+            f"{root} holds no nightly run (no <run>/catalog.json) and is no run folder (no "
+            "embeddings/manifest.json): pass a nightly --output or a demo --output"
         )
     run_id = run_id or ids[-1]
     if run_id not in ids:
         raise ValueError(f"{root} has no run {run_id!r}; its runs: {', '.join(ids)}")
     published = set(published_runs(root, latest))
     shown = ids[: ids.index(run_id) + 1][-last:]
-    nights = [read_night(root, name, name in published) for name in shown]
+    nights = [read_night(FileSystems.join(root, name), name, name in published) for name in shown]
     run = read_json(FileSystems.join(root, run_id, "manifest.json")) or {}
     inputs = run.get("info", run)
     latest_id = None if latest is None else latest.get("run_id")
@@ -78,8 +84,8 @@ def render(history: RootHistory) -> str:
     night = history.night
     parts = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>madr nightly {_e(night.run_id)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>madr nightly report: run {_e(night.run_id)}</h1>",
+        f"<title>madr report: {_e(night.run_id)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>madr report: run {_e(night.run_id)}</h1>",
         f"<p class='note'>Root {_e(history.root)}; written {_e(_now())} by <code>madr report</code> "
         "from the files the run's stages wrote (named under each section).</p>",
         _verdict(night, history.latest),
@@ -110,7 +116,7 @@ def write_report(
 def _verdict(night: NightSummary, latest: str | None) -> str:
     headline, lines = sections.verdict(night, latest)
     below = bool((night.quality or {}).get("below"))
-    style = ("warned" if below else "published") if night.published else "stopped"
+    style = ("warned" if below else "published") if night.published or night.standalone else "stopped"
     items = "".join(f"<li>{_e(line)}</li>" for line in lines)
     return f"<div class='verdict {style}'><strong>{_e(headline)}</strong><ul>{items}</ul></div>"
 
@@ -162,6 +168,8 @@ def _retrieval(night: NightSummary, previous: NightSummary | None) -> str:
 
 
 def _trends(nights: Sequence[NightSummary]) -> str:
+    if len(nights) < 2:
+        return ""
     runs = [n.run_id for n in nights]
     drawn = "".join(_picture(figures.trend(*trend, runs=runs)) for trend in sections.trend_series(nights))
     return _section(f"Trends over the last {len(nights)} runs", f"<div class='trends'>{drawn}</div>", [])
@@ -186,7 +194,13 @@ def _annotations(night: NightSummary) -> str:
         f"<p class='note'>On {_e((night.annotation_quality or {}).get('held_out', 'held-out products'))}; "
         f"written at confidence ≥ {products.get('min_confidence', '–')}.</p>"
     )
-    return _section("Annotations", body, [night.sources.get("annotation_quality")])
+    fills = sections.fill_rows(night)
+    if fills:
+        body += "<p>Written into the catalog by the enrich stage (enriched/):</p>"
+        body += _table(
+            ("aspect", "from the catalog", "predicted into a gap", "withheld", "left empty"), fills
+        )
+    return _section("Annotations", body, [night.sources.get(k) for k in ("annotation_quality", "enriched")])
 
 
 def _index(night: NightSummary) -> str:

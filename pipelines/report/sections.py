@@ -29,6 +29,10 @@ def verdict(night: NightSummary, latest: str | None) -> tuple[str, list[str]]:
     """("published" / "not published" / ..., the reasons and warnings in one line each); `latest`: the
     run LATEST points to, which servers read while this one is not published."""
     lines: list[str] = []
+    if night.standalone:
+        stopped = night.unfinished_stages()
+        lines += [f"{stage}: its folder has no manifest (unfinished)" for stage in stopped]
+        return ("a run folder, not a nightly root: nothing is published from it", lines)
     if night.status is not None and not night.finished:
         lines.append(night.status.line())
     elif not night.finished:
@@ -181,6 +185,15 @@ def annotation_rows(night: NightSummary) -> list[tuple[str, ...]]:
     return rows
 
 
+def fill_rows(night: NightSummary) -> list[tuple[str, ...]]:
+    """Per aspect, what the enrich stage wrote: values kept from the catalog, predicted into a gap,
+    withheld (below the threshold) and left empty."""
+    counts = night.enrich_counts or {}
+    aspects = sorted({name.rsplit("_", 1)[0] for name in counts if name.endswith("_predicted")})
+    kinds = ("from_catalog", "predicted", "withheld", "empty")
+    return [(aspect, *(_count(counts.get(f"{aspect}_{kind}")) for kind in kinds)) for aspect in aspects]
+
+
 def schedule_rows(night: NightSummary) -> list[tuple[str, ...]]:
     return [
         (
@@ -308,6 +321,7 @@ __all__ = [
     "annotation_rows",
     "catalog_rows",
     "cost_rows",
+    "fill_rows",
     "recall_points",
     "retrieval_rows",
     "schedule_rows",

@@ -94,6 +94,10 @@ CASES: dict[str, list[tuple[str, str]]] = {
         ("search --index {tmp} --model {model} --query x --filter brand", "--filter takes ASPECT=VALUE"),
     ],
     "demo": [("demo --out {tmp}/d --num_products 0", "num_products must be >= 1")],
+    "report": [
+        (f"report --root {N}", "holds no nightly run"),
+        ("report", "--root"),
+    ],
 }
 
 

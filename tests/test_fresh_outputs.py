@@ -367,6 +367,7 @@ def test_a_rerun_of_an_unfinished_night_replaces_its_unfinished_stage_folder(
         "embeddings",
         "index",
         MANIFEST_FILE,
+        "report.html",  # the morning report (pipelines/report), written after the run's manifest
     ]
 
 

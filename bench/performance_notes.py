@@ -23,7 +23,59 @@ spilling, lut16 AH, int8 re-ranking) are all builder steps now (`tree(..., soar_
 
 """
 
-NOTES = """### Notes (28 Nov 2026): the serving index, tuned per depth
+NOTES = """### Notes (29 Nov 2026, second session): the index tuning, int8 re-ranking, twice the leaves
+
+- **One fair run of leaf counts and re-ranking copies** (`python -m bench.leaf_count_bench --embeddings
+  runs/serving-bench/embeddings --model runs/serving-bench/model --queries_file
+  runs/serving-bench/data/queries.parquet --multiples 1,2 --training_sample 250000 --reorder_precision
+  float32,int8 --name leaf_count_fair`, bench/results/leaf_count_fair.json): every tree and FAISS swept
+  on one grid (probes 1-6, then +25 %; re-ranking 1-32 x k), 1,000 generator queries, 2 threads. Best
+  queries/s at recall >= 0.95, k = 10 / k = 100:
+
+  | searcher | k = 10 | k = 100 | build s |
+  |---|---|---|---|
+  | 707 leaves, float32 re-ranking | 21,288 | 8,142 | 104 |
+  | 707 leaves, int8 re-ranking | 30,289 | 9,443 | 92 |
+  | 1,414 leaves, float32 | 25,393 | 9,098 | 94 |
+  | 1,414 leaves, int8 | 25,642 | 12,366 | 87 |
+  | FAISS `IVF1414,PQ192x4fs,RFlat` | 32,227 | 9,246 | 37 |
+
+  The best madr tree is 0.94x FAISS IVF-PQ at k = 10 (707 leaves, int8) and 1.34x at k = 100 (1,414
+  leaves, int8). Tests of the index ran at nice 19 during part of the FAISS sweep, so FAISS's figure may
+  be a little low.
+- **What int8 re-ranking buys, setting by setting.** Over the settings both copies measured at recall
+  > 0.9, int8 answered a median 1.04x (707 leaves) and 1.05x (1,414) float32's queries/s at k = 10,
+  and 1.47x and 1.38x at k = 100, losing a median 0.007 and 0.003 of recall. The 30,289 at k = 10 is
+  timing noise as much as int8: the same setting timed 25 times in a row (`search_batched_parallel`
+  on the 707-leaf tree, 6 leaves, 30 re-ranked) ran between 23,500 and 30,000 queries/s (best 29,956,
+  median 23,774), and madr's `ScannIndex.search` around it added 2 ms per 1,000 queries (sorting ties and
+  mapping ids), about 5 %.
+- **Quantised centroids** (`tree(quantize_centroids=True)`, same 707 leaves) were slower at every setting
+  (e.g. 6 leaves, 30 re-ranked: 18,401 against 24,129), so they are not used.
+- **Not made the default yet.** int8 re-ranking keeps no float32 vectors in ScaNN's files, which exact
+  depths and the nightly's in-place tree update read (last night's vectors tell which products changed);
+  the artifact would need its own float32 copy first. Twice the leaves wins at k = 100 only.
+- **The artifact after the finer tuning** (`python -m bench.serving_bench --embeddings
+  runs/serving-bench/embeddings --model runs/serving-bench/model --queries_file
+  runs/serving-bench/data/queries.parquet --precision int8`, the section below): built with 1,000 other
+  encoded queries, it answered 19,654 queries/s at recall 0.963 for k = 10 (8 leaves, 30 re-ranked;
+  58.6x exact scoring, 1.04x the best hand sweep of the same tree, 0.62x FAISS IVF-PQ at 31,619) and
+  6,487 at 0.958 for k = 100 (15 leaves, 300 re-ranked; 23.8x exact, 0.76x the sweep's 8,581 at 15
+  leaves and 200, 0.75x FAISS's 8,635). The day before: 18,719 and 7,524 (0.87x and 0.83x the sweep). At
+  k = 100 the 0.005 margin and the tuning queries' own recall took it a re-ranking rung past the sweep:
+  the margin costs about a rung where the tuning queries sit near the line. Build 233.5 s against 508.4 s
+  (the evaluation queries are subsampled per depth).
+- **The build's tuning now sweeps what a user would** (`index_builder.depth_tuning`): leaves 1 to 6 one by
+  one, then 25 % more per rung, and re-ranking 1, 1.5, 2, 3, 4, 6, ... 32 x k, the benches' grid (one
+  definition). Before, both doubled (leaves from n_leaves/512, re-ranking from 20): at 500,000 the schedule
+  served k = 10 from 8 leaves and 20 candidates where the sweep found 5-7 leaves and 30. Each depth is
+  tuned to the target plus 0.005 where the tree reaches that (recall measured on 1,000 queries moves by
+  about 0.002 between query samples), and five leaf rungs are timed instead of three.
+- **A depth an updated tree misses is re-tuned, not retrained.** With settings just over the line, a
+  night's churn could leave a depth at 0.948; the update now tunes that depth again on the same tree
+  (`DepthTuner.verify(retune=True)`) and trains a new tree only where no setting of it reaches the target.
+
+### Notes (28 Nov 2026): the serving index, tuned per depth
 
 - **What changed.** `madr build-index` (and the nightly's index stage) tunes a schedule: for k = 10, 100,
   1,000 and max_k the cheapest leaves-to-search and re-ranking depth reaching the recall target, each depth

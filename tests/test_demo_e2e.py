@@ -98,6 +98,11 @@ def test_demo_runs_every_stage_and_reports_sane_metrics(tmp_path, monkeypatch) -
     quality = json.loads((demo / "eval" / "annotation_quality.json").read_text())
     assert set(quality["products"]["accuracy"]) == {"category", "brand", "color"}
     assert 0 < quality["products_measured"] < 800 and "held-out products (5% of" in quality["held_out"]
+    # The reliability diagram's points cover every scored product once, and the report draws them.
+    for aspect, count in quality["products"]["counts"].items():
+        bins = quality["products"]["reliability"][aspect]
+        assert sum(b["count"] for b in bins) == count and all(0 <= b["accuracy"] <= 1 for b in bins)
+    assert "alt='Reliability diagram, confidence against observed accuracy." in report
     # ... and the values the embed stage wrote score as the model does (same fp32 model, no threshold;
     # ONNX Runtime and torch agree to 1e-6, which can still flip a near tie of a briefly trained model).
     assert quality["written"] == pytest.approx(quality["products"]["accuracy"], abs=0.05)

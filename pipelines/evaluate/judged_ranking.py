@@ -88,9 +88,16 @@ class AspectAccuracy:
     confident_coverage: dict[str, float] = field(default_factory=dict)
     confident_accuracy: dict[str, float | None] = field(default_factory=dict)
     accuracy_in_vocabulary: dict[str, float | None] = field(default_factory=dict)
+    # Whether the confidences are calibrated: per aspect, for each tenth of the confidence range that
+    # holds records, their count, mean confidence and Accuracy@1 (a reliability diagram's points).
+    reliability: dict[str, list[dict[str, float]]] = field(default_factory=dict)
 
     def out_of_vocabulary_share(self, aspect: str) -> float:
         return self.out_of_vocabulary.get(aspect, 0) / self.counts[aspect] if self.counts.get(aspect) else 0.0
+
+
+# Reliability diagrams split the confidence range into this many equal bins.
+RELIABILITY_BINS = 10
 
 
 @torch.inference_mode()
@@ -121,6 +128,8 @@ def aspect_accuracy(
     out_of_vocabulary: dict[str, int] = defaultdict(int)
     written: dict[str, int] = defaultdict(int)
     written_hits: dict[str, int] = defaultdict(int)
+    # Per aspect and tenth of the confidence range: [records, summed confidence, hits].
+    bins: dict[str, list[list[float]]] = defaultdict(lambda: [[0, 0.0, 0] for _ in range(RELIABILITY_BINS)])
     outputs = encode(encoder, tokenizer, texts, side, forward=forward)
     offset = 0
     for output in outputs:
@@ -141,6 +150,10 @@ def aspect_accuracy(
                 hit = top3[row][0] in classes
                 hits[aspect] += hit
                 hits_at_3[aspect] += bool(classes.intersection(top3[row]))
+                tenth = bins[aspect][min(RELIABILITY_BINS - 1, int(confidence[row] * RELIABILITY_BINS))]
+                tenth[0] += 1
+                tenth[1] += confidence[row]
+                tenth[2] += hit
                 value = vocabulary.spell(aspect, top3[row][0])
                 if rule.keeps(aspect, value, confidence[row], folded_words(texts[offset + row])):
                     written[aspect] += 1
@@ -156,4 +169,12 @@ def aspect_accuracy(
         {a: written[a] / counts[a] for a in counts},
         {a: (written_hits[a] / written[a] if written[a] else None) for a in counts},
         {a: (hits[a] / known[a] if known[a] else None) for a in counts},
+        {
+            a: [
+                {"count": n, "mean_confidence": total / n, "accuracy": right / n}
+                for n, total, right in bins[a]
+                if n
+            ]
+            for a in counts
+        },
     )

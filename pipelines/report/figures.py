@@ -63,6 +63,35 @@ def recall_curves(series: Mapping[str, Mapping[int, float]]) -> Picture | None:
     return Picture(_png(figure), f"Recall at k for {', '.join(drawn)}. {words}")
 
 
+def reliability(points: Mapping[str, Sequence[Mapping[str, float]]]) -> Picture | None:
+    """Observed Accuracy@1 against mean predicted confidence per confidence bin, one line per aspect,
+    and the diagonal a calibrated model follows."""
+    drawn = {aspect: bins for aspect, bins in points.items() if bins}
+    if not drawn:
+        return None
+    figure = Figure(figsize=(4.2, 3.6), dpi=100)
+    axes = figure.add_subplot()
+    axes.plot([0, 1], [0, 1], linestyle="--", color="#777777", label="calibrated")
+    for index, (aspect, bins) in enumerate(drawn.items()):
+        colour = STAGE_COLOURS[index % len(STAGE_COLOURS)]
+        x = [b["mean_confidence"] for b in bins]
+        y = [b["accuracy"] for b in bins]
+        axes.plot(x, y, marker="o", color=colour, label=aspect)
+    axes.set_xlabel("predicted confidence (bin mean)")
+    axes.set_ylabel("observed Accuracy@1")
+    axes.set_xlim(0, 1.02)
+    axes.set_ylim(0, 1.02)
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7, loc="upper left")
+    figure.tight_layout()
+    words = "; ".join(
+        f"{aspect}: "
+        + ", ".join(f"{b['mean_confidence']:.2f} -> {b['accuracy']:.2f} ({b['count']:.0f})" for b in bins)
+        for aspect, bins in drawn.items()
+    )
+    return Picture(_png(figure), f"Reliability diagram, confidence against observed accuracy. {words}")
+
+
 def trend(
     title: str, series: Mapping[str, Sequence[float | None]], unit: str, *, runs: Sequence[str]
 ) -> Picture | None:
@@ -101,4 +130,13 @@ def _last(values: Sequence[float | None]) -> float | None:
     return present[-1] if present else None
 
 
-__all__ = ["COLOURS", "LAST_NIGHT", "TONIGHT", "ZERO_SHOT", "Picture", "recall_curves", "trend"]
+__all__ = [
+    "COLOURS",
+    "LAST_NIGHT",
+    "TONIGHT",
+    "ZERO_SHOT",
+    "Picture",
+    "recall_curves",
+    "reliability",
+    "trend",
+]

@@ -194,6 +194,7 @@ def _annotations(night: NightSummary) -> str:
         f"<p class='note'>On {_e((night.annotation_quality or {}).get('held_out', 'held-out products'))}; "
         f"written at confidence ≥ {products.get('min_confidence', '–')}.</p>"
     )
+    body += _picture(figures.reliability(products.get("reliability") or {}))
     fills = sections.fill_rows(night)
     if fills:
         body += "<p>Written into the catalog by the enrich stage (enriched/):</p>"

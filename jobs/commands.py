@@ -7,22 +7,20 @@ the order of `madr --help`. `jobs.cli` builds the parser from `COMMANDS` (each s
 carries its run as `set_defaults(run=...)`) and reports what a run raises. Adding a command means
 adding one decorated function here.
 
-A run is called as ``run(args, beam_args, stage_argv)``: the parsed flags, the flags argparse did
-not know (only commands with ``beam=True`` accept them, as Beam pipeline options), and the command
-line after the command's name (what a Beam stage parses its `PipelineOptions` from).
+A run is called as ``run(args, beam_args, stage_argv)`` (`jobs.command_table`, which holds the
+`Command` type, the `COMMANDS` registry and the decorator).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from jobs import explain as views
 from jobs.adapt import add_adapt_arguments, run_adapt_job
+from jobs.command_table import BEAM_NOTE, COMMANDS, Command, command
 from jobs.compare import compare_runs
 from jobs.demo import add_demo_arguments, run_demo
 from jobs.experiment import add_experiment_arguments, config_from_args, run_experiment
@@ -63,66 +61,6 @@ from pipelines.train.finetune import add_train_arguments, train_from_args
 from pipelines.train.presets import apply_preset, explicit_flags
 from pipelines.train.pretrain import add_pretrain_arguments, pretrain_from_args
 from product_data.synthetic import SyntheticConfig, generate_benchmark
-
-BEAM_NOTE = "Any other flag is passed to Beam as a pipeline option (e.g. --runner DataflowRunner)."
-
-Run = Callable[[argparse.Namespace, list[str], list[str]], None]
-AddArguments = Callable[[argparse.ArgumentParser], None]
-
-
-@dataclass(frozen=True)
-class Command:
-    name: str
-    purpose: str  # the one line of `madr --help`
-    description: str  # the first paragraph of `madr NAME --help`
-    add_arguments: AddArguments
-    run: Run
-    beam: bool = False  # accepts Beam pipeline options besides its own flags
-    show_defaults: bool = False  # `--help` appends each flag's default
-    epilog: str | None = None
-
-    def register(self, commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-        formatter = argparse.ArgumentDefaultsHelpFormatter if self.show_defaults else argparse.HelpFormatter
-        parser = commands.add_parser(
-            self.name,
-            help=self.purpose,
-            description=self.description,
-            epilog=self.epilog,
-            formatter_class=formatter,
-        )
-        self.add_arguments(parser)
-        parser.set_defaults(run=self.run)
-        return parser
-
-
-# The table, filled in the order of `madr --help`. Purposes fit one line of an 80-column terminal.
-COMMANDS: dict[str, Command] = {}
-
-
-def command(
-    name: str,
-    purpose: str,
-    add_arguments: AddArguments,
-    *,
-    beam: bool = False,
-    beam_note: bool | None = None,
-    show_defaults: bool = False,
-) -> Callable[[Run], Run]:
-    """Register the decorated run as `madr NAME`, its docstring as the description of its --help.
-
-    `beam`: the command accepts Beam pipeline options; `beam_note` (default: `beam`) says so under its
-    --help. `show_defaults`: --help appends each flag's default.
-    """
-
-    def register(run: Run) -> Run:
-        if name in COMMANDS:
-            raise ValueError(f"command {name!r} is registered twice")
-        description = " ".join((run.__doc__ or purpose).split())
-        epilog = BEAM_NOTE if (beam if beam_note is None else beam_note) else None
-        COMMANDS[name] = Command(name, purpose, description, add_arguments, run, beam, show_defaults, epilog)
-        return run
-
-    return register
 
 
 def _generate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -433,3 +371,6 @@ def _demo(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str])
 
 
 BEAM_COMMANDS = tuple(name for name, entry in COMMANDS.items() if entry.beam)
+
+
+__all__ = ["BEAM_COMMANDS", "BEAM_NOTE", "COMMANDS", "Command", "command"]

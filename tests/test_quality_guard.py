@@ -115,25 +115,49 @@ def _store_with_distinct_products(folder: Path) -> tuple[str, str]:
     return paths
 
 
+@pytest.fixture(scope="module")
+def damaged_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled MiniLM as a BiBERT, damaged on purpose: its word embedding rows shuffled (seeded), so
+    every wordpiece reads another's vector. It loads, embeds and annotates like any model; it retrieves
+    at about chance."""
+    import torch
+
+    from model import new_encoder
+    from schemas import write_manifest
+
+    directory = tmp_path_factory.mktemp("damaged-bibert")
+    encoder, tokenizer = new_encoder("bibert", model_version="damaged")
+    table = encoder.get_submodule("transformers.shared.embeddings.word_embeddings").weight
+    order = torch.randperm(table.shape[0], generator=torch.Generator().manual_seed(51))
+    with torch.no_grad():
+        table.copy_(table[order])
+    encoder.save_pretrained(directory, tokenizer)
+    write_manifest(directory, "madr-model", {"variant": "bibert", "model_version": "damaged"})
+    return directory
+
+
 def test_the_nightly_refuses_a_night_below_last_nights_then_publishes_it_when_told(
-    tmp_path, tiny_model_dir, capsys
+    tmp_path, damaged_model_dir, capsys
 ) -> None:
-    """Typed as a user types it. The model is a tiny untrained one, far below the backbone used zero-shot,
-    which the nightly evaluates by default: Monday is refused under `refuse`, then published with a
-    warning. Monday's published evaluation is then replaced by a perfect one, so Tuesday (the same
-    model, the same catalog) is also significantly below last night."""
+    """Typed as a user types it. The model is a deliberately damaged MiniLM (`damaged_model_dir`), far
+    below the backbone used zero-shot, which the nightly evaluates by default: Monday is refused under
+    `refuse`, then published with a warning, and its report says so. Monday's published evaluation is
+    then replaced by a perfect one, so Tuesday (the same model, the same catalog) is also significantly
+    below last night."""
     from jobs.cli import main
 
     queries, judgments = _store_with_distinct_products(tmp_path)
     root = tmp_path / "nightly"
     argv = [
-        *("nightly", "--model", str(tiny_model_dir), "--products", str(tmp_path / "catalog.parquet")),
+        *("nightly", "--model", str(damaged_model_dir), "--products", str(tmp_path / "catalog.parquet")),
         *("--output", str(root), "--queries", queries, "--judgments", judgments, "--max_k", "20"),
     ]
     assert main([*argv, "--run_id", "mon", "--quality_guard", "refuse"]) == 2
     err = capsys.readouterr().err
     assert "tonight is significantly below" in err and "for the backbone used zero-shot (p " in err
     assert read_latest(str(root)) is None
+    refused = (root / "mon" / "report.html").read_text()
+    assert "<strong>not published</strong>" in refused and "refused by the quality guard" in refused
     assert main([*argv, "--run_id", "mon"]) == 0
     out = capsys.readouterr().out
     assert "quality guard: tonight is significantly below" in out and "backbone used zero-shot" in out

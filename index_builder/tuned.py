@@ -132,10 +132,15 @@ def train_within_target(
     schedule, reused = None, None
     if previous is not None and previous.serving_default is not None:
         fits = _fits(previous, index.config)
-        checked, short, _ = tuner.verify(previous) if fits else (None, ["another tree"], [])
+        checked, short, retuned = (
+            tuner.verify(previous, retune=True) if fits else (None, ["another tree"], [])
+        )
         if not short:
             schedule = checked
-            reused = "last build's schedule, re-checked on this tree: every depth reaches the target"
+            reused = (
+                "last build's schedule, re-checked on this tree: every depth reaches the target"
+                + "".join(f"; {line}" for line in retuned)
+            )
         else:
             logger.info("last build's schedule no longer serves (%s): tuning anew", "; ".join(short))
     if schedule is None:

@@ -59,6 +59,7 @@ from pipelines.options import (
     ExportSettings,
     PredictionThreshold,
 )
+from pipelines.report.night import STAGE_FOLDERS
 from pipelines.report.page import write_report
 from pipelines.report.status import clear_run_status, write_run_status
 from pipelines.stage_config import config_from_values
@@ -168,7 +169,7 @@ def _where_it_stopped(job: NightlyJob, error: Exception) -> tuple[str, str]:
         return "refused", "the catalog-size guard"
     if isinstance(error, LatestChanged):
         return "failed", "publishing (LATEST moved)"
-    for stage, folder in (("embed", "embeddings"), ("index", "index"), ("evaluate", "eval")):
+    for stage, folder in STAGE_FOLDERS.items():
         if not is_finished(job.stage(folder)):
             return "failed", f"the {stage} stage"
     return "failed", "the run's last steps"

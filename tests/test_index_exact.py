@@ -301,3 +301,22 @@ def test_scores_that_could_overflow_are_refused(tied_corpus) -> None:
     with pytest.raises(ValueError, match="overflow"):
         searcher.search(queries * 1e19, 5)
     assert searcher.search(queries, 5).k == 5  # the corpus itself is fine
+
+
+def test_sort_rows_sorts_only_the_rows_out_of_order_and_breaks_ties_by_index() -> None:
+    """ScaNN returns rows by score but ties in its own order: those rows (and any out of order) are
+    sorted, score descending then index ascending; strictly descending rows come back as they were."""
+    from index_builder.searcher import make_result, sort_rows
+
+    indices = np.array([[7, 3, 5], [9, 2, 4], [1, 8, 6]])
+    scores = np.array([[0.9, 0.5, 0.1], [0.5, 0.5, 0.2], [0.1, 0.8, 0.3]], dtype=np.float32)
+    before = indices.copy()
+    got_indices, got_scores = sort_rows(indices, scores)
+    assert got_indices.tolist() == [[7, 3, 5], [2, 9, 4], [8, 6, 1]]
+    np.testing.assert_allclose(got_scores, [[0.9, 0.5, 0.1], [0.5, 0.5, 0.2], [0.8, 0.3, 0.1]])
+    assert indices.tolist() == before.tolist()  # the caller's arrays are not reordered in place
+    ordered = np.array([[3, 1]]), np.array([[0.7, 0.2]], dtype=np.float32)
+    assert sort_rows(*ordered)[0] is ordered[0]
+    ids = np.array([f"p{i}" for i in range(10)], dtype=object)
+    result = make_result(got_indices, got_scores, ids)
+    assert result.ids == [["p7", "p3", "p5"], ["p2", "p9", "p4"], ["p8", "p6", "p1"]]

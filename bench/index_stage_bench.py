@@ -32,7 +32,7 @@ def timed_build(embeddings: str, output: Path, max_k: int, previous: Path | None
     config = IndexBuildConfig(
         embeddings=embeddings,
         output=str(output),
-        index=IndexSettings(max_k=max_k),
+        index=IndexSettings(depth=max_k),
         previous_index=str(previous) if previous else None,
     )
     built = build_partitioned(config)

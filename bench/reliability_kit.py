@@ -168,7 +168,7 @@ def build_index(fixture: Fixture, name: str, embeddings: Path | None = None) -> 
     """A fresh ScaNN index artifact over `embeddings` (the shared ones by default), by `madr build-index`."""
     index = fixture.folder(name)
     source = embeddings or fixture.folder("embeddings")
-    run = madr("build-index", "--embeddings", str(source), "--out", str(index), "--max_k", "50")
+    run = madr("build-index", "--embeddings", str(source), "--out", str(index), "--depth", "50")
     if run.code != 0:
         raise RuntimeError(f"build-index failed: {run.stderr}")
     return index
@@ -197,7 +197,7 @@ def evaluate(fixture: Fixture, index: Path, output: Path, model: Path | None = N
 def nightly_argv(fixture: Fixture, catalog: str, root: Path, run_id: str) -> list[str]:
     return [
         *("nightly", "--catalog", catalog, "--model", str(fixture.model), "--out", str(root)),
-        *("--run_id", run_id, "--max_k", "50"),
+        *("--run_id", run_id, "--depth", "50"),
     ]
 
 

@@ -135,7 +135,7 @@ def disk_full(fixture: Fixture) -> Outcome:
             str(fixture.folder("embeddings")),
             "--out",
             str(out),
-            "--max_k",
+            "--depth",
             "50",
         ),
         "evaluate": lambda out: evaluate(fixture, index, out),

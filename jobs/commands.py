@@ -37,6 +37,7 @@ from pipelines.index.partitioned import build_partitioned
 from pipelines.index.single import add_build_index_arguments, build_index
 from pipelines.index.sparse import build_inverted_index
 from pipelines.options import (
+    DepthOptions,
     EmbedOptions,
     EvaluateOptions,
     ExportOptions,
@@ -153,8 +154,8 @@ def _embed(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]
 def _build_index(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
     """Train a ScaNN tree + asymmetric hashing + reorder index and save it as an artifact.
 
-    Each ScaNN setting left unset is derived from the corpus size and --max_k; the artifact's
-    manifest records the settings used and the recall@max_k measured against exact search."""
+    Each ScaNN setting left unset is derived from the corpus size and --depth; the artifact's
+    manifest records the settings used and the recall@depth measured against exact search."""
     config = IndexBuildConfig(
         embeddings=args.embeddings,
         index=config_from_values(IndexSettings, args),
@@ -216,6 +217,7 @@ def _evaluate_arguments(parser: argparse.ArgumentParser) -> None:
         ModelOptions,
         OutputOptions,
         EvaluateOptions,
+        DepthOptions,
         ThresholdOptions,
         VerifyOptions,
         OverwriteOptions,

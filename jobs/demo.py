@@ -32,13 +32,20 @@ from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.single import build_index
 from pipelines.layout import DatasetLayout, RunLayout
-from pipelines.options import EmbedSettings, EvaluateSettings, IndexSettings, ModelSettings
+from pipelines.options import (
+    DepthOptions,
+    EmbedSettings,
+    EvaluateSettings,
+    IndexSettings,
+    ModelSettings,
+    add_stage_arguments,
+)
 from pipelines.report.page import write_report
 from pipelines.stage_config import add_config_arguments, add_output_argument, config_from_values
 from pipelines.train.adapt import AdaptJob, run_adapt
 from product_data.ingest.export_folder import ingest_export_folder
 from product_data.synthetic import SyntheticConfig, generate_benchmark
-from schemas import ECOMMERCE_ASPECTS, RETRIEVAL_DEPTH
+from schemas import ECOMMERCE_ASPECTS
 from schemas.splits import HeldOutProducts
 
 ANNOTATED_EXAMPLES = 3
@@ -78,9 +85,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
         "of about 0.18)",
     )
     add_config_arguments(parser, ShippedRecipe)
-    parser.add_argument(
-        "--depth", type=int, default=RETRIEVAL_DEPTH, help="Products retrieved per test query"
-    )
+    add_stage_arguments(parser, DepthOptions)
     parser.add_argument(
         "--store_export",
         default="examples/store_export",
@@ -161,7 +166,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
 
     # With the catalog, the artifact also carries BM25, which `madr search` fuses with the dense ranking.
     index = IndexBuildConfig(
-        embeddings=run.embeddings, output=run.index, index=IndexSettings(max_k=args.depth), products=catalog
+        embeddings=run.embeddings, output=run.index, index=IndexSettings(depth=args.depth), products=catalog
     )
     built = stages.run("build-index", lambda: build_index(index))
     print(f"   {built.count} x {built.dimension} vectors; {built.config}")

@@ -9,7 +9,13 @@ import shlex
 from jobs.nightly_job import NightlyJob
 from jobs.publish_guard import DEFAULT_MAX_SHRINK
 from jobs.quality_guard import GUARD_MODES, GUARDED_METRICS, MARGIN, MAX_PVALUE
-from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, IndexOptions, IndexSettings, add_stage_arguments
+from pipelines.options import (
+    DEFAULT_PREDICTION_THRESHOLD,
+    DepthOptions,
+    IndexOptions,
+    IndexSettings,
+    add_stage_arguments,
+)
 from pipelines.stage_config import add_output_argument, config_from_values
 
 
@@ -38,7 +44,7 @@ def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--queries", default=None, help="Query Parquet file, to evaluate the new index")
     parser.add_argument("--judgments", default=None, help="Judgment Parquet file, to evaluate the new index")
-    add_stage_arguments(parser, IndexOptions)
+    add_stage_arguments(parser, IndexOptions, DepthOptions)
     parser.add_argument(
         "--max_shrink",
         type=float,

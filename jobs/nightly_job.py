@@ -18,6 +18,7 @@ from pipelines.embed.stage import EmbedConfig
 from pipelines.evaluate.stage import EvaluateConfig
 from pipelines.index.config import IndexBuildConfig
 from pipelines.options import (
+    OLD_FLAG_NAMES,
     EmbedSettings,
     EvaluateSettings,
     IndexSettings,
@@ -110,7 +111,7 @@ class NightlyJob:
 
     @property
     def index_settings(self) -> IndexSettings:
-        """The job's index settings (--num_leaves, --max_k, ...), then those that --index_flags names (the
+        """The job's index settings (--num_leaves, --depth, ...), then those that --index_flags names (the
         stage's other fields there are only its defaults)."""
         given = config_values(IndexSettings, self._stage_values("index"), only=given_flags(self.index_flags))
         return replace(self.index, **given)
@@ -131,7 +132,7 @@ class NightlyJob:
         given = given_flags(self.stage_args("eval"))
         # By default the depth the index was built for, searched the faster of the index and exact scoring
         # by measurement (both reported); the evaluate stage's own --depth or --searcher, when given.
-        defaults = {"depth": self.index_settings.max_k, "searcher": "auto"}
+        defaults = {"depth": self.index_settings.depth, "searcher": "auto"}
         values.update({name: value for name, value in defaults.items() if name not in given})
         # The zero-shot row every night (the quality guard compares with it), embedding only the products
         # that changed since last night's zero-shot run; --evaluate_flags '--zero_shot false' skips it.
@@ -169,8 +170,10 @@ class NightlyJob:
 
 
 def given_flags(flags: Sequence[str]) -> set[str]:
-    """The option names written in a stage's flags (`--depth 100` and `--depth=100` alike)."""
-    return {token[2:].split("=", 1)[0] for token in flags if token.startswith("--")}
+    """The option names written in a stage's flags (`--depth 100` and `--depth=100` alike; an old name,
+    `--max_k`, as the option it now sets)."""
+    names = (token[2:].split("=", 1)[0] for token in flags if token.startswith("--"))
+    return {OLD_FLAG_NAMES.get(name, name) for name in names}
 
 
 def _refuse_unknown_flags(stage: str, flags: Sequence[str]) -> None:

@@ -11,6 +11,7 @@ dataclass instead of flags.
 from __future__ import annotations
 
 import argparse
+import warnings
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -21,7 +22,7 @@ from index_builder.config import ReorderPrecision, ScannIndexConfig, Scoring
 from index_builder.recall import DEFAULT_TARGET_RECALL
 from index_builder.schedule import DEFAULT_SERVING_DEPTHS, parse_depths
 from model.annotations import STATED_ASPECTS, AbstentionRule
-from pipelines.stage_config import options_class, setting, switch
+from pipelines.stage_config import add_config_arguments, options_class, setting, switch
 from schemas import ECOMMERCE_ASPECTS, RETRIEVAL_DEPTH
 
 DEFAULT_METRICS_FLAG = ",".join(DEFAULT_METRICS)
@@ -193,6 +194,50 @@ ThresholdOptions = options_class(PredictionThreshold, "ThresholdOptions")
 EmbedOptions = options_class(EmbedSettings, "EmbedOptions")
 
 
+# The one retrieval depth of every command (issue 48): how deep an evaluation retrieves per query, and the
+# deepest k an index is tuned to serve (its leaves and re-ranking are sized for it). Each settings class
+# that reads it has a `depth` field from `retrieval_depth()`; the flag is declared once, by DepthOptions.
+DEPTH_HELP = (
+    "Retrieval depth: products an evaluation retrieves per query (capped at the corpus), and the deepest k "
+    "an index is tuned to serve well, which sizes its leaves and re-ranking; Recall@10k by default. The "
+    "nightly evaluates to the depth its index was built for, so a metric at a deeper cut-off is not reported"
+)
+# Flags renamed in favour of one name; the old one still parses, with a warning.
+OLD_FLAG_NAMES = {"max_k": "depth"}
+
+
+def retrieval_depth() -> Any:
+    """The `depth` field of a settings class (`EvaluateSettings`, `IndexSettings`)."""
+    return setting(RETRIEVAL_DEPTH, DEPTH_HELP)
+
+
+class _OldFlagName(argparse.Action):
+    """An old flag name: parsed into the new one's field, with a warning naming the new flag."""
+
+    def __call__(
+        self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: Any = None
+    ) -> None:
+        warnings.warn(f"{option_string} is deprecated: it is now --{self.dest}", FutureWarning, stacklevel=2)
+        setattr(namespace, self.dest, values)
+
+
+class DepthOptions(PipelineOptions):
+    """--depth, read by build-index, evaluate, the nightly and the demo (and --max_k, its old name)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
+        add_config_arguments(parser, EvaluateSettings, only=("depth",))
+        for old, new in OLD_FLAG_NAMES.items():
+            parser.add_argument(
+                f"--{old}",
+                dest=new,
+                type=int,
+                action=_OldFlagName,
+                default=argparse.SUPPRESS,
+                help=f"Deprecated: the old name of --{new}",
+            )
+
+
 @dataclass(frozen=True)
 class EvaluateSettings:
     """What `madr evaluate` retrieves for, with which searcher, to what depth, scored how."""
@@ -204,7 +249,7 @@ class EvaluateSettings:
     )
     embeddings: str | None = setting(None, "Embedding folder (from `madr embed`), for --searcher exact")
     split: str = setting("test", "Query split to evaluate")
-    depth: int = setting(RETRIEVAL_DEPTH, "Products retrieved per query, capped at the corpus")
+    depth: int = retrieval_depth()
     metrics: str = setting(DEFAULT_METRICS_FLAG, "Comma-separated metrics")
     searcher: str = setting(
         "ann",
@@ -254,7 +299,7 @@ class EvaluateSettings:
             raise ValueError(f"--depth must be >= 1, got {self.depth}")
 
 
-EvaluateOptions = options_class(EvaluateSettings, "EvaluateOptions")
+EvaluateOptions = options_class(EvaluateSettings, "EvaluateOptions", shared=("depth",))
 
 
 def add_stage_arguments(parser: argparse.ArgumentParser, *option_classes: type[PipelineOptions]) -> None:
@@ -277,14 +322,10 @@ class IndexSettings:
         "1: one ScaNN index; more: a Beam job builds that many hash partitions in parallel, one ScaNN index "
         "each (for catalogs beyond one worker's memory; accepts Beam flags such as --runner)",
     )
-    max_k: int = setting(
-        RETRIEVAL_DEPTH,
-        "Deepest k the index must serve well (Recall@10k by default); sizes leaves and re-ranking. The "
-        "nightly job also evaluates to this depth: metrics at a deeper cut-off are not reported",
-    )
+    depth: int = retrieval_depth()
     target_recall: float = setting(
         DEFAULT_TARGET_RECALL,
-        "Recall@max_k (against exact search, on 1,000 held-out corpus vectors) the index, or each shard on "
+        "Recall@depth (against exact search, on 1,000 held-out corpus vectors) the index, or each shard on "
         "its own vectors, must reach: leaves-to-search and re-ranking depth are widened until it does, or "
         "the build fails naming the best recall reached; 0 measures and records recall without tuning (and "
         "keeps the ScaNN settings below as given). A partitioned index also records the recall of its "
@@ -292,7 +333,7 @@ class IndexSettings:
     )
     serving_depths: str = setting(
         ",".join(str(depth) for depth in DEFAULT_SERVING_DEPTHS),
-        "Depths a search server asks for, tuned each on its own besides max_k: for each, the cheapest "
+        "Depths a search server asks for, tuned each on its own besides --depth: for each, the cheapest "
         "leaves-to-search and re-ranking depth reaching --target_recall, served by the tree or by exact "
         "scoring, whichever answered faster there (the manifest's recall.schedule). ScaNN's own defaults in "
         "the artifact are the shallowest depth's",
@@ -300,7 +341,7 @@ class IndexSettings:
     scoring: str | None = setting(
         None,
         "ScaNN: asymmetric_hashing (quantised, re-ranked) or brute_force (exact); default: brute force "
-        "below 5,000 vectors or when max_k is a twentieth of the corpus or more",
+        "below 5,000 vectors or when --depth is a twentieth of the corpus or more",
         choices=tuple(s.value for s in Scoring),
     )
     num_leaves: int | None = setting(None, "ScaNN: k-means leaves of the tree (0: no tree); default ~sqrt(n)")
@@ -327,13 +368,13 @@ class IndexSettings:
     )
 
     def __post_init__(self) -> None:
-        if self.num_index_shards < 1 or self.max_k < 1:
-            raise ValueError("--num_index_shards and --max_k must be >= 1")
+        if self.num_index_shards < 1 or self.depth < 1:
+            raise ValueError("--num_index_shards and --depth must be >= 1")
         parse_depths(self.serving_depths)
 
     @property
     def depths(self) -> tuple[int, ...]:
-        """`serving_depths` as ints (max_k is added by the build)."""
+        """`serving_depths` as ints (`depth` is added by the build)."""
         return parse_depths(self.serving_depths)
 
     def scann_settings(self) -> dict[str, Any]:
@@ -350,8 +391,9 @@ SCANN_FIELDS = tuple(
 IndexOptions = options_class(
     IndexSettings,
     "IndexOptions",
-    """The flags of `IndexSettings`. The partitioned build's input and output reuse --embeddings
-    (EvaluateOptions) and --output (OutputOptions).""",
+    """The flags of `IndexSettings` but --depth (DepthOptions). The partitioned build's input and output
+    reuse --embeddings (EvaluateOptions) and --output (OutputOptions).""",
+    shared=("depth",),
 )
 
 

@@ -122,12 +122,19 @@ def add_config_arguments(
         )
 
 
-def options_class(config_class: type, name: str, doc: str | None = None) -> type[PipelineOptions]:
+def options_class(
+    config_class: type, name: str, doc: str | None = None, shared: Collection[str] = ()
+) -> type[PipelineOptions]:
     """The Beam `PipelineOptions` subclass `name` whose flags are `config_class`'s `setting` fields, so
-    that a runner's own arguments and the stage's are parsed together (`get_all_options`)."""
+    that a runner's own arguments and the stage's are parsed together (`get_all_options`).
+
+    `shared` names fields whose flag another options class declares: Beam parses every options class
+    into one parser, so a flag that two stages read (`--depth`) is declared by one class for both.
+    """
+    own = [f.name for f in flag_fields(config_class) if f.name not in shared]
 
     def add_arguments(cls: type, parser: argparse.ArgumentParser) -> None:
-        add_config_arguments(parser, config_class)
+        add_config_arguments(parser, config_class, only=own)
 
     namespace = {
         "__doc__": doc or f"The flags of `{config_class.__name__}`.",

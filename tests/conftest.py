@@ -93,7 +93,7 @@ def local_runner() -> FnApiRunner:
 def index_embeddings(embeddings: str | Path, output: str | Path, max_k: int = 10_000) -> IndexBuildReport:
     """`madr build-index` (one shard, the default settings but `max_k`) of `embeddings` into `output`."""
     config = IndexBuildConfig(
-        embeddings=str(embeddings), output=str(output), index=IndexSettings(max_k=max_k)
+        embeddings=str(embeddings), output=str(output), index=IndexSettings(depth=max_k)
     )
     return build_index(config)
 

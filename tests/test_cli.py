@@ -13,7 +13,7 @@ SUBCOMMANDS = {
     "generate": ["--num_products", "--num_queries", "--seed"],
     "train": ["--variant", "--epochs", "--batch_size", "--checkpoint_every", "--model_version"],
     "embed": ["--products", "--model", "--output", "--num_shards", "--batch_size", "--device"],
-    "build-index": ["--embeddings", "--max_k", "--num_index_shards"],
+    "build-index": ["--embeddings", "--depth", "--num_index_shards"],
     "export-vertex": ["--products", "--embeddings", "--output", "--vertex_aspects"],
     "experiment": ["--variants", "--baseline", "--aspect_loss_weight", "--num_products"],
     "evaluate": ["--queries", "--judgments", "--index", "--searcher", "--depth", "--metrics"],

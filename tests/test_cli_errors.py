@@ -182,7 +182,7 @@ def test_a_damaged_model_is_refused(tmp_path: Path, tiny_model_dir: Path, capsys
 def test_the_nightly_publish_refusal(tmp_path: Path, tiny_model_dir: Path, capsys) -> None:
     empty = write_catalog(tmp_path / "empty.parquet", [])
     argv = ["nightly", "--catalog", empty, "--model", str(tiny_model_dir), "--out", str(tmp_path / "n")]
-    code, err = run([*argv, "--run_id", "mon", "--max_k", "10"], capsys)
+    code, err = run([*argv, "--run_id", "mon", "--depth", "10"], capsys)
     assert_one_line_error(code, err, "nightly", "refusing to publish run mon")
 
 

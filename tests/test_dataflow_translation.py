@@ -166,7 +166,7 @@ def test_partitioned_build_index_translates_for_dataflow(inputs, tmp_path) -> No
         "--num_index_shards",
         "4",
     ]
-    pipeline, plan = build_partitioned_index(_options(*flags, "--max_k", "50"))
+    pipeline, plan = build_partitioned_index(_options(*flags, "--depth", "50"))
     assert plan.num_shards == 4
     print(f"\nbuild-index --num_index_shards 4: {translate(pipeline).summary()}")
 
@@ -192,7 +192,7 @@ def test_the_nightly_stages_translate_for_dataflow(inputs, tmp_path) -> None:
         run_id="tue",
         queries=inputs["queries"],
         judgments=inputs["judgments"],
-        index=IndexSettings(num_index_shards=3, max_k=50),
+        index=IndexSettings(num_index_shards=3, depth=50),
         beam_args=DATAFLOW_FLAGS,
     )
     # Last night's run is reused, as run_nightly does when LATEST points at a finished one.

@@ -227,7 +227,7 @@ def test_a_failed_embed_leaves_the_published_output_as_it_was(embedded, tiny_mod
 
 def test_build_index_single_and_partitioned_refuse_and_overwrite(embedded, tmp_path, capsys) -> None:
     single = _stale_folder(tmp_path / "index", "ids.parquet")
-    argv = ["build-index", "--embeddings", embedded["embeddings"], "--out", str(single), "--max_k", "20"]
+    argv = ["build-index", "--embeddings", embedded["embeddings"], "--out", str(single), "--depth", "20"]
     assert "pass --overwrite" in _refusal(capsys, argv)
     assert main([*argv, "--overwrite"]) == 0
     assert _files(single) == set(json.loads((single / MANIFEST_FILE).read_text())["files"]) | {MANIFEST_FILE}
@@ -235,8 +235,8 @@ def test_build_index_single_and_partitioned_refuse_and_overwrite(embedded, tmp_p
     partitioned = _stale_folder(tmp_path / "partitioned", "shard-00009-of-00010/stale.npy")
     flags = ["--embeddings", embedded["embeddings"], "--output", str(partitioned), "--num_index_shards", "2"]
     with pytest.raises(OutputNotEmpty):
-        run_build_index(PipelineOptions([*flags, "--max_k", "20"]))
-    report = run_build_index(PipelineOptions([*flags, "--max_k", "20", "--overwrite"]))
+        run_build_index(PipelineOptions([*flags, "--depth", "20"]))
+    report = run_build_index(PipelineOptions([*flags, "--depth", "20", "--overwrite"]))
     assert report.directory == str(partitioned) and report.count == 40
     assert {name.split("/")[0] for name in _files(partitioned)} == {
         MANIFEST_FILE,
@@ -354,7 +354,7 @@ def test_a_rerun_of_an_unfinished_night_replaces_its_unfinished_stage_folder(
         model=str(tiny_model_dir),
         out=str(tmp_path / "nightly"),
         run_id="mon",
-        index=IndexSettings(max_k=20),
+        index=IndexSettings(depth=20),
     )
     # What an interrupted attempt of an older madr left: a stage folder with a shard and no manifest.
     _stale_folder(tmp_path / "nightly" / "mon" / "embeddings")
@@ -403,7 +403,7 @@ def test_build_index_takes_every_scann_setting_from_its_flags(embedded, tmp_path
         "reorder_precision": "int8",
     }
     flags = [part for name, value in settings.items() for part in (f"--{name}", str(value))]
-    argv = ["build-index", "--embeddings", embedded["embeddings"], "--output", str(out), "--max_k", "5"]
+    argv = ["build-index", "--embeddings", embedded["embeddings"], "--output", str(out), "--depth", "5"]
     # --target_recall 0: measured, not tuned, so the search settings stay as given.
     assert main([*argv, *flags, "--target_recall", "0"]) == 0
     config = json.loads((out / MANIFEST_FILE).read_text())["config"]

@@ -104,7 +104,7 @@ def built(corpus, tmp_path_factory: pytest.TempPathFactory) -> Path:
         # Target 0.99: each shard's schedule takes the cheapest settings reaching the target, so the
         # default 0.95 leaves fresh queries near 0.95, under RECALL_MIN's 0.98 (flaky since schedules).
         PipelineOptions(
-            [*flags, "--num_index_shards", str(SHARDS), "--max_k", str(MAX_K), "--target_recall", "0.99"]
+            [*flags, "--num_index_shards", str(SHARDS), "--depth", str(MAX_K), "--target_recall", "0.99"]
         )
     )
     assert (report.count, report.dimension, report.num_shards) == (N, DIM, SHARDS)
@@ -229,7 +229,7 @@ def test_one_shard_searches_like_its_single_index(built: Path, corpus, tmp_path:
     write_embeddings(root / "embeddings", ids[:6_000], embeddings[:6_000], files=1)
     run_build_index(
         PipelineOptions(
-            ["--embeddings", str(root / "embeddings"), "--output", str(root / "index"), "--max_k", "10"]
+            ["--embeddings", str(root / "embeddings"), "--output", str(root / "index"), "--depth", "10"]
         )
     )
     partitioned = open_index(root / "index")
@@ -253,7 +253,7 @@ def test_the_one_shard_build_in_process_equals_the_beam_one(corpus, tmp_path: Pa
     config = IndexBuildConfig(
         embeddings=str(tmp_path / "embeddings"),
         output=str(tmp_path / "direct"),
-        index=IndexSettings(max_k=10),
+        index=IndexSettings(depth=10),
     )
     build_partitioned(config)
     pipeline, _ = build_partitioned_index_pipeline(config, folder=str(tmp_path / "beam"))

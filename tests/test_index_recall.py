@@ -256,7 +256,7 @@ def test_partitioned_build_tunes_each_shard_to_the_target_on_a_diffuse_corpus(
         flags = ["--embeddings", str(tmp_path / "embeddings"), "--output", str(tmp_path / f"index-{target}")]
         run_build_index(
             PipelineOptions(
-                [*flags, "--num_index_shards", "2", "--max_k", str(MAX_K), "--target_recall", target]
+                [*flags, "--num_index_shards", "2", "--depth", str(MAX_K), "--target_recall", target]
             )
         )
         top = json.loads((tmp_path / f"index-{target}" / "manifest.json").read_text())
@@ -317,7 +317,7 @@ def test_a_nightly_index_reuses_last_nights_exact_choice_until_the_corpus_size_m
         write_embeddings(tmp_path / f"embeddings-{name}", IDS[:rows], diffuse[:rows])
         flags = ["--embeddings", str(tmp_path / f"embeddings-{name}"), "--output", str(tmp_path / name)]
         flags += (
-            ["--max_k", str(MAX_K), "--previous_index", previous] if previous else ["--max_k", str(MAX_K)]
+            ["--depth", str(MAX_K), "--previous_index", previous] if previous else ["--depth", str(MAX_K)]
         )
         run_build_index(PipelineOptions(flags))
         shard = json.loads((tmp_path / name / "shard-00000-of-00001" / "manifest.json").read_text())["recall"]
@@ -344,7 +344,7 @@ def test_madr_build_index_reuses_the_exact_choice_of_its_previous_index(
     reasons = []
     for name, previous in (("monday", []), ("tuesday", ["--previous_index", str(tmp_path / "monday")])):
         argv = ["build-index", "--embeddings", str(tmp_path / "embeddings"), "--out", str(tmp_path / name)]
-        assert main([*argv, "--max_k", str(MAX_K), *previous]) == 0
+        assert main([*argv, "--depth", str(MAX_K), *previous]) == 0
         reasons.append(json.loads((tmp_path / name / "manifest.json").read_text())["recall"]["reason"])
     assert "the tree 176" in reasons[0]
     assert reasons[1].startswith("exact again without training a tree: a build of 20,000 vectors")

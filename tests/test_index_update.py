@@ -30,7 +30,7 @@ def _night(
     write_embeddings(root / name / "embeddings", ids, matrix)
     flags = [
         *("--embeddings", str(root / name / "embeddings"), "--output", str(root / name / "index")),
-        *("--max_k", str(MAX_K), "--serving_depths", "10,100", "--num_index_shards", "1"),
+        *("--depth", str(MAX_K), "--serving_depths", "10,100", "--num_index_shards", "1"),
         *(("--previous_index", previous) if previous else ()),
         *extra,
     ]

@@ -78,7 +78,7 @@ def root(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Path
     out = folder / "nightly"
     argv = [
         *("nightly", "--model", str(tiny_model_dir), "--products", str(products)),
-        *("--output", str(out), "--queries", queries, "--judgments", judgments, "--max_k", "20"),
+        *("--output", str(out), "--queries", queries, "--judgments", judgments, "--depth", "20"),
     ]
     assert main([*argv, "--run_id", "mon"]) == 0
     # Tuesday: one product lost its title (a dead letter), one more is new.

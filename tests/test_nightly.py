@@ -33,7 +33,7 @@ def _job(
         run_id=run_id,
         queries=queries,
         judgments=judgments,
-        index=IndexSettings(max_k=50),
+        index=IndexSettings(depth=50),
     )
 
 
@@ -187,7 +187,7 @@ def test_the_index_flags_of_madr_nightly_reach_the_index_stage() -> None:
             "64",
             "--soar_lambda",
             "1.5",
-            "--max_k",
+            "--depth",
             "500",
             "--target_recall",
             "0",
@@ -197,7 +197,7 @@ def test_the_index_flags_of_madr_nightly_reach_the_index_stage() -> None:
     )
     job = job_from_args(args, beam_args)
     index = job.index_config().index
-    assert (index.num_leaves, index.soar_lambda, index.max_k, index.target_recall) == (64, 1.5, 500, 0)
+    assert (index.num_leaves, index.soar_lambda, index.depth, index.target_recall) == (64, 1.5, 500, 0)
     assert beam_args == ["--direct_num_workers", "2"]
 
 
@@ -275,7 +275,7 @@ def test_stage_flags_of_the_nightly_override_the_jobs_settings_and_reach_the_sta
     argv = [
         *("nightly", "--model", str(tiny_model_dir), "--products", str(tmp_path / "catalog.parquet")),
         *("--output", str(root), "--run_id", "night", "--queries", queries, "--judgments", judgments),
-        *("--max_k", "8", "--index_flags", "--num_leaves 3 --scoring brute_force --target_recall 0"),
+        *("--depth", "8", "--index_flags", "--num_leaves 3 --scoring brute_force --target_recall 0"),
         *("--evaluate_flags", "--depth 5 --searcher exact"),
     ]
     assert main(argv) == 0
@@ -284,6 +284,21 @@ def test_stage_flags_of_the_nightly_override_the_jobs_settings_and_reach_the_sta
     evaluation = json.loads((root / "night" / "eval" / "manifest.json").read_text())
     evaluation = evaluation.get("info", evaluation)
     assert (evaluation["depth"], evaluation["searcher"]) == (5, "exact")
+
+
+def test_the_old_name_max_k_still_sets_the_depth_with_a_warning() -> None:
+    """Issue 48: one name for the retrieval depth (--depth); --max_k, build-index's and the nightly's old
+    name, still sets it, on the job's command line and in --index_flags, and says what it is now."""
+    parser = argparse.ArgumentParser()
+    add_nightly_arguments(parser)
+    flags = ["--products", "p", "--model", "m", "--output", "o", "--run_id", "r", "--queries", "q"]
+    flags += ["--judgments", "j"]
+    with pytest.warns(FutureWarning, match=r"--max_k is deprecated: it is now --depth"):
+        job = job_from_args(*parser.parse_known_args([*flags, "--max_k", "300"]))
+    assert (job.index_config().index.depth, job.evaluate_config().evaluate.depth) == (300, 300)
+    with pytest.warns(FutureWarning, match=r"--max_k is deprecated"):
+        job = job_from_args(*parser.parse_known_args([*flags, "--index_flags", "--max_k 400"]))
+    assert (job.index_config().index.depth, job.evaluate_config().evaluate.depth) == (400, 400)
 
 
 def test_a_stage_flag_no_stage_knows_is_an_error_naming_the_stage() -> None:
@@ -300,7 +315,7 @@ def test_without_evaluate_flags_the_nightly_evaluates_at_the_depth_its_index_fla
     add_nightly_arguments(parser)
     flags = ["--products", "p", "--model", "m", "--output", "o", "--run_id", "r", "--queries", "q"]
     job = job_from_args(
-        *parser.parse_known_args([*flags, "--judgments", "j", "--index_flags", "--max_k 500"])
+        *parser.parse_known_args([*flags, "--judgments", "j", "--index_flags", "--depth 500"])
     )
-    assert job.index_config().index.max_k == 500
+    assert job.index_config().index.depth == 500
     assert (job.evaluate_config().evaluate.depth, job.evaluate_config().evaluate.searcher) == (500, "auto")

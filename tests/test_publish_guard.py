@@ -26,7 +26,7 @@ def _job(tmp_path: Path, model: Path, products: str, run_id: str, **flags: objec
         model=str(model),
         out=str(tmp_path / "nightly"),
         run_id=run_id,
-        index=IndexSettings(max_k=50),
+        index=IndexSettings(depth=50),
         **flags,
     )
 

@@ -150,7 +150,7 @@ def test_the_nightly_refuses_a_night_below_last_nights_then_publishes_it_when_to
     root = tmp_path / "nightly"
     argv = [
         *("nightly", "--model", str(damaged_model_dir), "--products", str(tmp_path / "catalog.parquet")),
-        *("--output", str(root), "--queries", queries, "--judgments", judgments, "--max_k", "20"),
+        *("--output", str(root), "--queries", queries, "--judgments", judgments, "--depth", "20"),
     ]
     assert main([*argv, "--run_id", "mon", "--quality_guard", "refuse"]) == 2
     err = capsys.readouterr().err

@@ -223,7 +223,7 @@ def plan_partitioned_build(config: IndexBuildConfig, folder: str) -> tuple[Parti
         folder=folder,
         embeddings=config.embeddings,
         num_shards=settings.num_index_shards,
-        max_k=settings.max_k,
+        max_k=settings.depth,
         model_id=embed_manifest["model_id"],
         model_version=str(embed_manifest["model_version"]),
         model_fingerprint=embed_manifest.get("model_fingerprint"),

@@ -16,7 +16,7 @@ from pipelines.index.build_inputs import catalog_lexical_index, tuning_query_vec
 from pipelines.index.config import IndexBuildConfig, PreviousIndexOptions
 from pipelines.index.manifest import previous_shard, shard_recall
 from pipelines.local_copies import local_output
-from pipelines.options import IndexOptions, OverwriteOptions, VerifyOptions, add_stage_arguments
+from pipelines.options import DepthOptions, IndexOptions, OverwriteOptions, VerifyOptions, add_stage_arguments
 from pipelines.stage_config import add_output_argument
 from pipelines.verify import embeddings_digest, verified_stage_manifest
 
@@ -40,7 +40,9 @@ def add_build_index_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embeddings", required=True, help="Embedding shards folder written by `madr embed`")
     # --out is the name of earlier releases; --output is every stage's.
     add_output_argument(parser, required=True, help="Index artifact directory to write")
-    add_stage_arguments(parser, IndexOptions, PreviousIndexOptions, VerifyOptions, OverwriteOptions)
+    add_stage_arguments(
+        parser, IndexOptions, DepthOptions, PreviousIndexOptions, VerifyOptions, OverwriteOptions
+    )
     # Not a PipelineOptions field of its own: Beam's options already have --products (the embed stage's).
     parser.add_argument(
         "--products",
@@ -66,7 +68,7 @@ def build_index(config: IndexBuildConfig) -> IndexBuildReport:
     those the corpus size would give (`ScannIndexConfig` fields, `index_builder.builder.config_for_corpus`).
     One shard only: `build_index_artifact` sends more to the partitioned build."""
     build, (embeddings, out, settings) = config, (config.embeddings, config.output, config.index)
-    max_k, target_recall, scann = settings.max_k, settings.target_recall, settings.scann_settings()
+    max_k, target_recall, scann = settings.depth, settings.target_recall, settings.scann_settings()
     check_target(target_recall)
     with fresh_output(out, config.overwrite) as staging:
         verified_stage_manifest(embeddings, "madr-embeddings", config.verify)

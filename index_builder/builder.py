@@ -26,6 +26,7 @@ from index_builder.config import (
     DEFAULT_ANISOTROPIC_THRESHOLD,
     DEFAULT_DIMENSIONS_PER_BLOCK,
     EXACT_FROM_K_FRACTION,
+    LEAVES_PER_ROOT_N,
     MAX_LEAVES,
     MIN_REORDER,
     MIN_TRAINING_SAMPLE,
@@ -158,7 +159,7 @@ class ScannIndexBuilder:
         * brute force (exact float32, no tree) if n < 5,000, or if k >= n/20: a tree is not
           worth training on a tiny corpus, and from a twentieth of the corpus on exact search
           was faster than the index;
-        * otherwise a tree with num_leaves = round(sqrt(n)) (at most 4,096);
+        * otherwise a tree with num_leaves = round(2·sqrt(n)) (at most 4,096);
         * the stored search settings are for a serving search of k = 10 (what ScaNN uses
           when a caller passes no overrides): num_leaves_to_search = ceil(num_leaves ·
           max(0.10, 0.06·10^0.3)) and min(n, 1,000) AH candidates re-ranked exactly;
@@ -185,8 +186,8 @@ class ScannIndexBuilder:
         # Rule 1: tiny corpus, or k a twentieth of the corpus or more -> exact brute force.
         if num_vectors < BRUTE_FORCE_BELOW or k >= EXACT_FROM_K_FRACTION * num_vectors:
             return builder.score_brute_force()
-        # Rule 2: ~sqrt(n) leaves; the stored search settings are those of a serving k.
-        num_leaves = min(MAX_LEAVES, round(math.sqrt(num_vectors)))
+        # Rule 2: ~2 sqrt(n) leaves; the stored search settings are those of a serving k.
+        num_leaves = min(MAX_LEAVES, round(LEAVES_PER_ROOT_N * math.sqrt(num_vectors)))
         searched = leaves_for_k(num_leaves, num_vectors, SERVING_K)
         training = min(num_vectors, max(MIN_TRAINING_SAMPLE, TRAINING_SAMPLES_PER_LEAF * num_leaves))
         # Rule 3: AH (2 dims/block, threshold 0.2); re-rank for the serving k: max(8·10, 1000) capped at n.

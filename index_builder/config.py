@@ -31,8 +31,12 @@ BRUTE_FORCE_BELOW = 5_000
 # 5.9 s per 1,000 queries and the index 7.0 s, at lower recall. At k = n/100 (1M, k = 10,000) the
 # index searching every leaf was 1.55x faster than exact at Recall@10k 0.9996.
 EXACT_FROM_K_FRACTION = 0.05
-# num_leaves = round(sqrt(n)), at most this: leaves of ~sqrt(n) vectors balance centroid scoring
-# against leaf scanning (ScaNN's own guidance).
+# num_leaves = round(LEAVES_PER_ROOT_N · sqrt(n)), at most MAX_LEAVES: ScaNN's README recipe (2,000
+# leaves for about a million vectors). On 500,000 shipped-model vectors (bench/results/leaf_count_fair.json
+# and an interleaved run of the trees' best settings, docs/PERFORMANCE.md), 1,414 leaves answered k = 100
+# at recall 0.95 1.12x faster than 707 (12,489 against 11,112 queries/s) and k = 10 as fast (23,758
+# against 23,667); 2,121 gained nothing more at k = 100 (12,635) and lost at k = 10 (21,980).
+LEAVES_PER_ROOT_N = 2
 MAX_LEAVES = 4_096
 # Search at least this fraction of the leaves, whatever k: Recall@10 was 0.93-0.95 at 2 %,
 # 0.99 at 5 % and 0.995-0.998 at 10 %.

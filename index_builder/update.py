@@ -48,7 +48,7 @@ MAX_UPDATES = 14
 # Rows compared at a time between last night's vectors and tonight's.
 _COMPARE_ROWS = 65_536
 # Config fields a tree's recipe is made of: another value tonight means a new tree. The leaf count
-# follows the corpus size (sqrt(n)) and is only compared when given explicitly.
+# follows the corpus size (2 sqrt(n)) and is only compared when given explicitly.
 _RECIPE = (
     "dimension",
     "distance",

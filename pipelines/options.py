@@ -344,7 +344,9 @@ class IndexSettings:
         "below 5,000 vectors or when --depth is a twentieth of the corpus or more",
         choices=tuple(s.value for s in Scoring),
     )
-    num_leaves: int | None = setting(None, "ScaNN: k-means leaves of the tree (0: no tree); default ~sqrt(n)")
+    num_leaves: int | None = setting(
+        None, "ScaNN: k-means leaves of the tree (0: no tree); default ~2 sqrt(n)"
+    )
     num_leaves_to_search: int | None = setting(
         None, "ScaNN: leaves a k = 10 search opens (deeper searches open more); default ~10%% of the leaves"
     )

@@ -80,13 +80,13 @@ def recall(approximate: SearchResult, truth: SearchResult) -> float:
         (20_000, 1_000, {"scoring": Scoring.BRUTE_FORCE}),
         (100_000, 10_000, {"scoring": Scoring.BRUTE_FORCE}),
         (200_000, 10_000, {"scoring": Scoring.BRUTE_FORCE}),
-        # sqrt(n) leaves; stored settings for k = 10: ceil(leaves · 0.06·10^0.3) searched, reorder 1000
-        (5_000, 10, {"num_leaves": 71, "num_leaves_to_search": 9, "reorder_candidates": 1_000}),
-        (20_000, 500, {"num_leaves": 141, "num_leaves_to_search": 17, "reorder_candidates": 1_000}),
-        (200_000, 1_000, {"num_leaves": 447, "num_leaves_to_search": 54, "reorder_candidates": 1_000}),
-        (1_000_000, 10, {"num_leaves": 1_000, "num_leaves_to_search": 120, "training_sample_size": 100_000}),
-        (1_000_000, 10_000, {"num_leaves_to_search": 120, "reorder_candidates": 1_000}),
-        (2_000_000, 10_000, {"num_leaves": 1_414, "num_leaves_to_search": 170}),
+        # 2 sqrt(n) leaves; stored settings for k = 10: ceil(leaves · 0.06·10^0.3) searched, reorder 1000
+        (5_000, 10, {"num_leaves": 141, "num_leaves_to_search": 17, "reorder_candidates": 1_000}),
+        (20_000, 500, {"num_leaves": 283, "num_leaves_to_search": 34, "reorder_candidates": 1_000}),
+        (200_000, 1_000, {"num_leaves": 894, "num_leaves_to_search": 108, "reorder_candidates": 1_000}),
+        (1_000_000, 10, {"num_leaves": 2_000, "num_leaves_to_search": 240, "training_sample_size": 200_000}),
+        (1_000_000, 10_000, {"num_leaves_to_search": 240, "reorder_candidates": 1_000}),
+        (2_000_000, 10_000, {"num_leaves": 2_828, "num_leaves_to_search": 339}),
         # leaves capped at 4096
         (
             50_000_000,
@@ -102,7 +102,7 @@ def test_for_corpus_follows_documented_rule(n: int, max_k: int, expected: dict[s
     if config.scoring is Scoring.ASYMMETRIC_HASHING:
         k = min(max_k, n)
         assert config.num_leaves is not None and config.num_leaves_to_search is not None
-        assert config.num_leaves == min(4_096, round(math.sqrt(n)))
+        assert config.num_leaves == min(4_096, round(2 * math.sqrt(n)))
         assert k < n / 20
         # stored settings serve k = 10: at least a tenth of the leaves, 1,000 candidates
         assert config.num_leaves_to_search >= config.num_leaves / 10
@@ -201,7 +201,10 @@ def test_thresholds_catch_a_broken_index(corpus, index: ScannIndex, exact: Exact
     _, _, queries = corpus
     truth_1000 = exact.search(queries, 1000)
     one_leaf = recall(index.search(queries, 10, leaves_to_search=1), exact.search(queries, 10))
-    few_leaves = recall(index.search(queries, 1000, leaves_to_search=8), truth_1000)
+    # Leaves holding about 1.5 x 1,000 vectors: enough to fill k, far from every neighbour (fewer would
+    # leave rows short, and a short row is searched again over every leaf).
+    narrow = math.ceil(1.5 * 1000 * index.config.num_leaves / N)
+    few_leaves = recall(index.search(queries, 1000, leaves_to_search=narrow), truth_1000)
     no_slack = recall(index.search(queries, 1000, pre_reorder_num_neighbors=1000), truth_1000)
     assert one_leaf < RECALL_AT_10_MIN and few_leaves < RECALL_AT_1000_MIN and no_slack < RECALL_AT_1000_MIN
 
@@ -325,7 +328,7 @@ def test_config_for_corpus_without_settings_is_the_rule() -> None:
 
 def test_config_for_corpus_settings_bring_what_they_imply() -> None:
     derived = config_for_corpus(50_000, 64, 100)
-    assert derived.scoring is Scoring.ASYMMETRIC_HASHING and derived.num_leaves == 224
+    assert derived.scoring is Scoring.ASYMMETRIC_HASHING and derived.num_leaves == 447
     exact = config_for_corpus(50_000, 64, 100, {"scoring": "brute_force", "num_leaves": 0})
     assert (exact.scoring, exact.num_leaves, exact.dimensions_per_block, exact.reorder_candidates) == (
         Scoring.BRUTE_FORCE,

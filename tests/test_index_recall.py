@@ -3,7 +3,8 @@
 Real ScaNN on two seeded 20k × 32 unit-vector corpora: a clustered one (50 clusters, noise as large
 as their spread), on which the sizing rule's default settings are already good, and a diffuse one
 (isotropic Gaussian), on which the same settings lose about a quarter of the true neighbours.
-Measured over repeated builds (ScaNN's k-means is unseeded) at max_k = 10, with 141 leaves:
+Measured over repeated builds (ScaNN's k-means is unseeded) at max_k = 10, with 141 leaves (sqrt(n);
+the rule now gives 283):
 clustered 0.998 at the default 18 leaves + re-rank 1,000; diffuse 0.72 there, 0.89 at 36 + 2,000,
 0.98 at 72 + 4,000. At max_k = 100: diffuse 0.78 -> 0.95 -> 1.0 (34, 68, 136 leaves).
 """
@@ -141,9 +142,9 @@ def test_an_unreachable_target_fails_naming_the_best_recall_and_what_to_try(diff
     with pytest.raises(RecallTargetError) as raised:
         tune_recall(index, diffuse, MAX_K, target_recall=0.95, max_leaves_to_search=4)
     message = str(raised.value)
-    # 4 leaves of 141: one try (the cap), far below the target.
+    # 4 leaves of 283 (2 sqrt(n)): one try (the cap), far below the target.
     assert "recall@10 reached at best 0." in message and "below --target_recall 0.95" in message
-    assert "4/141 leaves" in message and "leaves_to_search up to 8 of 141" in message
+    assert "4/283 leaves" in message and "leaves_to_search up to 8 of 283" in message
     assert "lower --target_recall" in message
     assert isinstance(raised.value, ValueError)  # the CLI prints it as one line, exit 2
 

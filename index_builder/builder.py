@@ -170,7 +170,7 @@ class ScannIndexBuilder:
           (isotropic Gaussian vectors: 0.46 at 200k × 128, 0.72 at 20k × 32): this rule promises
           nothing, so `index_builder.recall.tune_recall` (run by `madr build-index`) measures
           recall@max_k at build time and widens the search to a target;
-        * training_sample_size = min(n, max(100,000, 100 · num_leaves));
+        * training_sample_size = min(n, max(250,000, 100 · num_leaves));
         * AH with 2 dimensions per block and anisotropic threshold 0.2 (ScaNN's defaults
           for unit vectors), re-ranking in float32;
         * no SOAR spilling: at 1M it lowered queries/s at recall@10 = 0.95 and doubled the

@@ -351,7 +351,7 @@ class IndexSettings:
         None, "ScaNN: leaves a k = 10 search opens (deeper searches open more); default ~10%% of the leaves"
     )
     training_sample_size: int | None = setting(
-        None, "ScaNN: vectors the tree and codebooks train on; default min(n, max(100000, 100 per leaf))"
+        None, "ScaNN: vectors the tree and codebooks train on; default min(n, max(250000, 100 per leaf))"
     )
     dimensions_per_block: int | None = setting(None, "ScaNN: asymmetric hashing block width (default 2)")
     anisotropic_quantization_threshold: float | None = setting(

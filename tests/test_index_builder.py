@@ -84,7 +84,7 @@ def recall(approximate: SearchResult, truth: SearchResult) -> float:
         (5_000, 10, {"num_leaves": 141, "num_leaves_to_search": 17, "reorder_candidates": 1_000}),
         (20_000, 500, {"num_leaves": 283, "num_leaves_to_search": 34, "reorder_candidates": 1_000}),
         (200_000, 1_000, {"num_leaves": 894, "num_leaves_to_search": 108, "reorder_candidates": 1_000}),
-        (1_000_000, 10, {"num_leaves": 2_000, "num_leaves_to_search": 240, "training_sample_size": 200_000}),
+        (1_000_000, 10, {"num_leaves": 2_000, "num_leaves_to_search": 240, "training_sample_size": 250_000}),
         (1_000_000, 10_000, {"num_leaves_to_search": 240, "reorder_candidates": 1_000}),
         (2_000_000, 10_000, {"num_leaves": 2_828, "num_leaves_to_search": 339}),
         # leaves capped at 4096
@@ -114,7 +114,7 @@ def test_for_corpus_follows_documented_rule(n: int, max_k: int, expected: dict[s
             config.num_leaves_to_search, math.ceil(config.num_leaves * expected_fraction - 1e-9)
         )
         assert config.search_reorder(k) == max(min(n, 1_000), min(n, 8 * k))
-        assert config.training_sample_size == min(n, max(100_000, 100 * config.num_leaves))
+        assert config.training_sample_size == min(n, max(250_000, 100 * config.num_leaves))
         assert (config.dimensions_per_block, config.anisotropic_quantization_threshold) == (2, 0.2)
 
 
@@ -133,7 +133,7 @@ def test_builder_records_steps_and_does_no_work_until_build() -> None:
     assert config.to_dict()["scoring"] == "asymmetric_hashing"
     # AH without a tree still trains its codebooks on a (capped) sample
     no_tree = ScannIndexBuilder(8, 300_000).score_ah().reorder(100).create_config()
-    assert no_tree.training_sample_size == 100_000
+    assert no_tree.training_sample_size == 250_000
 
 
 @pytest.mark.parametrize(
@@ -339,7 +339,7 @@ def test_config_for_corpus_settings_bring_what_they_imply() -> None:
     assert exact.training_sample_size is None  # nothing is trained
     wider = config_for_corpus(50_000, 64, 100, {"num_leaves": 1000, "soar_lambda": 1.5})
     assert wider.num_leaves_to_search == leaves_for_k(1000, 50_000, 10)
-    assert wider.training_sample_size == 100_000 // 2 and wider.soar_lambda == 1.5  # capped at the corpus
+    assert wider.training_sample_size == 50_000 and wider.soar_lambda == 1.5  # capped at the corpus
     # A corpus the rule scores exactly, asked for asymmetric hashing: ScaNN's defaults for its fields.
     small = config_for_corpus(2_000, 16, 10, {"scoring": "asymmetric_hashing", "reorder_precision": "int8"})
     assert (small.dimensions_per_block, small.reorder_candidates, small.training_sample_size) == (

@@ -16,8 +16,9 @@ are prefixed so that none collides with a judged product's.
 Per variant, through the production path (`embed_catalog`, `evaluate_retrieval`, exact search): the
 union catalog is embedded once (int8 by default: products and queries encoded alike), the experiment's
 catalog alone is then embedded reusing those rows by content hash (`--previous`: nothing encoded twice),
-and the test queries are evaluated over each. `--shipped` adds the model `madr demo` ships, trained by its
-recipe (`jobs.shipped_model`) on the experiment's dataset into EXPERIMENT/shipped. Prints R@100 / R@1k /
+and the test queries are evaluated over each. `--shipped` adds the model `madr demo` ships, trained by
+its recipe (`pipelines.train.shipped_recipe`) on the experiment's dataset into EXPERIMENT/shipped. Prints
+R@100 / R@1k /
 R@10k with and without the distractors; saves bench/results/distractor_recall[_quick].json. Embeddings
 stay in `--work` between runs, one folder per variant and model digest. `--add` adds a run's variants to
 the saved file instead of replacing it (zero-shot in both runs, retrieving alike; Holm over all of them):
@@ -121,7 +122,7 @@ def _ids(folder: Path) -> list[str]:
 
 def shipped_model(data: Path, folder: Path, quick: bool) -> Path:
     """The shipped recipe's model trained on `data` into `folder` (once: a finished one is reused)."""
-    from jobs.shipped_model import ShippedRecipe, train_shipped_model
+    from pipelines.train.shipped_recipe import ShippedRecipe, train_shipped_model
 
     model = folder / "model"
     if not (model / "manifest.json").is_file():

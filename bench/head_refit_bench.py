@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import report
-from jobs.shipped_model import ShippedRecipe
 from pipelines.evaluate.annotation_quality import measure_annotation_quality
 from pipelines.layout import DatasetLayout
 from pipelines.train.head_refit import refit_aspect_heads
+from pipelines.train.shipped_recipe import ShippedRecipe
 from schemas.splits import HeldOutProducts
 
 

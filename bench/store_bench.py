@@ -29,9 +29,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.common import report
-from jobs.adapt import ADAPT_TRAINING_DEFAULTS, adapt_loop, evaluate_model
+from jobs.adapt import evaluate_model
 from pipelines.layout import DatasetLayout
 from pipelines.train.adapt import AdaptJob, run_adapt
+from pipelines.train.shipped_recipe import ADAPT_TRAINING_DEFAULTS, adapt_loop
 from product_data.ingest.export_folder import ingest_export_folder
 
 METRICS = ("recall@100", "ndcg@10")

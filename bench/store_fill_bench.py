@@ -29,12 +29,12 @@ import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from bench.common import report
-from jobs.adapt import adapt_loop
 from pipelines.embed.enrich import EnrichConfig, enrich_catalog
 from pipelines.embed.stage import run_embed
 from pipelines.layout import DatasetLayout
 from pipelines.options import PredictionThreshold
 from pipelines.train.adapt import AdaptJob, run_adapt
+from pipelines.train.shipped_recipe import adapt_loop
 from product_data.ingest.export_folder import ingest_export_folder
 
 LEVELS = (0.0, 0.5, 0.7, 0.8, 0.9)

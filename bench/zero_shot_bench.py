@@ -6,8 +6,8 @@
 Per seed, through the production path (`madr embed` + exact search + `madr evaluate`, whose zero-shot
 row embeds the same catalog with the untrained MiniLM, mean pooling, as sentence-transformers does):
 
-1. the synthetic benchmark: the shipped recipe (jobs/shipped_model.py) trained on its train queries,
-   scored on its test queries against zero-shot (paired t-test), with held-out annotation Accuracy@1;
+1. the synthetic benchmark: the shipped recipe (pipelines/train/shipped_recipe.py) trained on its train
+   queries, scored on its test queries against zero-shot (paired t-test), with held-out annotation Accuracy@1;
 2. the hand-written store export (examples/store_export: brands, languages and a style the generator
    never made): the benchmark's model as it is, and `madr adapt` (no judgments used) from the
    zero-shot start, each against zero-shot on the store's judged queries.
@@ -26,10 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import report
-from jobs.adapt import ADAPT_TRAINING_DEFAULTS, adapt_loop, evaluate_model
-from jobs.shipped_model import ShippedRecipe, train_shipped_model
+from jobs.adapt import evaluate_model
 from pipelines.layout import DatasetLayout
 from pipelines.train.adapt import AdaptJob, run_adapt
+from pipelines.train.shipped_recipe import (
+    ADAPT_TRAINING_DEFAULTS,
+    ShippedRecipe,
+    adapt_loop,
+    train_shipped_model,
+)
 from product_data.ingest.export_folder import ingest_export_folder
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 

@@ -29,23 +29,8 @@ from pipelines.stage_config import (
 )
 from pipelines.train.adapt import AdaptJob, AdaptReport, run_adapt
 from pipelines.train.pretrain import PRETRAIN_PRECISIONS, pretrain_in_bf16
+from pipelines.train.shipped_recipe import ADAPT_TRAINING_DEFAULTS
 from schemas.splits import HeldOutProducts
-
-# The loop of the shipped recipe (docs/RESULTS.md, "zero-shot"): one pass over one pseudo-query per
-# product, the backbone at a low rate so it keeps what it knew, the new layers (heads) fast, and the
-# aspect losses at full weight so the catalog's own values are learnt in that one pass.
-ADAPT_TRAINING_DEFAULTS: dict[str, Any] = {
-    "epochs": 1,
-    "batch_size": 32,
-    "learning_rate": 2e-5,
-    "head_learning_rate": 3e-3,
-    "aspect_loss_weight": 1.0,
-    "pointwise_loss_weight": 0.0,
-    "hard_negatives": 1,
-    # Averaged half way back to the backbone afterwards (WiSE-FT), as the shipped model is.
-    "wise_ft_alpha": 0.5,
-}
-
 
 # `AdaptJob`'s fields that are `madr adapt` flags; the variant and its options are the shipped recipe's.
 ADAPT_FLAGS = (
@@ -59,12 +44,6 @@ ADAPT_FLAGS = (
     "max_query_length",
     "max_document_length",
 )
-
-
-def adapt_loop(seed: int = 13, precision: str = "auto", **changes: Any) -> TrainingConfig:
-    """The recipe's adapt loop (`ADAPT_TRAINING_DEFAULTS`), bf16 where native unless `precision` is fp32."""
-    settings = {**ADAPT_TRAINING_DEFAULTS, "seed": seed, "show_progress": False, **changes}
-    return TrainingConfig(**settings, bf16=pretrain_in_bf16(precision))
 
 
 def add_adapt_arguments(parser: argparse.ArgumentParser) -> None:
@@ -172,4 +151,4 @@ def run_adapt_job(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-__all__ = ["ADAPT_TRAINING_DEFAULTS", "adapt_loop", "add_adapt_arguments", "evaluate_model", "run_adapt_job"]
+__all__ = ["add_adapt_arguments", "evaluate_model", "run_adapt_job"]

@@ -2,7 +2,7 @@
 
 generate -> pre-train MtBERT on the catalog (aspect prediction without MLM, a held-out share never
 read) -> fine-tune it, average it half way back to the backbone and refit its aspect heads
-(jobs/shipped_model.py) -> embed and annotate (Beam) -> fill the catalog's aspect gaps (Beam) ->
+(pipelines/train/shipped_recipe.py) -> embed and annotate (Beam) -> fill the catalog's aspect gaps (Beam) ->
 build the ScaNN index -> evaluate (Beam) retrieval beside the backbone used zero-shot, and the
 annotations on the held-out products -> a hand-written store export the model never saw: evaluate
 it there, `madr adapt` it without judgments, evaluate again.
@@ -22,8 +22,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from jobs.adapt import adapt_loop, evaluate_model
-from jobs.shipped_model import ShippedRecipe, train_shipped_model
+from jobs.adapt import evaluate_model
 from jobs.stage_runs import StageRunner
 from pipelines.artifacts import read_parquet_table
 from pipelines.embed.enrich import PREDICTION_COLUMNS, EnrichConfig, enrich_catalog, format_counts
@@ -43,6 +42,7 @@ from pipelines.options import (
 from pipelines.report.page import write_report
 from pipelines.stage_config import add_config_arguments, add_output_argument, config_from_values
 from pipelines.train.adapt import AdaptJob, run_adapt
+from pipelines.train.shipped_recipe import ShippedRecipe, adapt_loop, train_shipped_model
 from product_data.ingest.export_folder import ingest_export_folder
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import ECOMMERCE_ASPECTS

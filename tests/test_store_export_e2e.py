@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.adapt import adapt_loop, evaluate_model
+from jobs.adapt import evaluate_model
 from pipelines.layout import DatasetLayout
 from pipelines.train.adapt import AdaptJob, run_adapt
+from pipelines.train.shipped_recipe import adapt_loop
 from product_data.ingest.export_folder import ingest_export_folder, load_export_folder
 
 STORE = Path(__file__).resolve().parents[1] / "examples" / "store_export"

@@ -28,7 +28,7 @@ from pipelines.artifacts import parquet_rows, read_parquet_table
 from pipelines.evaluate.judged_ranking import AspectAccuracy, Forward, aspect_accuracy
 from pipelines.inference import EncoderModelHandler
 from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, ModelSettings
-from schemas import InvalidRecord, validate_product
+from pipelines.product_reader import valid_products
 from schemas.manifest import MANIFEST_FILE
 from schemas.splits import HeldOutProducts
 
@@ -102,13 +102,10 @@ def held_out_products(
     Reads the catalog as a stream and stops at `sample`, so the driver never holds the catalog.
     """
     chosen: list[dict[str, Any]] = []
-    for row in parquet_rows(products):
+    # An invalid product is passed over: the embed stage dead-letters it; it has no annotation to score.
+    for product in valid_products(products):
         if len(chosen) >= sample:
             break
-        try:
-            product = validate_product(row)
-        except InvalidRecord:
-            continue  # the embed stage dead-letters it; it has no annotation to score
         if not product["aspects"] or product["product_id"] in excluded:
             continue
         if rule is None or rule.holds(product):

@@ -24,17 +24,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 from transformers import PreTrainedTokenizerBase
 
 from index_builder import InvertedIndex
 from model import DenseEncoder, Side, load_encoder, text_for_model
 from model.sparse import SparseVector
 from pipelines.index.sparse_checkpoints import EncodingCheckpoints
+from pipelines.product_reader import SkippedProducts, valid_products
 from pipelines.progress import ProgressLog
 from pipelines.verify import model_fingerprint, verify_model
-from schemas import InvalidRecord, validate_product
 
 LOGGER = logging.getLogger(__name__)
 
@@ -99,27 +97,17 @@ def read_products(products_pattern: str) -> tuple[list[dict[str, Any]], int]:
     Invalid records and repeated product ids are skipped with a warning rather than failing the
     build (the embed pipeline dead-letters them the same way); an index needs unique ids.
     """
-    paths = sorted(m.path for m in FileSystems.match([products_pattern])[0].metadata_list)
-    if not paths:
-        raise FileNotFoundError(f"no product files match {products_pattern!r}")
     products: dict[str, dict[str, Any]] = {}
-    skipped = 0
-    for path in paths:
-        with FileSystems.open(path) as handle:
-            records = [row for batch in pq.ParquetFile(handle).iter_batches() for row in batch.to_pylist()]
-        for record in records:
-            try:
-                product = validate_product(record)
-            except InvalidRecord as error:
-                LOGGER.warning("skipping product: %s", error)
-                skipped += 1
-                continue
-            if product["product_id"] in products:
-                LOGGER.warning("skipping repeated product id %r in %s", product["product_id"], path)
-                skipped += 1
-                continue
-            products[product["product_id"]] = product
-    return list(products.values()), skipped
+    skipped = SkippedProducts()
+    for product in valid_products(products_pattern, skipped):
+        if product["product_id"] in products:
+            LOGGER.warning("skipping repeated product id %r", product["product_id"])
+            skipped.add(f"repeated product id {product['product_id']!r}")
+            continue
+        products[product["product_id"]] = product
+    if skipped.count:
+        LOGGER.warning("%s", skipped.describe())
+    return list(products.values()), skipped.count
 
 
 def build_inverted_index(

@@ -33,9 +33,10 @@ from transformers import PreTrainedTokenizerBase
 from model import DenseEncoder, Side, load_encoder, text_for_model
 from model.interpolation import average_saved_model
 from model.training import Trainer, TrainingConfig
-from pipelines.artifacts import fresh_output, parquet_rows
+from pipelines.artifacts import fresh_output
 from pipelines.evaluate.judged_ranking import AspectAccuracy, aspect_accuracy
 from pipelines.layout import DatasetLayout
+from pipelines.product_reader import SkippedProducts, valid_products
 from pipelines.stage_config import setting
 from pipelines.train.calibrate import calibrate_confidences, calibration_share
 from pipelines.train.encoder_job import EncoderJob, seeded
@@ -43,7 +44,6 @@ from pipelines.train.head_refit import refit_aspect_heads
 from pipelines.train.pseudo_queries import CatalogProduct, catalog_product, pseudo_query_examples
 from pipelines.train.vocabulary import run_build_vocabulary
 from pipelines.verify import verify_model
-from schemas import InvalidRecord, validate_product
 from schemas.splits import HeldOutProducts
 
 LOGGER = logging.getLogger(__name__)
@@ -138,18 +138,12 @@ class AdaptReport:
 
 def _catalog(job: AdaptJob, encoder: DenseEncoder) -> tuple[list[CatalogProduct], list[CatalogProduct]]:
     """The valid products as the model reads them: (trained on, held out)."""
-    train, held_out, invalid = [], [], 0
-    for row in parquet_rows(DatasetLayout(job.dataset).products):
-        try:
-            product = validate_product(row)
-        except InvalidRecord as error:
-            invalid += 1
-            LOGGER.debug("skipping product: %s", error)
-            continue
+    train, held_out, skipped = [], [], SkippedProducts()
+    for product in valid_products(DatasetLayout(job.dataset).products, skipped):
         item = catalog_product(product, text_for_model(product, encoder.config))
         (held_out if job.held_out.holds(product) else train).append(item)
-    if invalid:
-        LOGGER.warning("%d invalid products skipped (madr embed dead-letters them with the reason)", invalid)
+    if skipped.count:
+        LOGGER.warning("%s", skipped.describe())
     if job.max_products is not None:
         train = train[: job.max_products]
     if len(train) < 2:

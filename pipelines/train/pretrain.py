@@ -22,6 +22,7 @@ from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, Pre
 from model.training.pretrain import native_bfloat16
 from pipelines.artifacts import fresh_output, parquet_rows
 from pipelines.layout import DatasetLayout
+from pipelines.product_reader import SkippedProducts, valid_products
 from pipelines.stage_config import add_config_arguments, config_from_values, setting
 from pipelines.train.encoder_job import (
     EncoderJob,
@@ -31,7 +32,7 @@ from pipelines.train.encoder_job import (
     seeded,
 )
 from pipelines.train.presets import add_preset_argument
-from schemas import InvalidRecord, validate_product, validate_query
+from schemas import InvalidRecord, validate_query
 from schemas.splits import BUCKETS, HeldOutProducts, held_out_bucket
 
 LOGGER = logging.getLogger(__name__)
@@ -108,33 +109,30 @@ def pretrain_from_args(args: argparse.Namespace) -> PretrainingReport:
 def load_pretraining_records(job: PretrainJob, encoder: DenseEncoder) -> list[PretrainingRecord]:
     """Products (as the model reads them) on the document side, then the chosen splits' queries."""
     layout = DatasetLayout(job.dataset)
-    records, skipped, held_out = [], 0, 0
-    for row in parquet_rows(layout.products):
+    records, skipped, held_out = [], SkippedProducts(), 0
+    for product in valid_products(layout.products, skipped):
         if job.max_products is not None and len(records) >= job.max_products:
             break
-        try:
-            product = validate_product(row)
-        except InvalidRecord as error:
-            skipped += 1
-            LOGGER.debug("skipping product: %s", error)
-            continue
         if job.held_out.holds(product):
             held_out += 1
             continue
         text = text_for_model(product, encoder.config)
         aspects = product["aspects"] if job.keeps_annotations(product["product_id"]) else None
         records.append(PretrainingRecord(text, Side.DOCUMENT, aspects or None))
+    invalid_queries = 0
     for row in parquet_rows(layout.queries):
         try:
             query = validate_query(row)
         except InvalidRecord as error:
-            skipped += 1
+            invalid_queries += 1
             LOGGER.debug("skipping query: %s", error)
             continue
         if query["split"] in job.query_splits:
             records.append(PretrainingRecord(query["text"], Side.QUERY, query["aspects"] or None))
-    if skipped:
-        LOGGER.warning("%d invalid products or queries skipped", skipped)
+    if skipped.count:
+        LOGGER.warning("%s", skipped.describe())
+    if invalid_queries:
+        LOGGER.warning("%d invalid queries skipped", invalid_queries)
     if held_out:
         LOGGER.info("%d products held out (%s)", held_out, job.held_out.to_dict()["rule"])
     return records

@@ -20,7 +20,8 @@ from model import document_text
 from model.training import QueryExamples
 from model.training.config import Annotations
 from pipelines.layout import DatasetLayout
-from schemas import InvalidRecord, validate_product, validate_query
+from pipelines.product_reader import SkippedProducts, valid_products
+from schemas import validate_query
 
 LOGGER = logging.getLogger(__name__)
 
@@ -88,16 +89,9 @@ def _judged_documents(
     layout: DatasetLayout, wanted: set[str], text_of: Callable[[Mapping[str, Any]], str]
 ) -> dict[str, tuple[str, Annotations]]:
     documents: dict[str, tuple[str, Annotations]] = {}
-    paths = [m.path for m in FileSystems.match([layout.products])[0].metadata_list]
-    for path in sorted(paths):
-        with FileSystems.open(path) as handle:
-            batches = list(pq.ParquetFile(handle).iter_batches(batch_size=8192))
-        for record in (r for batch in batches for r in batch.to_pylist()):
-            if record["product_id"] not in wanted:
-                continue
-            try:
-                product = validate_product(record)
-                documents[record["product_id"]] = (text_of(product), product["aspects"] or None)
-            except InvalidRecord as error:
-                LOGGER.warning("skipping judged product: %s", error)
+    skipped = SkippedProducts()
+    for product in valid_products(layout.products, skipped, only_ids=wanted):
+        documents[product["product_id"]] = (text_of(product), product["aspects"] or None)
+    if skipped.count:
+        LOGGER.warning("judged products: %s", skipped.describe())
     return documents

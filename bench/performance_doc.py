@@ -268,7 +268,7 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ),
     ("index_stage", "The nightly's index stage with and without last night's index", index_stage_section),
     (
-        "serving_shipped",
+        "serving_finals",
         "The serving index against exact scoring, plain ScaNN and FAISS (shipped-model vectors)",
         serving_section,
     ),
@@ -373,7 +373,7 @@ def verdicts(results: dict[str, dict[str, Any] | None]) -> list[list[str]]:
             f["beam_s"] <= 120 if full else extrapolated <= 120,
             full,
         )
-    rows += serving_verdicts(results.get("serving_shipped"))
+    rows += serving_verdicts(results.get("serving_finals"))
     return rows
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.common import table
-from bench.serving_bench import MADR, MADR_TUNED
+from bench.serving_bench import FINAL_BATCH, FINAL_ROUNDS, MADR, MADR_TUNED
 
 # Issue 46: k = 10 at >= 10x exact scoring, at or ahead of the best FAISS at k = 10 and 100, and >= 0.8
 # of the best plain ScaNN sweep.
@@ -69,6 +69,23 @@ def serving_section(r: dict[str, Any]) -> str:
             ["k", "madr recall", "madr queries/s", "x exact", "x best FAISS", "x best ScaNN sweep"], summary
         ),
     ]
+    finals = f.get("finals") or {}
+    if finals:
+        lines += [
+            "",
+            "The finals: each system's best setting above timed again in "
+            f"{FINAL_ROUNDS} interleaved rounds (rotating order) over the queries repeated to "
+            f"{FINAL_BATCH:,}; the ratios above compare these medians:",
+            "",
+            table(
+                ["k", "system", "median queries/s", "slowest round", "fastest round"],
+                [
+                    [k, name, q["median_qps"], q["min_qps"], q["max_qps"]]
+                    for k, systems in finals.items()
+                    for name, q in sorted(systems.items(), key=lambda item: -item[1]["median_qps"])
+                ],
+            ),
+        ]
     if schedule:
         lines += [
             "",

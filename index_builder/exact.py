@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from index_builder.searcher import (
+    CorpusRows,
     SearchResult,
     as_corpus,
     as_query_matrix,
@@ -72,7 +73,7 @@ _ROW_MASK = (1 << _ROW_BITS) - 1
 _SCORE_LIMIT = 1e38
 
 
-class ExactSearcher:
+class ExactSearcher(CorpusRows):
     """Brute-force top-k over an in-memory corpus; same contract as `ScannIndex.search`.
 
     Args:
@@ -113,13 +114,6 @@ class ExactSearcher:
     def corpus(self) -> np.ndarray:
         """The float32 [n, dim] matrix it scores (row i is ``ids[i]``); not a copy."""
         return self._embeddings
-
-    @property
-    def ids(self) -> tuple[str, ...]:
-        return tuple(self._ids.tolist())
-
-    def __len__(self) -> int:
-        return self.size
 
     def __repr__(self) -> str:
         return f"ExactSearcher({self.size} × {self.dimension})"

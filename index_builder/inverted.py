@@ -40,7 +40,7 @@ import numpy as np
 from index_builder import artifact
 from index_builder.artifact import IDS_FILE, IndexArtifactError
 from index_builder.exact import ExactSearcher
-from index_builder.searcher import SearchResult, effective_k, make_result
+from index_builder.searcher import CorpusRows, SearchResult, effective_k, make_result
 from index_builder.sparse_rows import SparseRows, csr_rows, densify, indptr_of, top_k_rows
 from schemas.manifest import (
     MANIFEST_FILE,
@@ -191,7 +191,7 @@ def _load_array(path: Path) -> np.ndarray:
         raise IndexArtifactError(f"{path} is not a plain .npy array ({err}); {REBUILD_HINT}") from err
 
 
-class InvertedIndex:
+class InvertedIndex(CorpusRows):
     """UHD documents as postings per (bucket, dim); `search` scores Eq. 7 from the postings.
 
     Satisfies the `Searcher` protocol: ``dimension`` is the concatenated width B·n (``dimensions`` is
@@ -261,15 +261,8 @@ class InvertedIndex:
         return self._values is None
 
     @property
-    def ids(self) -> tuple[str, ...]:
-        return tuple(self._ids.tolist())
-
-    @property
     def manifest(self) -> InvertedManifest | None:
         return self._manifest
-
-    def __len__(self) -> int:
-        return self.size
 
     def __repr__(self) -> str:
         kind = "binary" if self.binary else "weighted"

@@ -36,6 +36,7 @@ from index_builder.artifact import REBUILD_HINT, IndexArtifactError, file_entry
 from index_builder.inverted import INVERTED_FORMAT, InvertedIndex
 from index_builder.scann_index import ScannIndex
 from index_builder.searcher import (
+    CorpusRows,
     Searcher,
     SearchResult,
     as_query_matrix,
@@ -205,7 +206,7 @@ def read_verified_partitioned_manifest(directory: Path) -> PartitionedManifest:
     return manifest
 
 
-class PartitionedIndex:
+class PartitionedIndex(CorpusRows):
     """S ScaNN shards searched as one corpus; satisfies the `Searcher` protocol."""
 
     def __init__(self, shards: list[ScannIndex], manifest: PartitionedManifest | None = None) -> None:
@@ -270,14 +271,6 @@ class PartitionedIndex:
         """No BM25: a partitioned build does not carry one yet (one BM25 over all shards needs the whole
         catalog's term statistics); `madr search` then ranks by the dense vectors alone."""
         return None
-
-    @property
-    def ids(self) -> tuple[str, ...]:
-        """Product ids in global order: ``ids[i]`` is what global index i names."""
-        return tuple(self._ids.tolist())
-
-    def __len__(self) -> int:
-        return self.size
 
     def __repr__(self) -> str:
         sizes = ", ".join(str(s.size) for s in self._shards)

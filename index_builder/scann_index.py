@@ -51,6 +51,7 @@ from index_builder.scann_assets import (
 )
 from index_builder.schedule import EXACT, DepthEntry, SearchSchedule
 from index_builder.searcher import (
+    CorpusRows,
     SearchResult,
     as_corpus,
     as_query_matrix,
@@ -70,7 +71,7 @@ _QUERY_BLOCK_BYTES = 256 * 1024 * 1024
 _PARALLEL_BATCH = 256
 
 
-class ScannIndex:
+class ScannIndex(CorpusRows):
     """Approximate top-k by dot product over a corpus of unit vectors.
 
     Build one with `ScannIndexBuilder` (or `ScannIndex.train`), persist it with
@@ -190,13 +191,6 @@ class ScannIndex:
     @property
     def size(self) -> int:
         return self._config.num_vectors
-
-    @property
-    def ids(self) -> tuple[str, ...]:
-        return tuple(self._ids.tolist())
-
-    def __len__(self) -> int:
-        return self.size
 
     def __repr__(self) -> str:
         return f"ScannIndex({self._config})"

@@ -54,6 +54,25 @@ class SearchResult:
         return int(self.scores.shape[0])
 
 
+class CorpusRows:
+    """`ids` and `len()` of a searcher whose corpus's product ids are `_ids` (an object array by row): one
+    definition for the exact, ScaNN, partitioned and inverted searchers."""
+
+    _ids: np.ndarray
+
+    @property
+    def size(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """Product ids by corpus row: ``ids[i]`` is what index i of a result names."""
+        return tuple(self._ids.tolist())
+
+    def __len__(self) -> int:
+        return self.size
+
+
 @runtime_checkable
 class Searcher(Protocol):
     """Anything that returns the top-k corpus vectors by dot product for a batch of queries."""

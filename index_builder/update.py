@@ -165,8 +165,7 @@ def update_within_target(
     done = (
         f"last night's tree updated ({changes.added:,} products added, "
         f"{len(rows) - changes.added:,} changed, {len(changes.removed):,} removed, {changes.kept:,} kept), "
-        "last night's schedule re-checked at every tree depth"
-        + "".join(f"; {line}" for line in retuned)
+        "last night's schedule re-checked at every tree depth" + "".join(f"; {line}" for line in retuned)
     )
     logger.info("%s", done)
     history = TreeHistory(history.trained_vectors, history.updates + 1, changed)

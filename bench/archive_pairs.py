@@ -4,7 +4,7 @@ main table does not test (it tests every row against BiBERT and zero-shot only).
     python -m bench.archive_pairs bench/results/experiment-runs/default-60k madral-en-v1 madral
     python -m bench.archive_pairs DIR mtbert zero-shot --metrics recall@100,recall@500
 
-Reads DIR/<seed>/<variant>.json.gz (`jobs.experiment_runs.RunArchive`), pools each variant's seeds the
+Reads DIR/<seed>/<variant>.json.gz (`pipelines.experiment.runs.RunArchive`), pools each variant's seeds the
 way the table does (`evaluation.experiment_stats.pool_seeds`: each query's metric averaged over the seeds),
 and prints per metric both means, the difference in points and a paired t-test over the queries that
 both define, not Holm-adjusted: one comparison chosen by the reader, not the table's family. A variant

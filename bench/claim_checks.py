@@ -203,7 +203,7 @@ def _words(text: str) -> str:
     return " ".join(text.split())
 
 
-# The rows and columns of the experiment's tables (`jobs.experiment_report`) that claims speak of.
+# The rows and columns of the experiment's tables (`evaluation.experiment_report`) that claims speak of.
 ASPECT_VARIANTS = ("mtbert", "madr", "madral", "madral-en-v1", "madral-en-v2", "no-fusion", "mural")
 MADRAL_FAMILY = ("madral", "madral-en-v1", "madral-en-v2", "no-fusion")
 RETRIEVAL = ("R@100", "R@500", "R@10k")

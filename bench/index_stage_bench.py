@@ -19,10 +19,10 @@ from typing import Any
 
 from bench.common import report, table
 from bench.support import command_line
-from jobs.stage_runs import peak_rss_mb, reset_peak_rss
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import build_partitioned
 from pipelines.options import IndexSettings
+from pipelines.stage_runs import peak_rss_mb, reset_peak_rss
 
 
 def timed_build(embeddings: str, output: Path, max_k: int, previous: Path | None) -> dict[str, Any]:

@@ -11,7 +11,7 @@ over a catalog from the synthetic generator:
    over that catalog, reusing the unchanged products' rows from night 1 by content hash.
 
 Per stage and night it reports wall seconds, products/s, CPU seconds, peak resident memory (each
-stage's own: `jobs.stage_runs.StageRunner.usage`) and the core-hours per million products. For the last
+stage's own: `pipelines.stage_runs.StageRunner.usage`) and the core-hours per million products. For the last
 night it splits the embed stage in two, measured: what reading and hashing the unchanged products and
 copying their rows costs (that night's catalog embedded again over its own output, every product reused),
 and the rest, embedding the changed ones. Earlier nights' splits are estimated at night 1's seconds per

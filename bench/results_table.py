@@ -1,6 +1,6 @@
 """The main table of `madr experiment`, read back from its Markdown, for `bench.results_claims`.
 
-The experiment writes results.md (`jobs.experiment_report.write_report`) and RESULTS.md copies its
+The experiment writes results.md (`evaluation.experiment_report.write_report`) and RESULTS.md copies its
 table. Reading the Markdown rather than the numbers behind it means a claim is checked against what a
 reader sees: the rounded figure, the ↑ / ↓ the table prints. A results.json is rendered with the same
 writer first, so both sources read alike.
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.experiment_report import COLLAPSED, write_report
+from evaluation.experiment_report import COLLAPSED, write_report
 from schemas import ECOMMERCE_ASPECTS
 
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?")

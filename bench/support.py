@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from jobs.stage_runs import peak_rss_mb, reset_peak_rss
+from pipelines.stage_runs import peak_rss_mb, reset_peak_rss
 
 T = TypeVar("T")
 

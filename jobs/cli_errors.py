@@ -20,9 +20,9 @@ import sys
 import traceback
 from typing import TextIO
 
-from jobs.publish_guard import PublishRefused
 from pipelines.artifacts import wrapped_os_error
 from pipelines.embed.stage import DeadLetterThresholdExceeded
+from pipelines.nightly.publish_guard import PublishRefused
 from schemas.manifest import ArtifactError
 
 # ArtifactError, DeadLetterThresholdExceeded and PublishRefused are RuntimeErrors, a type that is

@@ -18,7 +18,7 @@ import json
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs import explain as views
+from jobs import explain as explain_cli
 from jobs.adapt import add_adapt_arguments, run_adapt_job
 from jobs.command_table import BEAM_NOTE, COMMANDS, Command, command
 from jobs.compare import compare_runs
@@ -28,6 +28,7 @@ from jobs.ingest_cli import add_ingest_arguments, run_ingest
 from jobs.nightly import run_nightly
 from jobs.nightly_args import add_nightly_arguments, job_from_args
 from jobs.search import add_search_arguments, run_search_command
+from pipelines import explain as views
 from pipelines.embed.enrich import EnrichConfig, enrich_catalog, format_counts
 from pipelines.embed.export import run_export_vertex
 from pipelines.embed.stage import run_embed
@@ -287,14 +288,18 @@ def _experiment(args: argparse.Namespace, beam_args: list[str], stage_argv: list
     run_experiment(config_from_args(args, explicit_flags(add_experiment_arguments, stage_argv)), args.out)
 
 
-@command("explain", "Table 8: per-aspect predictions of a query and product", views.add_explain_arguments)
+@command(
+    "explain", "Table 8: per-aspect predictions of a query and product", explain_cli.add_explain_arguments
+)
 def _explain(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
     """Per aspect: predicted value, confidence, presence and fusion weight; then the score."""
     product = args.product or views.catalog_product(args.products, args.product_id)
     print(views.explain(args.model, args.query, product, verify=not args.no_verify).format())
 
 
-@command("neighbours", "Table 9: nearest values in an aspect value table", views.add_neighbours_arguments)
+@command(
+    "neighbours", "Table 9: nearest values in an aspect value table", explain_cli.add_neighbours_arguments
+)
 def _neighbours(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
     """Print the aspect values nearest to one value in the model's learned value table U_a (or, with
     --list, every value the model predicts for the aspect)."""

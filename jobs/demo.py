@@ -23,7 +23,6 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from jobs.adapt import evaluate_model
-from jobs.stage_runs import StageRunner
 from pipelines.artifacts import read_parquet_table
 from pipelines.embed.enrich import PREDICTION_COLUMNS, EnrichConfig, enrich_catalog, format_counts
 from pipelines.embed.stage import EmbedConfig, embed_catalog
@@ -41,6 +40,7 @@ from pipelines.options import (
 )
 from pipelines.report.page import write_report
 from pipelines.stage_config import add_config_arguments, add_output_argument, config_from_values
+from pipelines.stage_runs import StageRunner
 from pipelines.train.adapt import AdaptJob, run_adapt
 from pipelines.train.shipped_recipe import ShippedRecipe, adapt_loop, train_shipped_model
 from product_data.ingest.export_folder import ingest_export_folder

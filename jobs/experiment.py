@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from evaluation import RelevanceRule, parse_metrics
+from evaluation.experiment_report import COLUMNS, write_report
 from evaluation.experiment_stats import pool_seeds, power_analysis, summarise
 
 # The config lives in its own module; these names stay importable from here.
@@ -32,11 +33,6 @@ from jobs.experiment_config import (  # noqa: F401
     add_experiment_arguments,
     config_from_args,
 )
-from jobs.experiment_pretraining import PretrainingPlan, pretrained_model
-from jobs.experiment_report import COLUMNS, write_report
-from jobs.experiment_runs import RunArchive
-from jobs.experiment_variant import embeddings_source, variant_training
-from jobs.stage_runs import StageRunner
 from model.registry import ZERO_SHOT, experiment_role
 from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.evaluate.lexical import JudgedCatalog, score_lexical
@@ -47,11 +43,15 @@ from pipelines.evaluate.sparse import (
 )
 from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
 from pipelines.evaluate.variant_metrics import unseen_products, variant_metrics
+from pipelines.experiment.pretraining import PretrainingPlan, pretrained_model
+from pipelines.experiment.runs import RunArchive
+from pipelines.experiment.variant import embeddings_source, variant_training
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.single import build_index
 from pipelines.layout import DatasetLayout
 from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
 from pipelines.progress import ProgressLog
+from pipelines.stage_runs import StageRunner
 from pipelines.train.finetune import TrainJob, run_training
 from pipelines.train.pretrain import pretrain_in_bf16
 from pipelines.zero_shot import zero_shot_model

@@ -11,8 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.experiment_pretraining import PretrainingPlan
 from model.registry import EXPERIMENT_ROLES
+from pipelines.experiment.pretraining import PretrainingPlan
 from pipelines.stage_config import add_config_arguments, add_output_argument, config_from_values, setting
 from pipelines.train.pretrain import PRETRAIN_PRECISION_HELP, PRETRAIN_PRECISIONS
 from product_data.synthetic import SyntheticConfig
@@ -23,7 +23,7 @@ DEFAULT_VARIANTS = tuple(EXPERIMENT_ROLES)
 
 # What `--profile` sets, under any flag given explicitly. default: the 2-core hour (docs/RESULTS.md);
 # full: two epochs of pre-training over the catalog and fine-tuning until validation stops improving.
-# paper: each variant with its paper's settings (`jobs.experiment_variant`), the new layers at their own
+# paper: each variant with its paper's settings (`pipelines.experiment.variant`), the new layers at their own
 # rate (the papers do not give one; 1e-3 is pre-training's), and the full profile's budget.
 PROFILES: dict[str, dict[str, Any]] = {
     "default": {},
@@ -38,7 +38,7 @@ class ExperimentConfig:
 
     Fine-tuning runs up to `epochs` and stops after `patience` epochs without a better
     validation MRR@10, keeping the best checkpoint. `pretrain_steps` optimiser steps
-    pre-train each shared model (`jobs.experiment_pretraining`); 0 turns it off. Each
+    pre-train each shared model (`pipelines.experiment.pretraining`); 0 turns it off. Each
     field is a flag of `madr experiment` (`pipelines.stage_config`).
     """
 
@@ -85,7 +85,7 @@ class ExperimentConfig:
         None,
         "Folder that keeps each finished run's result (DIR/<seed>/<variant>.json.gz, a few hundred KB) and "
         "from which a run already there is read instead of run again: commit it, or copy it back from "
-        "another machine, to spread one experiment's seeds over sessions (jobs/experiment_runs.py)",
+        "another machine, to spread one experiment's seeds over sessions (pipelines/experiment/runs.py)",
     )
     aspects: tuple[str, ...] = setting(
         ECOMMERCE_ASPECTS,

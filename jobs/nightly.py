@@ -14,14 +14,14 @@ run for incremental embedding is whatever LATEST pointed to when the run started
 when its embeddings have lost a file, nothing is reused (a warning names the file).
 
 Before anything is indexed, tonight's product count is checked against the previous
-run's (`jobs.publish_guard`): an empty catalog, or one that shrank by more than
+run's (`pipelines.nightly.publish_guard`): an empty catalog, or one that shrank by more than
 --max_shrink, is refused unless --allow_shrink says the shrink is intended. Before anything
 is embedded, the model, queries and judgments are checked, and a run folder started for
-another catalog is refused (`jobs.nightly_inputs`).
+another catalog is refused (`pipelines.nightly.inputs`).
 
 The evaluation scores the backbone used zero-shot beside tonight's model every night (its unchanged
 products reuse last night's zero-shot vectors, so it costs the churn), and the quality guard compares
-tonight with it and with last night before publishing (`jobs.quality_guard`).
+tonight with it and with last night before publishing (`pipelines.nightly.quality_guard`).
 
 With --enrich and --export_vertex the run also writes the catalog with its gaps filled
 (enriched/) and the Vertex AI Vector Search files (vertex/), from the same embeddings.
@@ -36,18 +36,7 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs.nightly_inputs import (
-    CATALOG_RECORD,
-    CatalogChanged,
-    CatalogFingerprint,
-    check_inputs,
-    claim_run_folder,
-)
 from jobs.nightly_job import NightlyJob
-from jobs.nightly_latest import LATEST, LatestChanged, publish_latest, read_latest
-from jobs.publish_guard import CatalogSizeCheck, PublishRefused, catalog_size
-from jobs.quality_guard import QualityRefused, quality_check
-from jobs.stage_runs import StageRunner, is_finished
 from pipelines.artifacts import read_stage_manifest, write_stage_manifest
 from pipelines.embed.enrich import EnrichConfig, enrich_catalog
 from pipelines.embed.export import ExportVertexConfig, export_vertex
@@ -55,6 +44,16 @@ from pipelines.embed.stage import EMBEDDINGS_KIND, embed_catalog
 from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.evaluate.zero_shot import ZERO_SHOT_FOLDER
 from pipelines.index.partitioned import build_partitioned
+from pipelines.nightly.inputs import (
+    CATALOG_RECORD,
+    CatalogChanged,
+    CatalogFingerprint,
+    check_inputs,
+    claim_run_folder,
+)
+from pipelines.nightly.latest import LATEST, LatestChanged, publish_latest, read_latest
+from pipelines.nightly.publish_guard import CatalogSizeCheck, PublishRefused, catalog_size
+from pipelines.nightly.quality_guard import QualityRefused, quality_check
 from pipelines.options import (
     ExportSettings,
     PredictionThreshold,
@@ -63,6 +62,7 @@ from pipelines.report.night import STAGE_FOLDERS
 from pipelines.report.page import write_report
 from pipelines.report.status import clear_run_status, write_run_status
 from pipelines.stage_config import config_from_values
+from pipelines.stage_runs import StageRunner, is_finished
 from pipelines.verify import verification_wanted
 from pipelines.writer_lock import exclusive_writer
 from schemas.manifest import MANIFEST_FILE, ArtifactError
@@ -80,7 +80,7 @@ class NightlyReport:
     seconds: dict[str, float] = field(default_factory=dict)
     # Per stage that ran: CPU seconds and peak resident memory (`StageRunner.usage`).
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # The quality guard's one-line verdict (`jobs.quality_guard`), when the night was evaluated.
+    # The quality guard's one-line verdict (`pipelines.nightly.quality_guard`), when the night was evaluated.
     quality: str | None = None
 
     def cost_lines(self) -> list[str]:

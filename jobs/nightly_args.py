@@ -7,8 +7,8 @@ import datetime as dt
 import shlex
 
 from jobs.nightly_job import NightlyJob
-from jobs.publish_guard import DEFAULT_MAX_SHRINK
-from jobs.quality_guard import GUARD_MODES, GUARDED_METRICS, MARGIN, MAX_PVALUE
+from pipelines.nightly.publish_guard import DEFAULT_MAX_SHRINK
+from pipelines.nightly.quality_guard import GUARD_MODES, GUARDED_METRICS, MARGIN, MAX_PVALUE
 from pipelines.options import (
     DEFAULT_PREDICTION_THRESHOLD,
     DepthOptions,

@@ -11,12 +11,12 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs.nightly_latest import LATEST
-from jobs.publish_guard import DEFAULT_MAX_SHRINK
-from jobs.quality_guard import GUARD_MODES
 from pipelines.embed.stage import EmbedConfig
 from pipelines.evaluate.stage import EvaluateConfig
 from pipelines.index.config import IndexBuildConfig
+from pipelines.nightly.latest import LATEST
+from pipelines.nightly.publish_guard import DEFAULT_MAX_SHRINK
+from pipelines.nightly.quality_guard import GUARD_MODES
 from pipelines.options import (
     OLD_FLAG_NAMES,
     EmbedSettings,
@@ -51,7 +51,8 @@ class NightlyJob:
     export_vertex: bool = False
     # Discard the run folder of `run_id` when it was started, and not published, for another catalog.
     restart_run: bool = False
-    # Tonight against last night and zero-shot before publishing: warn, refuse or off (`jobs.quality_guard`).
+    # Tonight against last night and zero-shot before publishing: warn, refuse or off
+    # (`pipelines.nightly.quality_guard`).
     quality_guard: str = "warn"
     # The morning report (`madr report`) written into the run folder at the end, also of a run that stops.
     report: bool = True

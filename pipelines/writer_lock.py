@@ -13,7 +13,7 @@ so a release racing with a new taker cannot hand the lock to two processes.
 
 Local paths only: object stores (gs://) have no advisory locks. There the runs must be serialised by
 their scheduler, as Dataflow jobs writing one prefix are anyway; the nightly's LATEST is still only
-replaced when it is what the run read when it started (`jobs.nightly_latest`).
+replaced when it is what the run read when it started (`pipelines.nightly.latest`).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import pytest
 
 from jobs import cli, commands
 from jobs.cli import main
-from jobs.publish_guard import PublishRefused
+from pipelines.nightly.publish_guard import PublishRefused
 from schemas import ArtifactError
 from tests.test_embed_pipeline import catalog, write_catalog
 

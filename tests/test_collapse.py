@@ -7,8 +7,8 @@ import pytest
 
 from bench.results_table import main_table
 from evaluation.collapse import COLLAPSED_COSINE, is_collapsed, mean_pairwise_cosine
+from evaluation.experiment_report import COLLAPSED, write_report
 from evaluation.experiment_stats import pool_seeds, summarise
-from jobs.experiment_report import COLLAPSED, write_report
 
 QUERIES = 20
 

@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from jobs.experiment import ExperimentConfig
-from jobs.experiment_variant import variant_training
 from model import Side, load_encoder, new_encoder
 from model.bibert import BiBertEncoder
 from model.condenser import CONDENSER_HEADS, CondenserConfig, CondenserEncoder
 from model.mlm import IGNORE_INDEX, mask_for_mlm, masked_lm_loss
 from model.training import Pretrainer, PretrainingConfig, PretrainingRecord
+from pipelines.experiment.variant import variant_training
 from tests.conftest import tiny_backbone
 
 TEXTS = ["white nike socks", "a silver breville juicer made by breville for the kitchen", "lamp"]

@@ -8,10 +8,10 @@ import dataclasses
 import pytest
 
 from jobs.experiment import PROFILES, ExperimentConfig, add_experiment_arguments, config_from_args
-from jobs.experiment_variant import variant_training
 from model.aspects.extraction import FirstTokens
 from model.madral import MadralEnV2Config
 from model.training import TrainingConfig
+from pipelines.experiment.variant import variant_training
 from pipelines.train.finetune import TrainJob
 from pipelines.train.pretrain import PretrainJob
 from tests.conftest import tiny_backbone
@@ -99,8 +99,8 @@ def test_dssm_starts_from_the_pretrained_bibert_and_bibert_learns_no_aspects() -
 def test_the_paper_pretraining_keeps_the_papers_model_settings(tmp_path) -> None:
     """One pre-training step through the experiment's own function: the model it writes has the preset's
     towers and truncation, so the variants fine-tuned from it keep them."""
-    from jobs.experiment_pretraining import PretrainingPlan, pretrained_model
     from model import load_config
+    from pipelines.experiment.pretraining import PretrainingPlan, pretrained_model
     from pipelines.layout import DatasetLayout
     from product_data.synthetic import SyntheticConfig, generate_benchmark
 

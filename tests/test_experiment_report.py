@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from evaluation import holm_adjusted, paired_t_test
+from evaluation.experiment_report import SIGNIFICANCE, write_report
 from evaluation.experiment_stats import (
     detectable_difference,
     pool_seeds,
@@ -13,7 +14,6 @@ from evaluation.experiment_stats import (
     queries_needed,
     summarise,
 )
-from jobs.experiment_report import SIGNIFICANCE, write_report
 
 QUERIES = 40
 METRICS = ("recall@100", "ndcg@10")

@@ -363,7 +363,7 @@ def test_a_rerun_of_an_unfinished_night_replaces_its_unfinished_stage_folder(
     embeddings = tmp_path / "nightly" / "mon" / "embeddings"
     assert STALE not in _exactly_listed(embeddings)["files"]
     assert sorted(p.name for p in (tmp_path / "nightly" / "mon").iterdir()) == [
-        "catalog.json",  # which catalog the run folder is for (jobs/nightly_inputs.py)
+        "catalog.json",  # which catalog the run folder is for (pipelines/nightly/inputs.py)
         "embeddings",
         "index",
         MANIFEST_FILE,

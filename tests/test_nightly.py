@@ -11,8 +11,8 @@ import pytest
 from jobs.commands import COMMANDS
 from jobs.nightly import NightlyJob, run_nightly
 from jobs.nightly_args import add_nightly_arguments, job_from_args
-from jobs.nightly_inputs import CatalogChanged
-from jobs.nightly_latest import read_latest
+from pipelines.nightly.inputs import CatalogChanged
+from pipelines.nightly.latest import read_latest
 from pipelines.options import IndexSettings
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 

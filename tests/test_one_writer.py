@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.nightly import run_nightly
-from jobs.nightly_latest import LatestChanged, latest_run_folder, publish_latest, read_latest
-from jobs.stage_runs import unfinished
 from pipelines.artifacts import OutputNotEmpty, fresh_output, write_stage_manifest
+from pipelines.nightly.latest import LatestChanged, latest_run_folder, publish_latest, read_latest
+from pipelines.stage_runs import unfinished
 from pipelines.writer_lock import WriterBusy, exclusive_writer, lock_path
 from tests.test_embed_pipeline import catalog, write_catalog
 from tests.test_publish_guard import _job
@@ -93,7 +93,8 @@ def test_latest_is_relative_to_its_root_and_is_not_replaced_behind_a_run(tmp_pat
         [
             sys.executable,
             "-c",
-            f"from jobs.nightly_latest import latest_run_folder; print(latest_run_folder({str(root)!r}))",
+            "from pipelines.nightly.latest import latest_run_folder; "
+            f"print(latest_run_folder({str(root)!r}))",
         ],
         cwd="/",
         env={**os.environ, "PYTHONPATH": str(REPO)},

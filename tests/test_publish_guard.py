@@ -11,10 +11,10 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from jobs.nightly import NightlyJob, run_nightly
-from jobs.nightly_latest import LATEST, read_latest
-from jobs.publish_guard import CatalogSizeCheck, PublishRefused
 from pipelines.artifacts import read_stage_manifest
 from pipelines.embed.stage import run_embed
+from pipelines.nightly.latest import LATEST, read_latest
+from pipelines.nightly.publish_guard import CatalogSizeCheck, PublishRefused
 from pipelines.options import IndexSettings
 from schemas import ArtifactError
 from tests.test_embed_pipeline import catalog, write_catalog

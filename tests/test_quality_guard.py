@@ -1,4 +1,5 @@
-"""The nightly's quality guard (`jobs.quality_guard`): tonight against last night and the zero-shot row."""
+"""The nightly's quality guard (`pipelines.nightly.quality_guard`): tonight against last night and the
+zero-shot row."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.nightly_latest import read_latest
-from jobs.quality_guard import QualityRefused, quality_check
 from pipelines.evaluate.report import PER_QUERY_FILE
 from pipelines.evaluate.zero_shot import ZERO_SHOT_FOLDER
+from pipelines.nightly.latest import read_latest
+from pipelines.nightly.quality_guard import QualityRefused, quality_check
 from schemas import JUDGMENT_SCHEMA, QUERY_SCHEMA
 from tests.test_embed_pipeline import catalog, write_catalog
 

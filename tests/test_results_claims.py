@@ -12,7 +12,7 @@ from bench.claim_checks import Ahead, Claim, Collapsed, check_claims, section
 from bench.results_claims import CLAIM_SETS, main
 from bench.results_table import Cell, main_table, parse_cell, table_of_results
 from bench.store_claims import STORE_FIGURES
-from jobs.experiment_report import COLUMNS
+from evaluation.experiment_report import COLUMNS
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "RESULTS.md"
 MAIN, ONE_SEED = CLAIM_SETS

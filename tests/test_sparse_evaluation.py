@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from evaluation import RelevanceRule, aggregate, parse_metrics
+from evaluation.experiment_report import write_report
 from evaluation.experiment_stats import summarise
 from evaluation.ranked import CorpusIds, score_query
 from index_builder import ExactSearcher, InvertedIndex
-from jobs.experiment_report import write_report
 from model import DenseEncoder, Side, load_encoder, new_encoder, text_for_model
 from model.sparse import SparseVector
 from pipelines.evaluate.judged_ranking import rerank_judged

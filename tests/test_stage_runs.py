@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from evaluation.text_table import format_text_table
-from jobs import stage_runs
-from jobs.stage_runs import StageRunner, is_finished
+from pipelines import stage_runs
 from pipelines.artifacts import write_stage_manifest
+from pipelines.stage_runs import StageRunner, is_finished
 
 KIND = "madr-test-stage"
 

@@ -4,7 +4,7 @@ Every figure comes from a file a stage wrote, and `NightSummary.sources` names e
 page can say where a number comes from and a test can compare the two. Nothing here recomputes a metric:
 a missing file is a missing section, never a guess.
 
-    ROOT/LATEST                         the published run (`jobs.nightly_latest`)
+    ROOT/LATEST                         the published run (`pipelines.nightly.latest`)
     ROOT/<run>/manifest.json            the finished run: seconds and usage per stage, guards' verdicts
     ROOT/<run>/status.json              a run that stopped: the stage and its one-line error
     ROOT/<run>/embeddings/manifest.json products read, embedded, reused, dead-lettered

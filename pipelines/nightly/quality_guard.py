@@ -23,9 +23,9 @@ from apache_beam.io.filesystems import FileSystems
 
 from evaluation.comparison import ComparisonReport, compare_query_rows
 from evaluation.significance import SIGNIFICANCE
-from jobs.publish_guard import PublishRefused
 from pipelines.evaluate.report import PER_QUERY_FILE, read_per_query
 from pipelines.evaluate.zero_shot import ZERO_SHOT_FOLDER
+from pipelines.nightly.publish_guard import PublishRefused
 
 GUARDED_METRICS = ("ndcg@10", "recall@100")
 MAX_PVALUE = SIGNIFICANCE

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from model.registry import drops_last_layer_by_default, experiment_role, learns_aspects_by_default
 from model.training import TrainingConfig
@@ -26,8 +26,22 @@ from pipelines.train.encoder_job import parse_variant_options
 from pipelines.train.presets import PRESETS, Preset
 from schemas import ECOMMERCE_ASPECTS
 
-if TYPE_CHECKING:
-    from jobs.experiment_config import ExperimentConfig
+
+class TrainingBudget(Protocol):
+    """What a variant's training reads from an experiment's config (`jobs.experiment_config.ExperimentConfig`
+    has these fields, and the generator's settings besides, which this room may not import)."""
+
+    epochs: int
+    patience: int
+    batch_size: int
+    seed: int
+    aspect_loss_weight: float
+    aspect_sides: tuple[str, ...]
+    head_learning_rate: float | None
+    paper_settings: bool
+    paper_layer_drop: bool
+    max_document_length: int
+    aspects: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -55,7 +69,7 @@ class VariantTraining:
     preset: str | None
 
 
-def variant_training(config: ExperimentConfig, variant: str) -> VariantTraining:
+def variant_training(config: TrainingBudget, variant: str) -> VariantTraining:
     """How `variant` is trained under `config`'s profile (see the module)."""
     role = experiment_role(variant)
     learns_aspects = learns_aspects_by_default(variant)
@@ -114,7 +128,7 @@ def variant_training(config: ExperimentConfig, variant: str) -> VariantTraining:
     )
 
 
-def _ablation_name(name: str | None, config: ExperimentConfig) -> str | None:
+def _ablation_name(name: str | None, config: TrainingBudget) -> str | None:
     """A pre-trained model's folder name, marked with the aspects it learns when they are not all of the
     benchmark's, the side it learns them on when only one, and the share of annotated products when not
     all, so that an ablation never fine-tunes from a model that learnt what it leaves out."""

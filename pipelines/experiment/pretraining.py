@@ -16,8 +16,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs.experiment_variant import VariantTraining
 from model.training import PretrainingConfig
+from pipelines.experiment.variant import VariantTraining
 from pipelines.layout import DatasetLayout
 from pipelines.train.pretrain import (
     CATALOG_PRETRAIN_HEAD_LEARNING_RATE,

@@ -19,18 +19,21 @@ import dataclasses
 import gzip
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jobs.experiment_config import ExperimentConfig
 from pipelines.layout import DatasetLayout
 from schemas.manifest import FILES_DIGEST, read_manifest
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # Settings that choose which runs an experiment makes, or how it reports them: not what one run is.
 NOT_A_RUN_SETTING = frozenset({"variants", "baseline", "seed", "seeds", "run_archive"})
 
 
-def run_settings(config: ExperimentConfig) -> dict[str, Any]:
-    """The settings that shape every run of `config`, as JSON values (tuples become lists)."""
+def run_settings(config: DataclassInstance) -> dict[str, Any]:
+    """The settings that shape every run of `config` (an experiment's config, `jobs.experiment_config`), as
+    JSON values (tuples become lists)."""
     settings = {k: v for k, v in dataclasses.asdict(config).items() if k not in NOT_A_RUN_SETTING}
     return json.loads(json.dumps(settings))
 
@@ -44,7 +47,7 @@ class RunArchive:
     settings: dict[str, Any]
 
     @classmethod
-    def open(cls, folder: str | Path, config: ExperimentConfig, data: DatasetLayout) -> RunArchive:
+    def open(cls, folder: str | Path, config: DataclassInstance, data: DatasetLayout) -> RunArchive:
         manifest = read_manifest(data.root, "benchmark", fix="the experiment generates its own data")
         return cls(Path(folder), manifest[FILES_DIGEST], run_settings(config))
 

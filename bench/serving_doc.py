@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from bench.common import table
-from bench.serving_bench import FINAL_BATCH, FINAL_ROUNDS, MADR, MADR_TUNED
+from bench.serving_bench import MADR, MADR_TUNED
+from bench.serving_harness import FINAL_BATCH, FINAL_ROUNDS
 
 # Issue 46: k = 10 at >= 10x exact scoring, at or ahead of the best FAISS at k = 10 and 100, and >= 0.8
 # of the best plain ScaNN sweep.

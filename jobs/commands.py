@@ -29,6 +29,7 @@ from jobs.nightly import run_nightly
 from jobs.nightly_args import add_nightly_arguments, job_from_args
 from jobs.search import add_search_arguments, run_search_command
 from pipelines import explain as views
+from pipelines.depth import DepthOptions
 from pipelines.embed.enrich import EnrichConfig, enrich_catalog, format_counts
 from pipelines.embed.export import run_export_vertex
 from pipelines.embed.stage import run_embed
@@ -38,7 +39,6 @@ from pipelines.index.partitioned import build_partitioned
 from pipelines.index.single import add_build_index_arguments, build_index
 from pipelines.index.sparse import build_inverted_index
 from pipelines.options import (
-    DepthOptions,
     EmbedOptions,
     EvaluateOptions,
     ExportOptions,

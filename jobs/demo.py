@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from jobs.adapt import evaluate_model
 from pipelines.artifacts import read_parquet_table
+from pipelines.depth import DepthOptions
 from pipelines.embed.enrich import PREDICTION_COLUMNS, EnrichConfig, enrich_catalog, format_counts
 from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
@@ -31,7 +32,6 @@ from pipelines.index.config import IndexBuildConfig
 from pipelines.index.single import build_index
 from pipelines.layout import DatasetLayout, RunLayout
 from pipelines.options import (
-    DepthOptions,
     EmbedSettings,
     EvaluateSettings,
     IndexSettings,

@@ -7,11 +7,11 @@ import datetime as dt
 import shlex
 
 from jobs.nightly_job import NightlyJob
+from pipelines.depth import DepthOptions
 from pipelines.nightly.publish_guard import DEFAULT_MAX_SHRINK
 from pipelines.nightly.quality_guard import GUARD_MODES, GUARDED_METRICS, MARGIN, MAX_PVALUE
 from pipelines.options import (
     DEFAULT_PREDICTION_THRESHOLD,
-    DepthOptions,
     IndexOptions,
     IndexSettings,
     add_stage_arguments,

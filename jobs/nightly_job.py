@@ -11,6 +11,7 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines.depth import OLD_FLAG_NAMES
 from pipelines.embed.stage import EmbedConfig
 from pipelines.evaluate.stage import EvaluateConfig
 from pipelines.index.config import IndexBuildConfig
@@ -18,7 +19,6 @@ from pipelines.nightly.latest import LATEST
 from pipelines.nightly.publish_guard import DEFAULT_MAX_SHRINK
 from pipelines.nightly.quality_guard import GUARD_MODES
 from pipelines.options import (
-    OLD_FLAG_NAMES,
     EmbedSettings,
     EvaluateSettings,
     IndexSettings,

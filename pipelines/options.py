@@ -11,7 +11,6 @@ dataclass instead of flags.
 from __future__ import annotations
 
 import argparse
-import warnings
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -22,8 +21,9 @@ from index_builder.config import ReorderPrecision, ScannIndexConfig, Scoring
 from index_builder.recall import DEFAULT_TARGET_RECALL
 from index_builder.schedule import DEFAULT_SERVING_DEPTHS, parse_depths
 from model.annotations import STATED_ASPECTS, AbstentionRule
-from pipelines.stage_config import add_config_arguments, options_class, setting, switch
-from schemas import ECOMMERCE_ASPECTS, RETRIEVAL_DEPTH
+from pipelines.depth import retrieval_depth
+from pipelines.stage_config import options_class, setting, switch
+from schemas import ECOMMERCE_ASPECTS
 
 DEFAULT_METRICS_FLAG = ",".join(DEFAULT_METRICS)
 # How the encoder runs (pipelines.inference): fp32 anywhere; int8 on ONNX Runtime (CPU); bf16 and
@@ -192,50 +192,6 @@ ThresholdOptions = options_class(PredictionThreshold, "ThresholdOptions")
 
 
 EmbedOptions = options_class(EmbedSettings, "EmbedOptions")
-
-
-# The one retrieval depth of every command (issue 48): how deep an evaluation retrieves per query, and the
-# deepest k an index is tuned to serve (its leaves and re-ranking are sized for it). Each settings class
-# that reads it has a `depth` field from `retrieval_depth()`; the flag is declared once, by DepthOptions.
-DEPTH_HELP = (
-    "Retrieval depth: products an evaluation retrieves per query (capped at the corpus), and the deepest k "
-    "an index is tuned to serve well, which sizes its leaves and re-ranking; Recall@10k by default. The "
-    "nightly evaluates to the depth its index was built for, so a metric at a deeper cut-off is not reported"
-)
-# Flags renamed in favour of one name; the old one still parses, with a warning.
-OLD_FLAG_NAMES = {"max_k": "depth"}
-
-
-def retrieval_depth() -> Any:
-    """The `depth` field of a settings class (`EvaluateSettings`, `IndexSettings`)."""
-    return setting(RETRIEVAL_DEPTH, DEPTH_HELP)
-
-
-class _OldFlagName(argparse.Action):
-    """An old flag name: parsed into the new one's field, with a warning naming the new flag."""
-
-    def __call__(
-        self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: Any = None
-    ) -> None:
-        warnings.warn(f"{option_string} is deprecated: it is now --{self.dest}", FutureWarning, stacklevel=2)
-        setattr(namespace, self.dest, values)
-
-
-class DepthOptions(PipelineOptions):
-    """--depth, read by build-index, evaluate, the nightly and the demo (and --max_k, its old name)."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_config_arguments(parser, EvaluateSettings, only=("depth",))
-        for old, new in OLD_FLAG_NAMES.items():
-            parser.add_argument(
-                f"--{old}",
-                dest=new,
-                type=int,
-                action=_OldFlagName,
-                default=argparse.SUPPRESS,
-                help=f"Deprecated: the old name of --{new}",
-            )
 
 
 @dataclass(frozen=True)

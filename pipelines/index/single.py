@@ -12,11 +12,12 @@ from index_builder.recall import check_target, recall_summary
 from index_builder.tuned import sizing_depth
 from index_builder.update import update_or_train
 from pipelines.artifacts import fresh_output, read_embeddings
+from pipelines.depth import DepthOptions
 from pipelines.index.build_inputs import catalog_lexical_index, tuning_query_vectors
 from pipelines.index.config import IndexBuildConfig, PreviousIndexOptions
 from pipelines.index.manifest import previous_shard, shard_recall
 from pipelines.local_copies import local_output
-from pipelines.options import DepthOptions, IndexOptions, OverwriteOptions, VerifyOptions, add_stage_arguments
+from pipelines.options import IndexOptions, OverwriteOptions, VerifyOptions, add_stage_arguments
 from pipelines.stage_config import add_output_argument
 from pipelines.verify import embeddings_digest, verified_stage_manifest
 

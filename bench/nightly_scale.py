@@ -85,7 +85,9 @@ def churn(source: Path, judgments: Path, target: Path, share: float, seed: int) 
     added = added.set_column(
         added.schema.get_field_index("product_id"),
         "product_id",
-        pc.binary_join_element_wise(added.column("product_id"), pa.scalar("new"), "-"),
+        # Tagged by the night's seed: a product copied on two nights must not get one id twice (a night
+        # whose new ids repeated last night's dead-lettered 279 duplicates at 1M).
+        pc.binary_join_element_wise(added.column("product_id"), pa.scalar(f"new{seed}"), "-"),
     )
     added = added.set_column(
         added.schema.get_field_index("title"),

@@ -382,7 +382,10 @@ NOTES = """### Notes (29 Nov 2026, third session): timing by finals, 2 sqrt(n) l
 # Keyed like the targets in `bench.performance_doc.verdicts`; shown next to a verdict that is not "met".
 FINDINGS: dict[str, str] = {
     "nightly_time": "27 Nov: the 1M 5 % night took 579.7 s at 05:20 and 637.2 s at 07:15 (a slower machine), "
-    "419.3 s at 09:53 after the evaluate changes (about 19 s of it; the rest the machine)",
+    "419.3 s at 09:53 after the evaluate changes (about 19 s of it; the rest the machine). 29 Nov: night 2 "
+    "547 s, night 3 638 s (embed 455 s, of which 299 s embedding the 33,051 changed products at 85/s on "
+    "ONNX Runtime int8, and 155 s reading, hashing and copying the unchanged ones; index 96 s, evaluate "
+    "87 s): what is over the 600 s is the embed stage, issue 49's",
     "nightly_memory": "27 Nov: at 1M the largest stage peaks were evaluate 7.4 GB (both searchers; 6.9 GB "
     "with the one the nightly now runs) and the index stage 7.0 GB on a night that trains a tree",
     "nightly_churn": "27 Nov 09:53: at 1M, 184.8 s for the 33,334 changed products against 149.2 s for the "

@@ -18,9 +18,6 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines.stage_config import add_config_arguments, setting
 from schemas import RETRIEVAL_DEPTH
 
-# The one retrieval depth of every command (issue 48): how deep an evaluation retrieves per query, and the
-# deepest k an index is tuned to serve (its leaves and re-ranking are sized for it). Each settings class
-# that reads it has a `depth` field from `retrieval_depth()`; the flag is declared once, by DepthOptions.
 DEPTH_HELP = (
     "Retrieval depth: products an evaluation retrieves per query (capped at the corpus), and the deepest k "
     "an index is tuned to serve well, which sizes its leaves and re-ranking; Recall@10k by default. The "

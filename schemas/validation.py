@@ -47,6 +47,8 @@ MAX_ID_BYTES = 256
 # Characters that never make a value visible (rule T4): controls and invisible format characters.
 _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf"})
 _FORBIDDEN_IN_TEXT = re.compile("[\x00\ud800-\udfff]")
+# In ASCII text the visible characters are exactly "!" to "~": the rest are spaces or controls (Cc).
+_ASCII_VISIBLE = re.compile("[!-~]")
 # unicodedata has no names for control characters; these are the ones data is seen to carry.
 _CONTROL_NAMES = {"\x00": "NUL", "\t": "TAB", "\n": "LINE FEED", "\r": "CARRIAGE RETURN"}
 _CATEGORY_NAMES = {
@@ -120,8 +122,19 @@ def _is_visible(text: str) -> bool:
     return any(not c.isspace() and unicodedata.category(c) not in _INVISIBLE_CATEGORIES for c in text)
 
 
-def clean_text(value: str, field: str, kind: str, rid: str | None) -> str | None:
-    """A text value as rules T1-T4 accept it, None when it has nothing visible."""
+def clean_text(value: str, field: str, kind: str, rid: str | None, item: int | None = None) -> str | None:
+    """A text value as rules T1-T4 accept it, None when it has nothing visible. `item`: its position
+    in the list `field` names, for the message (formatted only when there is one to write)."""
+    if value.isascii() and "\x00" not in value:
+        # Most catalog text, checked at C speed: ASCII is NFC already and holds no surrogate. At 46 us
+        # a product, the general path below cost a 1M-product nightly 46 s before anything was embedded.
+        text = value.strip()
+        # Stripped, it starts with a non-space: visible unless that is a control and nothing after is visible.
+        if text and ("!" <= text[0] <= "~" or _ASCII_VISIBLE.search(text)):
+            return text
+        return None
+    if item is not None:
+        field = f"{field}[{item}]"
     forbidden = _FORBIDDEN_IN_TEXT.search(value)
     if forbidden:
         fix = (
@@ -165,11 +178,15 @@ def _text_list(value: Any, field: str, kind: str, rid: str) -> list[str]:
         return []
     if isinstance(value, str) or not isinstance(value, Iterable):
         raise InvalidRecord(kind, rid, f"'{field}' must be a list of strings, got {value!r}")
-    items = list(value)
-    if not all(isinstance(item, str) for item in items):
-        raise InvalidRecord(kind, rid, f"'{field}' must hold only strings, got {items!r}")
-    cleaned = (clean_text(item, f"{field}[{n}]", kind, rid) for n, item in enumerate(items))
-    return [item for item in cleaned if item is not None]
+    items = value if isinstance(value, list) else list(value)
+    cleaned = []
+    for n, item in enumerate(items):
+        if not isinstance(item, str):
+            raise InvalidRecord(kind, rid, f"'{field}' must hold only strings, got {items!r}")
+        text = clean_text(item, field, kind, rid, n)
+        if text is not None:
+            cleaned.append(text)
+    return cleaned
 
 
 def normalise_aspects(value: Any, kind: str, rid: str) -> dict[str, list[str]]:

@@ -27,7 +27,9 @@ def _embed(products: str, model: str, out: str, *flags: str) -> dict[str, int]:
     return run_embed(PipelineOptions([*options, *flags]))
 
 
-def test_second_night_reuses_unchanged_products(tmp_path, tiny_model_dir) -> None:
+@pytest.mark.parametrize("plan_chunk", [1024, 4])  # 4: the changed, new and duplicate fall in other chunks
+def test_second_night_reuses_unchanged_products(tmp_path, tiny_model_dir, monkeypatch, plan_chunk) -> None:
+    monkeypatch.setattr("pipelines.embed.incremental.PLAN_CHUNK", plan_chunk)
     first_night = catalog(30)
     monday = _embed(
         write_catalog(tmp_path / "mon.parquet", first_night), str(tiny_model_dir), str(tmp_path / "mon")
@@ -100,8 +102,8 @@ def test_a_kept_copy_whose_key_another_id_shares_is_embedded_not_reused(tiny_mod
     def planned(sole_id: bool) -> list:
         kept = {"p0": KeptCopy(("f", 0), "h", sole_id)}
         tonight = TonightKeys()
-        outputs = list(plan.plan(Positioned(("f", 0), product), candidates, kept, previous, tonight))
-        assert (tonight.keys, tonight.digests) == ([key], [digest])
+        outputs = list(plan.plan([Positioned(("f", 0), product)], candidates, kept, previous, tonight))
+        assert [array.tolist() for array in tonight.arrays()] == [[key], [digest]]
         return outputs
 
     assert planned(sole_id=True) == []  # reused: nothing to embed

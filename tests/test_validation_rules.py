@@ -18,7 +18,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from model import content_hash, document_text
 from pipelines.embed.stage import run_embed
 from schemas import InvalidRecord, validate_judgment, validate_product, validate_query
-from schemas.validation import MAX_ID_BYTES
+from schemas.validation import MAX_ID_BYTES, clean_text
 from tests.test_embed_pipeline import write_catalog
 
 DECOMPOSED = "Cafe\u0301 cre\u0300me"  # "Café crème" typed as base letters + combining accents
@@ -214,6 +214,18 @@ def test_t4_invisible_optional_values_are_dropped_not_rejected() -> None:
     assert clean["description"] is None and clean["brand"] is None
     assert clean["bullet_points"] == ["850 W"]
     assert clean["aspects"] == {"brand": ["Breville"]}
+
+
+def test_t4_ascii_text_takes_the_same_rule_as_any_other() -> None:
+    # ASCII text has a fast path; every ASCII character, alone or after an invisible one, must come out
+    # as the general rule says: visible unless whitespace or a control character.
+    for code in range(1, 128):
+        char = chr(code)
+        visible = not char.isspace() and unicodedata.category(char) != "Cc"
+        for text in (char, f"\x01{char}", f" {char} \x7f"):
+            expected = text.strip() if visible else None
+            assert clean_text(text, "title", "product", "p1") == expected, (code, text)
+    assert "no visible character" in rejected(validate_product, product(title="\x01\x1b\x7f")).reason
 
 
 def test_t4_visible_text_keeps_its_inner_zero_width_characters() -> None:

@@ -32,10 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import torch
 
 from bench.common import report, table
 from bench.support import command_line
 from model.backbone import bundled_backbone_path
+from model.hardware import auto_precision, bf16_is_native, cpu_flags, has_vnni
 from pipelines.evaluate.annotation_quality import written_annotation_accuracy
 
 PEER_SCRIPT = """
@@ -114,7 +116,7 @@ def embed_peer_section(r: dict[str, Any]) -> str:
             v["startup_s"],
         ]
         for name, v in f.items()
-        if name != "retrieval_quality"
+        if name not in ("retrieval_quality", "machine")
     ]
     text = table(
         [
@@ -140,10 +142,20 @@ def embed_peer_section(r: dict[str, Any]) -> str:
             )
             + " (fp32 / int8)."
         )
-    return text + (
+        if "ndcg@10_change_points" in quality:
+            text += f" NDCG@10 Δ {quality['ndcg@10_change_points']} points."
+    machine = f.get("machine")
+    if machine:
+        text += (
+            f"\n\nCPU features: {', '.join(machine['cpu_features']) or 'none known'}; VNNI: "
+            f"{'yes' if machine['vnni'] else 'no'}. `--precision auto` picks {machine['auto']['precision']} "
+            f"here: {machine['auto']['reason']}."
+        )
+    text += (
         f"\n\nSame model ({c['run']}/model), texts, {c['threads']} threads and token limit; each contender "
         "a separate process; steady state from the difference of two catalog slices, which cancels start-up."
     )
+    return text + (f" {c['note']}" if c.get("note") else "")
 
 
 def embed_peer_verdicts(r: dict[str, Any] | None) -> list[tuple[str, str, str, bool | None]]:
@@ -151,12 +163,13 @@ def embed_peer_verdicts(r: dict[str, Any] | None) -> list[tuple[str, str, str, b
     if r is None:
         return [
             ("embed", "embed ≥ 1.2× sentence-transformers (steady), start-up < 10 s", "—", None),
-            ("int8", "embed int8 ≥ 1.5× fp32, Recall@100 within 0.5 points", "—", None),
+            ("int8", "embed int8 ≥ 1.5× fp32, Recall@100 and NDCG@10 within 0.5 points", "—", None),
         ]
     f = r["figures"]
     fp32, int8 = f["madr_fp32"], f["madr_int8"]
     quality = f.get("retrieval_quality")
     delta = quality["recall@100_change_points"] if quality else None
+    ndcg = quality.get("ndcg@10_change_points", 0.0) if quality else None
     return [
         (
             "embed",
@@ -167,9 +180,11 @@ def embed_peer_verdicts(r: dict[str, Any] | None) -> list[tuple[str, str, str, b
         ),
         (
             "int8",
-            "embed int8 ≥ 1.5× fp32, Recall@100 within 0.5 points",
-            f"{int8['steady_vs_madr_fp32']}× steady, Δ {delta} points",
-            None if delta is None else int8["steady_vs_madr_fp32"] >= 1.5 and abs(delta) <= 0.5,
+            "embed int8 ≥ 1.5× fp32, Recall@100 and NDCG@10 within 0.5 points",
+            f"{int8['steady_vs_madr_fp32']}× steady, Δ Recall@100 {delta} points, Δ NDCG@10 {ndcg} points",
+            None
+            if delta is None or ndcg is None
+            else int8["steady_vs_madr_fp32"] >= 1.5 and abs(delta) <= 0.5 and abs(ndcg) <= 0.5,
         ),
     ]
 
@@ -201,6 +216,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     full = min(args.full, catalog.num_rows)
     load_at_start = round(os.getloadavg()[0], 2)
     figures: dict[str, Any] = {}
+    # Every precision this machine computes natively, beside fp32; and what `--precision auto` picks here.
+    cpu = torch.device("cpu")
+    precisions = ["fp32", "int8"] + (["bf16"] if bf16_is_native(cpu) else [])
+    flags = cpu_flags()
+    vector_units = ("avx2", "avx512", "avx_vnni", "amx")
+    machine = {
+        "cpu_features": sorted(flag for flag in flags if flag.startswith(vector_units)),
+        "vnni": has_vnni(flags),
+        "auto": auto_precision(cpu, flags).as_json(),
+    }
+    print(f"CPU features: {', '.join(machine['cpu_features']) or 'none known'}; auto picks {machine['auto']}")
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         os.environ["MADR_CACHE"] = str(root / "cache")  # the first int8/fp32 export is part of start-up
@@ -232,7 +258,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 name,
                 timed([*peer_command, str(args.threads), peer_output], args.threads),
             )
-            for precision in ("fp32", "int8"):
+            for precision in precisions:
                 # Every run exports (and quantises) the model afresh: start-up as on a new worker.
                 shutil.rmtree(root / "cache", ignore_errors=True)
                 flags = [
@@ -252,7 +278,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for contender, times in seconds.items():
             figures[contender] = rates(args.small, full, times["small"], times["full"])
         peer = figures["sentence_transformers"]
-        for precision in ("fp32", "int8"):
+        for precision in precisions:
             mine = figures[f"madr_{precision}"]
             mine["steady_vs_sentence_transformers"] = round(
                 mine["steady_products_per_s"] / peer["steady_products_per_s"], 3
@@ -260,20 +286,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             mine["whole_vs_sentence_transformers"] = round(
                 peer["whole_command_s"] / mine["whole_command_s"], 3
             )
-        figures["madr_int8"]["steady_vs_madr_fp32"] = round(
-            figures["madr_int8"]["steady_products_per_s"] / figures["madr_fp32"]["steady_products_per_s"], 3
-        )
+        for precision in precisions[1:]:
+            figures[f"madr_{precision}"]["steady_vs_madr_fp32"] = round(
+                figures[f"madr_{precision}"]["steady_products_per_s"]
+                / figures["madr_fp32"]["steady_products_per_s"],
+                3,
+            )
         if full == catalog.num_rows:
-            scores = {
+            scores: dict[str, Any] = {
                 precision: scored(
                     run, root / f"{precision}-full", root / f"eval-{precision}", precision, args.threads
                 )
-                for precision in ("fp32", "int8")
+                for precision in precisions
             }
-            scores["recall@100_change_points"] = round(
-                100 * (scores["int8"]["recall@100"] - scores["fp32"]["recall@100"]), 2
-            )
+            for metric in ("recall@100", "ndcg@10"):
+                # int8's keys keep their old names (earlier results files); other precisions are prefixed.
+                for precision in precisions[1:]:
+                    prefix = "" if precision == "int8" else f"{precision}_"
+                    scores[f"{prefix}{metric}_change_points"] = round(
+                        100 * (scores[precision][metric] - scores["fp32"][metric]), 2
+                    )
             figures["retrieval_quality"] = scores
+        figures["machine"] = machine
     return {
         "path": str(
             report(

@@ -242,6 +242,11 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
         embed_peer_section,
     ),
     (
+        "embed_peer_vnni",
+        "Embedding against sentence-transformers on a CPU with AVX-512 VNNI (25 Nov)",
+        embed_peer_section,
+    ),
+    (
         "embed_throughput",
         "Ablation (own baseline, not a peer): Beam pipeline against a plain torch loop",
         embed_section,

@@ -151,6 +151,14 @@ NOTES = (
 
 # Keyed like the targets in `bench.performance_doc.verdicts`; shown next to a verdict that is not "met".
 FINDINGS: dict[str, str] = {
+    "embed": "29 Nov, an AMD EPYC with AVX2 only (no VNNI): ONNX Runtime's fp32 graph alone runs "
+    "about 100-105"
+    " products/s against torch's 83 (1.25x), and the pipeline around it (read, validate, tokenise, "
+    "annotate, write) costs about 8 % more per product; start-up is mostly imports (about 8 s of "
+    "`madr`'s 9). On the 25 Nov VNNI machine the same check gave 1.22x steady",
+    "int8": "29 Nov, AVX2 without VNNI: int8 is 1.58x fp32 but lost 0.81 points of NDCG@10 (Recall@100 0.18) "
+    "on the demo model; so `--precision auto` keeps fp32 on such CPUs and picks int8 only with VNNI "
+    "(25 Nov: Recall@100 +0.49, NDCG@10 -0.01 points, on that day's demo model)",
     "nightly_time": "27 Nov: the 1M 5 % night took 579.7 s at 05:20 and 637.2 s at 07:15 (a slower machine), "
     "419.3 s at 09:53 after the evaluate changes (about 19 s of it; the rest the machine). 29 Nov: night 2 "
     "547 s, night 3 638 s (embed 455 s, of which 299 s embedding the 33,051 changed products at 85/s on "

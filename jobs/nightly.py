@@ -276,6 +276,8 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
         "queries": job.queries,
         "judgments": job.judgments,
         "catalog_check": check.to_dict(),
+        # What --precision (auto by default) encoded tonight's products at, and why.
+        "precision": read_stage_manifest(job.stage("embeddings"), EMBEDDINGS_KIND).get("precision"),
         **({"quality": quality.to_dict()} if quality else {}),
     }
     clear_run_status(job.run_folder)  # an earlier attempt's stop, now finished

@@ -192,17 +192,6 @@ def _quiet_quantizer() -> Iterator[None]:
         logging.getLogger().removeFilter(advice)
 
 
-def has_vnni() -> bool:
-    """Whether this x86 CPU multiplies u8 x s8 with VNNI (AVX-512 VNNI or AVX-VNNI); True off Linux/x86."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return True
-    if "avx2" not in flags:  # not x86, or too old for ONNX Runtime's u8s8 kernels: nothing to avoid
-        return True
-    return "avx512_vnni" in flags or "avx_vnni" in flags
-
-
 def quantize_graph(source: Path, target: Path, reduce_range: bool = False) -> None:
     """ONNX Runtime's dynamic int8 quantisation: int8 weights, activations quantised per batch.
 

@@ -35,6 +35,7 @@ from model import (
     text_for_model,
 )
 from model.annotations import AbstentionRule, RecordAnnotations, annotate
+from model.hardware import PrecisionChoice, auto_precision, bf16_is_native
 from model.onnx_runtime import OnnxRuntimeEncoder, cache_root, cached_graph, probe_mismatch
 from pipelines.options import PRECISIONS, RUNTIMES, ModelSettings
 from pipelines.progress import ProgressLog
@@ -47,17 +48,30 @@ def onnxruntime_installed() -> bool:
     return importlib.util.find_spec("onnxruntime") is not None
 
 
+def resolve_precision(precision: str, device: torch.device) -> PrecisionChoice:
+    """`precision` as given, or what `auto` picks for `device` on this machine (`model.hardware`)."""
+    if precision == "auto":
+        return auto_precision(device)
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    return PrecisionChoice(precision, "given")
+
+
 def resolve_runtime(runtime: str, precision: str, device: torch.device) -> str:
     """'torch' or 'onnxruntime' for this precision on this device; a clear error for a pair that cannot run.
 
     auto picks ONNX Runtime on a CPU: with the graph optimisations it applies at load, it ran the
     demo MtBERT at 1.18x torch's speed (2 threads), with embeddings equal to 1e-6.
     """
-    if runtime not in RUNTIMES or precision not in PRECISIONS:
-        raise ValueError(f"runtime must be one of {RUNTIMES} and precision one of {PRECISIONS}")
+    if runtime not in RUNTIMES or precision not in PRECISIONS or precision == "auto":
+        raise ValueError(f"runtime must be one of {RUNTIMES} and precision one of {PRECISIONS[1:]}")
+    if precision == "bf16" and device.type == "cpu" and runtime != "onnxruntime":
+        return "torch"  # torch autocast: at hardware speed on AMX / AVX-512 bf16 CPUs, emulated elsewhere
     if precision in GPU_PRECISIONS:
         if device.type != "cuda" or runtime == "onnxruntime":
-            raise ValueError(f"--precision {precision} runs with torch on a GPU; use fp32 or int8 on a CPU")
+            raise ValueError(
+                f"--precision {precision} runs with torch on a GPU (bf16 on a CPU too); use fp32 or int8 here"
+            )
         return "torch"
     if precision == "int8":
         if runtime == "torch" or device.type != "cpu":
@@ -170,7 +184,10 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         expected_total: int | None = None,
     ) -> None:
         # The settings validated themselves (`ModelSettings.__post_init__`): precision, runtime, sizes.
-        self.precision, self.runtime = model.precision, model.runtime
+        # `auto` is resolved here, where the job is built, so that every worker encodes at one precision
+        # and the stage's manifest can say which and why (`precision_choice`).
+        self.precision_choice = resolve_precision(model.precision, pick_device(model.device))
+        self.precision, self.runtime = self.precision_choice.precision, model.runtime
         self.expected_total = expected_total
         self.progress: ProgressLog | None = None  # per worker, made when the model is loaded
         # Fixed batches, not BatchElements' adaptive sizes (which start at 1): every batch gets the
@@ -200,7 +217,16 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         device = pick_device(self.device)
         runtime = resolve_runtime(self.runtime, self.precision, device)
         self.progress = ProgressLog(f"{self.side.value} texts encoded", self.expected_total)
-        LOGGER.info("encoding %s texts with %s, %s, on %s", self.side.value, runtime, self.precision, device)
+        LOGGER.info(
+            "encoding %s texts with %s, %s (%s), on %s",
+            self.side.value,
+            runtime,
+            self.precision,
+            self.precision_choice.reason,
+            device,
+        )
+        if self.precision == "bf16" and not bf16_is_native(device):
+            LOGGER.warning("bf16 is emulated on this %s, slower than fp32: use --precision fp32", device.type)
         encoder, tokenizer = load_encoder(self.model_dir, device=str(device))
         if runtime == "torch":
             return LoadedEncoder(encoder, tokenizer, autocast=GPU_PRECISIONS.get(self.precision))

@@ -26,9 +26,10 @@ from pipelines.stage_config import options_class, setting, switch
 from schemas import ECOMMERCE_ASPECTS
 
 DEFAULT_METRICS_FLAG = ",".join(DEFAULT_METRICS)
-# How the encoder runs (pipelines.inference): fp32 anywhere; int8 on ONNX Runtime (CPU); bf16 and
-# fp16 with torch autocast on a GPU. The runtime: auto is ONNX Runtime on a CPU, torch on a GPU.
-PRECISIONS = ("fp32", "int8", "bf16", "fp16")
+# How the encoder runs (pipelines.inference): fp32 anywhere; int8 on ONNX Runtime (CPU); bf16 with torch
+# autocast (GPU or CPU), fp16 on a GPU; auto by the hardware (model.hardware). The runtime: auto is ONNX
+# Runtime on a CPU, torch on a GPU.
+PRECISIONS = ("auto", "fp32", "int8", "bf16", "fp16")
 RUNTIMES = ("auto", "torch", "onnxruntime")
 SEARCHERS = ("ann", "exact", "auto")
 
@@ -42,9 +43,12 @@ class ModelSettings:
     batch_size: int = setting(256, "Records per inference batch")
     chunk_size: int = setting(32, "Length-sorted sub-batch inside an inference batch")
     precision: str = setting(
-        "fp32",
-        "Numeric precision of inference. fp32 (default). int8: ONNX Runtime's dynamic quantisation, about "
-        "2x the fp32 speed on a CPU (docs/PERFORMANCE.md). bf16, fp16: torch autocast, GPU only",
+        "auto",
+        "Numeric precision of inference. auto (default): what this machine computes natively, bf16 on a "
+        "GPU or CPU with bf16 units, else int8 on a CPU with VNNI, else fp32; the log and the "
+        "manifest say which and why (model/hardware.py). fp32. int8: ONNX Runtime's dynamic quantisation "
+        "(CPU). bf16: torch autocast (GPU, or CPU). fp16: torch autocast, GPU only. Each one's speed and "
+        "quality against fp32: docs/PERFORMANCE.md",
         choices=PRECISIONS,
     )
     runtime: str = setting(

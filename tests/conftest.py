@@ -16,6 +16,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # ONNX graphs exported by `--runtime auto` go to a folder of this test session, not ~/.cache/madr.
 os.environ["MADR_CACHE"] = tempfile.mkdtemp(prefix="madr-test-cache-")
+# `--precision auto` (the default) picks by the CPU's features; with none known it is fp32 on any machine,
+# so that no test's figures depend on the machine CI lands on. tests/test_hardware.py sets its own.
+os.environ["MADR_CPU_FLAGS"] = ""
 
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from transformers import BertConfig

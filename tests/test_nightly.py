@@ -94,6 +94,8 @@ def test_two_nights_reuse_rerun_and_crash(tmp_path, tiny_model_dir, evaluation_f
     assert read_latest(str(tmp_path / "nightly"))["run_id"] == "wed"
     run_manifest = json.loads((tmp_path / "nightly" / "wed" / "manifest.json").read_text())
     assert run_manifest["kind"] == "madr-nightly-run" and run_manifest["previous_run_id"] == "tue"
+    # --precision auto (the default), with no CPU features known to the tests (conftest): fp32, and why.
+    assert run_manifest["precision"] == {"precision": "fp32", "reason": "the CPU's features are unknown"}
 
 
 def test_a_second_run_of_the_day_on_a_changed_catalog_is_refused_not_published(
@@ -212,7 +214,7 @@ def test_a_stages_own_flags_reach_that_stage_only_and_override_the_jobs() -> Non
     job = job_from_args(args, beam_args)
     embed, evaluate = job.embed_config(), job.evaluate_config()
     assert (embed.model.precision, embed.model.batch_size) == ("int8", 64)
-    assert (evaluate.model.precision, evaluate.model.batch_size) == ("fp32", 8)
+    assert (evaluate.model.precision, evaluate.model.batch_size) == ("auto", 8)
     assert job.stage_args("index") == ["--batch_size", "8"]
 
 

@@ -13,10 +13,10 @@ import torch
 
 from model import Side, load_encoder
 from model.annotations import annotate
+from model.hardware import has_vnni
 from model.onnx_runtime import (
     OnnxRuntimeEncoder,
     cached_graph,
-    has_vnni,
     nodes_kept_in_fp32,
     quantize_graph,
 )
@@ -143,6 +143,7 @@ def test_handler_runtimes_agree(mtbert_dir: Path, cache: Path) -> None:
         ("torch", "fp32", "cpu", "torch"),
         ("auto", "int8", "cpu", "onnxruntime"),
         ("auto", "bf16", "cuda", "torch"),
+        ("auto", "bf16", "cpu", "torch"),
     ],
 )
 def test_runtime_resolution(runtime: str, precision: str, device: str, expected: str) -> None:
@@ -152,7 +153,9 @@ def test_runtime_resolution(runtime: str, precision: str, device: str, expected:
 @pytest.mark.parametrize(
     ("runtime", "precision", "device", "message"),
     [
-        ("auto", "bf16", "cpu", "runs with torch on a GPU"),
+        ("auto", "fp16", "cpu", "runs with torch on a GPU"),
+        ("onnxruntime", "bf16", "cpu", "runs with torch on a GPU"),
+        ("auto", "auto", "cpu", "precision one of"),
         ("torch", "int8", "cpu", "int8 runs on ONNX Runtime"),
         ("onnxruntime", "fp32", "cuda", "runs on the CPU"),
     ],

@@ -249,14 +249,13 @@ def test_bf16_autocast_learns_like_fp32_and_keeps_fp32_weights(tmp_path) -> None
 
 
 def test_native_bfloat16_follows_the_cpu_flags() -> None:
-    from pathlib import Path
+    from model.hardware import bf16_is_native
 
-    from model.training.pretrain import native_bfloat16
-
-    cpuinfo = Path("/proc/cpuinfo")
-    flags = cpuinfo.read_text() if cpuinfo.is_file() else ""
-    assert native_bfloat16(torch.device("cpu")) == ("avx512_bf16" in flags or "amx_bf16" in flags)
-    assert native_bfloat16(torch.device("meta")) is False
+    cpu = torch.device("cpu")
+    assert bf16_is_native(cpu, frozenset({"avx2", "amx_bf16"}))
+    assert bf16_is_native(cpu, frozenset({"avx512_bf16"}))
+    assert not bf16_is_native(cpu, frozenset({"avx2", "avx512_vnni"}))
+    assert bf16_is_native(torch.device("meta")) is False
 
 
 class _InterruptedPretrainer(Pretrainer):

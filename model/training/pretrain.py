@@ -25,22 +25,6 @@ from model.training.config import Annotations, LoopSettings, cli_field
 from model.training.loop import EncoderRun, StepLoop
 
 
-def native_bfloat16(device: torch.device) -> bool:
-    """Whether `device` computes in bfloat16 natively: a GPU that supports it, or a CPU with AVX-512
-    BF16 or AMX (read from /proc/cpuinfo's flags; False where that cannot be read). Elsewhere torch
-    emulates bfloat16, and autocast then slows training down instead of speeding it up."""
-    if device.type == "cuda":
-        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    if device.type != "cpu":
-        return False
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
 @dataclass(frozen=True)
 class PretrainingConfig(LoopSettings):
     """How long and how to pre-train.

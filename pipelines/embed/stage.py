@@ -44,7 +44,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import PredictionResult, RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from model import Side, content_hash
+from model import Side, content_hash, pick_device
 from model.annotations import ANNOTATION_COLUMNS
 from pipelines.artifacts import (
     counter_value,
@@ -68,6 +68,7 @@ from pipelines.inference import (
     EncodingFailed,
     ModelIdentity,
     TextToEncode,
+    resolve_precision,
 )
 from pipelines.options import (
     EmbedSettings,
@@ -295,7 +296,8 @@ def build_embed_pipeline(
     # Inputs are checked here, before anything is built or written; workers trust this check.
     verify_model(model.model, config.verify)
     identity = ModelIdentity.of(model.model)
-    previous_folder = _reusable_previous(settings.previous, model.model, config.verify)
+    precision = resolve_precision(model.precision, pick_device(model.device)).precision
+    previous_folder = _reusable_previous(settings.previous, model.model, config.verify, precision)
     handler = EncoderModelHandler(
         model,
         Side.DOCUMENT,
@@ -325,18 +327,20 @@ def build_embed_pipeline(
     return pipeline, identity
 
 
-def _reusable_previous(previous: str | None, model_dir: str, verify: bool) -> str | None:
+def _reusable_previous(previous: str | None, model_dir: str, verify: bool, precision: str) -> str | None:
     """The --previous embed output to reuse rows from (checked against its manifest), or None.
 
     Rows are reused only when they were made by the very weights being used: the rows' model id and
     version are names, which a retrained or adapted model may share, so the folder's model fingerprint
     must match too. Otherwise every product is embedded, with a warning (the previous run is a cache).
+    Rows made at another precision are still reused (int8 and fp32 vectors of one product are within a
+    cosine of about 0.98 of each other), with a warning that says how to re-embed them all.
     """
     if not previous:
         return None
     folder = previous_embeddings_folder(previous)
-    recorded = verified_stage_manifest(folder, EMBEDDINGS_KIND, verify).get("model_fingerprint")
-    current = model_fingerprint(model_dir)
+    manifest = verified_stage_manifest(folder, EMBEDDINGS_KIND, verify)
+    recorded, current = manifest.get("model_fingerprint"), model_fingerprint(model_dir)
     if recorded and current and recorded != current:
         LOGGER.warning(
             "--previous %s was embedded by another model (fingerprint %s, not %s's %s): nothing is "
@@ -347,6 +351,16 @@ def _reusable_previous(previous: str | None, model_dir: str, verify: bool) -> st
             current[:16],
         )
         return None
+    before = (manifest.get("precision") or {}).get("precision")
+    if before and before != precision:
+        LOGGER.warning(
+            "--previous %s was embedded at %s, tonight's products at %s: its unchanged rows are reused as "
+            "they are; embed without --previous to have every row at %s",
+            folder,
+            before,
+            precision,
+            precision,
+        )
     return folder
 
 
@@ -370,6 +384,8 @@ def embed_catalog(config: EmbedConfig, beam_options: PipelineOptions | None = No
                 counts["row_groups_dead_lettered"],
             )
         check_counts(counts, config.embed.max_dead_letter_fraction, folder)
+        # The handler resolved --precision the same way where it was built, on this machine.
+        precision = resolve_precision(config.model.precision, pick_device(config.model.device))
         write_stage_manifest(
             folder,
             kind=EMBEDDINGS_KIND,
@@ -379,6 +395,7 @@ def embed_catalog(config: EmbedConfig, beam_options: PipelineOptions | None = No
                 # The model's files, as one digest: build-index and evaluate check them against it.
                 "model_fingerprint": model_fingerprint(config.model.model),
                 "dimension": identity.dimension,
+                "precision": precision.as_json(),
                 "products": config.embed.products,
                 "previous": config.embed.previous,
                 "counts": counts,

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from model import DenseEncoder, Side, text_for_model
 from model.batch import pick_device
+from model.hardware import bf16_is_native
 from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, PretrainingReport
-from model.training.pretrain import native_bfloat16
 from pipelines.artifacts import fresh_output, parquet_rows
 from pipelines.layout import DatasetLayout
 from pipelines.product_reader import SkippedProducts, valid_products
@@ -53,7 +53,7 @@ def pretrain_in_bf16(precision: str) -> bool:
     """Whether `--pretrain_precision` asks for bf16 autocast here ("auto": where bfloat16 is native)."""
     if precision not in PRETRAIN_PRECISIONS:
         raise ValueError(f"pretrain precision must be one of {PRETRAIN_PRECISIONS}, got {precision!r}")
-    return precision == "bf16" or (precision == "auto" and native_bfloat16(pick_device(None)))
+    return precision == "bf16" or (precision == "auto" and bf16_is_native(pick_device(None)))
 
 
 @dataclass(frozen=True)

@@ -144,6 +144,15 @@ def embed_peer_section(r: dict[str, Any]) -> str:
         )
         if "ndcg@10_change_points" in quality:
             text += f" NDCG@10 Δ {quality['ndcg@10_change_points']} points."
+        if "bf16" in quality:
+            bf16 = quality["bf16"]
+            text += (
+                f" bf16 (torch autocast): Recall@100 {bf16['recall@100']} (Δ "
+                f"{quality['bf16_recall@100_change_points']} points), NDCG@10 {bf16['ndcg@10']} (Δ "
+                f"{quality['bf16_ndcg@10_change_points']} points), held-out Accuracy@1 "
+                + "; ".join(f"{aspect} {value}" for aspect, value in bf16["held_out_accuracy@1"].items())
+                + "."
+            )
     machine = f.get("machine")
     if machine:
         text += (
@@ -293,15 +302,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 3,
             )
         if full == catalog.num_rows:
+            scored_precisions = [*precisions, *(["bf16"] if "bf16" not in precisions else [])]
+            if "bf16" not in precisions:
+                # Not timed (emulated here, slower than fp32), but scored: `--precision auto` picks bf16 on
+                # GPUs and bf16 CPUs, and a precision is picked only when its quality is measured.
+                bf16_flags = ["--products", str(slices["full"]), "--model", str(run / "model")]
+                bf16_flags += ["--precision", "bf16", "--output", str(root / "bf16-full"), "--overwrite"]
+                timed(madr("embed", *bf16_flags, "--torch_threads", str(args.threads)), args.threads)
             scores: dict[str, Any] = {
                 precision: scored(
                     run, root / f"{precision}-full", root / f"eval-{precision}", precision, args.threads
                 )
-                for precision in precisions
+                for precision in scored_precisions
             }
             for metric in ("recall@100", "ndcg@10"):
                 # int8's keys keep their old names (earlier results files); other precisions are prefixed.
-                for precision in precisions[1:]:
+                for precision in scored_precisions[1:]:
                     prefix = "" if precision == "int8" else f"{precision}_"
                     scores[f"{prefix}{metric}_change_points"] = round(
                         100 * (scores[precision][metric] - scores["fp32"][metric]), 2

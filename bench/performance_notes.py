@@ -45,6 +45,19 @@ NOTES = (
   An ONNX Runtime profile of the int8 graph: 64 % quantised matrix products, 7 % fp32 attention
   products, 5 % GELU, 5 % `Where` (the SDPA export's mask); an eager-attention export without the
   `Where` timed the same within the noise (134-150 products/s for one graph across runs).
+- **`--precision auto`, now the default** (`model/hardware.py`): bf16 where the GPU or CPU has bf16 units,
+  int8 on a CPU with VNNI, else fp32. On this AVX2-only EPYC, `bench.embed_peer_bench` measured int8 at
+  1.58x fp32 but 0.81 points lower NDCG@10 (Recall@100 0.18 lower) on the demo model, over the 0.5 points
+  a precision may lose to be picked unasked: such CPUs stay fp32 (`--precision int8` still takes int8, as
+  the nightly bench does). bf16 through torch autocast (emulated here, 4 min for 3,000 products) matched
+  fp32 within 0.05 points. The 25 Nov VNNI run is kept as its own section.
+- **AH block width, tried at k = 10** (a scratch script, not a bench: 500,000 shipped-model vectors, one
+  1,414-leaf tree per width trained on 250,000, 9 interleaved rounds of 5,000 queries, recall >= 0.95):
+  2 dimensions per block 30,425 queries/s median at its best setting (5 leaves, 40 re-ranked), 3
+  dimensions 27,785, 4 dimensions 24,112, FAISS IVF1414,PQ192x4fs,RFlat 25,872 in the same run. Wider
+  blocks need more leaves or re-ranking than they save; madr keeps ScaNN's 2. The same run put the
+  2-dimension tree 1.06-1.18x FAISS; the bench's finals (0.99x) put them level: at k = 10 the two are tied
+  within this machine's noise.
 
 ### Notes (29 Nov 2026, third session): timing by finals, 2 sqrt(n) leaves, 250,000 trained on
 

@@ -322,6 +322,9 @@ class OnnxRuntimeEncoder:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads or torch.get_num_threads()
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Between batches the worker annotates, writes and reads on the same cores; ONNX Runtime's
+        # threads would otherwise spin on them after each run, and the Python work waits for a core.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         source = graph if isinstance(graph, bytes) else str(graph)
         self.session = onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
         self.layout, self.side, self.pad_token_id = layout, Side(side), pad_token_id

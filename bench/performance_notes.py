@@ -47,10 +47,16 @@ NOTES = (
   `Where` timed the same within the noise (134-150 products/s for one graph across runs).
 - **`--precision auto`, now the default** (`model/hardware.py`): bf16 where the GPU or CPU has bf16 units,
   int8 on a CPU with VNNI, else fp32. On this AVX2-only EPYC, `bench.embed_peer_bench` measured int8 at
-  1.58x fp32 but 0.81 points lower NDCG@10 (Recall@100 0.18 lower) on the demo model, over the 0.5 points
-  a precision may lose to be picked unasked: such CPUs stay fp32 (`--precision int8` still takes int8, as
-  the nightly bench does). bf16 through torch autocast (emulated here, 4 min for 3,000 products) matched
-  fp32 within 0.05 points. The 25 Nov VNNI run is kept as its own section.
+  1.58x fp32 (1.29x after the spinning fix below) but 0.81 points lower NDCG@10 (Recall@100 0.18 lower)
+  on the demo model, over the 0.5 points a precision may lose to be picked unasked: such CPUs stay fp32
+  (`--precision int8` still takes int8, as the nightly bench does). bf16 through torch autocast
+  (emulated here) matched fp32 within 0.05 points. The 25 Nov VNNI run is kept as its own section.
+- **ONNX Runtime's threads no longer spin between runs.** `bench.embed_profile` (py-spy, the main thread)
+  put 763 us a product in annotations, whose torch work is a few small tensors: it was waiting for cores
+  that ONNX Runtime's idle threads spun on after each run. With `session.intra_op.allow_spinning` off:
+  110 us, and madr fp32's steady cost 18,663 -> 15,467 us a product (sentence-transformers 20,960 ->
+  19,230 in the same runs: the machine moved about 8 %). `bench.embed_peer_bench` after it: fp32 1.51x
+  sentence-transformers steady, 1.06x for the whole command, whose start-up (mostly imports) is the gap.
 - **AH block width, tried at k = 10** (a scratch script, not a bench: 500,000 shipped-model vectors, one
   1,414-leaf tree per width trained on 250,000, 9 interleaved rounds of 5,000 queries, recall >= 0.95):
   2 dimensions per block 30,425 queries/s median at its best setting (5 leaves, 40 re-ranked), 3
@@ -164,14 +170,15 @@ NOTES = (
 
 # Keyed like the targets in `bench.performance_doc.verdicts`; shown next to a verdict that is not "met".
 FINDINGS: dict[str, str] = {
-    "embed": "29 Nov, an AMD EPYC with AVX2 only (no VNNI): ONNX Runtime's fp32 graph alone runs "
-    "about 100-105"
-    " products/s against torch's 83 (1.25x), and the pipeline around it (read, validate, tokenise, "
-    "annotate, write) costs about 8 % more per product; start-up is mostly imports (about 8 s of "
-    "`madr`'s 9). On the 25 Nov VNNI machine the same check gave 1.22x steady",
-    "int8": "29 Nov, AVX2 without VNNI: int8 is 1.58x fp32 but lost 0.81 points of NDCG@10 (Recall@100 0.18) "
-    "on the demo model; so `--precision auto` keeps fp32 on such CPUs and picks int8 only with VNNI "
-    "(25 Nov: Recall@100 +0.49, NDCG@10 -0.01 points, on that day's demo model)",
+    "embed": "29 Nov, an AMD EPYC with AVX2 only (no VNNI): steady state is ahead now (ONNX Runtime's fp32 "
+    "forward pass is about 1.25x torch's, and since its threads stopped spinning between runs the "
+    "work around it costs about 4 % of a product's time); the whole command is not, because of "
+    "start-up, mostly imports (`import pipelines.options` alone takes 8-10 s against 5.0 s for "
+    "beam, torch, transformers and onnxruntime together)",
+    "int8": "29 Nov, AVX2 without VNNI: int8 lost 0.81 points of NDCG@10 (Recall@100 0.18) on the demo "
+    "model, and once fp32 stopped waiting on spinning threads it is only 1.29x fp32; so "
+    "`--precision auto` keeps fp32 on such CPUs and picks int8 only with VNNI (25 Nov: Recall@100 "
+    "+0.49, NDCG@10 -0.01 points, 2.0x fp32, on that day's demo model)",
     "nightly_time": "27 Nov: the 1M 5 % night took 579.7 s at 05:20 and 637.2 s at 07:15 (a slower machine), "
     "419.3 s at 09:53 after the evaluate changes (about 19 s of it; the rest the machine). 29 Nov: night 2 "
     "547 s, night 3 638 s (embed 455 s, of which 299 s embedding the 33,051 changed products at 85/s on "

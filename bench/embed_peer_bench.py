@@ -67,6 +67,31 @@ def madr(*arguments: str) -> list[str]:
     return [sys.executable, "-m", "jobs.cli", "--log_level", "WARNING", *arguments]
 
 
+def embed_command(products: Path, model: Path, precision: str, output: Path, threads: int) -> list[str]:
+    """`madr embed` of `products` at `precision` into `output`, as a user types it."""
+    flags = ["--products", str(products), "--model", str(model), "--precision", precision]
+    return madr("embed", *flags, "--output", str(output), "--overwrite", "--torch_threads", str(threads))
+
+
+def demo_run(folder: str) -> Path:
+    """A `madr demo` run folder (its model and catalog), or an exit that says how to make one."""
+    run = Path(folder)
+    if not (run / "model" / "config.json").is_file():
+        raise SystemExit(f"{run}/model is missing: run `make demo` first, or pass --run RUN_FOLDER")
+    return run
+
+
+def cpu_summary() -> dict[str, Any]:
+    """This CPU's vector units, whether it has VNNI, and what `--precision auto` picks on it."""
+    flags = cpu_flags()
+    vector_units = ("avx2", "avx512", "avx_vnni", "amx")
+    return {
+        "cpu_features": sorted(flag for flag in flags if flag.startswith(vector_units)),
+        "vnni": has_vnni(flags),
+        "auto": auto_precision(torch.device("cpu"), flags).as_json(),
+    }
+
+
 def rates(small: int, full: int, small_s: float, full_s: float) -> dict[str, float]:
     steady = (full - small) / (full_s - small_s)
     return {
@@ -218,23 +243,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if args.quick:
         args.small, args.full, args.repeats = 300, 1200, 1
-    run = Path(args.run)
-    if not (run / "model" / "config.json").is_file():
-        raise SystemExit(f"{run}/model is missing: run `make demo` first, or pass --run RUN_FOLDER")
+    run = demo_run(args.run)
     catalog = pq.read_table(str(run / "data" / "products"))
     full = min(args.full, catalog.num_rows)
     load_at_start = round(os.getloadavg()[0], 2)
     figures: dict[str, Any] = {}
     # Every precision this machine computes natively, beside fp32; and what `--precision auto` picks here.
-    cpu = torch.device("cpu")
-    precisions = ["fp32", "int8"] + (["bf16"] if bf16_is_native(cpu) else [])
-    flags = cpu_flags()
-    vector_units = ("avx2", "avx512", "avx_vnni", "amx")
-    machine = {
-        "cpu_features": sorted(flag for flag in flags if flag.startswith(vector_units)),
-        "vnni": has_vnni(flags),
-        "auto": auto_precision(cpu, flags).as_json(),
-    }
+    precisions = ["fp32", "int8"] + (["bf16"] if bf16_is_native(torch.device("cpu")) else [])
+    machine = cpu_summary()
     print(f"CPU features: {', '.join(machine['cpu_features']) or 'none known'}; auto picks {machine['auto']}")
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
@@ -270,20 +286,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for precision in precisions:
                 # Every run exports (and quantises) the model afresh: start-up as on a new worker.
                 shutil.rmtree(root / "cache", ignore_errors=True)
-                flags = [
-                    "--products",
-                    str(slices[name]),
-                    "--model",
-                    str(run / "model"),
-                    "--precision",
-                    precision,
-                ]
-                flags += ["--output", str(root / f"{precision}-{name}"), "--overwrite"]
-                record(
-                    f"madr_{precision}",
-                    name,
-                    timed(madr("embed", *flags, "--torch_threads", str(args.threads)), args.threads),
-                )
+                output = root / f"{precision}-{name}"
+                command = embed_command(slices[name], run / "model", precision, output, args.threads)
+                record(f"madr_{precision}", name, timed(command, args.threads))
         for contender, times in seconds.items():
             figures[contender] = rates(args.small, full, times["small"], times["full"])
         peer = figures["sentence_transformers"]
@@ -302,13 +307,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 3,
             )
         if full == catalog.num_rows:
-            scored_precisions = [*precisions, *(["bf16"] if "bf16" not in precisions else [])]
+            scored_precisions = list(precisions)
             if "bf16" not in precisions:
                 # Not timed (emulated here, slower than fp32), but scored: `--precision auto` picks bf16 on
                 # GPUs and bf16 CPUs, and a precision is picked only when its quality is measured.
-                bf16_flags = ["--products", str(slices["full"]), "--model", str(run / "model")]
-                bf16_flags += ["--precision", "bf16", "--output", str(root / "bf16-full"), "--overwrite"]
-                timed(madr("embed", *bf16_flags, "--torch_threads", str(args.threads)), args.threads)
+                command = embed_command(
+                    slices["full"], run / "model", "bf16", root / "bf16-full", args.threads
+                )
+                timed(command, args.threads)
+                scored_precisions.append("bf16")
             scores: dict[str, Any] = {
                 precision: scored(
                     run, root / f"{precision}-full", root / f"eval-{precision}", precision, args.threads

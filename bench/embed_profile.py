@@ -35,10 +35,10 @@ import pyarrow.parquet as pq
 import torch
 
 from bench.common import report, table
-from bench.embed_peer_bench import PEER_SCRIPT
+from bench.embed_peer_bench import PEER_SCRIPT, cpu_summary, demo_run, embed_command
 from bench.support import command_line
 from model.backbone import bundled_backbone_path
-from model.hardware import auto_precision, bf16_is_native, cpu_flags
+from model.hardware import bf16_is_native
 
 # (part, markers): a frame whose function is a marker (or whose file is, for markers naming a .py file)
 # puts the sample in the part. Inner parts first: a frame deep in `encode` is encode even though
@@ -154,17 +154,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if args.quick:
         args.products = 600
-    run = Path(args.run)
-    if not (run / "model" / "config.json").is_file():
-        raise SystemExit(f"{run}/model is missing: run `make demo` first, or pass --run RUN_FOLDER")
-    cpu = torch.device("cpu")
+    run = demo_run(args.run)
     precisions = args.precisions.split(",") if args.precisions else ["fp32", "int8", "auto"]
-    if not args.precisions and bf16_is_native(cpu):
+    if not args.precisions and bf16_is_native(torch.device("cpu")):
         precisions.append("bf16")
-    figures: dict[str, Any] = {
-        "cpu_features": sorted(f for f in cpu_flags() if f.startswith(("avx2", "avx512", "avx_vnni", "amx"))),
-        "auto": auto_precision(cpu).as_json(),
-    }
+    summary = cpu_summary()
+    figures: dict[str, Any] = {"cpu_features": summary["cpu_features"], "auto": summary["auto"]}
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         os.environ["MADR_CACHE"] = str(root / "cache")
@@ -173,19 +168,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         slice_path = root / "products.parquet"
         pq.write_table(catalog.slice(0, products), str(slice_path))
         for precision in precisions:
-            flags = ["--products", str(slice_path), "--model", str(run / "model"), "--precision", precision]
-            flags += [
-                "--output",
-                str(root / f"out-{precision}"),
-                "--overwrite",
-                "--torch_threads",
-                str(args.threads),
-            ]
+            output = root / f"out-{precision}"
+            command = embed_command(slice_path, run / "model", precision, output, args.threads)
             # Run once first: the ONNX export (a first run's cost, cached after) is not the profile's subject.
-            subprocess.run(
-                [sys.executable, "-m", "jobs.cli", "--log_level", "WARNING", "embed", *flags], check=True
-            )
-            command = [sys.executable, "-m", "jobs.cli", "--log_level", "WARNING", "embed", *flags]
+            subprocess.run(command, check=True)
             raw, wall = profiled(command, args.threads, args.rate, root / f"{precision}.txt")
             parts = seconds_by_part(raw, MADR_PARTS, args.rate)
             figures[f"madr_{precision}"] = per_product(parts, products, wall)

@@ -72,13 +72,13 @@ def auto_precision(
     `flags` and `gpu_bf16` default to this machine's; tests pass their own.
     """
     if device.type == "cuda":
-        if torch.cuda.is_bf16_supported() if gpu_bf16 is None else gpu_bf16:
+        if bf16_is_native(device) if gpu_bf16 is None else gpu_bf16:
             return PrecisionChoice("bf16", "the GPU computes bf16 natively")
         return PrecisionChoice("fp32", "the GPU has no bf16 units (fp16 is not picked: not measured)")
     if device.type != "cpu":
         return PrecisionChoice("fp32", f"no measured faster precision on a {device.type} device")
     flags = cpu_flags() if flags is None else flags
-    if flags & BF16_FLAGS:
+    if bf16_is_native(device, flags):
         units = ", ".join(sorted(flags & BF16_FLAGS))
         return PrecisionChoice("bf16", f"the CPU computes bf16 natively ({units})")
     if flags & VNNI_FLAGS:

@@ -171,6 +171,8 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
             core). Small models on shared cores run several times faster with 1: each op is too
             short to split, and a thread waiting for a busy core stalls the whole op.
         expected_total: how many records the job encodes in all, for the progress lines' ETA.
+        precision: `model.precision` as the caller already resolved it (`resolve_precision`), when the
+            caller records it too (the embed stage's manifest); by default it is resolved here.
     """
 
     def __init__(
@@ -182,11 +184,12 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         num_threads: int | None = None,
         abstention: AbstentionRule | None = None,
         expected_total: int | None = None,
+        precision: PrecisionChoice | None = None,
     ) -> None:
         # The settings validated themselves (`ModelSettings.__post_init__`): precision, runtime, sizes.
-        # `auto` is resolved here, where the job is built, so that every worker encodes at one precision
-        # and the stage's manifest can say which and why (`precision_choice`).
-        self.precision_choice = resolve_precision(model.precision, pick_device(model.device))
+        # `auto` is resolved where the job is built, so that every worker encodes at one precision and the
+        # stage's manifest can say which and why (`precision_choice`).
+        self.precision_choice = precision or resolve_precision(model.precision, pick_device(model.device))
         self.precision, self.runtime = self.precision_choice.precision, model.runtime
         self.expected_total = expected_total
         self.progress: ProgressLog | None = None  # per worker, made when the model is loaded

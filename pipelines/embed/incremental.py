@@ -32,10 +32,13 @@ What still grows with the catalog, with --previous only: the two key indexes. Th
 local runner holds each in a few copies (combiner buffer, encoded result, side-input
 state, decoded value), so re-embedding an unchanged catalog peaked at 620 MB for 10k
 products and 886 MB for 1M (tiny model); Dataflow keeps side inputs in its state backend.
+
+Which previous output may be reused at all (the same model's weights) is `reusable_previous`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,6 +51,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from model import content_hash
+from pipelines.artifacts import previous_embeddings_folder
 from pipelines.catalog_io import (
     METRICS_NAMESPACE,
     ArrowDoFn,
@@ -60,6 +64,7 @@ from pipelines.catalog_io import (
 from pipelines.embed.dedupe import CANDIDATES, KEPT, FindDuplicates, KeptCopy, canonical_json
 from pipelines.embed.key_index import IndexKeys, KeyIndex, as_side_input, content_key, id_key
 from pipelines.inference import ModelIdentity, TextToEncode
+from pipelines.verify import model_fingerprint, verified_stage_manifest
 from schemas import embedding_schema, validate_product
 
 TO_EMBED = "to_embed"
@@ -67,11 +72,61 @@ REUSED = "reused"
 DEAD_LETTERS = "dead_letters"
 TONIGHT = "tonight"
 
-__all__ = ["DEAD_LETTERS", "REUSED", "TO_EMBED", "PlanEmbedding", "canonical_json", "previous_pattern"]
+__all__ = [
+    "DEAD_LETTERS",
+    "EMBEDDINGS_KIND",
+    "REUSED",
+    "TO_EMBED",
+    "PlanEmbedding",
+    "canonical_json",
+    "previous_pattern",
+    "reusable_previous",
+]
+
+
+EMBEDDINGS_KIND = "madr-embeddings"
+LOGGER = logging.getLogger(__name__)
 
 
 def previous_pattern(folder: str) -> str:
     return FileSystems.join(folder, "embeddings-*.parquet")
+
+
+def reusable_previous(previous: str | None, model_dir: str, verify: bool, precision: str) -> str | None:
+    """The --previous embed output to reuse rows from (checked against its manifest), or None.
+
+    Rows are reused only when they were made by the very weights being used: the rows' model id and
+    version are names, which a retrained or adapted model may share, so the folder's model fingerprint
+    must match too. Otherwise every product is embedded, with a warning (the previous run is a cache).
+    Rows made at another precision are still reused (int8 and fp32 vectors of one product are within a
+    cosine of about 0.98 of each other), with a warning that says how to re-embed them all.
+    """
+    if not previous:
+        return None
+    folder = previous_embeddings_folder(previous)
+    manifest = verified_stage_manifest(folder, EMBEDDINGS_KIND, verify)
+    recorded, current = manifest.get("model_fingerprint"), model_fingerprint(model_dir)
+    if recorded and current and recorded != current:
+        LOGGER.warning(
+            "--previous %s was embedded by another model (fingerprint %s, not %s's %s): nothing is "
+            "reused, every product is embedded",
+            folder,
+            recorded[:16],
+            model_dir,
+            current[:16],
+        )
+        return None
+    before = (manifest.get("precision") or {}).get("precision")
+    if before and before != precision:
+        LOGGER.warning(
+            "--previous %s was embedded at %s, tonight's products at %s: its unchanged rows are reused as "
+            "they are; embed without --previous to have every row at %s",
+            folder,
+            before,
+            precision,
+            precision,
+        )
+    return folder
 
 
 def _reusable_mask(batch: pa.RecordBatch, identity: ModelIdentity) -> np.ndarray:

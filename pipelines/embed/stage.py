@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 import numpy as np
@@ -46,10 +46,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from model import Side, content_hash, pick_device
 from model.annotations import ANNOTATION_COLUMNS
+from model.hardware import PrecisionChoice
 from pipelines.artifacts import (
     counter_value,
     fresh_output,
-    previous_embeddings_folder,
     write_stage_manifest,
 )
 from pipelines.catalog_io import (
@@ -61,7 +61,14 @@ from pipelines.catalog_io import (
     catalog_row_count,
     dead_letter,
 )
-from pipelines.embed.incremental import REUSED, TO_EMBED, PlanEmbedding, previous_pattern
+from pipelines.embed.incremental import (
+    EMBEDDINGS_KIND,
+    REUSED,
+    TO_EMBED,
+    PlanEmbedding,
+    previous_pattern,
+    reusable_previous,
+)
 from pipelines.inference import (
     AnnotatedEmbedding,
     EncoderModelHandler,
@@ -78,11 +85,10 @@ from pipelines.options import (
 from pipelines.parquet_shards import WriteParquetShards
 from pipelines.runner import make_pipeline
 from pipelines.stage_config import StageOutput, config_from_values, require_flags
-from pipelines.verify import model_fingerprint, verified_stage_manifest, verify_model
+from pipelines.verify import model_fingerprint, verify_model
 from schemas import embedding_schema
 
 LOGGER = logging.getLogger(__name__)
-EMBEDDINGS_KIND = "madr-embeddings"
 ROWS = "rows"
 
 
@@ -279,14 +285,22 @@ class EmbedConfig(StageOutput):
         )
 
 
-def build_embed(options: PipelineOptions, folder: str | None = None) -> tuple[beam.Pipeline, ModelIdentity]:
+class BuiltEmbed(NamedTuple):
+    """What the embed manifest records of a built pipeline: the model's identity and the precision it
+    encodes at (`--precision auto` resolved once, here, for the handler and the manifest alike)."""
+
+    identity: ModelIdentity
+    precision: PrecisionChoice
+
+
+def build_embed(options: PipelineOptions, folder: str | None = None) -> tuple[beam.Pipeline, BuiltEmbed]:
     """The embed pipeline of `madr embed`'s flags, built but not run (tests inspect how a runner fuses it)."""
     return build_embed_pipeline(EmbedConfig.from_options(options), options, folder)
 
 
 def build_embed_pipeline(
     config: EmbedConfig, beam_options: PipelineOptions | None = None, folder: str | None = None
-) -> tuple[beam.Pipeline, ModelIdentity]:
+) -> tuple[beam.Pipeline, BuiltEmbed]:
     """The embed pipeline, built but not run, on the runner `beam_options` names (local by default).
 
     It writes into `folder` (`embed_catalog` passes its staging folder), by default `config.output`.
@@ -296,8 +310,8 @@ def build_embed_pipeline(
     # Inputs are checked here, before anything is built or written; workers trust this check.
     verify_model(model.model, config.verify)
     identity = ModelIdentity.of(model.model)
-    precision = resolve_precision(model.precision, pick_device(model.device)).precision
-    previous_folder = _reusable_previous(settings.previous, model.model, config.verify, precision)
+    precision = resolve_precision(model.precision, pick_device(model.device))
+    previous_folder = reusable_previous(settings.previous, model.model, config.verify, precision.precision)
     handler = EncoderModelHandler(
         model,
         Side.DOCUMENT,
@@ -306,6 +320,7 @@ def build_embed_pipeline(
         abstention=config.threshold.abstention(0.0),
         # Only new or changed products are encoded under --previous: their number is not known here.
         expected_total=None if previous_folder else catalog_row_count(settings.products),
+        precision=precision,
     )
 
     pipeline = make_pipeline(beam_options or PipelineOptions([]))
@@ -324,44 +339,7 @@ def build_embed_pipeline(
         | "AllDeadLetters" >> beam.Flatten()
         | WriteDeadLetters(FileSystems.join(folder, "dead_letters"))
     )
-    return pipeline, identity
-
-
-def _reusable_previous(previous: str | None, model_dir: str, verify: bool, precision: str) -> str | None:
-    """The --previous embed output to reuse rows from (checked against its manifest), or None.
-
-    Rows are reused only when they were made by the very weights being used: the rows' model id and
-    version are names, which a retrained or adapted model may share, so the folder's model fingerprint
-    must match too. Otherwise every product is embedded, with a warning (the previous run is a cache).
-    Rows made at another precision are still reused (int8 and fp32 vectors of one product are within a
-    cosine of about 0.98 of each other), with a warning that says how to re-embed them all.
-    """
-    if not previous:
-        return None
-    folder = previous_embeddings_folder(previous)
-    manifest = verified_stage_manifest(folder, EMBEDDINGS_KIND, verify)
-    recorded, current = manifest.get("model_fingerprint"), model_fingerprint(model_dir)
-    if recorded and current and recorded != current:
-        LOGGER.warning(
-            "--previous %s was embedded by another model (fingerprint %s, not %s's %s): nothing is "
-            "reused, every product is embedded",
-            folder,
-            recorded[:16],
-            model_dir,
-            current[:16],
-        )
-        return None
-    before = (manifest.get("precision") or {}).get("precision")
-    if before and before != precision:
-        LOGGER.warning(
-            "--previous %s was embedded at %s, tonight's products at %s: its unchanged rows are reused as "
-            "they are; embed without --previous to have every row at %s",
-            folder,
-            before,
-            precision,
-            precision,
-        )
-    return folder
+    return pipeline, BuiltEmbed(identity, precision)
 
 
 def run_embed(options: PipelineOptions) -> dict[str, int]:
@@ -372,7 +350,7 @@ def run_embed(options: PipelineOptions) -> dict[str, int]:
 def embed_catalog(config: EmbedConfig, beam_options: PipelineOptions | None = None) -> dict[str, int]:
     """Run the embed stage; return its counts after writing the output manifest."""
     with fresh_output(config.output, config.overwrite) as folder:
-        pipeline, identity = build_embed_pipeline(config, beam_options, folder)
+        pipeline, (identity, precision) = build_embed_pipeline(config, beam_options, folder)
         result = pipeline.run()
         result.wait_until_finish()
         counts = {name: counter_value(result, name) for name in COUNTERS}
@@ -384,8 +362,6 @@ def embed_catalog(config: EmbedConfig, beam_options: PipelineOptions | None = No
                 counts["row_groups_dead_lettered"],
             )
         check_counts(counts, config.embed.max_dead_letter_fraction, folder)
-        # The handler resolved --precision the same way where it was built, on this machine.
-        precision = resolve_precision(config.model.precision, pick_device(config.model.device))
         write_stage_manifest(
             folder,
             kind=EMBEDDINGS_KIND,

@@ -10,38 +10,40 @@ as one corpus by `PartitionedIndex`; `open_index` loads either layout from its m
 `tune_recall` measures a built index against exact search and widens its search to a target.
 
 Only `schemas`, numpy, scann and pyarrow are imported here: the index must not depend
-on how embeddings were produced.
+on how embeddings were produced. The names below are imported on first use, not with the package:
+`pipelines.options` reads `index_builder.config` for every command's flags, and the searchers
+bring torch and ScaNN with them.
 """
 
-from index_builder.artifact import IndexArtifactError, IndexManifest
-from index_builder.builder import ScannIndexBuilder
-from index_builder.config import ReorderPrecision, ScannIndexConfig, Scoring
-from index_builder.exact import ExactSearcher
-from index_builder.inverted import ExactSparseSearcher, InvertedIndex, InvertedManifest
-from index_builder.partitioned import PartitionedIndex, PartitionedManifest, open_index, shard_of
-from index_builder.recall import RecallReport, RecallTargetError, tune_recall
-from index_builder.scann_index import ScannIndex
-from index_builder.searcher import Searcher, SearchResult
+from __future__ import annotations
 
-__all__ = [
-    "ExactSearcher",
-    "ExactSparseSearcher",
-    "IndexArtifactError",
-    "IndexManifest",
-    "InvertedIndex",
-    "InvertedManifest",
-    "PartitionedIndex",
-    "PartitionedManifest",
-    "RecallReport",
-    "RecallTargetError",
-    "ReorderPrecision",
-    "ScannIndex",
-    "ScannIndexBuilder",
-    "ScannIndexConfig",
-    "Scoring",
-    "SearchResult",
-    "Searcher",
-    "open_index",
-    "shard_of",
-    "tune_recall",
-]
+from schemas.package_exports import exported_on_use
+
+# Each exported name and the submodule that defines it.
+_EXPORTS = {
+    "IndexArtifactError": "index_builder.artifact",
+    "IndexManifest": "index_builder.artifact",
+    "ScannIndexBuilder": "index_builder.builder",
+    "ReorderPrecision": "index_builder.config",
+    "ScannIndexConfig": "index_builder.config",
+    "Scoring": "index_builder.config",
+    "ExactSearcher": "index_builder.exact",
+    "ExactSparseSearcher": "index_builder.inverted",
+    "InvertedIndex": "index_builder.inverted",
+    "InvertedManifest": "index_builder.inverted",
+    "PartitionedIndex": "index_builder.partitioned",
+    "PartitionedManifest": "index_builder.partitioned",
+    "open_index": "index_builder.partitioned",
+    "shard_of": "index_builder.partitioned",
+    "RecallReport": "index_builder.recall",
+    "RecallTargetError": "index_builder.recall",
+    "tune_recall": "index_builder.recall",
+    "ScannIndex": "index_builder.scann_index",
+    "Searcher": "index_builder.searcher",
+    "SearchResult": "index_builder.searcher",
+}
+
+__getattr__, __dir__ = exported_on_use(__name__, _EXPORTS)
+
+
+__all__ = sorted(_EXPORTS)

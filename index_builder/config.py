@@ -44,6 +44,8 @@ MIN_SEARCHED_FRACTION = 0.10
 # The k an index's stored search settings are sized for (ScaNN's own default num_neighbors): what a
 # server gets when it calls ScaNN without overrides. Deeper searches widen per k at search time.
 SERVING_K = 10
+# The recall against exact search a built index is tuned to reach (`index_builder.recall.tune_recall`).
+DEFAULT_TARGET_RECALL = 0.95
 # For deeper k, search the fraction DEEP_SEARCH_SCALE × k^DEEP_SEARCH_EXPONENT of the leaves (with
 # ~sqrt(n) leaves): a query's top-k spreads over far more leaves than k/n suggests. Recall@k within
 # 1 % of exact at 1M × 128 needed 10 % of the leaves for k = 10 (0.997), 20 % for k = 100 (0.992),

@@ -32,14 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from index_builder.config import Scoring
+from index_builder.config import DEFAULT_TARGET_RECALL, Scoring
 from index_builder.exact import ExactSearcher
 from index_builder.scann_index import ScannIndex
 from index_builder.searcher import Searcher
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TARGET_RECALL = 0.95
 # Corpus vectors sampled as queries: recall over 1,000 queries has a standard error under 0.01 at
 # k = 10 (and far less at deeper k, where each query averages k hits).
 DEFAULT_RECALL_QUERIES = 1_000

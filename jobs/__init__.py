@@ -1,9 +1,10 @@
 """madr's commands: the command table and `madr` CLI, and the jobs that chain stages.
 
-`commands` registers every command of `madr` and `cli` is its console script (`jobs.cli:main`);
-`nightly`, `demo` and `experiment` run several stages in a row (`stage_runs`); `compare`, `explain`
-and `ingest_cli` are commands that run no Beam stage. `jobs` sits at the top of the import
-direction: it may import every other package of madr, and none imports it.
+`command_table` lists every command of `madr`, `commands/` registers each, and `cli` is its console
+script (`jobs.cli:main`); `nightly`, `demo` and `experiment` run several stages in a row
+(`stage_runs`); `compare`, `explain` and `ingest_cli` are commands that run no Beam stage. `jobs`
+sits at the top of the import direction: it may import every other package of madr, and none
+imports it.
 
 Importing `jobs` first checks that the `pipelines` it is about to import is the one next to it (an
 impostor's code would run before `pipelines` could check anything), then imports `pipelines`, which

@@ -1,21 +1,21 @@
 """The `madr` command: one entry point, a subcommand per stage.
 
-`madr --help` lists the commands, each once with its purpose; the table they come from is
-`jobs.commands.COMMANDS` (name, purpose, flags, run). This module builds the parser from it,
-sets up logging and turns what a command raises into one line and an exit code
-(`jobs.cli_errors`).
+`madr --help` lists the commands, each once with its purpose, from `jobs.command_table.INDEX`,
+without importing any of them. A command line is parsed twice: once with every command a stub, which
+names the command; then with that command's module imported and its flags added (the others stay
+stubs). This module also sets up logging and turns what a command raises into one line and an exit
+code (`jobs.cli_errors`).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
-from jobs import extend_vocabulary  # noqa: F401  registers `madr extend-vocabulary`
-from jobs.cli_errors import report_error
-from jobs.commands import BEAM_COMMANDS, COMMANDS
+from jobs.command_table import BEAM_COMMANDS, INDEX, Command, load_command
 
 EPILOG = (
     f"The Beam commands ({', '.join(BEAM_COMMANDS)}; build-index with --num_index_shards > 1) accept "
@@ -24,7 +24,8 @@ EPILOG = (
 )
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(chosen: Command | None = None) -> argparse.ArgumentParser:
+    """`madr`'s parser, with `chosen`'s flags; every other command is a stub that only names it."""
     parser = argparse.ArgumentParser(
         prog="madr",
         description="Multi-aspect dense retrieval over product catalogs, as Apache Beam batch jobs.",
@@ -44,32 +45,52 @@ def _parser() -> argparse.ArgumentParser:
         "the command: madr --debug embed ...)",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in COMMANDS.values():
-        command.register(commands)
+    for entry in INDEX:
+        if chosen is not None and entry.name == chosen.name:
+            chosen.register(commands)
+        else:
+            # Without its own --help, so that `madr NAME --help` reaches NAME's full parser.
+            commands.add_parser(entry.name, help=entry.purpose, add_help=False)
     return parser
 
 
 def _quiet_libraries() -> None:
-    from transformers.utils import logging as hf_logging
+    # transformers reads these when it is first imported, by the command's module or later in its run;
+    # importing it here only to quiet it cost commands that never use it a second.
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "transformers" in sys.modules:  # imported before main() was called (a test, a caller's script)
+        from transformers.utils import logging as hf_logging
 
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
     for noisy in ("apache_beam", "absl", "bm25s"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the command line `argv`: its command's module imported and its flags added.
+
+    Exits as argparse does on --help before a command, or on no command or an unknown one."""
+    named, _ = _parser().parse_known_args(argv)
+    return _parser(load_command(named.command))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args, beam_args = _parser().parse_known_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _quiet_libraries()
+    parser = parser_for(argv)
+    args, beam_args = parser.parse_known_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if beam_args and args.command not in BEAM_COMMANDS:
-        _parser().error(f"unrecognised arguments for {args.command}: {' '.join(beam_args)}")
+        parser.error(f"unrecognised arguments for {args.command}: {' '.join(beam_args)}")
     try:
         args.run(args, beam_args, argv[argv.index(args.command) + 1 :])
     except Exception as error:
         if args.debug:
             raise
+        from jobs.cli_errors import report_error  # Beam's file systems: only when there is an error
+
         # A user's error (a bad value, a missing or damaged file) as one line, exit code 2; a bug's
         # traceback and how to report it, exit code 1 (jobs/cli_errors.py).
         return report_error(args.command, error)

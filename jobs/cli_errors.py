@@ -21,19 +21,12 @@ import traceback
 from typing import TextIO
 
 from pipelines.artifacts import wrapped_os_error
-from pipelines.embed.stage import DeadLetterThresholdExceeded
-from pipelines.nightly.publish_guard import PublishRefused
+from pipelines.refusals import StageRefused
 from schemas.manifest import ArtifactError
 
-# ArtifactError, DeadLetterThresholdExceeded and PublishRefused are RuntimeErrors, a type that is
-# otherwise a bug's; InvalidRecord and CheckpointError are ValueErrors.
-USER_ERRORS: tuple[type[Exception], ...] = (
-    ValueError,
-    OSError,
-    ArtifactError,
-    DeadLetterThresholdExceeded,
-    PublishRefused,
-)
+# ArtifactError and StageRefused (too many dead letters, a nightly catalog that shrank) are RuntimeErrors,
+# a type that is otherwise a bug's; InvalidRecord and CheckpointError are ValueErrors.
+USER_ERRORS: tuple[type[Exception], ...] = (ValueError, OSError, ArtifactError, StageRefused)
 EXIT_USER_ERROR = 2
 EXIT_BUG = 1
 

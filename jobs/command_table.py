@@ -1,6 +1,14 @@
-"""The command table's machinery: a `Command` (name, purpose, description, flags, run), the `COMMANDS`
-registry in the order of `madr --help`, and the `@command(...)` decorator that fills it. The commands
-themselves are registered in `jobs.commands`.
+"""The command table of `madr`: every command listed once, and the machinery that registers each.
+
+`INDEX` lists the commands in the order of `madr --help`: name, the module under `jobs.commands` that
+registers it, the one line `madr --help` shows, and whether it takes Beam pipeline options. That is
+all the CLI needs until it knows which command runs, so `madr --help` imports none of them and
+`madr NAME` imports only NAME's module (`load_command`): importing every stage put 10 s of torch,
+transformers and ScaNN in front of each command, even of `--help`.
+
+In its module, each command's run registers it with `@command(NAME, add_arguments)` (its docstring
+is the description of `madr NAME --help`); `COMMANDS` holds those registered so far. Adding a command
+means a line here and a decorated function in a module of `jobs.commands`.
 
 A run is called as ``run(args, beam_args, stage_argv)``: the parsed flags, the flags argparse did
 not know (only commands with ``beam=True`` accept them, as Beam pipeline options), and the command
@@ -10,6 +18,7 @@ line after the command's name (what a Beam stage parses its `PipelineOptions` fr
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,6 +26,43 @@ BEAM_NOTE = "Any other flag is passed to Beam as a pipeline option (e.g. --runne
 
 Run = Callable[[argparse.Namespace, list[str], list[str]], None]
 AddArguments = Callable[[argparse.ArgumentParser], None]
+
+
+@dataclass(frozen=True)
+class CommandEntry:
+    """A command as `madr --help` lists it, known before its module is imported."""
+
+    name: str
+    module: str  # under jobs.commands
+    purpose: str  # the one line of `madr --help`; fits an 80-column terminal
+    beam: bool = False  # accepts Beam pipeline options besides its own flags
+
+
+INDEX: tuple[CommandEntry, ...] = (
+    CommandEntry("generate", "data", "write the seeded synthetic benchmark as Parquet"),
+    CommandEntry("ingest", "data", "ESCI, WANDS or your own files -> a dataset folder"),
+    CommandEntry("pretrain", "training", "pre-train an encoder (MLM + aspect losses)"),
+    CommandEntry("train", "training", "fine-tune an encoder variant on a dataset folder"),
+    CommandEntry("adapt", "training", "adapt the shipped model to your catalog (no judgments)"),
+    CommandEntry("embed", "embed", "Beam: embed a catalog into Parquet shards", beam=True),
+    # Beam options apply with --num_index_shards > 1, as its help says.
+    CommandEntry("build-index", "index", "build a ScaNN index artifact over the shards", beam=True),
+    CommandEntry("build-sparse-index", "index", "inverted index over a UHD model's sparse vectors"),
+    CommandEntry("evaluate", "evaluate", "Beam: retrieve for the test queries, report metrics", beam=True),
+    CommandEntry("enrich", "embed", "Beam: fill the catalog's aspect gaps with predictions", beam=True),
+    CommandEntry("export-vertex", "embed", "Beam: export for Vertex AI Vector Search", beam=True),
+    CommandEntry("experiment", "runs", "train and evaluate variants under one budget"),
+    CommandEntry("explain", "inspect", "Table 8: per-aspect predictions of a query and product"),
+    CommandEntry("neighbours", "inspect", "Table 9: nearest values in an aspect value table"),
+    CommandEntry("search", "inspect", "search an index with a query in words (filters)"),
+    CommandEntry("nightly", "runs", "the nightly job: embed, index, evaluate, publish", beam=True),
+    CommandEntry("compare", "reports", "compare two evaluations query by query (paired t-test)"),
+    CommandEntry("report", "reports", "a nightly run's morning report, as one HTML page"),
+    CommandEntry("demo", "runs", "the whole job end to end on the embedded default data"),
+    CommandEntry("extend-vocabulary", "training", "add your catalog's aspect values to a model"),
+)
+ENTRIES = {entry.name: entry for entry in INDEX}
+BEAM_COMMANDS = tuple(entry.name for entry in INDEX if entry.beam)
 
 
 @dataclass(frozen=True)
@@ -44,34 +90,63 @@ class Command:
         return parser
 
 
-# The table, filled in the order of `madr --help`. Purposes fit one line of an 80-column terminal.
+# The commands registered so far: a command's module registers it when imported (`load_command`).
 COMMANDS: dict[str, Command] = {}
 
 
 def command(
     name: str,
-    purpose: str,
     add_arguments: AddArguments,
     *,
-    beam: bool = False,
     beam_note: bool | None = None,
     show_defaults: bool = False,
 ) -> Callable[[Run], Run]:
-    """Register the decorated run as `madr NAME`, its docstring as the description of its --help.
+    """Register the decorated run as `madr NAME`, its docstring as the description of its --help; its
+    purpose and whether it takes Beam options are NAME's line of `INDEX`.
 
-    `beam`: the command accepts Beam pipeline options; `beam_note` (default: `beam`) says so under its
-    --help. `show_defaults`: --help appends each flag's default.
+    `beam_note` (default: the command takes Beam options) says so under its --help. `show_defaults`:
+    --help appends each flag's default.
     """
 
     def register(run: Run) -> Run:
+        entry = ENTRIES.get(name)
+        if entry is None or run.__module__ != f"jobs.commands.{entry.module}":
+            where = "is not in INDEX" if entry is None else f"belongs in jobs.commands.{entry.module}"
+            raise ValueError(f"command {name!r} {where} (jobs/command_table.py)")
         if name in COMMANDS:
             raise ValueError(f"command {name!r} is registered twice")
-        description = " ".join((run.__doc__ or purpose).split())
+        description = " ".join((run.__doc__ or entry.purpose).split())
+        beam = entry.beam
         epilog = BEAM_NOTE if (beam if beam_note is None else beam_note) else None
-        COMMANDS[name] = Command(name, purpose, description, add_arguments, run, beam, show_defaults, epilog)
+        COMMANDS[name] = Command(
+            name, entry.purpose, description, add_arguments, run, beam, show_defaults, epilog
+        )
         return run
 
     return register
 
 
-__all__ = ["BEAM_NOTE", "COMMANDS", "AddArguments", "Command", "Run", "command"]
+def load_command(name: str) -> Command:
+    """`madr NAME`'s command, its module imported (which registers it)."""
+    importlib.import_module(f"jobs.commands.{ENTRIES[name].module}")
+    return COMMANDS[name]
+
+
+def load_all() -> dict[str, Command]:
+    """Every command, in the order of `madr --help` (for tests and the README's check)."""
+    return {entry.name: load_command(entry.name) for entry in INDEX}
+
+
+__all__ = [
+    "BEAM_COMMANDS",
+    "BEAM_NOTE",
+    "COMMANDS",
+    "INDEX",
+    "AddArguments",
+    "Command",
+    "CommandEntry",
+    "Run",
+    "command",
+    "load_all",
+    "load_command",
+]

@@ -42,8 +42,8 @@ from pipelines.embed.enrich import EnrichConfig, enrich_catalog
 from pipelines.embed.export import ExportVertexConfig, export_vertex
 from pipelines.embed.stage import EMBEDDINGS_KIND, embed_catalog
 from pipelines.evaluate.stage import evaluate_retrieval
-from pipelines.evaluate.zero_shot import ZERO_SHOT_FOLDER
 from pipelines.index.partitioned import build_partitioned
+from pipelines.layout import ZERO_SHOT_FOLDER
 from pipelines.nightly.inputs import (
     CATALOG_RECORD,
     CatalogChanged,

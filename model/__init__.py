@@ -2,45 +2,44 @@
 
 `new_encoder` builds a variant by name, `load_encoder` opens a saved model
 directory; both return the encoder and its tokenizer.
+
+The names below are imported on first use, not with the package: `model.abstention` and
+`model.hardware` are read by every command's flags (`pipelines.options`), and importing the
+encoders with them put transformers' model code (about 4 s) in front of `madr --help`.
 """
 
-from model.aspects import (
-    AspectLabels,
-    AspectVocabulary,
-    FusionType,
-    Granularity,
-    ImplicitSlot,
-    Representation,
-)
-from model.batch import EncoderOutput, Side, TokenizedBatch, pick_device
-from model.config import EncoderConfig
-from model.encoder import DenseEncoder
-from model.madral import MultiAspectConfig, MultiAspectEncoder
-from model.registry import VARIANTS, load_config, load_encoder, new_encoder, variant_class
-from model.text import content_hash, document_text, document_text_with_aspects, text_for_model
+from __future__ import annotations
 
-__all__ = [
-    "VARIANTS",
-    "AspectLabels",
-    "AspectVocabulary",
-    "DenseEncoder",
-    "EncoderConfig",
-    "EncoderOutput",
-    "FusionType",
-    "Granularity",
-    "ImplicitSlot",
-    "MultiAspectConfig",
-    "MultiAspectEncoder",
-    "Representation",
-    "Side",
-    "TokenizedBatch",
-    "content_hash",
-    "document_text",
-    "document_text_with_aspects",
-    "load_config",
-    "load_encoder",
-    "new_encoder",
-    "pick_device",
-    "text_for_model",
-    "variant_class",
-]
+from schemas.package_exports import exported_on_use
+
+# Each exported name and the submodule that defines it.
+_EXPORTS = {
+    "AspectLabels": "model.aspects",
+    "AspectVocabulary": "model.aspects",
+    "FusionType": "model.aspects",
+    "Granularity": "model.aspects",
+    "ImplicitSlot": "model.aspects",
+    "Representation": "model.aspects",
+    "EncoderOutput": "model.batch",
+    "Side": "model.batch",
+    "TokenizedBatch": "model.batch",
+    "pick_device": "model.batch",
+    "EncoderConfig": "model.config",
+    "DenseEncoder": "model.encoder",
+    "MultiAspectConfig": "model.madral",
+    "MultiAspectEncoder": "model.madral",
+    "VARIANTS": "model.registry",
+    "load_config": "model.registry",
+    "load_encoder": "model.registry",
+    "new_encoder": "model.registry",
+    "variant_class": "model.registry",
+    "content_hash": "model.text",
+    "document_text": "model.text",
+    "document_text_with_aspects": "model.text",
+    "text_for_model": "model.text",
+}
+
+__getattr__, __dir__ = exported_on_use(__name__, _EXPORTS)
+
+
+__all__ = sorted(_EXPORTS)

@@ -24,8 +24,9 @@ from model.backbone import load_pretrained_transformer
 from model.batch import EncoderOutput, Side, TokenizedBatch
 from model.bibert import BiBertConfig, BiBertEncoder
 from model.config import EncoderConfig
-from model.encoder import WEIGHTS_FILE, DenseEncoder
+from model.encoder import DenseEncoder
 from model.madral import AspectTowerEncoder, MultiAspectConfig, MultiAspectEncoder
+from model.weights_file import WEIGHTS_FILE
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,12 @@ from model.config import EncoderConfig
 from model.leading_positions import last_hidden_at_leading_positions
 from model.mlm import MlmHead, mask_for_mlm, masked_lm_loss
 from model.ranking_losses import in_batch_softmax_loss
-from model.weights_file import load_checked_weights, read_weights
+from model.weights_file import WEIGHTS_FILE, load_checked_weights, read_weights
 
 if TYPE_CHECKING:
     from model.aspects.labels import AspectLabels
     from model.aspects.vocabulary import AspectVocabulary
 
-WEIGHTS_FILE = "model.safetensors"
 MLM_HEADS = "mlm_heads"  # attribute (and state-dict prefix) of the per-tower MLM heads
 
 

@@ -34,7 +34,8 @@ import torch
 from torch import nn
 
 from model.batch import EncoderOutput, Side, TokenizedBatch
-from model.encoder import WEIGHTS_FILE, DenseEncoder
+from model.encoder import DenseEncoder
+from model.weights_file import WEIGHTS_FILE
 from schemas.manifest import sha256_file
 
 ONNX_PRECISIONS = ("fp32", "int8")

@@ -17,6 +17,7 @@ from torch import nn
 
 from schemas.manifest import ArtifactError
 
+WEIGHTS_FILE = "model.safetensors"  # in every model directory
 FIX = "copy the model directory again from where `madr train` wrote it, or train it again"
 
 

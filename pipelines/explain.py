@@ -17,7 +17,8 @@ from typing import Any
 import torch
 
 from model import Side, load_encoder
-from model.annotations import AbstentionRule, RecordAnnotations, annotate
+from model.abstention import AbstentionRule
+from model.annotations import RecordAnnotations, annotate
 from model.aspects.vocabulary import VOCABULARY_FILE, AspectVocabulary, normalise_value
 from model.text import text_for_model
 from pipelines.artifacts import parquet_rows

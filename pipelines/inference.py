@@ -34,7 +34,8 @@ from model import (
     pick_device,
     text_for_model,
 )
-from model.annotations import AbstentionRule, RecordAnnotations, annotate
+from model.abstention import AbstentionRule
+from model.annotations import RecordAnnotations, annotate
 from model.hardware import PrecisionChoice, auto_precision, bf16_is_native
 from model.onnx_runtime import OnnxRuntimeEncoder, cache_root, cached_graph, probe_mismatch
 from pipelines.options import PRECISIONS, RUNTIMES, ModelSettings
@@ -166,7 +167,7 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         annotate: return `AnnotatedEmbedding`s (vector and Table 8 annotations), not bare vectors.
         abstention: with `annotate`, which predicted aspect values are written: those below its
             confidence, or (brand, colour) not stated in the record's text, are written as absent,
-            their confidence kept (`model.annotations.AbstentionRule`).
+            their confidence kept (`model.abstention.AbstentionRule`).
         num_threads: torch intra-op threads of the worker process (None: torch's default, one per
             core). Small models on shared cores run several times faster with 1: each op is too
             short to split, and a thread waiting for a busy core stalls the whole op.

@@ -12,6 +12,11 @@ from dataclasses import dataclass
 
 from apache_beam.io.filesystems import FileSystems
 
+# Inside an evaluation folder: the backbone used zero-shot, evaluated beside the model
+# (`pipelines.evaluate.zero_shot`): its embeddings/ and eval/, and the paired comparison.
+ZERO_SHOT_FOLDER = "zero_shot"
+ZERO_SHOT_FILE = "zero_shot.json"
+
 
 @dataclass(frozen=True)
 class DatasetLayout:

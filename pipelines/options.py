@@ -17,10 +17,9 @@ from typing import Any
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from evaluation import DEFAULT_METRICS
-from index_builder.config import ReorderPrecision, ScannIndexConfig, Scoring
-from index_builder.recall import DEFAULT_TARGET_RECALL
+from index_builder.config import DEFAULT_TARGET_RECALL, ReorderPrecision, ScannIndexConfig, Scoring
 from index_builder.schedule import DEFAULT_SERVING_DEPTHS, parse_depths
-from model.annotations import STATED_ASPECTS, AbstentionRule
+from model.abstention import STATED_ASPECTS, AbstentionRule
 from pipelines.depth import retrieval_depth
 from pipelines.stage_config import options_class, setting, switch
 from schemas import ECOMMERCE_ASPECTS

@@ -34,8 +34,7 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from model.encoder import WEIGHTS_FILE
-from model.weights_file import check_weights_readable
+from model.weights_file import WEIGHTS_FILE, check_weights_readable
 from pipelines.artifacts import read_stage_manifest, verify_stage_folder
 from pipelines.options import VerifyOptions
 from schemas.manifest import (

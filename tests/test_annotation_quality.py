@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.cli import main
-from model.annotations import AbstentionRule
+from model.abstention import AbstentionRule
 from pipelines.evaluate.annotation_quality import (
     held_out_products,
     measure_annotation_quality,

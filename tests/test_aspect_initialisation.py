@@ -221,7 +221,8 @@ def test_a_warm_start_copies_prediction_rows_by_value_not_by_class_id(tmp_path: 
 
 
 def test_annotations_below_min_confidence_are_absent_but_keep_their_confidence() -> None:
-    from model.annotations import AbstentionRule, annotate
+    from model.abstention import AbstentionRule
+    from model.annotations import annotate
     from model.batch import EncoderOutput
 
     encoder, _ = new_encoder(
@@ -245,7 +246,8 @@ def test_annotations_below_min_confidence_are_absent_but_keep_their_confidence()
 
 def test_a_stated_aspect_abstains_when_the_text_does_not_name_the_value() -> None:
     """An unknown brand is not put on a known one: the value is written only when the text names it."""
-    from model.annotations import AbstentionRule, annotate
+    from model.abstention import AbstentionRule
+    from model.annotations import annotate
     from model.batch import EncoderOutput
 
     encoder, _ = new_encoder(
@@ -288,7 +290,7 @@ def test_a_stated_aspect_abstains_when_the_text_does_not_name_the_value() -> Non
     ],
 )
 def test_states_value_matches_whole_words_case_and_accents_aside(text: str, value: str, stated: bool) -> None:
-    from model.annotations import folded_words, states_value
+    from model.abstention import folded_words, states_value
 
     assert states_value(folded_words(text), value) is stated
 
@@ -321,6 +323,6 @@ def test_top1_accuracy_of_a_batch_counts_labelled_pairs_only() -> None:
     ],
 )
 def test_folded_words_casefolds_and_drops_accents_on_either_path(text: str, folded: str) -> None:
-    from model.annotations import folded_words
+    from model.abstention import folded_words
 
     assert folded_words(text) == folded

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cli, commands
+from jobs import cli
 from jobs.cli import main
+from jobs.commands import reports as commands
 from pipelines.nightly.publish_guard import PublishRefused
 from schemas import ArtifactError
 from tests.test_embed_pipeline import catalog, write_catalog

@@ -1,14 +1,17 @@
-"""`madr --help` comes from one command table (issue 11): each command once, with its one-line purpose."""
+"""`madr --help` comes from one command table (issue 11): each command once, with its one-line purpose;
+`madr --help` imports no command and `madr NAME` only NAME's module (issue 49: start-up)."""
 
 from __future__ import annotations
 
 import argparse
 import re
+import subprocess
+import sys
 
 import pytest
 
-from jobs import cli
-from jobs.commands import BEAM_COMMANDS, COMMANDS
+from jobs import cli, command_table
+from jobs.command_table import BEAM_COMMANDS, INDEX, load_all, load_command
 from model import VARIANTS
 from pipelines.train.presets import PAPER, PRESETS
 
@@ -25,19 +28,58 @@ def test_top_level_help_lists_each_command_once_with_its_purpose(capsys, monkeyp
     out = _help([], capsys, monkeypatch)
     # argparse indents the subcommand lines by four spaces; options by two, wrapped lines by more.
     listed = re.findall(r"^ {4}(\S+)", out, flags=re.MULTILINE)
-    assert sorted(listed) == sorted(COMMANDS), out
+    commands = load_all()
+    assert listed == list(commands), out
     assert len(listed) == len(set(listed)), out
-    for name, command in COMMANDS.items():
+    for name, command in commands.items():
         (line,) = (line for line in out.splitlines() if line.startswith(f"    {name} "))
         assert line.split(None, 1)[1] == command.purpose, f"{name}: purpose not on its line:\n{out}"
 
 
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
 def test_every_subparser_runs_its_table_entry() -> None:
-    actions = cli._parser()._actions
-    subparsers = next(a for a in actions if isinstance(a, argparse._SubParsersAction))
-    assert list(subparsers.choices) == list(COMMANDS)
-    for name, parser in subparsers.choices.items():
-        assert parser.get_default("run") is COMMANDS[name].run
+    assert list(_subparsers(cli._parser())) == [entry.name for entry in INDEX]
+    for entry in INDEX:
+        chosen = load_command(entry.name)
+        assert chosen.run.__module__ == f"jobs.commands.{entry.module}"
+        assert (chosen.purpose, chosen.beam) == (entry.purpose, entry.beam)
+        assert _subparsers(cli._parser(chosen))[entry.name].get_default("run") is chosen.run
+
+
+def test_help_imports_no_command_and_a_command_only_its_module() -> None:
+    probe = (
+        "import sys\n"
+        "from jobs import cli\n"
+        "try:\n"
+        "    cli.main(sys.argv[1:])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "watched = ('torch', 'transformers')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('jobs.commands.') or m in watched))\n"
+    )
+
+    def imported(*argv: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", probe, *argv], capture_output=True, text=True, check=True
+        )
+        return done.stdout.strip().splitlines()[-1]
+
+    assert imported("--help") == "[]"
+    # generate reads no model: its module alone, without torch.
+    assert imported("generate", "--help") == "['jobs.commands.data']"
+
+
+def test_a_command_outside_the_index_or_its_module_is_refused() -> None:
+    def run(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+        """A run."""
+
+    with pytest.raises(ValueError, match="is not in INDEX"):
+        command_table.command("no-such-command", lambda parser: None)(run)
+    with pytest.raises(ValueError, match=r"belongs in jobs\.commands\.data"):
+        command_table.command("generate", lambda parser: None)(run)  # registered from this test module
 
 
 def test_the_beam_commands_are_unchanged() -> None:

@@ -8,8 +8,8 @@ import math
 import pyarrow.parquet as pq
 import pytest
 
-from jobs import commands
 from jobs.cli import main
+from jobs.commands import runs as commands
 from jobs.demo import run_demo
 
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from jobs.commands import COMMANDS
+from jobs.command_table import load_command
 from jobs.nightly import NightlyJob, run_nightly
 from jobs.nightly_args import add_nightly_arguments, job_from_args
 from pipelines.nightly.inputs import CatalogChanged
@@ -231,7 +231,7 @@ def test_one_min_confidence_reaches_every_stage_of_the_nightly_and_every_command
     helps = set()
     for name in ("embed", "evaluate", "enrich", "export-vertex"):
         command = argparse.ArgumentParser()
-        COMMANDS[name].add_arguments(command)
+        load_command(name).add_arguments(command)
         (action,) = [a for a in command._actions if "--min_confidence" in a.option_strings]
         helps.add((action.help, action.default))
     assert len(helps) == 1  # one declaration, one default (None: each command's own, said in the help)

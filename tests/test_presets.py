@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.cli import _parser
+from jobs.cli import parser_for
 from model.registry import VARIANTS, ZERO_SHOT, experiment_role
 from model.training import TrainingConfig
 from pipelines.train.encoder_job import EncoderJob, parse_variant_options
@@ -15,7 +15,7 @@ from pipelines.train.pretrain import add_pretrain_arguments
 
 def _train_args(*flags: str):
     argv = ["train", "--data", "d", "--out", "o", *flags]
-    args = _parser().parse_args(argv)
+    args = parser_for(argv).parse_args(argv)
     return apply_preset(args, "train", explicit_flags(add_train_arguments, argv[1:]))
 
 
@@ -44,7 +44,8 @@ def test_a_variant_without_aspects_gets_no_aspect_loss_from_its_papers_preset(pr
 
 
 def test_without_a_preset_nothing_changes() -> None:
-    assert vars(_train_args()) == vars(_parser().parse_args(["train", "--data", "d", "--out", "o"]))
+    argv = ["train", "--data", "d", "--out", "o"]
+    assert vars(_train_args()) == vars(parser_for(argv).parse_args(argv))
 
 
 def test_uhd_preset_variant_options_come_before_the_users() -> None:
@@ -56,7 +57,7 @@ def test_uhd_preset_variant_options_come_before_the_users() -> None:
 
 def test_pretrain_reads_its_own_part_of_the_preset() -> None:
     argv = ["pretrain", "--data", "d", "--out", "o", "--preset", "repro-ecir24"]
-    args = _parser().parse_args(argv)
+    args = parser_for(argv).parse_args(argv)
     apply_preset(args, "pretrain", explicit_flags(add_pretrain_arguments, argv[1:]))
     assert (args.aspect_weight, args.learning_rate, args.epochs) == (0.1, 1e-4, 20)
     assert not hasattr(args, "aspect_loss_weight")
@@ -65,7 +66,7 @@ def test_pretrain_reads_its_own_part_of_the_preset() -> None:
 @pytest.mark.parametrize("command", ["train", "pretrain"])
 def test_help_lists_every_preset_and_what_it_sets(command: str, capsys) -> None:
     with pytest.raises(SystemExit):
-        _parser().parse_args([command, "--help"])
+        parser_for([command]).parse_args([command, "--help"])
     text = " ".join(capsys.readouterr().out.split())
     for name in PRESETS:
         assert name in text

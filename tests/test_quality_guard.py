@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.evaluate.report import PER_QUERY_FILE
-from pipelines.evaluate.zero_shot import ZERO_SHOT_FOLDER
+from pipelines.layout import ZERO_SHOT_FOLDER
 from pipelines.nightly.latest import read_latest
 from pipelines.nightly.quality_guard import QualityRefused, quality_check
 from schemas import JUDGMENT_SCHEMA, QUERY_SCHEMA

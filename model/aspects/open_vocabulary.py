@@ -11,7 +11,7 @@ known values' mean.
 
 Measured on the store export (150 products, 36 new brands) with the shipped model: brand written for
 70 products instead of 14, all 70 right, at --min_confidence 0.5 with brand checked against the text
-(`model.annotations.AbstentionRule`), which a new value needs: its row is a guess until trained.
+(`model.abstention.AbstentionRule`), which a new value needs: its row is a guess until trained.
 """
 
 from __future__ import annotations

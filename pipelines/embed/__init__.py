@@ -4,34 +4,6 @@
 `incremental`, `dedupe` and `key_index` plan which rows to embed and which to reuse from the
 previous run. `enrich` (`madr enrich`) fills the catalog's aspect gaps from the annotations and
 `export` (`madr export-vertex`) writes Vertex AI Vector Search input files from the embeddings.
+
+The package imports none of its modules: a command imports the one it runs (`jobs.command_table`).
 """
-
-from pipelines.embed.stage import (
-    EMBEDDINGS_KIND,
-    DeadLetterThresholdExceeded,
-    EmbedConfig,
-    EmbedProducts,
-    EmbedTexts,
-    WriteEmbeddings,
-    build_embed,
-    build_embed_pipeline,
-    check_counts,
-    embed_catalog,
-    embedding_defect,
-    run_embed,
-)
-
-__all__ = [
-    "EMBEDDINGS_KIND",
-    "DeadLetterThresholdExceeded",
-    "EmbedConfig",
-    "EmbedProducts",
-    "EmbedTexts",
-    "WriteEmbeddings",
-    "build_embed",
-    "build_embed_pipeline",
-    "check_counts",
-    "embed_catalog",
-    "embedding_defect",
-    "run_embed",
-]

@@ -83,6 +83,7 @@ from pipelines.options import (
     PredictionThreshold,
 )
 from pipelines.parquet_shards import WriteParquetShards
+from pipelines.refusals import StageRefused
 from pipelines.runner import make_pipeline
 from pipelines.stage_config import StageOutput, config_from_values, require_flags
 from pipelines.verify import model_fingerprint, verify_model
@@ -92,7 +93,7 @@ LOGGER = logging.getLogger(__name__)
 ROWS = "rows"
 
 
-class DeadLetterThresholdExceeded(RuntimeError):
+class DeadLetterThresholdExceeded(StageRefused):
     """More records were rejected than --max_dead_letter_fraction allows."""
 
 

@@ -5,20 +5,6 @@ batches in `transforms`, with the searchers of `searchers` timed by `calibration
 combines its per-query rows on the driver. `annotation_quality` and `judged_ranking` score the
 aspect annotations and judged re-rankings, `sparse` the inverted indexes of UHD-BERT. The metrics
 themselves are the Beam-free `evaluation` package.
+
+The package imports none of its modules: a command imports the one it runs (`jobs.command_table`).
 """
-
-from pipelines.evaluate.stage import (
-    EvaluateConfig,
-    build_evaluate,
-    build_evaluate_pipeline,
-    evaluate_retrieval,
-    run_evaluate,
-)
-
-__all__ = [
-    "EvaluateConfig",
-    "build_evaluate",
-    "build_evaluate_pipeline",
-    "evaluate_retrieval",
-    "run_evaluate",
-]

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from model import Side, load_encoder, text_for_model
-from model.annotations import AbstentionRule
+from model.abstention import AbstentionRule
 from model.aspects.vocabulary import UNSEEN
 from pipelines.artifacts import parquet_rows, read_parquet_table
 from pipelines.evaluate.judged_ranking import AspectAccuracy, Forward, aspect_accuracy

@@ -20,7 +20,7 @@ from transformers import PreTrainedTokenizerBase
 
 from evaluation import MetricSpec, RelevanceRule, evaluate_query, parse_metrics
 from model import DenseEncoder, EncoderOutput, Side, TokenizedBatch
-from model.annotations import EVERY_PREDICTION, AbstentionRule, folded_words
+from model.abstention import EVERY_PREDICTION, AbstentionRule, folded_words
 from model.aspects.calibration import aspect_probabilities
 from model.aspects.vocabulary import UNSEEN
 

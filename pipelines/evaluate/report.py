@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -28,9 +28,11 @@ from evaluation.plot import PLOT_FILE, k_grid, recall_curve, write_recall_plot
 from evaluation.report import METRICS_FILE, PER_QUERY_FILE
 from evaluation.text_table import format_text_table
 from pipelines.artifacts import list_files, read_parquet_table
-from pipelines.evaluate.calibration import Calibration
 from pipelines.local_copies import local_output
 from schemas.manifest import MANIFEST_FILE
+
+if TYPE_CHECKING:  # the searchers' timings; importing them brings the encoder
+    from pipelines.evaluate.calibration import Calibration
 
 LOGGER = logging.getLogger(__name__)
 

@@ -26,6 +26,7 @@ from model import load_config
 from model.registry import ZERO_SHOT
 from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.evaluate.report import read_per_query
+from pipelines.layout import ZERO_SHOT_FILE, ZERO_SHOT_FOLDER
 from pipelines.options import EmbedSettings
 from pipelines.zero_shot import zero_shot_model
 
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
     from pipelines.evaluate.stage import EvaluateConfig
 
 LOGGER = logging.getLogger(__name__)
-ZERO_SHOT_FOLDER = "zero_shot"
-ZERO_SHOT_FILE = "zero_shot.json"
 
 
 def wants_zero_shot(config: EvaluateConfig) -> bool:

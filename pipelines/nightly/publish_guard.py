@@ -15,11 +15,12 @@ from typing import Any
 
 from pipelines.artifacts import read_stage_manifest
 from pipelines.embed.stage import EMBEDDINGS_KIND, rows_held
+from pipelines.refusals import StageRefused
 
 DEFAULT_MAX_SHRINK = 0.2
 
 
-class PublishRefused(RuntimeError):
+class PublishRefused(StageRefused):
     """Tonight's catalog is empty, or smaller than the published one by more than --max_shrink."""
 
 

@@ -24,7 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 from evaluation.comparison import ComparisonReport, compare_query_rows
 from evaluation.significance import SIGNIFICANCE
 from pipelines.evaluate.report import PER_QUERY_FILE, read_per_query
-from pipelines.evaluate.zero_shot import ZERO_SHOT_FOLDER
+from pipelines.layout import ZERO_SHOT_FOLDER
 from pipelines.nightly.publish_guard import PublishRefused
 
 GUARDED_METRICS = ("ndcg@10", "recall@100")

@@ -24,7 +24,7 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 
 from evaluation.report import METRICS_FILE, PER_QUERY_FILE
-from pipelines.evaluate.zero_shot import ZERO_SHOT_FILE, ZERO_SHOT_FOLDER
+from pipelines.layout import ZERO_SHOT_FILE, ZERO_SHOT_FOLDER
 from pipelines.report.status import RunStatus, read_run_status
 from schemas.manifest import MANIFEST_FILE
 

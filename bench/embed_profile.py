@@ -35,7 +35,8 @@ import pyarrow.parquet as pq
 import torch
 
 from bench.common import report, table
-from bench.embed_peer_bench import PEER_SCRIPT, cpu_summary, demo_run, embed_command
+from bench.embed_peer_bench import PEER_SCRIPT, cpu_summary, demo_run
+from bench.precision_quality import embed_command
 from bench.support import command_line
 from model.backbone import bundled_backbone_path
 from model.hardware import bf16_is_native

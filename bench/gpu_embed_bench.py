@@ -36,11 +36,12 @@ import torch
 from safetensors.torch import save_file
 
 from bench.common import report
-from bench.embed_peer_bench import madr, rates, timed
+from bench.embed_peer_bench import rates
+from bench.precision_quality import madr, timed
 from bench.support import command_line
 from model import Side, load_encoder, pick_device, variant_class
 from model.config import read_config_dict
-from model.encoder import WEIGHTS_FILE
+from model.weights_file import WEIGHTS_FILE
 from pipelines.inference import ModelIdentity
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import write_manifest

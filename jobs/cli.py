@@ -84,6 +84,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if beam_args and args.command not in BEAM_COMMANDS:
         parser.error(f"unrecognised arguments for {args.command}: {' '.join(beam_args)}")
+    if beam_args:
+        from pipelines.beam_flags import refused_flags  # Beam's options: only for flags left to Beam
+
+        # The nightly passes madr's stage flags on to every stage; another command would not read them.
+        refused = refused_flags(beam_args, args.command, stage_flags_allowed=args.command == "nightly")
+        if refused:
+            parser.error(f"{'; '.join(refused)} (`madr {args.command} --help` lists its flags)")
     try:
         args.run(args, beam_args, argv[argv.index(args.command) + 1 :])
     except Exception as error:

@@ -11,6 +11,7 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines.beam_flags import flag_names, refused_flags
 from pipelines.depth import OLD_FLAG_NAMES
 from pipelines.embed.stage import EmbedConfig
 from pipelines.evaluate.stage import EvaluateConfig
@@ -173,20 +174,16 @@ class NightlyJob:
 def given_flags(flags: Sequence[str]) -> set[str]:
     """The option names written in a stage's flags (`--depth 100` and `--depth=100` alike; an old name,
     `--max_k`, as the option it now sets)."""
-    names = (token[2:].split("=", 1)[0] for token in flags if token.startswith("--"))
-    return {OLD_FLAG_NAMES.get(name, name) for name in names}
+    return {OLD_FLAG_NAMES.get(name, name) for name in flag_names(flags)}
 
 
 def _refuse_unknown_flags(stage: str, flags: Sequence[str]) -> None:
     """A flag in --<stage>_flags that no stage or Beam option declares is an error naming it, not dropped."""
-    options = PipelineOptions(list(flags))
-    unknown = set(options.get_all_options(retain_unknown_options=True)) - set(options.get_all_options())
-    if unknown:
-        names = ", ".join(f"--{name}" for name in sorted(unknown))
+    refused = refused_flags(flags, f"the {stage} stage", stage_flags_allowed=True)
+    if refused:
         command = {"index": "build-index"}.get(stage, stage)
         raise ValueError(
-            f"--{stage}_flags: {names} is not a flag of the {stage} stage or of Beam "
-            f"(`madr {command} --help` lists the stage's)"
+            f"--{stage}_flags: {'; '.join(refused)} (`madr {command} --help` lists the {stage} stage's)"
         )
 
 

@@ -93,7 +93,9 @@ def _quality_text(label: str, quality: dict[str, Any]) -> str:
     """One dataset's precisions against fp32, as a sentence per precision."""
     fp32 = quality["fp32"]
     lines = [
-        f"{label}: fp32 Recall@100 {fp32['recall@100']}, NDCG@10 {fp32['ndcg@10']}, held-out Accuracy@1 "
+        f"{label}: fp32 Recall@100 {fp32['recall@100']}, NDCG@10 {fp32['ndcg@10']}, held-out Accuracy@1"
+        + (f" ({fp32['held_out_products']} products)" if "held_out_products" in fp32 else "")
+        + " "
         + "; ".join(f"{aspect} {value}" for aspect, value in fp32["held_out_accuracy@1"].items())
         + "."
     ]

@@ -67,6 +67,7 @@ def scored(
     return {
         **{name: round(value["mean"], 4) for name, value in metrics.items()},
         "held_out_accuracy@1": {aspect: round(accuracy, 3) for aspect, (accuracy, _) in written.items()},
+        "held_out_products": max((count for _, count in written.values()), default=0),
     }
 
 

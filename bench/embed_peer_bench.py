@@ -112,9 +112,12 @@ def _quality_text(label: str, quality: dict[str, Any]) -> str:
 
 
 def _change(quality: dict[str, Any], precision: str, metric: str) -> float:
-    # Results files before 30 Nov 2026 kept int8's changes without a prefix.
-    key = f"{precision}_{metric}_change_points"
-    return quality[key] if key in quality else quality[f"{metric}_change_points"]
+    """`precision`'s change of `metric` against fp32, in points."""
+    # Results files before 30 Nov 2026 kept int8's changes without a prefix, or only the metrics.
+    for key in (f"{precision}_{metric}_change_points", f"{metric}_change_points"):
+        if key in quality and (precision == "int8" or key.startswith(precision)):
+            return quality[key]
+    return round(100 * (quality[precision][metric] - quality["fp32"][metric]), 2)
 
 
 def embed_peer_section(r: dict[str, Any]) -> str:

@@ -170,18 +170,19 @@ NOTES = (
 
 # Keyed like the targets in `bench.performance_doc.verdicts`; shown next to a verdict that is not "met".
 FINDINGS: dict[str, str] = {
-    "embed": "29-30 Nov, an AMD EPYC with AVX2 only (no VNNI), 10,000 generator products: fp32 is level "
-    "with sentence-transformers, not ahead (0.98x steady, 0.975x for the whole command). The 1.51x steady "
-    "of 29 Nov came from a 1,000-product difference (2,000 and 3,000 products), which this machine's "
-    "noise of a few seconds a run swamps; on 8,000 products the two differ by 2 %. ONNX Runtime's fp32 "
+    "embed": "29 Nov, an AMD EPYC with AVX2 only (no VNNI), 10,000 generator products, two runs: fp32 is "
+    "level with sentence-transformers, not ahead (0.98x and 0.96x steady, 0.975x and 0.963x for the whole "
+    "command). The 1.51x steady measured earlier that day came from a 1,000-product difference (2,000 and "
+    "3,000 products), which this machine's noise of a few seconds a run swamps. ONNX Runtime's fp32 "
     "forward pass is 1.1-1.2x torch's on the same model (10.5 against 12.8 ms a text, batches of 32 x 64 "
-    "tokens, best of six), which the MtBERT heads and the stage's work per product use up. Start-up: "
-    "`madr --help` 14.8 -> 0.08 s and `madr embed`'s imports about 1.5 s shorter, since a command imports "
-    "only its own module; what is left is beam, torch and transformers' BERT (about 6 s). Attention is "
-    "now exported as plain operations, 8 % faster in ONNX Runtime than torch's fused call; fp32 above "
-    "1.2x needs less compute per text, which fp32 on this CPU does not give",
-    "int8": "29-30 Nov, AVX2 without VNNI: int8 lost 0.81 points of NDCG@10 (Recall@100 0.18) on the demo "
-    "benchmark and 2.56 points (Recall@100 1.05) on the store export with its adapted model, at 1.34x "
+    "tokens, best of six), which the MtBERT heads and the stage's work per product use up. Attention is "
+    "now exported as plain operations, 8 % faster than torch's fused call in that micro-benchmark but "
+    "within the noise of the whole command (madr 88.3 -> 91.6 products/s, sentence-transformers 90.1 -> "
+    "95.7 in the same two runs). Start-up: `madr --help` 14.8 -> 0.08 s and `madr embed` about 1.5 s "
+    "shorter, since a command imports only its own module; what is left is beam, torch and "
+    "transformers' BERT (about 6 s). fp32 above 1.2x needs less compute per text than this CPU gives",
+    "int8": "29 Nov, AVX2 without VNNI: int8 lost 0.60 points of NDCG@10 (Recall@100 0.18) on the demo "
+    "benchmark and 2.42 points (Recall@100 1.05) on the store export with its adapted model, at 1.32x "
     "fp32's steady speed; so `--precision auto` keeps fp32 on such CPUs and picks int8 only with VNNI "
     "(25 Nov: Recall@100 +0.49, NDCG@10 -0.01 points, 2.0x fp32, on that day's demo model; the store "
     "export was not measured there)",

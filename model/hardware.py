@@ -9,10 +9,12 @@ The rule, in order (each precision's speed and quality against fp32 are in docs/
 3. A CPU that multiplies int8 natively (AVX-512 VNNI, AVX-VNNI or AMX int8): int8, ONNX Runtime's
    dynamic quantisation. On a VNNI CPU (25 Nov 2026): Recall@100 +0.49 points, NDCG@10 -0.01, at 2.0x
    fp32's speed.
-4. Anything else: fp32. That includes x86 CPUs with AVX2 but no VNNI, where int8 is faster (1.58x fp32
-   on a 2-core AMD EPYC, 29 Nov 2026) but ONNX Runtime's AVX2 kernel (u8 x s8 through int16 sums, which
-   can saturate) cost the demo model 0.81 points of NDCG@10 (R@100 0.18), over the 0.5 points a
-   precision may lose to be picked without being asked for. `--precision int8` still takes it.
+4. Anything else: fp32. That includes x86 CPUs with AVX2 but no VNNI, where int8 is faster (1.3x fp32
+   on a 2-core AMD EPYC, 10,000 products, 29 Nov 2026) but ONNX Runtime's AVX2 kernel (u8 x s8 through
+   int16 sums, which can saturate) cost NDCG@10 0.60 points on the demo benchmark and 2.42 on the store
+   export with its adapted model (Recall@100 0.18 and 1.05), over the 0.5 points a precision may lose
+   to be picked without being asked for. `--precision int8` still takes it. bf16 on the store export
+   (emulated, same numbers as native): Recall@100 +0.62, NDCG@10 -0.28 points.
    Also another architecture, an unreadable /proc/cpuinfo, or a GPU without bf16.
 
 fp16 is never picked: it was not measured against fp32. `MADR_CPU_FLAGS` (space- or comma-separated
@@ -86,7 +88,9 @@ def auto_precision(
         return PrecisionChoice("int8", f"the CPU multiplies int8 natively ({units})")
     if "avx2" in flags:
         return PrecisionChoice(
-            "fp32", "the CPU has no VNNI or bf16 units; int8 through AVX2 lost 0.8 points of NDCG@10"
+            "fp32",
+            "the CPU has no VNNI or bf16 units; int8 through AVX2 lost 0.6 (benchmark) and 2.4 (store "
+            "export) points of NDCG@10",
         )
     if flags:
         return PrecisionChoice("fp32", "the CPU has no VNNI or bf16 units")

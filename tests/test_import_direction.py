@@ -110,11 +110,13 @@ def test_no_import_goes_against_the_direction() -> None:
     assert not new, "imports against the direction of ALLOWED:\n" + "\n".join(map(str, new))
 
 
-def test_known_violations_still_exist() -> None:
-    """A fixed violation leaves the allow-list too, so that it cannot come back unnoticed."""
+def test_the_allow_list_is_empty_and_every_entry_still_exists() -> None:
+    """No import is allowed against the direction: an entry added to KNOWN_VIOLATIONS fails here until
+    this test says why it is needed; and a fixed violation leaves the list, so it cannot come back."""
     current = {(v.path, v.target) for v in all_violations()}
     stale = sorted(KNOWN_VIOLATIONS - current)
     assert not stale, f"fixed, remove from KNOWN_VIOLATIONS: {stale}"
+    assert not KNOWN_VIOLATIONS, f"imports allowed against the direction: {sorted(KNOWN_VIOLATIONS)}"
 
 
 # The checker itself, on made-up sources.

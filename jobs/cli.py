@@ -54,12 +54,17 @@ def _parser(chosen: Command | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _quiet_libraries() -> None:
+def _quiet_transformers() -> None:
     # transformers reads these when it is first imported, by the command's module or later in its run;
     # importing it here only to quiet it cost commands that never use it a second.
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    if "transformers" in sys.modules:  # imported before main() was called (a test, a caller's script)
+
+
+def _quiet_libraries() -> None:
+    """After the command's module is imported: libraries that set their loggers' levels on import (bm25s
+    does) would undo a level set before."""
+    if "transformers" in sys.modules:  # imported already: tell it directly
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
@@ -78,10 +83,11 @@ def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    _quiet_libraries()
+    _quiet_transformers()
     parser = parser_for(argv)
     args, beam_args = parser.parse_known_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _quiet_libraries()
     if beam_args and args.command not in BEAM_COMMANDS:
         parser.error(f"unrecognised arguments for {args.command}: {' '.join(beam_args)}")
     if beam_args:

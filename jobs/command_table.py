@@ -100,12 +100,13 @@ def command(
     *,
     beam_note: bool | None = None,
     show_defaults: bool = False,
+    epilog: str | None = None,
 ) -> Callable[[Run], Run]:
     """Register the decorated run as `madr NAME`, its docstring as the description of its --help; its
     purpose and whether it takes Beam options are NAME's line of `INDEX`.
 
-    `beam_note` (default: the command takes Beam options) says so under its --help. `show_defaults`:
-    --help appends each flag's default.
+    `beam_note` (default: the command takes Beam options) says so under its --help; `epilog` replaces
+    that note with the command's own. `show_defaults`: --help appends each flag's default.
     """
 
     def register(run: Run) -> Run:
@@ -117,9 +118,9 @@ def command(
             raise ValueError(f"command {name!r} is registered twice")
         description = " ".join((run.__doc__ or entry.purpose).split())
         beam = entry.beam
-        epilog = BEAM_NOTE if (beam if beam_note is None else beam_note) else None
+        note = epilog or (BEAM_NOTE if (beam if beam_note is None else beam_note) else None)
         COMMANDS[name] = Command(
-            name, entry.purpose, description, add_arguments, run, beam, show_defaults, epilog
+            name, entry.purpose, description, add_arguments, run, beam, show_defaults, note
         )
         return run
 

@@ -104,3 +104,10 @@ def test_an_unknown_variant_is_a_one_line_error(capsys) -> None:
     assert exited.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("madr train: error: argument --variant: invalid choice: 'nosuch'"), last
+
+
+def test_nightly_help_says_where_stage_flags_go(capsys, monkeypatch) -> None:
+    # The nightly accepts any stage's flag at its top level (issue 48): its help must say so.
+    out = " ".join(_help(["nightly"], capsys, monkeypatch).split())
+    assert "given here applies to every stage that reads it" in out, out
+    assert "a flag neither a stage nor Beam knows is an error" in out, out

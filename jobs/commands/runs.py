@@ -27,7 +27,16 @@ def _nightly_arguments(parser: argparse.ArgumentParser) -> None:
     add_stage_arguments(parser, VerifyOptions)
 
 
-@command("nightly", _nightly_arguments)
+# Every stage of the nightly reads its settings from the job's Beam arguments (jobs/nightly_job.py).
+NIGHTLY_FLAGS_NOTE = (
+    "A flag of a stage (embed, build-index, evaluate: --precision, --batch_size, --zero_shot, ...) given "
+    "here applies to every stage that reads it; --embed_flags, --index_flags and --evaluate_flags give one "
+    "stage its own. Any other flag is passed to Beam as a pipeline option (e.g. --runner DataflowRunner); "
+    "a flag neither a stage nor Beam knows is an error."
+)
+
+
+@command("nightly", _nightly_arguments, epilog=NIGHTLY_FLAGS_NOTE)
 def _nightly(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
     """Embed tonight's catalog (reusing unchanged products of the LATEST run), build the index,
     evaluate it, and move OUT/LATEST only when every stage has succeeded."""

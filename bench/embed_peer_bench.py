@@ -36,6 +36,7 @@ import torch
 from bench.common import report, table
 from bench.precision_quality import (
     MAX_LOSS_POINTS,
+    change_points,
     embed_command,
     madr,
     precision_quality,
@@ -101,7 +102,7 @@ def _quality_text(label: str, quality: dict[str, Any]) -> str:
     ]
     for precision in (name for name, row in quality.items() if isinstance(row, dict) and name != "fp32"):
         row = quality[precision]
-        change = {metric: _change(quality, precision, metric) for metric in ("recall@100", "ndcg@10")}
+        change = {metric: change_points(quality, precision, metric) for metric in ("recall@100", "ndcg@10")}
         lines.append(
             f"{precision}: Recall@100 {row['recall@100']} (Δ {change['recall@100']} points), NDCG@10 "
             f"{row['ndcg@10']} (Δ {change['ndcg@10']} points), held-out Accuracy@1 "
@@ -109,15 +110,6 @@ def _quality_text(label: str, quality: dict[str, Any]) -> str:
             + "."
         )
     return " ".join(lines)
-
-
-def _change(quality: dict[str, Any], precision: str, metric: str) -> float:
-    """`precision`'s change of `metric` against fp32, in points."""
-    # Results files before 30 Nov 2026 kept int8's changes without a prefix, or only the metrics.
-    for key in (f"{precision}_{metric}_change_points", f"{metric}_change_points"):
-        if key in quality and (precision == "int8" or key.startswith(precision)):
-            return quality[key]
-    return round(100 * (quality[precision][metric] - quality["fp32"][metric]), 2)
 
 
 def embed_peer_section(r: dict[str, Any]) -> str:
@@ -186,8 +178,8 @@ def embed_peer_verdicts(r: dict[str, Any] | None) -> list[tuple[str, str, str, b
     f, c = r["figures"], r["config"]
     fp32, int8 = f["madr_fp32"], f["madr_int8"]
     quality, store = f.get("retrieval_quality"), f.get("store_quality")
-    delta = _change(quality, "int8", "recall@100") if quality else None
-    ndcg = _change(quality, "int8", "ndcg@10") if quality else None
+    delta = change_points(quality, "int8", "recall@100") if quality else None
+    ndcg = change_points(quality, "int8", "ndcg@10") if quality else None
     verdicts = [
         (
             "embed",

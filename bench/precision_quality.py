@@ -72,48 +72,38 @@ def scored(
 
 
 def precision_quality(
-    data: DatasetLayout,
-    model: Path,
-    precisions: Sequence[str],
-    work: Path,
-    threads: int,
-    embedded: dict[str, Path] | None = None,
+    data: DatasetLayout, model: Path, precisions: Sequence[str], work: Path, threads: int
 ) -> dict[str, Any]:
-    """Each of `precisions` (fp32 first) scored on `data`, and each other one's change against fp32 in
-    points: {precision: scores, "<precision>_<metric>_change_points": change}.
-
-    `embedded` holds embed outputs of `data`'s whole catalog already written (the timing runs' own);
-    the others are embedded here.
-    """
+    """Each of `precisions` (fp32 first) embedded and scored on `data`, and each other one's change against
+    fp32 in points: {precision: scores, "<precision>_<metric>_change_points": change}."""
     if precisions[0] != "fp32":
         raise ValueError(f"fp32 comes first, the reference: got {list(precisions)}")
-    embedded = dict(embedded or {})
     result: dict[str, Any] = {}
     for precision in precisions:
-        if precision not in embedded:
-            embedded[precision] = work / f"embeddings-{precision}"
-            timed(embed_command(data.products, model, precision, embedded[precision], threads), threads)
-        result[precision] = scored(
-            data, model, embedded[precision], work / f"eval-{precision}", precision, threads
-        )
+        embeddings = work / f"embeddings-{precision}"
+        timed(embed_command(data.products, model, precision, embeddings, threads), threads)
+        result[precision] = scored(data, model, embeddings, work / f"eval-{precision}", precision, threads)
     for precision in precisions[1:]:
         for metric in METRICS:
-            result[f"{precision}_{metric}_change_points"] = round(
-                100 * (result[precision][metric] - result["fp32"][metric]), 2
-            )
+            result[f"{precision}_{metric}_change_points"] = change_points(result, precision, metric)
     return result
+
+
+def change_points(quality: dict[str, Any], precision: str, metric: str) -> float:
+    """`precision`'s change of `metric` against fp32 on one dataset, in points, from its scores (results
+    files of every date hold those; the stored changes had other key names before 29 Nov 2026)."""
+    return round(100 * (quality[precision][metric] - quality["fp32"][metric]), 2)
 
 
 def within_loss(quality: dict[str, Any], precision: str) -> bool:
     """Whether `precision` lost at most `MAX_LOSS_POINTS` of every metric against fp32 on this dataset."""
-    if precision == "fp32":
-        return True
-    return all(quality[f"{precision}_{metric}_change_points"] >= -MAX_LOSS_POINTS for metric in METRICS)
+    return all(change_points(quality, precision, metric) >= -MAX_LOSS_POINTS for metric in METRICS)
 
 
 __all__ = [
     "MAX_LOSS_POINTS",
     "METRICS",
+    "change_points",
     "embed_command",
     "madr",
     "precision_quality",

@@ -19,31 +19,17 @@ from __future__ import annotations
 
 from schemas.package_exports import exported_on_use
 
-# Each exported name and the submodule that defines it.
+# Each submodule and the names the package exports from it.
 _EXPORTS = {
-    "IndexArtifactError": "index_builder.artifact",
-    "IndexManifest": "index_builder.artifact",
-    "ScannIndexBuilder": "index_builder.builder",
-    "ReorderPrecision": "index_builder.config",
-    "ScannIndexConfig": "index_builder.config",
-    "Scoring": "index_builder.config",
-    "ExactSearcher": "index_builder.exact",
-    "ExactSparseSearcher": "index_builder.inverted",
-    "InvertedIndex": "index_builder.inverted",
-    "InvertedManifest": "index_builder.inverted",
-    "PartitionedIndex": "index_builder.partitioned",
-    "PartitionedManifest": "index_builder.partitioned",
-    "open_index": "index_builder.partitioned",
-    "shard_of": "index_builder.partitioned",
-    "RecallReport": "index_builder.recall",
-    "RecallTargetError": "index_builder.recall",
-    "tune_recall": "index_builder.recall",
-    "ScannIndex": "index_builder.scann_index",
-    "Searcher": "index_builder.searcher",
-    "SearchResult": "index_builder.searcher",
+    "artifact": ("IndexArtifactError", "IndexManifest"),
+    "builder": ("ScannIndexBuilder",),
+    "config": ("ReorderPrecision", "ScannIndexConfig", "Scoring"),
+    "exact": ("ExactSearcher",),
+    "inverted": ("ExactSparseSearcher", "InvertedIndex", "InvertedManifest"),
+    "partitioned": ("PartitionedIndex", "PartitionedManifest", "open_index", "shard_of"),
+    "recall": ("RecallReport", "RecallTargetError", "tune_recall"),
+    "scann_index": ("ScannIndex",),
+    "searcher": ("Searcher", "SearchResult"),
 }
 
-__getattr__, __dir__ = exported_on_use(__name__, _EXPORTS)
-
-
-__all__ = sorted(_EXPORTS)
+__getattr__, __dir__, __all__ = exported_on_use(__name__, _EXPORTS)

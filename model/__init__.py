@@ -12,34 +12,22 @@ from __future__ import annotations
 
 from schemas.package_exports import exported_on_use
 
-# Each exported name and the submodule that defines it.
+# Each submodule and the names the package exports from it.
 _EXPORTS = {
-    "AspectLabels": "model.aspects",
-    "AspectVocabulary": "model.aspects",
-    "FusionType": "model.aspects",
-    "Granularity": "model.aspects",
-    "ImplicitSlot": "model.aspects",
-    "Representation": "model.aspects",
-    "EncoderOutput": "model.batch",
-    "Side": "model.batch",
-    "TokenizedBatch": "model.batch",
-    "pick_device": "model.batch",
-    "EncoderConfig": "model.config",
-    "DenseEncoder": "model.encoder",
-    "MultiAspectConfig": "model.madral",
-    "MultiAspectEncoder": "model.madral",
-    "VARIANTS": "model.registry",
-    "load_config": "model.registry",
-    "load_encoder": "model.registry",
-    "new_encoder": "model.registry",
-    "variant_class": "model.registry",
-    "content_hash": "model.text",
-    "document_text": "model.text",
-    "document_text_with_aspects": "model.text",
-    "text_for_model": "model.text",
+    "aspects": (
+        "AspectLabels",
+        "AspectVocabulary",
+        "FusionType",
+        "Granularity",
+        "ImplicitSlot",
+        "Representation",
+    ),
+    "batch": ("EncoderOutput", "Side", "TokenizedBatch", "pick_device"),
+    "config": ("EncoderConfig",),
+    "encoder": ("DenseEncoder",),
+    "madral": ("MultiAspectConfig", "MultiAspectEncoder"),
+    "registry": ("VARIANTS", "load_config", "load_encoder", "new_encoder", "variant_class"),
+    "text": ("content_hash", "document_text", "document_text_with_aspects", "text_for_model"),
 }
 
-__getattr__, __dir__ = exported_on_use(__name__, _EXPORTS)
-
-
-__all__ = sorted(_EXPORTS)
+__getattr__, __dir__, __all__ = exported_on_use(__name__, _EXPORTS)

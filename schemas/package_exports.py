@@ -2,8 +2,9 @@
 
 `model`, `model.aspects` and `index_builder` export their classes from the package for short imports,
 but importing all of them with the package brought torch, transformers' model code and ScaNN to every
-reader of a plain setting (`madr --help` took 10 s). Each gives `exported_on_use` the names and the
-submodule defining each; `from model import DenseEncoder` then imports `model.encoder` only then.
+reader of a plain setting (`madr --help` took 10 s). Each gives `exported_on_use` its submodules and the
+names it exports from each, as its imports once read; `from model import DenseEncoder` then imports
+`model.encoder` only then.
 It lives in `schemas` because every package may import `schemas`.
 """
 
@@ -11,26 +12,28 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 
 def exported_on_use(
-    package: str, exports: Mapping[str, str]
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """`__getattr__` and `__dir__` for `package`, whose `exports` map each name to its submodule."""
+    package: str, exports: Mapping[str, Sequence[str]]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
+    """`__getattr__`, `__dir__` and `__all__` for `package`, which exports `exports[submodule]` from each of
+    its submodules (named relative to it)."""
+    source = {name: f"{package}.{submodule}" for submodule, names in exports.items() for name in names}
 
     def __getattr__(name: str) -> Any:
-        if name not in exports:
+        if name not in source:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(exports[name]), name)
+        value = getattr(importlib.import_module(source[name]), name)
         setattr(sys.modules[package], name, value)  # looked up once
         return value
 
     def __dir__() -> list[str]:
-        return sorted({*vars(sys.modules[package]), *exports})
+        return sorted({*vars(sys.modules[package]), *source})
 
-    return __getattr__, __dir__
+    return __getattr__, __dir__, sorted(source)
 
 
 __all__ = ["exported_on_use"]

@@ -7,9 +7,7 @@ import json
 
 from jobs.command_table import command
 from jobs.ingest_cli import add_ingest_arguments, run_ingest
-from pipelines.stage_config import (
-    add_output_argument,
-)
+from pipelines.stage_config import add_output_argument
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 
 

@@ -6,9 +6,7 @@ import argparse
 
 from jobs.adapt import add_adapt_arguments, run_adapt_job
 from jobs.command_table import command
-from pipelines.stage_config import (
-    add_output_argument,
-)
+from pipelines.stage_config import add_output_argument
 from pipelines.train.extend_vocabulary import extend_vocabulary
 from pipelines.train.finetune import add_train_arguments, train_from_args
 from pipelines.train.presets import apply_preset, explicit_flags

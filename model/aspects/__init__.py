@@ -10,38 +10,27 @@ from __future__ import annotations
 
 from schemas.package_exports import exported_on_use
 
-# Each exported name and the submodule that defines it.
+# Each submodule and the names the package exports from it.
 _EXPORTS = {
-    "AspectExtractionNetwork": "model.aspects.extraction",
-    "ClsAsAspects": "model.aspects.extraction",
-    "ExtractedSlots": "model.aspects.extraction",
-    "FirstTokens": "model.aspects.extraction",
-    "MultiTokenPooling": "model.aspects.extraction",
-    "Representation": "model.aspects.extraction",
-    "CLS": "model.aspects.fusion",
-    "OTHER": "model.aspects.fusion",
-    "ClsGating": "model.aspects.fusion",
-    "FusionType": "model.aspects.fusion",
-    "ImplicitSlot": "model.aspects.fusion",
-    "PresenceWeighting": "model.aspects.fusion",
-    "WeightedSum": "model.aspects.fusion",
-    "AspectPredictionHeads": "model.aspects.heads",
-    "PresenceHeads": "model.aspects.heads",
-    "IGNORE_INDEX": "model.aspects.labels",
-    "AspectLabels": "model.aspects.labels",
-    "aspect_learning_loss": "model.aspects.losses",
-    "aspect_prediction_loss": "model.aspects.losses",
-    "aspect_presence_loss": "model.aspects.losses",
-    "pointwise_relevance_loss": "model.aspects.losses",
-    "AspectTower": "model.aspects.tower",
-    "TowerOutput": "model.aspects.tower",
-    "UNSEEN": "model.aspects.vocabulary",
-    "VOCABULARY_FILE": "model.aspects.vocabulary",
-    "AspectValues": "model.aspects.vocabulary",
-    "AspectVocabulary": "model.aspects.vocabulary",
-    "Granularity": "model.aspects.vocabulary",
+    "extraction": (
+        "AspectExtractionNetwork",
+        "ClsAsAspects",
+        "ExtractedSlots",
+        "FirstTokens",
+        "MultiTokenPooling",
+        "Representation",
+    ),
+    "fusion": ("CLS", "OTHER", "ClsGating", "FusionType", "ImplicitSlot", "PresenceWeighting", "WeightedSum"),
+    "heads": ("AspectPredictionHeads", "PresenceHeads"),
+    "labels": ("IGNORE_INDEX", "AspectLabels"),
+    "losses": (
+        "aspect_learning_loss",
+        "aspect_prediction_loss",
+        "aspect_presence_loss",
+        "pointwise_relevance_loss",
+    ),
+    "tower": ("AspectTower", "TowerOutput"),
+    "vocabulary": ("UNSEEN", "VOCABULARY_FILE", "AspectValues", "AspectVocabulary", "Granularity"),
 }
 
-__getattr__, __dir__ = exported_on_use(__name__, _EXPORTS)
-
-__all__ = sorted(_EXPORTS)
+__getattr__, __dir__, __all__ = exported_on_use(__name__, _EXPORTS)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -122,33 +123,48 @@ def evaluate_model(model: str, data: DatasetLayout, folder: Path, overwrite: boo
     return evaluate_retrieval(config)
 
 
-def run_adapt_job(args: argparse.Namespace) -> dict[str, Any]:
-    # The loop's settings first: a bad value is named before any data is read.
-    loop = config_from_values(TrainingConfig, args)
-    loop = dataclasses.replace(loop, bf16=loop.bf16 or pretrain_in_bf16(args.training_precision))
-    job = job_from_args(args)
+@dataclass(frozen=True)
+class AdaptRun:
+    """`madr adapt`: the adaptation (`AdaptJob`), its loop, and where the retrieval evaluations go."""
+
+    job: AdaptJob
+    loop: TrainingConfig
+    # Folder of the evaluations when the dataset has judged test queries (default: OUTPUT-evaluation);
+    # "none" skips them.
+    evaluation: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> AdaptRun:
+        # The loop's settings first: a bad value is named before the dataset is looked at.
+        loop = config_from_values(TrainingConfig, args)
+        loop = dataclasses.replace(loop, bf16=loop.bf16 or pretrain_in_bf16(args.training_precision))
+        return cls(job_from_args(args), loop, args.evaluation)
+
+
+def run_adapt_job(run: AdaptRun) -> dict[str, Any]:
+    job = run.job
     started = time.perf_counter()
-    report: AdaptReport = run_adapt(job, loop)
+    report: AdaptReport = run_adapt(job, run.loop)
     seconds = time.perf_counter() - started
     print(report.format())
     print(f"adapted in {seconds:.0f}s")
     result: dict[str, Any] = {"report": report, "adapt_seconds": seconds, "evaluations": {}}
     data = DatasetLayout(job.dataset)
-    if args.evaluation == "none" or not has_judged_test_queries(data):
-        if args.evaluation != "none":
+    if run.evaluation == "none" or not has_judged_test_queries(data):
+        if run.evaluation != "none":
             print("no judged test queries in the dataset: retrieval is not evaluated")
         return result
-    root = Path(args.evaluation or f"{str(args.out).rstrip('/')}-evaluation")
+    root = Path(run.evaluation or f"{str(job.output).rstrip('/')}-evaluation")
     models = {"adapted": str(report.model_dir)}
     if job.from_model:
         models = {"before (--from)": job.from_model, **models}
     for name, model in models.items():
         folder = root / name.split()[0].strip("()")
-        evaluated = evaluate_model(model, data, folder, args.overwrite)
+        evaluated = evaluate_model(model, data, folder, job.overwrite)
         result["evaluations"][name] = evaluated
         print(f"\n== {name}: {model} ({folder})\n")
         print(evaluated["table"])
     return result
 
 
-__all__ = ["add_adapt_arguments", "evaluate_model", "run_adapt_job"]
+__all__ = ["AdaptRun", "add_adapt_arguments", "evaluate_model", "run_adapt_job"]

@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from jobs.command_table import BEAM_COMMANDS, INDEX, Command, load_command
+from jobs.command_table import BEAM_COMMANDS, INDEX, Command, CommandLine, load_command
 
 EPILOG = (
     f"The Beam commands ({', '.join(BEAM_COMMANDS)}; build-index with --num_index_shards > 1) accept "
@@ -97,8 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         refused = refused_flags(beam_args, args.command, stage_flags_allowed=args.command == "nightly")
         if refused:
             parser.error(f"{'; '.join(refused)} (`madr {args.command} --help` lists its flags)")
+    line = CommandLine(args, tuple(beam_args), tuple(argv[argv.index(args.command) + 1 :]))
     try:
-        args.run(args, beam_args, argv[argv.index(args.command) + 1 :])
+        from apache_beam.options.pipeline_options import PipelineOptions  # after --help: it takes a second
+
+        args.run(args.chosen.config(line), PipelineOptions(beam_args))
     except Exception as error:
         if args.debug:
             raise

@@ -6,13 +6,15 @@ all the CLI needs until it knows which command runs, so `madr --help` imports no
 `madr NAME` imports only NAME's module (`load_command`): importing every stage put 10 s of torch,
 transformers and ScaNN in front of each command, even of `--help`.
 
-In its module, each command's run registers it with `@command(NAME, add_arguments)` (its docstring
-is the description of `madr NAME --help`); `COMMANDS` holds those registered so far. Adding a command
-means a line here and a decorated function in a module of `jobs.commands`.
+Every command is one contract: a frozen config dataclass and a run function. `Flags` says how a
+command line becomes the config (the flags it declares, mostly generated from the config's `setting`
+fields, and how the parsed flags build it, where the config validates them); the run is called as
+``run(config, beam_options)``, with the Beam pipeline options the command line gave (only commands
+with ``beam=True`` accept any). Drivers and tests build the same config and call the same run.
 
-A run is called as ``run(args, beam_args, stage_argv)``: the parsed flags, the flags argparse did
-not know (only commands with ``beam=True`` accept them, as Beam pipeline options), and the command
-line after the command's name (what a Beam stage parses its `PipelineOptions` from).
+In its module, each command's run registers it with `@command(NAME, flags)` (its docstring is the
+description of `madr NAME --help`); `COMMANDS` holds those registered so far. Adding a command means
+a line here, a config, and a decorated run in a module of `jobs.commands`.
 """
 
 from __future__ import annotations
@@ -21,11 +23,47 @@ import argparse
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+
+if TYPE_CHECKING:  # Beam is imported when a command runs, not for `madr --help`
+    from apache_beam.options.pipeline_options import PipelineOptions
 
 BEAM_NOTE = "Any other flag is passed to Beam as a pipeline option (e.g. --runner DataflowRunner)."
 
-Run = Callable[[argparse.Namespace, list[str], list[str]], None]
+Config = TypeVar("Config")
 AddArguments = Callable[[argparse.ArgumentParser], None]
+Run = Callable[[Any, "PipelineOptions"], None]
+
+
+class CommandLine(NamedTuple):
+    """What `madr NAME ...` was given: the parsed flags, the flags argparse did not know (Beam's), and the
+    command line after NAME (a preset yields to each flag written there)."""
+
+    args: argparse.Namespace
+    beam_args: tuple[str, ...] = ()
+    argv: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Flags(Generic[Config]):
+    """How a command line becomes a command's config: the flags `add_arguments` declares on the command's
+    parser, and the config `build` makes of them (its `__post_init__` validates them)."""
+
+    add_arguments: AddArguments
+    build: Callable[[CommandLine], Config]
+
+
+def generated_flags(config_class: type[Config], *also: AddArguments) -> Flags[Config]:
+    """The flags of `config_class`'s `setting` fields (`pipelines.stage_config`), then those `also` adds,
+    building the config from the fields' flags alone."""
+    from pipelines.stage_config import add_config_arguments, config_from_values
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        add_config_arguments(parser, config_class)
+        for add in also:
+            add(parser)
+
+    return Flags(add_arguments, lambda line: config_from_values(config_class, line.args))
 
 
 @dataclass(frozen=True)
@@ -70,7 +108,7 @@ class Command:
     name: str
     purpose: str  # the one line of `madr --help`
     description: str  # the first paragraph of `madr NAME --help`
-    add_arguments: AddArguments
+    flags: Flags[Any]
     run: Run
     beam: bool = False  # accepts Beam pipeline options besides its own flags
     show_defaults: bool = False  # `--help` appends each flag's default
@@ -86,8 +124,15 @@ class Command:
             formatter_class=formatter,
         )
         self.add_arguments(parser)
-        parser.set_defaults(run=self.run)
+        parser.set_defaults(run=self.run, chosen=self)
         return parser
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        self.flags.add_arguments(parser)
+
+    def config(self, line: CommandLine) -> Any:
+        """The command's config from its command line."""
+        return self.flags.build(line)
 
 
 # The commands registered so far: a command's module registers it when imported (`load_command`).
@@ -96,14 +141,15 @@ COMMANDS: dict[str, Command] = {}
 
 def command(
     name: str,
-    add_arguments: AddArguments,
+    flags: Flags[Any],
     *,
     beam_note: bool | None = None,
     show_defaults: bool = False,
     epilog: str | None = None,
 ) -> Callable[[Run], Run]:
-    """Register the decorated run as `madr NAME`, its docstring as the description of its --help; its
-    purpose and whether it takes Beam options are NAME's line of `INDEX`.
+    """Register the decorated ``run(config, beam_options)`` as `madr NAME`, its config made by `flags`;
+    its docstring is the description of its --help, its purpose and whether it takes Beam options are
+    NAME's line of `INDEX`.
 
     `beam_note` (default: the command takes Beam options) says so under its --help; `epilog` replaces
     that note with the command's own. `show_defaults`: --help appends each flag's default.
@@ -119,9 +165,7 @@ def command(
         description = " ".join((run.__doc__ or entry.purpose).split())
         beam = entry.beam
         note = epilog or (BEAM_NOTE if (beam if beam_note is None else beam_note) else None)
-        COMMANDS[name] = Command(
-            name, entry.purpose, description, add_arguments, run, beam, show_defaults, note
-        )
+        COMMANDS[name] = Command(name, entry.purpose, description, flags, run, beam, show_defaults, note)
         return run
 
     return register
@@ -146,8 +190,11 @@ __all__ = [
     "AddArguments",
     "Command",
     "CommandEntry",
+    "CommandLine",
+    "Flags",
     "Run",
     "command",
+    "generated_flags",
     "load_all",
     "load_command",
 ]

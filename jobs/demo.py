@@ -17,12 +17,14 @@ from __future__ import annotations
 import argparse
 import shutil
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
 from jobs.adapt import evaluate_model
+from jobs.command_table import CommandLine, Flags
 from pipelines.artifacts import read_parquet_table
 from pipelines.depth import DepthOptions
 from pipelines.embed.enrich import PREDICTION_COLUMNS, EnrichConfig, enrich_catalog, format_counts
@@ -39,13 +41,13 @@ from pipelines.options import (
     add_stage_arguments,
 )
 from pipelines.report.page import write_report
-from pipelines.stage_config import add_config_arguments, add_output_argument, config_from_values
+from pipelines.stage_config import add_config_arguments, config_from_values, config_values, setting
 from pipelines.stage_runs import StageRunner
 from pipelines.train.adapt import AdaptJob, run_adapt
 from pipelines.train.shipped_recipe import ShippedRecipe, adapt_loop, train_shipped_model
 from product_data.ingest.export_folder import ingest_export_folder
 from product_data.synthetic import SyntheticConfig, generate_benchmark
-from schemas import ECOMMERCE_ASPECTS
+from schemas import ECOMMERCE_ASPECTS, RETRIEVAL_DEPTH
 from schemas.splits import HeldOutProducts
 
 ANNOTATED_EXAMPLES = 3
@@ -59,39 +61,47 @@ def _searcher_name(result: dict[str, Any]) -> str:
     return names.get(choice, "ScaNN index")
 
 
-def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
-    add_output_argument(
-        parser, default="runs/demo", help="Run folder (data/, model/, embeddings/, index/, eval/)"
+@dataclass(frozen=True)
+class DemoConfig:
+    """`madr demo`: the run folder, the synthetic benchmark's size, the shipped recipe, the retrieval
+    depth, and the store export it adapts to."""
+
+    output: str = setting(
+        "runs/demo", "Run folder (data/, model/, embeddings/, index/, eval/)", aliases=("--out",)
     )
-    parser.add_argument(
-        "--num_products",
-        type=int,
-        default=3_000,
-        help="Synthetic catalog size: 3,000 keeps a first `make demo` (install included) under 10 minutes "
+    num_products: int = setting(
+        3_000,
+        "Synthetic catalog size: 3,000 keeps a first `make demo` (install included) under 10 minutes "
         "on 2 cores without bfloat16; the benchmark (bench/zero_shot_bench.py) runs 10,000",
     )
-    parser.add_argument(
-        "--num_queries",
-        type=int,
-        default=300,
-        help="Synthetic queries over all splits (at most one per 10 products)",
-    )
-    parser.add_argument(
-        "--test_fraction",
-        type=float,
-        default=0.6,
-        help="Share of the queries in the test split (180 of 300 by default; the benchmark's 600 of 1,000 "
+    num_queries: int = setting(300, "Synthetic queries over all splits (at most one per 10 products)")
+    test_fraction: float = setting(
+        0.6,
+        "Share of the queries in the test split (180 of 300 by default; the benchmark's 600 of 1,000 "
         "make a 2-point Recall@100 difference significant at p < 0.01, per-query differences having an SD "
         "of about 0.18)",
     )
-    add_config_arguments(parser, ShippedRecipe)
-    add_stage_arguments(parser, DepthOptions)
-    parser.add_argument(
-        "--store_export",
-        default="examples/store_export",
-        help="A store export folder (products, queries, judgments, mappings) the model never saw: the demo "
+    store_export: str = setting(
+        "examples/store_export",
+        "A store export folder (products, queries, judgments, mappings) the model never saw: the demo "
         "evaluates the model there and adapts it with `madr adapt`; empty skips it",
     )
+    recipe: ShippedRecipe = field(default_factory=ShippedRecipe)
+    depth: int = RETRIEVAL_DEPTH
+
+
+def _demo_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_arguments(parser, DemoConfig)
+    add_config_arguments(parser, ShippedRecipe)
+    add_stage_arguments(parser, DepthOptions)
+
+
+def _demo_config(line: CommandLine) -> DemoConfig:
+    recipe = config_from_values(ShippedRecipe, line.args)
+    return DemoConfig(**config_values(DemoConfig, line.args), recipe=recipe, depth=line.args.depth)
+
+
+DEMO_FLAGS = Flags(_demo_arguments, _demo_config)
 
 
 def print_annotated_examples(catalog: str, embeddings: str, count: int, held_out: HeldOutProducts) -> None:
@@ -115,27 +125,26 @@ def print_annotated_examples(catalog: str, embeddings: str, count: int, held_out
         print(f"       catalog:   {known or '(none)'}")
 
 
-def run_demo(args: argparse.Namespace) -> dict[str, Any]:
-    run = RunLayout(args.out)
-    data = DatasetLayout(str(Path(args.out) / "data"))
+def run_demo(config: DemoConfig) -> dict[str, Any]:
+    run = RunLayout(config.output)
+    data = DatasetLayout(str(Path(config.output) / "data"))
     for stale in ("data", "pretrained", "model", "embeddings", "enriched", "index", "eval"):
-        shutil.rmtree(Path(args.out) / stale, ignore_errors=True)
+        shutil.rmtree(Path(config.output) / stale, ignore_errors=True)
     timings: dict[str, float] = {}
     stages = StageRunner(timings, announce="\n== {name}", report="   {name}: {seconds:.1f}s")
     started = time.perf_counter()
 
     synthetic = SyntheticConfig(
-        num_products=args.num_products,
-        num_queries=args.num_queries,
-        seed=args.seed,
+        num_products=config.num_products,
+        num_queries=config.num_queries,
+        seed=config.recipe.seed,
         valid_fraction=0.1,
-        test_fraction=args.test_fraction,
+        test_fraction=config.test_fraction,
     )
     summary = stages.run("generate", lambda: generate_benchmark(synthetic, data.root))
     print(summary.format())
 
-    recipe = config_from_values(ShippedRecipe, args)
-    trained = train_shipped_model(data.root, args.out, recipe, stages.run)
+    trained = train_shipped_model(data.root, config.output, config.recipe, stages.run)
     if trained.pretraining is not None:
         done = trained.pretraining
         print(f"   {done.steps} steps; aspect loss {done.initial.aspect:.3f} -> {done.final.aspect:.3f}")
@@ -151,7 +160,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     counts = stages.run("embed", lambda: embed_catalog(embed))
     print("   " + "  ".join(f"{name}={value}" for name, value in counts.items()))
 
-    enriched = str(Path(args.out) / "enriched")
+    enriched = str(Path(config.output) / "enriched")
     filled = stages.run(
         "enrich",
         lambda: enrich_catalog(
@@ -161,12 +170,12 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     print("   " + format_counts(filled, ECOMMERCE_ASPECTS).replace("\n", "\n   "))
     catalog = str(Path(data.root) / "products")
     print_annotated_examples(
-        catalog, run.embeddings, ANNOTATED_EXAMPLES, HeldOutProducts(args.held_out_fraction)
+        catalog, run.embeddings, ANNOTATED_EXAMPLES, HeldOutProducts(config.recipe.held_out_fraction)
     )
 
     # With the catalog, the artifact also carries BM25, which `madr search` fuses with the dense ranking.
     index = IndexBuildConfig(
-        embeddings=run.embeddings, output=run.index, index=IndexSettings(depth=args.depth), products=catalog
+        embeddings=run.embeddings, output=run.index, index=IndexSettings(depth=config.depth), products=catalog
     )
     built = stages.run("build-index", lambda: build_index(index))
     print(f"   {built.count} x {built.dimension} vectors; {built.config}")
@@ -178,7 +187,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
             judgments=data.judgments,
             index=run.index,
             embeddings=run.embeddings,
-            depth=args.depth,
+            depth=config.depth,
             # auto: time the index and exact search on a sample at this depth and keep the faster one
             # whose recall is within 1 % of exact; both are still run and reported.
             searcher="auto",
@@ -192,14 +201,14 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     result = stages.run("evaluate", lambda: evaluate_retrieval(evaluate))
     print(
         f"\n== Results on {result['counts']['queries_scored']} test queries "
-        f"({_searcher_name(result)}, depth {args.depth} capped at {built.count} products)\n"
+        f"({_searcher_name(result)}, depth {config.depth} capped at {built.count} products)\n"
     )
     print(result["table"])
-    store = adapt_to_store_export(args, stages) if args.store_export else None
+    store = adapt_to_store_export(config, stages) if config.store_export else None
     total = time.perf_counter() - started
     print("\nTimings: " + ", ".join(f"{name} {seconds:.0f}s" for name, seconds in timings.items()))
-    print(f"Total wall time: {total:.0f}s. Outputs in {args.out}/ (metrics: {run.evaluation}/metrics.json)")
-    report = write_report(str(args.out))
+    print(f"Total wall time: {total:.0f}s. Outputs in {run.root}/ (metrics: {run.evaluation}/metrics.json)")
+    report = write_report(config.output)
     print(f"Report: {report} (one HTML page: open it in a browser; `madr report --root ROOT` for a nightly)")
     return {
         "evaluation": result,
@@ -226,31 +235,31 @@ def store_lines(evaluated: dict[str, Any]) -> list[str]:
     return lines
 
 
-def adapt_to_store_export(args: argparse.Namespace, stages: StageRunner) -> dict[str, Any] | None:
+def adapt_to_store_export(config: DemoConfig, stages: StageRunner) -> dict[str, Any] | None:
     """A catalog the model never saw: the shipped model as it is, then `madr adapt` (no judgments used),
     each against the backbone used zero-shot on the store's own judged queries."""
-    source = Path(args.store_export)
+    source = Path(config.store_export)
     if not source.is_dir():
         print(f"\n(no store export at {source}: the adapt step is skipped)")
         return None
-    root = Path(args.out) / "store"
+    root = Path(config.output) / "store"
     store = DatasetLayout(str(root / "data"))
     stages.run("ingest store", lambda: ingest_export_folder(source, store.root, overwrite=True))
     shipped = stages.run(
         "evaluate on store",
-        lambda: evaluate_model(str(Path(args.out) / "model"), store, root / "shipped", True),
+        lambda: evaluate_model(str(Path(config.output) / "model"), store, root / "shipped", True),
     )
     job = AdaptJob(
         dataset=store.root,
         output=str(root / "adapted"),
-        max_document_length=args.max_document_length,
+        max_document_length=config.recipe.max_document_length,
         # The demo's budget: 20 steps (under a minute here) instead of the command's 100;
         # bench/zero_shot_bench.py measures the command's defaults.
         queries_per_product=1,
         min_steps=ADAPT_DEMO_STEPS,
         overwrite=True,
     )
-    loop = adapt_loop(args.seed, args.pretrain_precision)
+    loop = adapt_loop(config.recipe.seed, config.recipe.pretrain_precision)
     report = stages.run("adapt", lambda: run_adapt(job, loop))
     adapted = stages.run(
         "evaluate adapted", lambda: evaluate_model(str(report.model_dir), store, root / "adapted-eval", True)

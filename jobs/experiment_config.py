@@ -11,9 +11,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from jobs.command_table import Flags
 from model.registry import EXPERIMENT_ROLES
 from pipelines.experiment.pretraining import PretrainingPlan
 from pipelines.stage_config import add_config_arguments, add_output_argument, config_from_values, setting
+from pipelines.train.presets import explicit_flags
 from pipelines.train.pretrain import PRETRAIN_PRECISION_HELP, PRETRAIN_PRECISIONS
 from product_data.synthetic import SyntheticConfig
 from schemas import ECOMMERCE_ASPECTS
@@ -173,3 +175,19 @@ def config_from_args(args: argparse.Namespace, explicit: set[str] = frozenset())
     """The config of the parsed flags, with `--profile`'s values where a flag was not in `explicit`."""
     values = vars(args) | {k: v for k, v in PROFILES[args.profile].items() if k not in explicit}
     return config_from_values(ExperimentConfig, values)
+
+
+@dataclass(frozen=True)
+class ExperimentRun:
+    """`madr experiment`: the experiment, and its (resumable) folder."""
+
+    experiment: ExperimentConfig
+    output: str
+
+
+EXPERIMENT_FLAGS = Flags(
+    add_experiment_arguments,
+    lambda line: ExperimentRun(
+        config_from_args(line.args, explicit_flags(add_experiment_arguments, line.argv)), line.args.out
+    ),
+)

@@ -1,31 +1,56 @@
-"""`madr explain` and `madr neighbours`: their flags; the views are `pipelines.explain`'s."""
+"""`madr explain` and `madr neighbours`: their configs and flags; the views are `pipelines.explain`'s."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+from typing import Any
 
+from jobs.command_table import CommandLine, Flags
 from pipelines.options import VerifyOptions, add_stage_arguments
+from pipelines.stage_config import add_config_arguments, config_values, setting
 
 
-def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="Trained model directory")
-    parser.add_argument("--query", required=True, help="Query text, e.g. 'breville juicer'")
-    product = parser.add_mutually_exclusive_group(required=True)
-    product.add_argument("--product", help="Product title, or a product record as JSON in madr's field names")
-    product.add_argument("--product_id", help="A product of the catalog --products, by its id")
-    parser.add_argument("--products", help="Catalog Parquet file, folder or glob that holds --product_id")
-    add_stage_arguments(parser, VerifyOptions)
+@dataclass(frozen=True)
+class ExplainConfig:
+    model: str = setting("", "Trained model directory", required=True)
+    query: str = setting("", "Query text, e.g. 'breville juicer'", required=True)
+    product: str | None = setting(None, "Product title, or a product record as JSON in madr's field names")
+    product_id: str | None = setting(None, "A product of the catalog --products, by its id")
+    products: str | None = setting(None, "Catalog Parquet file, folder or glob that holds --product_id")
+    verify: bool = True
+
+    def __post_init__(self) -> None:
+        if (self.product is None) == (self.product_id is None):
+            raise ValueError("give one of --product and --product_id")
 
 
-def add_neighbours_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--model", required=True, help="Trained model directory of a variant with aspect heads"
-    )
-    parser.add_argument("--aspect", required=True, help="Aspect name, e.g. category")
-    which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--value", help="Aspect value, e.g. Bedding")
-    which.add_argument(
-        "--list", action="store_true", help="List the aspect's values, most frequent first, with counts"
-    )
-    parser.add_argument("--top", type=int, default=5, help="How many neighbours to list (5)")
-    add_stage_arguments(parser, VerifyOptions)
+@dataclass(frozen=True)
+class NeighboursConfig:
+    model: str = setting("", "Trained model directory of a variant with aspect heads", required=True)
+    aspect: str = setting("", "Aspect name, e.g. category", required=True)
+    value: str | None = setting(None, "Aspect value, e.g. Bedding")
+    list: bool = setting(False, "List the aspect's values, most frequent first, with counts")
+    top: int = setting(5, "How many neighbours to list (5)")
+    verify: bool = True
+
+    def __post_init__(self) -> None:
+        if (self.value is None) == (not self.list):
+            raise ValueError("give one of --value and --list")
+
+
+def _verified_flags(config_class: type) -> Flags:
+    """`config_class`'s flags and --no_verify."""
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        add_config_arguments(parser, config_class)
+        add_stage_arguments(parser, VerifyOptions)
+
+    def build(line: CommandLine) -> Any:
+        return config_class(**config_values(config_class, line.args), verify=not line.args.no_verify)
+
+    return Flags(add_arguments, build)
+
+
+EXPLAIN_FLAGS = _verified_flags(ExplainConfig)
+NEIGHBOURS_FLAGS = _verified_flags(NeighboursConfig)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.stage_config import add_output_argument
+from jobs.command_table import CommandLine, Flags
+from pipelines.stage_config import add_config_arguments, add_output_argument, config_from_values, setting
 from product_data.ingest import (
     ColumnMapping,
     EsciConfig,
@@ -29,90 +31,123 @@ from product_data.ingest.generic import MAPPING_KEYS
 from product_data.ingest.mapping_file import SECTIONS, read_mapping_file
 
 
-def add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
-    sources = parser.add_subparsers(dest="source", required=True, metavar="SOURCE")
-    esci = sources.add_parser("esci", help="Amazon Shopping Queries (ESCI) Parquet files")
-    esci.add_argument("--products", required=True, help="shopping_queries_dataset_products.parquet")
-    esci.add_argument("--examples", required=True, help="shopping_queries_dataset_examples.parquet")
-    esci.add_argument("--locale", default="us", help="us, es or jp (default: us)")
-    esci.add_argument("--version", choices=("small", "large"), default="small", help="Task version (small)")
-    esci.add_argument(
-        "--catalog",
-        choices=("all", "judged"),
-        default="all",
-        help="Keep all products of the locale or judged only",
+@dataclass(frozen=True)
+class EsciSource:
+    """Amazon Shopping Queries (ESCI) Parquet files."""
+
+    products: str = setting("", "shopping_queries_dataset_products.parquet", required=True)
+    examples: str = setting("", "shopping_queries_dataset_examples.parquet", required=True)
+    locale: str = setting("us", "us, es or jp (default: us)")
+    version: str = setting("small", "Task version (small)", choices=("small", "large"))
+    catalog: str = setting("all", "Keep all products of the locale or judged only", choices=("all", "judged"))
+
+
+@dataclass(frozen=True)
+class WandsSource:
+    """Wayfair WANDS tab-separated files."""
+
+    queries: str = setting("", "query.csv", required=True)
+    products: str | None = setting(None, "product.csv")
+    labels: str | None = setting(None, "label.csv")
+
+
+@dataclass(frozen=True)
+class FileReading:
+    """How the text files of a generic source or a store export are read."""
+
+    encoding: str = setting("utf-8", "Character set of CSV and JSONL files, e.g. cp1252")
+    keep_html: bool = setting(
+        False, "Keep HTML tags and entities in descriptions and bullets (default: read as plain text)"
+    )
+    max_dead_letter_fraction: float = setting(
+        DEFAULT_MAX_DEAD_LETTER_FRACTION,
+        "Refuse to write the dataset when more than this share of a file's rows are dead-lettered "
+        "(a wrong mapping or encoding) (default 0.5)",
     )
 
-    wands = sources.add_parser("wands", help="Wayfair WANDS tab-separated files")
-    wands.add_argument("--queries", required=True, help="query.csv")
-    wands.add_argument("--products", default=None, help="product.csv")
-    wands.add_argument("--labels", default=None, help="label.csv")
 
-    generic = sources.add_parser("generic", help="Your own JSONL, CSV/TSV or Parquet files")
-    generic.add_argument("--products", default=None, help="Product file")
-    generic.add_argument("--queries", default=None, help="Query file")
-    generic.add_argument("--judgments", default=None, help="Judgment file")
-    generic.add_argument(
-        "--mapping",
-        default=None,
-        help='JSON file with a section per file: {"products": {"fields": {"product_id": "sku", "title": '
+@dataclass(frozen=True)
+class GenericSource(FileReading):
+    """Your own JSONL, CSV/TSV or Parquet files."""
+
+    products: str | None = setting(None, "Product file")
+    queries: str | None = setting(None, "Query file")
+    judgments: str | None = setting(None, "Judgment file")
+    mapping: str | None = setting(
+        None,
+        'JSON file with a section per file: {"products": {"fields": {"product_id": "sku", "title": '
         '"name", "category_path": "breadcrumbs"}, "aspects": {"brand": "manufacturer"}, "separators": '
         '{"category_path": " > "}}, "queries": {...}, "judgments": {...}}. Section keys: '
         + ", ".join(MAPPING_KEYS)
         + " (README, 'Your own catalog'). Without one, the columns carry madr's names",
     )
-    generic.add_argument("--delimiter", default=None, help="CSV delimiter, e.g. a tab for TSV")
-    generic.add_argument(
-        "--positive_min_grade", type=int, default=None, help="Grade from which a judgment counts"
-    )
+    delimiter: str | None = setting(None, "CSV delimiter, e.g. a tab for TSV")
+    positive_min_grade: int | None = setting(None, "Grade from which a judgment counts")
 
-    folder = sources.add_parser(
-        "folder",
-        help="A store export folder: products.jsonl|csv|parquet (+ queries, judgments), each with its "
-        "mapping_<kind>.json (examples/store_export)",
-    )
-    folder.add_argument("folder", help="The export folder")
-    folder.add_argument(
-        "--positive_min_grade", type=int, default=2, help="Grade from which a judgment counts"
-    )
+    def __post_init__(self) -> None:
+        if not (self.products or self.queries or self.judgments):
+            raise ValueError("give at least one of --products, --queries, --judgments")
 
-    for source in (generic, folder):
-        source.add_argument(
-            "--encoding",
-            default="utf-8",
-            help="Character set of CSV and JSONL files, e.g. cp1252",
-        )
-        source.add_argument(
-            "--keep_html",
-            action="store_true",
-            help="Keep HTML tags and entities in descriptions and bullets (default: read as plain text)",
-        )
-        source.add_argument(
-            "--max_dead_letter_fraction",
-            type=float,
-            default=DEFAULT_MAX_DEAD_LETTER_FRACTION,
-            help="Refuse to write the dataset when more than this share of a file's rows are dead-lettered "
-            "(a wrong mapping or encoding) (default 0.5)",
-        )
-    for source in (esci, wands, generic, folder):
+
+@dataclass(frozen=True)
+class FolderSource(FileReading):
+    """A store export folder: products.jsonl|csv|parquet (+ queries, judgments), each with its
+    mapping_<kind>.json (examples/store_export)."""
+
+    folder: str = setting("", "The export folder", positional=True)
+    positive_min_grade: int = setting(2, "Grade from which a judgment counts")
+
+
+Source = EsciSource | WandsSource | GenericSource | FolderSource
+SOURCES: dict[str, type[Source]] = {
+    "esci": EsciSource,
+    "wands": WandsSource,
+    "generic": GenericSource,
+    "folder": FolderSource,
+}
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    """`madr ingest SOURCE ...`: the source's files and settings, and the dataset folder written."""
+
+    source: Source
+    output: str
+    overwrite: bool = False
+
+
+def _add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
+    sources = parser.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    for name, source_class in SOURCES.items():
+        source = sources.add_parser(name, help=" ".join((source_class.__doc__ or "").split()))
+        add_config_arguments(source, source_class)
         add_output_argument(source, required=True, help="Dataset folder to write")
         source.add_argument("--overwrite", action="store_true", help="Replace an existing dataset folder")
 
 
-def _mappings(args: argparse.Namespace) -> dict[str, ColumnMapping]:
+def _ingest_config(line: CommandLine) -> IngestConfig:
+    source = config_from_values(SOURCES[line.args.source], line.args)
+    return IngestConfig(source, line.args.out, line.args.overwrite)
+
+
+INGEST_FLAGS = Flags(_add_ingest_arguments, _ingest_config)
+
+
+def _mappings(args: GenericSource) -> dict[str, ColumnMapping]:
     mappings = read_mapping_file(args.mapping) if args.mapping else dict.fromkeys(SECTIONS, ColumnMapping())
     if args.keep_html:
         return {kind: dataclasses.replace(mapping, strip_html=False) for kind, mapping in mappings.items()}
     return dict(mappings)
 
 
-def run_ingest(args: argparse.Namespace) -> tuple[IngestResult, Path]:
-    if args.source == "esci":
-        config = EsciConfig(locale=args.locale, version=args.version, catalog=args.catalog)
-        result = load_esci(args.products, args.examples, config)
-    elif args.source == "wands":
+def run_ingest(config: IngestConfig) -> tuple[IngestResult, Path]:
+    args = config.source
+    if isinstance(args, EsciSource):
+        esci = EsciConfig(locale=args.locale, version=args.version, catalog=args.catalog)
+        result = load_esci(args.products, args.examples, esci)
+    elif isinstance(args, WandsSource):
         result = load_wands(args.queries, args.products, args.labels)
-    elif args.source == "folder":
+    elif isinstance(args, FolderSource):
         result = load_export_folder(
             args.folder,
             args.positive_min_grade,
@@ -123,8 +158,6 @@ def run_ingest(args: argparse.Namespace) -> tuple[IngestResult, Path]:
     else:
         mappings = _mappings(args)
         files = {"products": args.products, "queries": args.queries, "judgments": args.judgments}
-        if not any(files.values()):
-            raise ValueError("give at least one of --products, --queries, --judgments")
         missing = [kind for kind, path in files.items() if path and kind not in mappings]
         if missing:
             raise ValueError(f"{args.mapping} has no section for {missing}; its sections: {sorted(mappings)}")
@@ -143,4 +176,4 @@ def run_ingest(args: argparse.Namespace) -> tuple[IngestResult, Path]:
         ]
         result = drop_dangling_judgments(combine_results(*parts, source="generic"))
         check_dead_letter_share(result, args.max_dead_letter_fraction)
-    return result, write_dataset(result, args.out, overwrite=args.overwrite)
+    return result, write_dataset(result, config.output, overwrite=config.overwrite)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import shlex
+from collections.abc import Sequence
 
 from jobs.nightly_job import NightlyJob
 from pipelines.depth import DepthOptions
@@ -102,7 +103,10 @@ def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def job_from_args(args: argparse.Namespace, beam_args: list[str]) -> NightlyJob:
+def job_from_args(args: argparse.Namespace, beam_args: Sequence[str]) -> NightlyJob:
+    # --no_verify reaches each stage the way the Beam flags do.
+    if getattr(args, "no_verify", False):
+        beam_args = [*beam_args, "--no_verify"]
     return NightlyJob(
         catalog=args.catalog,
         model=args.model,

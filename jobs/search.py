@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from jobs.command_table import Flags
 from pipelines.inference import TextToEncode
 from pipelines.options import DEFAULT_PREDICTION_THRESHOLD
 from pipelines.search import SearchConfig, format_hits, hits_table_rows, open_search, parse_filter, run_search
@@ -66,6 +68,14 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+@dataclass(frozen=True)
+class SearchCommand:
+    """`madr search`: the search, and the run file its results go to (None: printed)."""
+
+    search: SearchConfig
+    output: str | None = None
+
+
 def config_from_args(args: argparse.Namespace) -> SearchConfig:
     queries = [TextToEncode(f"q{i}", text) for i, text in enumerate(args.query, start=1)]
     if args.queries:
@@ -82,13 +92,18 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
     )
 
 
-def run_search_command(args: argparse.Namespace) -> None:
-    config = config_from_args(args)
+SEARCH_FLAGS = Flags(
+    add_search_arguments, lambda line: SearchCommand(config_from_args(line.args), line.args.output)
+)
+
+
+def run_search_command(command: SearchCommand) -> None:
+    config = command.search
     index, catalog = open_search(config)
     results = run_search(config, index, catalog)
-    if args.output:
-        pq.write_table(pa.Table.from_pylist(hits_table_rows(results), schema=RUN_SCHEMA), args.output)
+    if command.output:
+        pq.write_table(pa.Table.from_pylist(hits_table_rows(results), schema=RUN_SCHEMA), command.output)
         total = sum(len(r.hits) for r in results)
-        print(f"wrote {total:,} results of {len(results):,} queries to {args.output}")
+        print(f"wrote {total:,} results of {len(results):,} queries to {command.output}")
         return
     print("\n\n".join(format_hits(result) for result in results))

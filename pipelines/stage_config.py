@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 from apache_beam.options.pipeline_options import PipelineOptions
 
 Config = TypeVar("Config")
+# Flags as Beam parsed them, as argparse did, or as a mapping of their destinations.
+ParsedFlags = PipelineOptions | argparse.Namespace | Mapping[str, Any]
 _SCALARS = (str, int, float, bool)
 
 
@@ -32,13 +34,20 @@ def setting(
     required: bool = False,
     bare: str | None = None,
     flag: str | None = None,
+    aliases: Sequence[str] = (),
+    positional: bool = False,
+    repeatable: bool = False,
 ) -> Any:
     """A dataclass field that is also a flag `--<field name>` (or `--<flag>`, parsed into the field's name).
 
     `required` fields keep a falsy default (so the dataclass can be built field by field) and
     are checked by `config_from_values`, which names the flag that is missing. `bare` is the
     value of the flag given without one (`--compare_exact` alone means "true"). `flag` keeps a
-    command line's established name for a field named otherwise in code (`--data` for `dataset`).
+    command line's established name for a field named otherwise in code (`--data` for `dataset`);
+    `aliases` are further names of the flag (`--out`, the name of earlier releases for `--output`).
+    A `positional` field is an argument without a flag (`madr compare RUN_A RUN_B`); a `repeatable`
+    `tuple[str, ...]` field takes one value per use of its flag (`--query a --query b`) instead of
+    a comma-separated list.
     """
     metadata = {
         "help": help,
@@ -46,6 +55,9 @@ def setting(
         "required": required,
         "bare": bare,
         "flag": flag,
+        "aliases": tuple(aliases),
+        "positional": positional,
+        "repeatable": repeatable,
     }
     return dataclasses.field(default=default, metadata=metadata)
 
@@ -66,7 +78,9 @@ def flag_fields(config_class: type, only: Collection[str] | None = None) -> list
 
 
 def flag_name(field: dataclasses.Field) -> str:
-    """The command line's `--name` of a `setting` field."""
+    """The command line's `--name` of a `setting` field (its metavar, for a positional one)."""
+    if field.metadata.get("positional"):
+        return field.name.upper()
     return "--" + (field.metadata.get("flag") or field.name)
 
 
@@ -98,21 +112,29 @@ def add_config_arguments(
     hints = typing.get_type_hints(config_class)
     for f in flag_fields(config_class, only):
         kind = _scalar_type(hints[f.name])
+        if f.metadata.get("positional"):
+            parser.add_argument(f.name, metavar=flag_name(f), type=kind, help=f.metadata["help"])
+            continue
         text = ("(required) " if f.metadata.get("required") else "") + f.metadata["help"]
+        names = (flag_name(f), *f.metadata.get("aliases", ()))
+        if kind is tuple and f.metadata.get("repeatable"):
+            parser.add_argument(*names, dest=f.name, action="append", default=[], help=text)
+            continue
         if kind is bool:
             if f.default is not False:
                 raise TypeError(f"{config_class.__name__}.{f.name}: a bool flag must default to False")
-            parser.add_argument(flag_name(f), dest=f.name, action="store_true", help=text)
+            parser.add_argument(*names, dest=f.name, action="store_true", help=text)
             continue
         extra = {"nargs": "?", "const": f.metadata["bare"]} if f.metadata.get("bare") is not None else {}
-        if f.metadata.get("flag"):
-            extra["metavar"] = f.metadata["flag"].upper()
+        if f.metadata.get("flag") or f.metadata.get("aliases"):
+            extra["metavar"] = (f.metadata.get("flag") or f.name).upper()
         if kind is tuple:  # argparse converts a string default with `type` too
             kind, default = comma_separated, ",".join(f.default)
         else:
-            default = f.default
+            # A required flag has no default to show (`config_values` names it when it is missing).
+            default = argparse.SUPPRESS if f.metadata.get("required") else f.default
         parser.add_argument(
-            flag_name(f),
+            *names,
             dest=f.name,
             type=kind,
             default=default,
@@ -161,15 +183,27 @@ def config_values(
 ) -> dict[str, Any]:
     """The `setting` fields of `config_class` (those named in `only` if given) that parsed flags give,
     for a config that also has fields no flag sets. Raises ValueError naming every missing required flag."""
-    if isinstance(values, PipelineOptions):
-        values = values.get_all_options(drop_default=False)
-    elif isinstance(values, argparse.Namespace):
-        values = vars(values)
+    values = parsed_flags(values)
     fields = flag_fields(config_class, only)
     missing = [flag_name(f) for f in fields if f.metadata.get("required") and not values.get(f.name)]
     if missing:
         raise ValueError(f"missing required flag(s): {', '.join(missing)} (see --help)")
-    return {f.name: values[f.name] for f in fields if values.get(f.name) is not None}
+    given = {f.name: values[f.name] for f in fields if values.get(f.name) is not None}
+    # A repeatable flag arrives as a list: the frozen config holds a tuple.
+    return {name: tuple(value) if isinstance(value, list) else value for name, value in given.items()}
+
+
+def parsed_flags(values: ParsedFlags) -> dict[str, Any]:
+    """Parsed flags as a mapping, whether Beam or argparse parsed them; `add_output_argument`'s `out`
+    is also `output`, the field every stage config calls it."""
+    if isinstance(values, PipelineOptions):
+        values = values.get_all_options(drop_default=False)
+    elif isinstance(values, argparse.Namespace):
+        values = vars(values)
+    values = dict(values)
+    if values.get("output") is None and values.get("out") is not None:
+        values["output"] = values["out"]
+    return values
 
 
 def require_flags(values: Mapping[str, Any], *names: str) -> None:

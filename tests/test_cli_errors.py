@@ -31,7 +31,7 @@ NOWHERE = "/nonexistent/madr"
 N = NOWHERE
 CASES: dict[str, list[tuple[str, str]]] = {
     "generate": [
-        ("generate", "required: --out"),
+        ("generate", "missing required flag(s): --output"),
         ("generate --out {tmp}/g --num_products 0", "num_products must be >= 1"),
         ("generate --out {tmp}/g --seed many", "invalid int value: 'many'"),
     ],
@@ -73,7 +73,8 @@ CASES: dict[str, list[tuple[str, str]]] = {
     "experiment": [("experiment --out {tmp}/x --variants nosuch", "must be one of the variants")],
     "explain": [
         (f"explain --model {N} --query juicer --product Juicer", "not a madr-model artifact"),
-        ("explain --model {model} --query '' --product Juicer", "--query: 'text' is missing"),
+        ("explain --model {model} --query '' --product Juicer", "missing required flag(s): --query"),
+        ("explain --model {model} --query juicer", "give one of --product and --product_id"),
         ("explain --model {model} --query juicer --product \u200b", "'title' has no visible character"),
     ],
     "neighbours": [

@@ -5,18 +5,44 @@ from __future__ import annotations
 import pytest
 
 from jobs.cli import parser_for
+from jobs.command_table import CommandLine, load_command
 from model.registry import VARIANTS, ZERO_SHOT, experiment_role
 from model.training import TrainingConfig
-from pipelines.train.encoder_job import EncoderJob, parse_variant_options
-from pipelines.train.finetune import add_train_arguments
-from pipelines.train.presets import PRESETS, apply_preset, explicit_flags
-from pipelines.train.pretrain import add_pretrain_arguments
+from pipelines.train.encoder_job import EncoderJob
+from pipelines.train.finetune import TrainRun
+from pipelines.train.presets import PRESETS
+from pipelines.train.pretrain import PretrainRun
 
 
-def _train_args(*flags: str):
-    argv = ["train", "--data", "d", "--out", "o", *flags]
+@pytest.fixture(autouse=True)
+def _dataset_folder(tmp_path, monkeypatch) -> None:
+    """`--data d`: building the config checks that d is a dataset folder (it has products)."""
+    (tmp_path / "d" / "products").mkdir(parents=True)
+    (tmp_path / "d" / "products" / "products-00000-of-00001.parquet").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+
+
+def _config(argv: list[str]):
+    """The config `madr ARGV` runs with, built as the CLI builds it."""
     args = parser_for(argv).parse_args(argv)
-    return apply_preset(args, "train", explicit_flags(add_train_arguments, argv[1:]))
+    return load_command(argv[0]).config(CommandLine(args, (), tuple(argv[1:])))
+
+
+class _Flat:
+    """A train run's job and loop fields read as one set of flags, as a user wrote them."""
+
+    def __init__(self, run: TrainRun | PretrainRun) -> None:
+        self.run = run
+
+    def __getattr__(self, name: str):
+        for part in (self.run.job, self.run.loop):
+            if hasattr(part, name):
+                return getattr(part, name)
+        raise AttributeError(name)
+
+
+def _train_args(*flags: str) -> _Flat:
+    return _Flat(_config(["train", "--data", "d", "--out", "o", *flags]))
 
 
 def test_repro_preset_sets_the_papers_fine_tuning_and_an_explicit_flag_wins() -> None:
@@ -44,23 +70,34 @@ def test_a_variant_without_aspects_gets_no_aspect_loss_from_its_papers_preset(pr
 
 
 def test_without_a_preset_nothing_changes() -> None:
-    argv = ["train", "--data", "d", "--out", "o"]
-    assert vars(_train_args()) == vars(parser_for(argv).parse_args(argv))
+    run = _train_args().run
+    assert (run.job, run.loop) == (TrainRun.from_args(_parsed("train")).job, TrainingConfig())
+
+
+def _parsed(command: str):
+    argv = [command, "--data", "d", "--out", "o"]
+    return parser_for(argv).parse_args(argv)
 
 
 def test_uhd_preset_variant_options_come_before_the_users() -> None:
     args = _train_args("--preset", "uhd", "--variant", "uhd", "--variant_option", "dimensions=1024")
-    options = dict(parse_variant_options(args.variant_option))
-    assert options == {"dimensions": 1024, "winners": 80, "weight_sparsity": 0.7}
+    # The preset's first, so that the user's dimensions=1024 is the one the config reads.
+    assert args.variant_options == (
+        ("dimensions", 81920),
+        ("winners", 80),
+        ("weight_sparsity", 0.7),
+        ("dimensions", 1024),
+    )
+    assert dict(args.variant_options) == {"dimensions": 1024, "winners": 80, "weight_sparsity": 0.7}
     assert (args.hard_negatives, args.pointwise_loss_weight) == (0, 0.0)
 
 
 def test_pretrain_reads_its_own_part_of_the_preset() -> None:
-    argv = ["pretrain", "--data", "d", "--out", "o", "--preset", "repro-ecir24"]
-    args = parser_for(argv).parse_args(argv)
-    apply_preset(args, "pretrain", explicit_flags(add_pretrain_arguments, argv[1:]))
-    assert (args.aspect_weight, args.learning_rate, args.epochs) == (0.1, 1e-4, 20)
-    assert not hasattr(args, "aspect_loss_weight")
+    run = _config(["pretrain", "--data", "d", "--out", "o", "--preset", "repro-ecir24"])
+    assert isinstance(run, PretrainRun)
+    assert (run.loop.aspect_weight, run.loop.learning_rate, run.loop.epochs) == (0.1, 1e-4, 20)
+    assert (run.job.separate_towers, run.job.max_document_length) == (False, 156)
+    assert not hasattr(run.loop, "aspect_loss_weight")
 
 
 @pytest.mark.parametrize("command", ["train", "pretrain"])

@@ -2,35 +2,38 @@
 
 from __future__ import annotations
 
-import argparse
 import json
+from dataclasses import dataclass
 
-from jobs.command_table import command
-from jobs.ingest_cli import add_ingest_arguments, run_ingest
-from pipelines.stage_config import add_output_argument
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from jobs.command_table import command, generated_flags
+from jobs.ingest_cli import INGEST_FLAGS, IngestConfig, run_ingest
+from pipelines.stage_config import setting
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 
 
-def _generate_arguments(parser: argparse.ArgumentParser) -> None:
-    add_output_argument(parser, required=True, help="Dataset folder to write")
-    parser.add_argument("--num_products", type=int, default=SyntheticConfig.num_products, help="Catalog size")
-    parser.add_argument(
-        "--num_queries", type=int, default=SyntheticConfig.num_queries, help="Queries, all splits"
-    )
-    parser.add_argument("--seed", type=int, default=SyntheticConfig.seed, help="Random seed")
+@dataclass(frozen=True)
+class GenerateConfig:
+    output: str = setting("", "Dataset folder to write", required=True, aliases=("--out",))
+    num_products: int = setting(SyntheticConfig.num_products, "Catalog size")
+    num_queries: int = setting(SyntheticConfig.num_queries, "Queries, all splits")
+    seed: int = setting(SyntheticConfig.seed, "Random seed")
+
+    def synthetic(self) -> SyntheticConfig:
+        return SyntheticConfig(num_products=self.num_products, num_queries=self.num_queries, seed=self.seed)
 
 
-@command("generate", _generate_arguments, show_defaults=True)
-def _generate(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+@command("generate", generated_flags(GenerateConfig), show_defaults=True)
+def _generate(config: GenerateConfig, beam_options: PipelineOptions) -> None:
     """Write a seeded synthetic e-commerce retrieval benchmark as Parquet."""
-    config = SyntheticConfig(num_products=args.num_products, num_queries=args.num_queries, seed=args.seed)
-    print(generate_benchmark(config, args.out, progress=print).format())
+    print(generate_benchmark(config.synthetic(), config.output, progress=print).format())
 
 
-@command("ingest", add_ingest_arguments)
-def _ingest(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+@command("ingest", INGEST_FLAGS)
+def _ingest(config: IngestConfig, beam_options: PipelineOptions) -> None:
     """Map a source's files onto madr's schemas; bad rows go to dead_letters.jsonl."""
-    result, manifest = run_ingest(args)
+    result, manifest = run_ingest(config)
     counts = {stream: counts.to_json() for stream, counts in result.counts.items()}
     print(json.dumps(counts, indent=2))
     print(f"dataset written; manifest {manifest}")

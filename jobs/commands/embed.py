@@ -6,10 +6,10 @@ import argparse
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs.command_table import command
+from jobs.command_table import CommandLine, Flags, command
 from pipelines.embed.enrich import EnrichConfig, enrich_catalog, format_counts
-from pipelines.embed.export import run_export_vertex
-from pipelines.embed.stage import run_embed
+from pipelines.embed.export import ExportVertexConfig, export_vertex
+from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.options import (
     EmbedOptions,
     ExportOptions,
@@ -35,10 +35,10 @@ def _embed_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-@command("embed", _embed_arguments)
-def _embed(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+@command("embed", Flags(_embed_arguments, lambda line: EmbedConfig.from_options(line.args)))
+def _embed(config: EmbedConfig, beam_options: PipelineOptions) -> None:
     """Read products, validate them, embed them with a trained model, write Parquet shards."""
-    counts = run_embed(PipelineOptions(stage_argv))
+    counts = embed_catalog(config, beam_options)
     print("  ".join(f"{name}={value}" for name, value in counts.items()))
 
 
@@ -49,17 +49,20 @@ def _enrich_arguments(parser: argparse.ArgumentParser) -> None:
     add_stage_arguments(parser, ThresholdOptions, VerifyOptions, OverwriteOptions)
 
 
-@command("enrich", _enrich_arguments, show_defaults=True)
-def _enrich(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+def _enrich_config(line: CommandLine) -> EnrichConfig:
+    return EnrichConfig(
+        **config_values(EnrichConfig, line.args),
+        threshold=config_from_values(PredictionThreshold, line.args),
+        **StageOutput.values_from(vars(line.args)),
+    )
+
+
+@command("enrich", Flags(_enrich_arguments, _enrich_config), show_defaults=True)
+def _enrich(config: EnrichConfig, beam_options: PipelineOptions) -> None:
     """Join the catalog with the aspect predictions `madr embed` wrote; write each product's aspects
     with their provenance (catalog, or predicted with its confidence). Catalog values are never
     overwritten; a prediction fills a gap only at or above --min_confidence."""
-    config = EnrichConfig(
-        **config_values(EnrichConfig, args),
-        threshold=config_from_values(PredictionThreshold, args),
-        **StageOutput.values_from(vars(args)),
-    )
-    print(format_counts(enrich_catalog(config, PipelineOptions(beam_args)), config.aspects))
+    print(format_counts(enrich_catalog(config, beam_options), config.aspects))
 
 
 def _export_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,7 +74,7 @@ def _export_arguments(parser: argparse.ArgumentParser) -> None:
     add_stage_arguments(parser, ExportOptions, ThresholdOptions, VerifyOptions, OverwriteOptions)
 
 
-@command("export-vertex", _export_arguments)
-def _export_vertex(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+@command("export-vertex", Flags(_export_arguments, lambda line: ExportVertexConfig.from_options(line.args)))
+def _export_vertex(config: ExportVertexConfig, beam_options: PipelineOptions) -> None:
     """Join embeddings with product aspects; write Vertex AI Vector Search JSON input files."""
-    print(run_export_vertex(PipelineOptions(stage_argv)))
+    print(export_vertex(config, beam_options))

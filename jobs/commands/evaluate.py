@@ -6,9 +6,9 @@ import argparse
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs.command_table import command
+from jobs.command_table import Flags, command
 from pipelines.depth import DepthOptions
-from pipelines.evaluate.stage import run_evaluate
+from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
 from pipelines.options import (
     EvaluateOptions,
     ModelOptions,
@@ -38,7 +38,7 @@ def _evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-@command("evaluate", _evaluate_arguments)
-def _evaluate(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+@command("evaluate", Flags(_evaluate_arguments, lambda line: EvaluateConfig.from_options(line.args)))
+def _evaluate(config: EvaluateConfig, beam_options: PipelineOptions) -> None:
     """Embed queries, search the index, join judgments, write metrics.json and the run file."""
-    print(run_evaluate(PipelineOptions(stage_argv))["table"])
+    print(evaluate_retrieval(config, beam_options)["table"])

@@ -2,37 +2,37 @@
 
 from __future__ import annotations
 
-import argparse
+from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs import explain as explain_cli
 from jobs.command_table import command
-from jobs.search import add_search_arguments, run_search_command
+from jobs.explain import EXPLAIN_FLAGS, NEIGHBOURS_FLAGS, ExplainConfig, NeighboursConfig
+from jobs.search import SEARCH_FLAGS, SearchCommand, run_search_command
 from pipelines import explain as views
 
 
-@command("explain", explain_cli.add_explain_arguments)
-def _explain(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+@command("explain", EXPLAIN_FLAGS)
+def _explain(config: ExplainConfig, beam_options: PipelineOptions) -> None:
     """Per aspect: predicted value, confidence, presence and fusion weight; then the score."""
-    product = args.product or views.catalog_product(args.products, args.product_id)
-    print(views.explain(args.model, args.query, product, verify=not args.no_verify).format())
+    product = config.product or views.catalog_product(config.products, config.product_id)
+    print(views.explain(config.model, config.query, product, verify=config.verify).format())
 
 
-@command("neighbours", explain_cli.add_neighbours_arguments)
-def _neighbours(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+@command("neighbours", NEIGHBOURS_FLAGS)
+def _neighbours(config: NeighboursConfig, beam_options: PipelineOptions) -> None:
     """Print the aspect values nearest to one value in the model's learned value table U_a (or, with
     --list, every value the model predicts for the aspect)."""
-    if args.list:
-        for value, count in views.vocabulary_listing(args.model, args.aspect, verify=not args.no_verify):
+    if config.list:
+        for value, count in views.vocabulary_listing(config.model, config.aspect, verify=config.verify):
             print(f"{count:>8}  {value}")
         return
-    nearest = views.neighbours(args.model, args.aspect, args.value, args.top, verify=not args.no_verify)
+    nearest = views.neighbours(config.model, config.aspect, config.value, config.top, verify=config.verify)
     for value, similarity in nearest:
         print(f"({similarity:.3f}) {value}")
 
 
-@command("search", add_search_arguments)
-def _search(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+@command("search", SEARCH_FLAGS)
+def _search(config: SearchCommand, beam_options: PipelineOptions) -> None:
     """Encode a query as the pipeline does, search the index artifact at the settings its schedule tuned for
     --k, and print rank, score, product id, title and each aspect's catalog value or prediction (with its
     confidence), optionally keeping only products with given aspect values."""
-    run_search_command(args)
+    run_search_command(config)

@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import argparse
 
-from jobs.command_table import command
-from jobs.demo import add_demo_arguments, run_demo
-from jobs.experiment import add_experiment_arguments, config_from_args, run_experiment
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from jobs.command_table import Flags, command
+from jobs.demo import DEMO_FLAGS, DemoConfig, run_demo
+from jobs.experiment import run_experiment
+from jobs.experiment_config import EXPERIMENT_FLAGS, ExperimentRun
 from jobs.nightly import run_nightly
 from jobs.nightly_args import add_nightly_arguments, job_from_args
+from jobs.nightly_job import NightlyJob
 from pipelines.options import (
     VerifyOptions,
     add_stage_arguments,
 )
-from pipelines.train.presets import explicit_flags
 
 
-@command("experiment", add_experiment_arguments, show_defaults=True)
-def _experiment(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+@command("experiment", EXPERIMENT_FLAGS, show_defaults=True)
+def _experiment(config: ExperimentRun, beam_options: PipelineOptions) -> None:
     """Train, embed, index, evaluate each variant on the synthetic benchmark; write a table."""
-    run_experiment(config_from_args(args, explicit_flags(add_experiment_arguments, stage_argv)), args.out)
+    run_experiment(config.experiment, config.output)
 
 
 def _nightly_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,22 +37,22 @@ NIGHTLY_FLAGS_NOTE = (
     "stage its own. Any other flag is passed to Beam as a pipeline option (e.g. --runner DataflowRunner); "
     "a flag neither a stage nor Beam knows is an error."
 )
+NIGHTLY_FLAGS = Flags(_nightly_arguments, lambda line: job_from_args(line.args, line.beam_args))
 
 
-@command("nightly", _nightly_arguments, epilog=NIGHTLY_FLAGS_NOTE)
-def _nightly(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+@command("nightly", NIGHTLY_FLAGS, epilog=NIGHTLY_FLAGS_NOTE)
+def _nightly(config: NightlyJob, beam_options: PipelineOptions) -> None:
     """Embed tonight's catalog (reusing unchanged products of the LATEST run), build the index,
     evaluate it, and move OUT/LATEST only when every stage has succeeded."""
-    # --no_verify reaches each stage the way the Beam flags do.
-    report = run_nightly(job_from_args(args, [*beam_args, *(["--no_verify"] if args.no_verify else [])]))
+    report = run_nightly(config)
     print(f"run {report.run_id} published (previous {report.previous_run_id}); stages {report.stages}")
     if report.quality:
         print(report.quality)
     print("\n".join(report.cost_lines()))
 
 
-@command("demo", add_demo_arguments, show_defaults=True)
-def _demo(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+@command("demo", DEMO_FLAGS, show_defaults=True)
+def _demo(config: DemoConfig, beam_options: PipelineOptions) -> None:
     """generate -> pre-train and fine-tune MtBERT -> embed and annotate -> enrich -> build-index ->
     evaluate (retrieval and annotations), into one run folder."""
-    run_demo(args)
+    run_demo(config)

@@ -2,24 +2,35 @@
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
 
-from jobs.adapt import add_adapt_arguments, run_adapt_job
-from jobs.command_table import command
-from pipelines.stage_config import add_output_argument
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from jobs.adapt import AdaptRun, add_adapt_arguments, run_adapt_job
+from jobs.command_table import Flags, command, generated_flags
+from pipelines.stage_config import setting
 from pipelines.train.extend_vocabulary import extend_vocabulary
-from pipelines.train.finetune import add_train_arguments, train_from_args
-from pipelines.train.presets import apply_preset, explicit_flags
-from pipelines.train.pretrain import add_pretrain_arguments, pretrain_from_args
+from pipelines.train.finetune import TrainRun, add_train_arguments, run_training
+from pipelines.train.presets import explicit_flags
+from pipelines.train.pretrain import PretrainRun, add_pretrain_arguments, run_pretraining
 from schemas.manifest import MANIFEST_FILE
 
+# A preset fills only the fields whose flags the command line does not write (`explicit_flags`).
+PRETRAIN_FLAGS = Flags(
+    add_pretrain_arguments,
+    lambda line: PretrainRun.from_args(line.args, explicit_flags(add_pretrain_arguments, line.argv)),
+)
+TRAIN_FLAGS = Flags(
+    add_train_arguments,
+    lambda line: TrainRun.from_args(line.args, explicit_flags(add_train_arguments, line.argv)),
+)
 
-@command("pretrain", add_pretrain_arguments, show_defaults=True)
-def _pretrain(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+
+@command("pretrain", PRETRAIN_FLAGS, show_defaults=True)
+def _pretrain(config: PretrainRun, beam_options: PipelineOptions) -> None:
     """Domain pre-training (madral-kdd22 Eq. 7): MLM plus the aspect losses of variants that learn
     aspects, on products (document side) and queries; `madr train --init_from` fine-tunes it."""
-    apply_preset(args, "pretrain", explicit_flags(add_pretrain_arguments, stage_argv))
-    pretrained = pretrain_from_args(args)
+    pretrained = run_pretraining(config.job, config.loop)
     print(
         f"pre-trained {pretrained.steps} steps; MLM loss {pretrained.initial.mlm:.4f} -> "
         f"{pretrained.final.mlm:.4f}, aspect loss {pretrained.initial.aspect:.4f} -> "
@@ -27,47 +38,44 @@ def _pretrain(args: argparse.Namespace, beam_args: list[str], stage_argv: list[s
     )
 
 
-@command("train", add_train_arguments, show_defaults=True)
-def _train(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+@command("train", TRAIN_FLAGS, show_defaults=True)
+def _train(config: TrainRun, beam_options: PipelineOptions) -> None:
     """Fine-tune an encoder variant with in-batch softmax plus a hard negative per query."""
-    apply_preset(args, "train", explicit_flags(add_train_arguments, stage_argv))
-    report = train_from_args(args)
+    report = run_training(config.job, config.loop)
     print(
         f"trained {report.steps} steps; best validation MRR@10 {report.best_valid_metric}; "
         f"model in {report.model_dir}"
     )
 
 
-@command("adapt", add_adapt_arguments, show_defaults=True)
-def _adapt(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+@command("adapt", Flags(add_adapt_arguments, lambda line: AdaptRun.from_args(line.args)), show_defaults=True)
+def _adapt(config: AdaptRun, beam_options: PipelineOptions) -> None:
     """Adapt the shipped model (or --from MODEL) to a dataset folder's catalog: aspect vocabularies from
     its own fields, aspect losses, and a contrastive loss on pseudo-queries made from those fields
     (brand + category, colour + category, category, title fragments), starting where the backbone used
     zero-shot is. A share of products is held out by a hash of the id; the command prints their aspect
     accuracy and, when the folder has judged test queries, retrieval against the backbone used zero-shot."""
-    run_adapt_job(args)
+    run_adapt_job(config)
 
 
-def add_extend_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="Trained model directory with aspect heads")
-    parser.add_argument(
-        "--products", default=None, help="Catalog Parquet file, folder or glob: its aspects' values"
-    )
-    parser.add_argument(
-        "--values", default=None, help='JSON file of values per aspect: {"brand": ["Fellow"]}'
-    )
-    parser.add_argument("--aspects", default=None, help="Comma-separated aspects to extend (default: all)")
-    add_output_argument(parser, required=True, help="Model directory to write (a new one)")
-    parser.add_argument("--overwrite", action="store_true", help="Replace an existing model directory")
+@dataclass(frozen=True)
+class ExtendVocabularyConfig:
+    model: str = setting("", "Trained model directory with aspect heads", required=True)
+    products: str | None = setting(None, "Catalog Parquet file, folder or glob: its aspects' values")
+    values: str | None = setting(None, 'JSON file of values per aspect: {"brand": ["Fellow"]}')
+    aspects: tuple[str, ...] = setting((), "Comma-separated aspects to extend (default: all)")
+    output: str = setting("", "Model directory to write (a new one)", required=True, aliases=("--out",))
+    overwrite: bool = setting(False, "Replace an existing model directory")
 
 
-@command("extend-vocabulary", add_extend_arguments)
-def _extend(args: argparse.Namespace, beam_args: list[str], stage_argv: list[str]) -> None:
+@command("extend-vocabulary", generated_flags(ExtendVocabularyConfig))
+def _extend(config: ExtendVocabularyConfig, beam_options: PipelineOptions) -> None:
     """Copy a trained model, giving its aspect heads a row for each value of your catalog (or of a JSON
     file) it does not know, made from its own states for the value's name: no training, seconds. Brand
     and colour values are then written only where a product's text names them (--stated_aspects)."""
-    aspects = tuple(a.strip() for a in args.aspects.split(",") if a.strip()) if args.aspects else None
-    summary = extend_vocabulary(args.model, args.out, args.products, args.values, aspects, args.overwrite)
+    summary = extend_vocabulary(
+        config.model, config.output, config.products, config.values, config.aspects or None, config.overwrite
+    )
     for aspect, sizes in summary.items():
         print(f"{aspect:<10} {sizes['before']:>6} values + {sizes['added']} new")
-    print(f"model written: {args.out} ({MANIFEST_FILE} lists its files)")
+    print(f"model written: {config.output} ({MANIFEST_FILE} lists its files)")

@@ -57,7 +57,7 @@ from pipelines.embed.enrich import (
 from pipelines.embed.gap_fill import SOURCES, fill_or_withhold
 from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, ExportSettings, PredictionThreshold
 from pipelines.runner import make_pipeline
-from pipelines.stage_config import StageOutput, config_from_values, require_flags
+from pipelines.stage_config import ParsedFlags, StageOutput, config_from_values, parsed_flags, require_flags
 from pipelines.verify import verified_stage_manifest
 from schemas import ECOMMERCE_ASPECTS, PROVENANCE_PREDICTED, AspectSchema, InvalidRecord
 
@@ -262,9 +262,9 @@ class ExportVertexConfig(StageOutput):
     threshold: PredictionThreshold = field(default_factory=PredictionThreshold)
 
     @classmethod
-    def from_options(cls, options: PipelineOptions) -> ExportVertexConfig:
+    def from_options(cls, options: ParsedFlags) -> ExportVertexConfig:
         """The config the flags of `madr export-vertex` describe; names required flags that are missing."""
-        values = options.get_all_options(drop_default=False)
+        values = parsed_flags(options)
         require_flags(values, "products", "embeddings", "output")
         return cls(
             products=values["products"],

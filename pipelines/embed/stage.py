@@ -85,7 +85,7 @@ from pipelines.options import (
 from pipelines.parquet_shards import WriteParquetShards
 from pipelines.refusals import StageRefused
 from pipelines.runner import make_pipeline
-from pipelines.stage_config import StageOutput, config_from_values, require_flags
+from pipelines.stage_config import ParsedFlags, StageOutput, config_from_values, parsed_flags, require_flags
 from pipelines.verify import model_fingerprint, verify_model
 from schemas import embedding_schema
 
@@ -274,9 +274,9 @@ class EmbedConfig(StageOutput):
     threshold: PredictionThreshold = field(default_factory=PredictionThreshold)
 
     @classmethod
-    def from_options(cls, options: PipelineOptions) -> EmbedConfig:
+    def from_options(cls, options: ParsedFlags) -> EmbedConfig:
         """The config the flags of `madr embed` describe; names the required flags that are missing."""
-        values = options.get_all_options(drop_default=False)
+        values = parsed_flags(options)
         require_flags(values, "products", "model", "output")
         return cls(
             model=config_from_values(ModelSettings, values),

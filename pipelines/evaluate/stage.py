@@ -58,7 +58,7 @@ from pipelines.index.manifest import format_serving, serving_schedule
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode
 from pipelines.options import EvaluateSettings, ModelSettings, PredictionThreshold
 from pipelines.runner import make_pipeline
-from pipelines.stage_config import StageOutput, config_from_values, require_flags
+from pipelines.stage_config import ParsedFlags, StageOutput, config_from_values, parsed_flags, require_flags
 from pipelines.verify import check_same_model, verified_stage_manifest, verify_model
 from schemas import per_query_metrics_schema, validate_judgment, validate_query
 
@@ -187,9 +187,9 @@ class EvaluateConfig(StageOutput):
     threshold: PredictionThreshold = field(default_factory=PredictionThreshold)
 
     @classmethod
-    def from_options(cls, options: PipelineOptions) -> EvaluateConfig:
+    def from_options(cls, options: ParsedFlags) -> EvaluateConfig:
         """The config the flags of `madr evaluate` describe; names the required flags that are missing."""
-        values = options.get_all_options(drop_default=False)
+        values = parsed_flags(options)
         require_flags(values, "queries", "judgments", "model", "output")
         return cls(
             model=config_from_values(ModelSettings, values),

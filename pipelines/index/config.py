@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.options import IndexSettings
-from pipelines.stage_config import StageOutput, config_from_values, require_flags
+from pipelines.stage_config import ParsedFlags, StageOutput, config_from_values, parsed_flags, require_flags
 
 
 class PreviousIndexOptions(PipelineOptions):
@@ -64,9 +64,9 @@ class IndexBuildConfig(StageOutput):
             raise ValueError("--tuning_queries and --model go together: the model encodes the queries")
 
     @classmethod
-    def from_options(cls, options: PipelineOptions) -> IndexBuildConfig:
+    def from_options(cls, options: ParsedFlags) -> IndexBuildConfig:
         """The config the flags of `madr build-index` describe; names the required flags that are missing."""
-        values = options.get_all_options(drop_default=False)
+        values = parsed_flags(options)
         require_flags(values, "embeddings", "output")
         index = config_from_values(IndexSettings, values)
         return cls(

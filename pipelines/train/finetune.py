@@ -7,6 +7,7 @@ import dataclasses
 import json
 import logging
 import shutil
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -32,7 +33,7 @@ from pipelines.train.encoder_job import (
     seeded,
 )
 from pipelines.train.head_refit import refit_aspect_heads
-from pipelines.train.presets import add_preset_argument
+from pipelines.train.presets import add_preset_argument, with_preset
 from pipelines.train.training_data import load_training_set
 from pipelines.verify import verify_model
 from schemas.manifest import MANIFEST_FILE
@@ -62,10 +63,19 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser, TrainingConfig)
 
 
-def train_from_args(args: argparse.Namespace) -> TrainingReport:
-    job = TrainJob(**encoder_job_fields(args, TrainJob), verify_init=not args.no_verify)
-    loop = config_from_values(TrainingConfig, args)
-    return run_training(job, loop)
+@dataclass(frozen=True)
+class TrainRun:
+    """`madr train`: what to fine-tune and where (`TrainJob`), and the loop's settings."""
+
+    job: TrainJob
+    loop: TrainingConfig
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, explicit: Collection[str] = ()) -> TrainRun:
+        """The run `madr train`'s parsed flags describe, with `--preset` under each flag in `explicit`."""
+        job = TrainJob(**encoder_job_fields(args, TrainJob), verify_init=not args.no_verify)
+        loop = config_from_values(TrainingConfig, args)
+        return cls(*with_preset(job, loop, args.preset, "train", explicit))
 
 
 def load_pretrained_encoder(

@@ -1,6 +1,7 @@
 """`--preset`: what each paper fixes for its variant family, as `madr train` / `pretrain` flags.
 
-A preset only fills in flags the user did not give, so any single flag overrides it.
+A preset only fills in fields whose flag the user did not give, so any single flag overrides it
+(`with_preset`, over the built job and loop configs).
 Values the papers leave to tuning keep our defaults and say so. Each command reads
 the part that concerns it: `train` the fine-tuning loss and loop, `pretrain` the
 pre-training one; both read the model settings (towers, truncation, variant options).
@@ -15,11 +16,15 @@ pre-training one; both read the model settings (towers, truncation, variant opti
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, TypeVar
 
 from model.registry import experiment_role, learns_aspects_by_default
+from pipelines.train.encoder_job import EncoderJob, parse_variant_options
+
+Job = TypeVar("Job", bound=EncoderJob)
+Loop = TypeVar("Loop")
 
 
 @dataclass(frozen=True)
@@ -143,15 +148,22 @@ def explicit_flags(add_arguments: Callable[[argparse.ArgumentParser], None], arg
     return set(vars(given))
 
 
-def apply_preset(args: argparse.Namespace, command: str, explicit: set[str]) -> argparse.Namespace:
-    """Fill `args` with the preset's values for `command` ("train" or "pretrain") where not explicit."""
-    preset = preset_for(getattr(args, "preset", None), args.variant)
+def with_preset(
+    job: Job, loop: Loop, preset_name: str | None, command: str, explicit: Collection[str]
+) -> tuple[Job, Loop]:
+    """`job` (an `EncoderJob`) and `loop` (its loop's config) with the preset's values for `command`
+    ("train" or "pretrain") in every field not given `explicit`ly; its variant options come before the
+    job's own, so that the user's win."""
+    preset = preset_for(preset_name, job.variant)
     if preset is None:
-        return args
-    step = preset.train_settings(args.variant) if command == "train" else preset.pretrain
-    values = {**preset.model, **step}
-    for name, value in values.items():
-        if name not in explicit and hasattr(args, name):
-            setattr(args, name, value)
-    args.variant_option = [*preset.variant_options, *getattr(args, "variant_option", [])]
-    return args
+        return job, loop
+    step = preset.train_settings(job.variant) if command == "train" else preset.pretrain
+    values = {name: value for name, value in {**preset.model, **step}.items() if name not in explicit}
+    options = (*parse_variant_options(list(preset.variant_options)), *job.variant_options)
+    job = replace(job, **_fields_of(job, values), variant_options=options)
+    return job, replace(loop, **_fields_of(loop, values))
+
+
+def _fields_of(config: Any, values: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(config)}
+    return {name: value for name, value in values.items() if name in names}

@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import logging
 import shutil
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from pipelines.train.encoder_job import (
     has_checkpoint,
     seeded,
 )
-from pipelines.train.presets import add_preset_argument
+from pipelines.train.presets import add_preset_argument, with_preset
 from schemas import InvalidRecord, validate_query
 from schemas.splits import BUCKETS, HeldOutProducts, held_out_bucket
 
@@ -97,13 +98,21 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser, PretrainingConfig)
 
 
-def pretrain_from_args(args: argparse.Namespace) -> PretrainingReport:
-    job = PretrainJob(
-        **encoder_job_fields(args, PretrainJob),
-        held_out=HeldOutProducts(args.held_out_fraction),
-    )
-    loop = config_from_values(PretrainingConfig, args)
-    return run_pretraining(job, loop)
+@dataclass(frozen=True)
+class PretrainRun:
+    """`madr pretrain`: what to pre-train on and where (`PretrainJob`), and the loop's settings."""
+
+    job: PretrainJob
+    loop: PretrainingConfig
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, explicit: Collection[str] = ()) -> PretrainRun:
+        """The run `madr pretrain`'s parsed flags describe, with `--preset` under each flag in `explicit`."""
+        job = PretrainJob(
+            **encoder_job_fields(args, PretrainJob), held_out=HeldOutProducts(args.held_out_fraction)
+        )
+        loop = config_from_values(PretrainingConfig, args)
+        return cls(*with_preset(job, loop, args.preset, "pretrain", explicit))
 
 
 def load_pretraining_records(job: PretrainJob, encoder: DenseEncoder) -> list[PretrainingRecord]:

@@ -135,8 +135,9 @@ def evaluate_variant(
 ) -> dict[str, dict[str, float]]:
     """R@k of the test queries over the union and over the catalog alone, for one model."""
     from pipelines.embed.stage import EmbedConfig, embed_catalog
+    from pipelines.evaluate.config import EvaluateConfig
     from pipelines.evaluate.searchers import SearcherSpec
-    from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
+    from pipelines.evaluate.stage import evaluate_retrieval
     from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
 
     settings = ModelSettings(str(model), precision=precision)

@@ -19,7 +19,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from model.training import TrainingConfig
 from pipelines.embed.stage import EmbedConfig, embed_catalog
-from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
+from pipelines.evaluate.config import EvaluateConfig
+from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.layout import DatasetLayout
 from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
 from pipelines.stage_config import (

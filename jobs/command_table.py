@@ -23,7 +23,7 @@ import argparse
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 if TYPE_CHECKING:  # Beam is imported when a command runs, not for `madr --help`
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -101,6 +101,21 @@ INDEX: tuple[CommandEntry, ...] = (
 )
 ENTRIES = {entry.name: entry for entry in INDEX}
 BEAM_COMMANDS = tuple(entry.name for entry in INDEX if entry.beam)
+
+
+class StageConfig(Protocol):
+    """A Beam stage's config, which declares its own flags (the nightly parses its stages with them)."""
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None: ...
+
+    @classmethod
+    def from_options(cls, options: Any) -> Any: ...
+
+
+def stage_flags(config_class: type[StageConfig]) -> Flags[Any]:
+    """The flags a stage's config declares, and the config it builds of them."""
+    return Flags(config_class.add_arguments, lambda line: config_class.from_options(line.args))
 
 
 @dataclass(frozen=True)
@@ -197,4 +212,5 @@ __all__ = [
     "generated_flags",
     "load_all",
     "load_command",
+    "stage_flags",
 ]

@@ -29,7 +29,8 @@ from pipelines.artifacts import read_parquet_table
 from pipelines.depth import DepthOptions
 from pipelines.embed.enrich import PREDICTION_COLUMNS, EnrichConfig, enrich_catalog, format_counts
 from pipelines.embed.stage import EmbedConfig, embed_catalog
-from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
+from pipelines.evaluate.config import EvaluateConfig
+from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.single import build_index
 from pipelines.layout import DatasetLayout, RunLayout

@@ -35,13 +35,14 @@ from jobs.experiment_config import (  # noqa: F401
 )
 from model.registry import ZERO_SHOT, experiment_role
 from pipelines.embed.stage import EmbedConfig, embed_catalog
+from pipelines.evaluate.config import EvaluateConfig
 from pipelines.evaluate.lexical import JudgedCatalog, score_lexical
 from pipelines.evaluate.sparse import (
     is_sparse_model,
     read_sparse_results,
     run_sparse_evaluation,
 )
-from pipelines.evaluate.stage import EvaluateConfig, evaluate_retrieval
+from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.evaluate.variant_metrics import unseen_products, variant_metrics
 from pipelines.experiment.pretraining import PretrainingPlan, pretrained_model
 from pipelines.experiment.runs import RunArchive

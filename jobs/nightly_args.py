@@ -7,8 +7,8 @@ import datetime as dt
 import shlex
 from collections.abc import Sequence
 
-from jobs.nightly_job import NightlyJob
 from pipelines.depth import DepthOptions
+from pipelines.nightly.job import NightlyJob
 from pipelines.nightly.publish_guard import DEFAULT_MAX_SHRINK
 from pipelines.nightly.quality_guard import GUARD_MODES, GUARDED_METRICS, MARGIN, MAX_PVALUE
 from pipelines.options import (

@@ -206,6 +206,12 @@ def parsed_flags(values: ParsedFlags) -> dict[str, Any]:
     return values
 
 
+def settings_record(*configs: Any) -> dict[str, Any]:
+    """Every flag field of `configs` with its value, for a stage's manifest to say what the stage ran with
+    (a later config's field of the same name wins)."""
+    return {f.name: getattr(config, f.name) for config in configs for f in flag_fields(type(config))}
+
+
 def require_flags(values: Mapping[str, Any], *names: str) -> None:
     """Raise ValueError naming every flag of `names` that `values` (parsed flags) lacks or leaves empty."""
     missing = [f"--{name}" for name in names if not values.get(name)]

@@ -38,10 +38,10 @@ from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 from apache_beam.runners.runner import PipelineState
 
-from jobs.nightly import NightlyJob
 from pipelines.embed.stage import build_embed, build_embed_pipeline, run_embed
 from pipelines.evaluate.stage import build_evaluate, build_evaluate_pipeline
 from pipelines.index.partitioned import build_partitioned_index, build_partitioned_index_pipeline
+from pipelines.nightly.run import NightlyJob
 from pipelines.options import IndexSettings
 from pipelines.runner import make_pipeline
 from tests.conftest import index_embeddings
@@ -197,14 +197,14 @@ def test_the_nightly_stages_translate_for_dataflow(inputs, tmp_path) -> None:
     )
     # Last night's run is reused, as run_nightly does when LATEST points at a finished one.
     embed, _ = build_embed_pipeline(
-        job.embed_config(inputs["embeddings"]), PipelineOptions(list(job.beam_args))
+        job.with_previous(inputs["embeddings"]).embed, PipelineOptions(list(job.beam_args))
     )
     summaries = {"embed": translate(embed).summary()}
     shutil.copytree(inputs["embeddings"], job.stage("embeddings"))
-    index, _ = build_partitioned_index_pipeline(job.index_config(), PipelineOptions(list(job.beam_args)))
+    index, _ = build_partitioned_index_pipeline(job.stages.index, PipelineOptions(list(job.beam_args)))
     summaries["index"] = translate(index).summary()
     shutil.copytree(inputs["index"], job.stage("index"))
-    evaluate, plan = build_evaluate_pipeline(job.evaluate_config(), PipelineOptions(list(job.beam_args)))
+    evaluate, plan = build_evaluate_pipeline(job.stages.evaluate, PipelineOptions(list(job.beam_args)))
     assert plan.calibration is not None  # --searcher auto measured both searchers on the driver
     summaries["evaluate"] = translate(evaluate).summary()
     print("\nnightly:" + "".join(f"\n  {stage}: {summary}" for stage, summary in summaries.items()))

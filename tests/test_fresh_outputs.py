@@ -18,7 +18,6 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 import model.training.loop as loop_module
 from jobs.cli import main
-from jobs.nightly import NightlyJob, run_nightly
 from model.training import TrainingConfig
 from pipelines.artifacts import (
     OutputNotEmpty,
@@ -32,6 +31,7 @@ from pipelines.embed.export import ExportVertexConfig, export_vertex
 from pipelines.embed.stage import DeadLetterThresholdExceeded, run_embed
 from pipelines.evaluate.stage import run_evaluate
 from pipelines.index.partitioned import run_build_index
+from pipelines.nightly.run import NightlyJob, run_nightly
 from pipelines.options import IndexSettings
 from pipelines.train.finetune import TrainJob, run_training
 from product_data.synthetic import SyntheticConfig, generate_benchmark

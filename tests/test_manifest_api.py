@@ -13,9 +13,9 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from index_builder import InvertedIndex
-from jobs.nightly import run_nightly
 from pipelines.embed.stage import run_embed
 from pipelines.index.partitioned import run_build_index
+from pipelines.nightly.run import run_nightly
 from product_data.ingest.export_folder import ingest_export_folder
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas.manifest import (

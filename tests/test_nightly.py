@@ -9,10 +9,10 @@ import json
 import pytest
 
 from jobs.command_table import load_command
-from jobs.nightly import NightlyJob, run_nightly
 from jobs.nightly_args import add_nightly_arguments, job_from_args
 from pipelines.nightly.inputs import CatalogChanged
 from pipelines.nightly.latest import read_latest
+from pipelines.nightly.run import NightlyJob, run_nightly
 from pipelines.options import IndexSettings
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 
@@ -198,7 +198,7 @@ def test_the_index_flags_of_madr_nightly_reach_the_index_stage() -> None:
         ]
     )
     job = job_from_args(args, beam_args)
-    index = job.index_config().index
+    index = job.stages.index.index
     assert (index.num_leaves, index.soar_lambda, index.depth, index.target_recall) == (64, 1.5, 500, 0)
     assert beam_args == ["--direct_num_workers", "2"]
 
@@ -212,7 +212,7 @@ def test_a_stages_own_flags_reach_that_stage_only_and_override_the_jobs() -> Non
         [*flags, "--judgments", "j", "--batch_size", "8", "--embed_flags", "--precision int8 --batch_size 64"]
     )
     job = job_from_args(args, beam_args)
-    embed, evaluate = job.embed_config(), job.evaluate_config()
+    embed, evaluate = job.stages.embed, job.stages.evaluate
     assert (embed.model.precision, embed.model.batch_size) == ("int8", 64)
     assert (evaluate.model.precision, evaluate.model.batch_size) == ("auto", 8)
     assert job.stage_args("index") == ["--batch_size", "8"]
@@ -226,8 +226,8 @@ def test_one_min_confidence_reaches_every_stage_of_the_nightly_and_every_command
     flags = ["--products", "p", "--model", "m", "--output", "o", "--run_id", "r", "--queries", "q"]
     args, beam_args = parser.parse_known_args([*flags, "--judgments", "j", "--min_confidence", "0.7"])
     job = job_from_args(args, beam_args)
-    assert job.embed_config().threshold.min_confidence == 0.7
-    assert job.evaluate_config().threshold.min_confidence == 0.7
+    assert job.stages.embed.threshold.min_confidence == 0.7
+    assert job.stages.evaluate.threshold.min_confidence == 0.7
     helps = set()
     for name in ("embed", "evaluate", "enrich", "export-vertex"):
         command = argparse.ArgumentParser()
@@ -256,12 +256,12 @@ def test_the_nightly_evaluates_with_one_searcher_unless_asked_for_both() -> None
         "j",
     ]
     job = job_from_args(*parser.parse_known_args(flags))
-    assert (job.evaluate_config().evaluate.searcher, job.evaluate_config().evaluate.compare_exact) == (
+    assert (job.stages.evaluate.evaluate.searcher, job.stages.evaluate.evaluate.compare_exact) == (
         "auto",
         "false",
     )
     both = job_from_args(*parser.parse_known_args([*flags, "--evaluate_flags", "--compare_exact true"]))
-    assert both.evaluate_config().evaluate.compare_exact == "true"
+    assert both.stages.evaluate.evaluate.compare_exact == "true"
 
 
 def test_stage_flags_of_the_nightly_override_the_jobs_settings_and_reach_the_stages_manifests(
@@ -297,10 +297,10 @@ def test_the_old_name_max_k_still_sets_the_depth_with_a_warning() -> None:
     flags += ["--judgments", "j"]
     with pytest.warns(FutureWarning, match=r"--max_k is deprecated: it is now --depth"):
         job = job_from_args(*parser.parse_known_args([*flags, "--max_k", "300"]))
-    assert (job.index_config().index.depth, job.evaluate_config().evaluate.depth) == (300, 300)
+    assert (job.stages.index.index.depth, job.stages.evaluate.evaluate.depth) == (300, 300)
     with pytest.warns(FutureWarning, match=r"--max_k is deprecated"):
         job = job_from_args(*parser.parse_known_args([*flags, "--index_flags", "--max_k 400"]))
-    assert (job.index_config().index.depth, job.evaluate_config().evaluate.depth) == (400, 400)
+    assert (job.stages.index.index.depth, job.stages.evaluate.evaluate.depth) == (400, 400)
 
 
 def test_a_stage_flag_no_stage_knows_is_an_error_naming_the_stage() -> None:
@@ -319,5 +319,91 @@ def test_without_evaluate_flags_the_nightly_evaluates_at_the_depth_its_index_fla
     job = job_from_args(
         *parser.parse_known_args([*flags, "--judgments", "j", "--index_flags", "--depth 500"])
     )
-    assert job.index_config().index.depth == 500
-    assert (job.evaluate_config().evaluate.depth, job.evaluate_config().evaluate.searcher) == (500, "auto")
+    assert job.stages.index.index.depth == 500
+    assert (job.stages.evaluate.evaluate.depth, job.stages.evaluate.evaluate.searcher) == (500, "auto")
+
+
+# Issue 48: every setting a stage reads, set through `madr nightly --<stage>_flags` away from its default,
+# is what that stage ran with (its manifest's "settings"). The job's inputs, folders and last night's
+# outputs are the job's to set, not the stage flags'.
+SET_BY_THE_JOB = {"model", "products", "previous", "queries", "judgments", "index", "embeddings"}
+SET_BY_THE_JOB |= {"zero_shot_previous"}
+STAGE_SETTINGS = {
+    "embeddings": {
+        **{"device": "cpu", "batch_size": 7, "chunk_size": 4, "precision": "fp32", "runtime": "torch"},
+        **{"num_shards": 2, "row_group_mb": 2, "torch_threads": 1, "max_dead_letter_fraction": 0.3},
+        **{"min_confidence": 0.4, "stated_aspects": ["brand"], "min_agreement": 0.5},
+    },
+    "index": {
+        **{"num_index_shards": 2, "depth": 30, "target_recall": 0.5, "serving_depths": "5,10"},
+        **{"scoring": "asymmetric_hashing", "num_leaves": 3, "num_leaves_to_search": 2},
+        **{"training_sample_size": 30, "dimensions_per_block": 2, "anisotropic_quantization_threshold": 0.3},
+        **{"reorder_candidates": 10, "soar_lambda": 1.5, "reorder_precision": "int8"},
+    },
+    "eval": {
+        **{"split": "valid", "depth": 12, "metrics": "recall@10,ndcg@10", "searcher": "ann"},
+        **{"compare_exact": "true", "zero_shot": "false", "lexical": "true", "allow_model_mismatch": "true"},
+        **{"positive_min_grade": 2, "device": "cpu", "batch_size": 5, "chunk_size": 3, "precision": "fp32"},
+        **{"runtime": "torch", "min_confidence": 0.6, "stated_aspects": ["color"], "min_agreement": 0.7},
+    },
+}
+
+
+def _flags(settings: dict) -> str:
+    return " ".join(f"--{name} {','.join(v) if isinstance(v, list) else v}" for name, v in settings.items())
+
+
+def test_the_settings_cover_every_flag_each_stage_reads() -> None:
+    """A setting added to a stage must be added above, or the nightly test below would not cover it."""
+    from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings, PredictionThreshold
+    from pipelines.stage_config import flag_fields
+
+    def names(*classes: type) -> set[str]:
+        return {f.name for cls in classes for f in flag_fields(cls)} - SET_BY_THE_JOB
+
+    assert set(STAGE_SETTINGS["embeddings"]) == names(ModelSettings, EmbedSettings, PredictionThreshold)
+    assert set(STAGE_SETTINGS["index"]) == names(IndexSettings)
+    assert set(STAGE_SETTINGS["eval"]) == names(ModelSettings, EvaluateSettings, PredictionThreshold)
+
+
+def test_every_stage_setting_given_through_the_nightly_is_what_its_stage_ran_with(
+    tmp_path, tiny_model_dir
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from jobs.cli import main
+    from schemas import QUERY_SCHEMA
+
+    # Enough products that each of the two index shards trains asymmetric hashing (16 codes a block).
+    write_catalog(tmp_path / "catalog.parquet", catalog(90))
+    queries, judgments = write_test_queries(tmp_path)
+    rows = [{**row, "split": "valid"} for row in pq.read_table(queries).to_pylist()]
+    pq.write_table(pa.Table.from_pylist(rows, schema=QUERY_SCHEMA), queries)
+    root = tmp_path / "nightly"
+    argv = [
+        *("nightly", "--model", str(tiny_model_dir), "--products", str(tmp_path / "catalog.parquet")),
+        *("--output", str(root), "--run_id", "night", "--queries", queries, "--judgments", judgments),
+        *("--embed_flags", _flags(STAGE_SETTINGS["embeddings"])),
+        *("--index_flags", _flags(STAGE_SETTINGS["index"])),
+        *("--evaluate_flags", _flags(STAGE_SETTINGS["eval"])),
+    ]
+    assert main(argv) == 0
+    for folder, expected in STAGE_SETTINGS.items():
+        manifest = json.loads((root / "night" / folder / "manifest.json").read_text())
+        # The index's top-level manifest keeps what the build adds under "extra".
+        ran_with = manifest.get("extra", manifest)["settings"]
+        assert {name: ran_with[name] for name in expected} == expected, folder
+
+
+def test_a_stage_flag_of_another_stage_in_a_stages_own_flags_is_an_error_naming_both() -> None:
+    """--index_flags are parsed by build-index's parser: embed's --precision there would be dropped."""
+    parser = argparse.ArgumentParser()
+    add_nightly_arguments(parser)
+    flags = ["--products", "p", "--model", "m", "--output", "o", "--run_id", "r"]
+    args, beam_args = parser.parse_known_args([*flags, "--index_flags", "--precision int8"])
+    with pytest.raises(ValueError, match=r"--index_flags: --precision is another stage's flag .*index stage"):
+        job_from_args(args, beam_args)
+    # Beam's own options are each stage's to have.
+    args, beam_args = parser.parse_known_args([*flags, "--index_flags", "--direct_num_workers 2"])
+    assert job_from_args(args, beam_args).stage_args("index") == ["--direct_num_workers", "2"]

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs.nightly import NightlyJob, run_nightly
 from pipelines.artifacts import read_stage_manifest
 from pipelines.embed.stage import run_embed
 from pipelines.nightly.latest import LATEST, read_latest
 from pipelines.nightly.publish_guard import CatalogSizeCheck, PublishRefused
+from pipelines.nightly.run import NightlyJob, run_nightly
 from pipelines.options import IndexSettings
 from schemas import ArtifactError
 from tests.test_embed_pipeline import catalog, write_catalog
@@ -103,7 +103,7 @@ def test_a_missing_shard_of_tonights_embeddings_is_named_and_the_stage_run_again
     lost.unlink()
     with pytest.raises(ArtifactError, match=re.escape(lost.name)):
         read_stage_manifest(str(embeddings), "madr-embeddings")
-    with caplog.at_level(logging.WARNING, logger="jobs.nightly"):
+    with caplog.at_level(logging.WARNING, logger="pipelines.nightly.run"):
         report = run_nightly(_job(tmp_path, tiny_model_dir, products, "mon"))
     assert any(lost.name in r.getMessage() and "replacing" in r.getMessage() for r in caplog.records)
     assert report.stages["embed"]["products_embedded"] == 40 and "embed" not in report.skipped
@@ -118,7 +118,7 @@ def test_a_missing_shard_of_the_previous_run_is_named_and_nothing_reused(
     run_nightly(_job(tmp_path, tiny_model_dir, products, "mon"))
     lost = _shards(tmp_path / "nightly" / "mon" / "embeddings")[0]
     lost.unlink()
-    with caplog.at_level(logging.WARNING, logger="jobs.nightly"):
+    with caplog.at_level(logging.WARNING, logger="pipelines.nightly.run"):
         report = run_nightly(_job(tmp_path, tiny_model_dir, products, "tue"))
     assert any(
         lost.name in record.getMessage() and "missing" in record.getMessage() for record in caplog.records

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs.command_table import Flags, command
+from jobs.command_table import Flags, command, stage_flags
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import build_partitioned
-from pipelines.index.single import add_build_index_arguments, build_index
+from pipelines.index.single import build_index
 from pipelines.index.sparse import build_inverted_index
 from pipelines.options import (
     VerifyOptions,
@@ -21,7 +21,7 @@ from pipelines.stage_config import add_config_arguments, config_values, setting
 
 @command(
     "build-index",
-    Flags(add_build_index_arguments, lambda line: IndexBuildConfig.from_options(line.args)),
+    stage_flags(IndexBuildConfig),
     beam_note=False,
     show_defaults=True,
 )

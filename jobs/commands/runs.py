@@ -10,9 +10,9 @@ from jobs.command_table import Flags, command
 from jobs.demo import DEMO_FLAGS, DemoConfig, run_demo
 from jobs.experiment import run_experiment
 from jobs.experiment_config import EXPERIMENT_FLAGS, ExperimentRun
-from jobs.nightly import run_nightly
 from jobs.nightly_args import add_nightly_arguments, job_from_args
-from jobs.nightly_job import NightlyJob
+from pipelines.nightly.job import NightlyJob
+from pipelines.nightly.run import run_nightly
 from pipelines.options import (
     VerifyOptions,
     add_stage_arguments,
@@ -30,12 +30,13 @@ def _nightly_arguments(parser: argparse.ArgumentParser) -> None:
     add_stage_arguments(parser, VerifyOptions)
 
 
-# Every stage of the nightly reads its settings from the job's Beam arguments (jobs/nightly_job.py).
+# Each stage's config is parsed by that stage's own parser (pipelines/nightly/job.py).
 NIGHTLY_FLAGS_NOTE = (
     "A flag of a stage (embed, build-index, evaluate: --precision, --batch_size, --zero_shot, ...) given "
     "here applies to every stage that reads it; --embed_flags, --index_flags and --evaluate_flags give one "
-    "stage its own. Any other flag is passed to Beam as a pipeline option (e.g. --runner DataflowRunner); "
-    "a flag neither a stage nor Beam knows is an error."
+    "stage its own, read by that stage's parser (`madr embed --help`, ...), where another stage's flag is "
+    "an error. Any other flag is passed to Beam as a pipeline option (e.g. --runner DataflowRunner); a "
+    "flag neither a stage nor Beam knows is an error."
 )
 NIGHTLY_FLAGS = Flags(_nightly_arguments, lambda line: job_from_args(line.args, line.beam_args))
 

@@ -17,6 +17,7 @@ the job.
 
 from __future__ import annotations
 
+import argparse
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,9 +40,24 @@ from pipelines.catalog_io import (
 )
 from pipelines.embed.agreement import DEFAULT_MIN_AGREEMENT, AgreementWithCatalog, agreement_checks, sum_pairs
 from pipelines.embed.gap_fill import fill_or_withhold
-from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, PredictionThreshold
+from pipelines.options import (
+    DEFAULT_PREDICTION_THRESHOLD,
+    OverwriteOptions,
+    PredictionThreshold,
+    ThresholdOptions,
+    VerifyOptions,
+    add_stage_arguments,
+)
 from pipelines.runner import make_pipeline
-from pipelines.stage_config import StageOutput, setting
+from pipelines.stage_config import (
+    ParsedFlags,
+    StageOutput,
+    add_config_arguments,
+    config_from_values,
+    config_values,
+    parsed_flags,
+    setting,
+)
 from pipelines.verify import verified_stage_manifest
 from schemas import (
     ECOMMERCE_ASPECTS,
@@ -259,6 +275,24 @@ class EnrichConfig(StageOutput):
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "aspects", AspectSchema(tuple(self.aspects)).names)
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        """The flags of `madr enrich` (and of the nightly's enrich stage)."""
+        add_config_arguments(parser, EnrichConfig)
+        parser.add_argument("--output", required=True, help="Folder for enriched-*.parquet and its manifest")
+        # docs/RESULTS.md measures the precision of the fills at each threshold.
+        add_stage_arguments(parser, ThresholdOptions, VerifyOptions, OverwriteOptions)
+
+    @classmethod
+    def from_options(cls, options: ParsedFlags) -> EnrichConfig:
+        """The config the flags of `madr enrich` describe; names the required flags that are missing."""
+        values = parsed_flags(options)
+        return cls(
+            **config_values(cls, values),
+            threshold=config_from_values(PredictionThreshold, values),
+            **StageOutput.values_from(values),
+        )
 
 
 def enrich_catalog(config: EnrichConfig, beam_options: PipelineOptions | None = None) -> dict[str, int]:

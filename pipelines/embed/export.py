@@ -32,6 +32,7 @@ cannot be read) and logged as a warning that names the file.
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -55,7 +56,16 @@ from pipelines.embed.enrich import (
     key_predictions,
 )
 from pipelines.embed.gap_fill import SOURCES, fill_or_withhold
-from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, ExportSettings, PredictionThreshold
+from pipelines.options import (
+    DEFAULT_PREDICTION_THRESHOLD,
+    ExportOptions,
+    ExportSettings,
+    OverwriteOptions,
+    PredictionThreshold,
+    ThresholdOptions,
+    VerifyOptions,
+    add_stage_arguments,
+)
 from pipelines.runner import make_pipeline
 from pipelines.stage_config import ParsedFlags, StageOutput, config_from_values, parsed_flags, require_flags
 from pipelines.verify import verified_stage_manifest
@@ -260,6 +270,18 @@ class ExportVertexConfig(StageOutput):
     export: ExportSettings = field(default_factory=ExportSettings)
     # Predicted restricts count at or above it (default DEFAULT_PREDICTION_THRESHOLD).
     threshold: PredictionThreshold = field(default_factory=PredictionThreshold)
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        """The flags of `madr export-vertex` (and of the nightly's export stage)."""
+        parser.add_argument(
+            "--products", help="(required) Product Parquet file or glob, for the aspect restricts"
+        )
+        parser.add_argument("--embeddings", help="(required) Embedding folder written by `madr embed`")
+        parser.add_argument(
+            "--output", help="(required) Folder for the export files (nothing else is put there)"
+        )
+        add_stage_arguments(parser, ExportOptions, ThresholdOptions, VerifyOptions, OverwriteOptions)
 
     @classmethod
     def from_options(cls, options: ParsedFlags) -> ExportVertexConfig:

@@ -31,6 +31,7 @@ dead letters are flattened (they are few, or the job fails anyway).
 
 from __future__ import annotations
 
+import argparse
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -78,14 +79,28 @@ from pipelines.inference import (
     resolve_precision,
 )
 from pipelines.options import (
+    EmbedOptions,
     EmbedSettings,
+    ModelOptions,
     ModelSettings,
+    OutputOptions,
+    OverwriteOptions,
     PredictionThreshold,
+    ThresholdOptions,
+    VerifyOptions,
+    add_stage_arguments,
 )
 from pipelines.parquet_shards import WriteParquetShards
 from pipelines.refusals import StageRefused
 from pipelines.runner import make_pipeline
-from pipelines.stage_config import ParsedFlags, StageOutput, config_from_values, parsed_flags, require_flags
+from pipelines.stage_config import (
+    ParsedFlags,
+    StageOutput,
+    config_from_values,
+    parsed_flags,
+    require_flags,
+    settings_record,
+)
 from pipelines.verify import model_fingerprint, verify_model
 from schemas import embedding_schema
 
@@ -273,6 +288,19 @@ class EmbedConfig(StageOutput):
     # Predicted values below it are written as absent, with their confidence (default 0: all written).
     threshold: PredictionThreshold = field(default_factory=PredictionThreshold)
 
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        """The flags of `madr embed` (and of the nightly's embed stage)."""
+        add_stage_arguments(
+            parser,
+            ModelOptions,
+            OutputOptions,
+            EmbedOptions,
+            ThresholdOptions,
+            VerifyOptions,
+            OverwriteOptions,
+        )
+
     @classmethod
     def from_options(cls, options: ParsedFlags) -> EmbedConfig:
         """The config the flags of `madr embed` describe; names the required flags that are missing."""
@@ -376,6 +404,7 @@ def embed_catalog(config: EmbedConfig, beam_options: PipelineOptions | None = No
                 "products": config.embed.products,
                 "previous": config.embed.previous,
                 "counts": counts,
+                "settings": settings_record(config.model, config.embed, config.threshold),
             },
         )
     return counts

@@ -19,7 +19,7 @@ from pipelines.evaluate.lexical import LexicalComparison, compare_with_lexical, 
 from pipelines.evaluate.zero_shot import ZeroShotComparison, compare_with_zero_shot, wants_zero_shot
 
 if TYPE_CHECKING:
-    from pipelines.evaluate.stage import EvaluateConfig
+    from pipelines.evaluate.config import EvaluateConfig
 
 
 @dataclass(frozen=True)

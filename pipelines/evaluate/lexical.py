@@ -33,7 +33,7 @@ from pipelines.local_copies import local_output
 from pipelines.texts import product_texts
 
 if TYPE_CHECKING:
-    from pipelines.evaluate.stage import EvaluateConfig
+    from pipelines.evaluate.config import EvaluateConfig
 
 LOGGER = logging.getLogger(__name__)
 LEXICAL_FOLDER = "lexical"

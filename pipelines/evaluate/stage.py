@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
@@ -45,6 +45,7 @@ from pipelines.evaluate.calibration import (
     encode_queries,
     first_queries,
 )
+from pipelines.evaluate.config import EvaluateConfig
 from pipelines.evaluate.report import (
     RELEVANT_RANKS_SCHEMA,
     SearcherRows,
@@ -56,9 +57,11 @@ from pipelines.evaluate.searchers import SearcherSpec
 from pipelines.evaluate.transforms import JoinJudgments, SearchAndScore, WriteRun
 from pipelines.index.manifest import format_serving, serving_schedule
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode
-from pipelines.options import EvaluateSettings, ModelSettings, PredictionThreshold
+from pipelines.options import EvaluateSettings, ModelSettings
 from pipelines.runner import make_pipeline
-from pipelines.stage_config import ParsedFlags, StageOutput, config_from_values, parsed_flags, require_flags
+from pipelines.stage_config import (
+    settings_record,
+)
 from pipelines.verify import check_same_model, verified_stage_manifest, verify_model
 from schemas import per_query_metrics_schema, validate_judgment, validate_query
 
@@ -170,34 +173,6 @@ class EvaluationPlan:
     split: str
     # Inputs of another model, evaluated anyway under --allow_model_mismatch (empty: none).
     model_mismatches: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True)
-class EvaluateConfig(StageOutput):
-    """One evaluation: the query model, what to retrieve and score, and where it writes (`StageOutput`).
-
-    Drivers build it and call `evaluate_retrieval`; `madr evaluate` builds it from its flags
-    (`from_options`). `products` (with `threshold`) adds the annotation quality on the
-    products the model held out.
-    """
-
-    model: ModelSettings
-    evaluate: EvaluateSettings
-    products: str | None = None
-    threshold: PredictionThreshold = field(default_factory=PredictionThreshold)
-
-    @classmethod
-    def from_options(cls, options: ParsedFlags) -> EvaluateConfig:
-        """The config the flags of `madr evaluate` describe; names the required flags that are missing."""
-        values = parsed_flags(options)
-        require_flags(values, "queries", "judgments", "model", "output")
-        return cls(
-            model=config_from_values(ModelSettings, values),
-            evaluate=config_from_values(EvaluateSettings, values),
-            products=values.get("products"),
-            threshold=config_from_values(PredictionThreshold, values),
-            **StageOutput.values_from(values),
-        )
 
 
 def build_evaluate(
@@ -381,6 +356,7 @@ def _run_evaluate(
             **({"annotation_quality": annotations.to_dict()} if annotations else {}),
             **{name: value for name, value in baselines.to_dict().items() if value},
             **({"index_serving": serving} if serving else {}),
+            "settings": settings_record(config.model, config.evaluate, config.threshold),
         },
     )
     missing = counts["judgments_not_in_catalog"]

@@ -31,7 +31,7 @@ from pipelines.options import EmbedSettings
 from pipelines.zero_shot import zero_shot_model
 
 if TYPE_CHECKING:
-    from pipelines.evaluate.stage import EvaluateConfig
+    from pipelines.evaluate.config import EvaluateConfig
 
 LOGGER = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """`madr build-index` as one config: which embed output, the index settings, where the artifact goes.
 
 One shard (`IndexSettings.num_index_shards`, 1 by default) is a single ScaNN artifact built on the driver
-(`pipelines.index.single`); more is the partitioned build in Beam (`pipelines.index.partitioned`).
-`build_index_artifact` picks between them, so the command, the drivers and the tests build one config.
+(`pipelines.index.single`); more is the partitioned build in Beam (`pipelines.index.partitioned`), which
+the nightly uses for every shard count. The command, the drivers and the tests build one config.
 """
 
 from __future__ import annotations
@@ -12,8 +12,22 @@ from dataclasses import dataclass, field
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.options import IndexSettings
-from pipelines.stage_config import ParsedFlags, StageOutput, config_from_values, parsed_flags, require_flags
+from pipelines.depth import DepthOptions
+from pipelines.options import (
+    IndexOptions,
+    IndexSettings,
+    OverwriteOptions,
+    VerifyOptions,
+    add_stage_arguments,
+)
+from pipelines.stage_config import (
+    ParsedFlags,
+    StageOutput,
+    add_output_argument,
+    config_from_values,
+    parsed_flags,
+    require_flags,
+)
 
 
 class PreviousIndexOptions(PipelineOptions):
@@ -77,4 +91,27 @@ class IndexBuildConfig(StageOutput):
             tuning_queries=values.get("tuning_queries"),
             model=values.get("model") if values.get("tuning_queries") else None,
             **StageOutput.values_from(values),
+        )
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        """The flags of `madr build-index` (and of the nightly's index stage)."""
+        parser.add_argument(
+            "--embeddings", required=True, help="Embedding shards folder written by `madr embed`"
+        )
+        # --out is the name of earlier releases; --output is every stage's.
+        add_output_argument(parser, required=True, help="Index artifact directory to write")
+        add_stage_arguments(
+            parser, IndexOptions, DepthOptions, PreviousIndexOptions, VerifyOptions, OverwriteOptions
+        )
+        # Not a PipelineOptions field of its own: Beam's options already have --products (the embed stage's).
+        parser.add_argument(
+            "--products",
+            default=None,
+            help="The catalog the embeddings came from (Parquet file, folder or glob): the artifact then "
+            "also carries BM25 over its products' title, bullet points and description, which `madr search` "
+            "fuses with the dense ranking by reciprocal rank (one index only, not --num_index_shards > 1)",
+        )
+        parser.add_argument(
+            "--model", default=None, help="The model that made the embeddings: it encodes --tuning_queries"
         )

@@ -37,6 +37,7 @@ from pipelines.index.config import IndexBuildConfig
 from pipelines.index.manifest import previous_shard, shard_recall, union_recall, write_partitioned_manifest
 from pipelines.index.shard_build import BuildShardFn, ShardBuild, build_one_shard, other_model_error
 from pipelines.runner import make_pipeline, runs_locally
+from pipelines.stage_config import settings_record
 from pipelines.verify import embeddings_digest, verified_stage_manifest
 
 LOGGER = logging.getLogger(__name__)
@@ -277,6 +278,7 @@ def build_partitioned(
             "max_k": plan.max_k,
             "model_fingerprint": plan.model_fingerprint,
             "embeddings_digest": plan.embeddings_digest,
+            "settings": settings_record(config.index),
         }
         manifest = write_partitioned_manifest(
             plan.folder, plan.num_shards, plan.model_id, plan.model_version, plan.dimension, extra

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from dataclasses import dataclass
@@ -12,13 +11,10 @@ from index_builder.recall import check_target, recall_summary
 from index_builder.tuned import sizing_depth
 from index_builder.update import update_or_train
 from pipelines.artifacts import fresh_output, read_embeddings
-from pipelines.depth import DepthOptions
 from pipelines.index.build_inputs import catalog_lexical_index, tuning_query_vectors
-from pipelines.index.config import IndexBuildConfig, PreviousIndexOptions
+from pipelines.index.config import IndexBuildConfig
 from pipelines.index.manifest import previous_shard, shard_recall
 from pipelines.local_copies import local_output
-from pipelines.options import IndexOptions, OverwriteOptions, VerifyOptions, add_stage_arguments
-from pipelines.stage_config import add_output_argument
 from pipelines.verify import embeddings_digest, verified_stage_manifest
 
 LOGGER = logging.getLogger(__name__)
@@ -35,26 +31,6 @@ class IndexBuildReport:
     directory: str
     # What the build measured: `index_builder.recall.RecallReport.to_dict()`, also in the manifest.
     recall: dict | None = None
-
-
-def add_build_index_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--embeddings", required=True, help="Embedding shards folder written by `madr embed`")
-    # --out is the name of earlier releases; --output is every stage's.
-    add_output_argument(parser, required=True, help="Index artifact directory to write")
-    add_stage_arguments(
-        parser, IndexOptions, DepthOptions, PreviousIndexOptions, VerifyOptions, OverwriteOptions
-    )
-    # Not a PipelineOptions field of its own: Beam's options already have --products (the embed stage's).
-    parser.add_argument(
-        "--products",
-        default=None,
-        help="The catalog the embeddings came from (Parquet file, folder or glob): the artifact then also "
-        "carries BM25 over its products' title, bullet points and description, which `madr search` fuses "
-        "with the dense ranking by reciprocal rank (one index only, not --num_index_shards > 1)",
-    )
-    parser.add_argument(
-        "--model", default=None, help="The model that made the embeddings: it encodes --tuning_queries"
-    )
 
 
 def build_index(config: IndexBuildConfig) -> IndexBuildReport:

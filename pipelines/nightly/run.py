@@ -36,10 +36,9 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs.nightly_job import NightlyJob
 from pipelines.artifacts import read_stage_manifest, write_stage_manifest
-from pipelines.embed.enrich import EnrichConfig, enrich_catalog
-from pipelines.embed.export import ExportVertexConfig, export_vertex
+from pipelines.embed.enrich import enrich_catalog
+from pipelines.embed.export import export_vertex
 from pipelines.embed.stage import EMBEDDINGS_KIND, embed_catalog
 from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.index.partitioned import build_partitioned
@@ -51,19 +50,14 @@ from pipelines.nightly.inputs import (
     check_inputs,
     claim_run_folder,
 )
+from pipelines.nightly.job import NightlyJob
 from pipelines.nightly.latest import LATEST, LatestChanged, publish_latest, read_latest
 from pipelines.nightly.publish_guard import CatalogSizeCheck, PublishRefused, catalog_size
 from pipelines.nightly.quality_guard import QualityRefused, quality_check
-from pipelines.options import (
-    ExportSettings,
-    PredictionThreshold,
-)
 from pipelines.report.night import STAGE_FOLDERS
 from pipelines.report.page import write_report
 from pipelines.report.status import clear_run_status, write_run_status
-from pipelines.stage_config import config_from_values
 from pipelines.stage_runs import StageRunner, is_finished
-from pipelines.verify import verification_wanted
 from pipelines.writer_lock import exclusive_writer
 from schemas.manifest import MANIFEST_FILE, ArtifactError
 
@@ -192,7 +186,7 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
     run_manifest = FileSystems.join(job.run_folder, MANIFEST_FILE)
     # Before the first slow stage: the inputs, and which catalog this run folder is for.
     catalog = CatalogFingerprint.of(job.catalog)
-    check_inputs(job.model, job.queries, job.judgments, verification_wanted(job.stage_options()))
+    check_inputs(job.model, job.queries, job.judgments, job.stages.embed.verify)
     latest = read_latest(job.out)
     if job.restart_run and FileSystems.exists(job.run_folder):
         if latest and latest["run_id"] == job.run_id:
@@ -217,6 +211,8 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
     reused = None
     if previous_embeddings and not is_finished(job.stage("embeddings")) and _reusable(previous_embeddings):
         reused = previous_embeddings
+    zero_shot = _previous_zero_shot(job, previous) if job.queries else None
+    tonight = job.with_previous(reused, previous_index, zero_shot)
     stages = StageRunner(
         report.seconds,
         digits=1,
@@ -227,7 +223,7 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
     )
     stages.run(
         "embed",
-        lambda: embed_catalog(job.embed_config(reused), PipelineOptions(job.stage_args("embeddings"))),
+        lambda: embed_catalog(tonight.embed, PipelineOptions(job.stage_args("embeddings"))),
         job.stage("embeddings"),
     )
     # Checked before the index is built: a refused night costs no index, and its rerun with
@@ -238,21 +234,15 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
 
     stages.run(
         "index",
-        lambda: repr(
-            build_partitioned(job.index_config(previous_index), PipelineOptions(job.stage_args("index")))
-        ),
+        lambda: repr(build_partitioned(tonight.index, PipelineOptions(job.stage_args("index")))),
         job.stage("index"),
     )
 
-    if job.queries:
-        zero_shot_previous = _previous_zero_shot(job, previous)
+    if tonight.evaluate is not None:
+        evaluate = tonight.evaluate
         stages.run(
             "evaluate",
-            lambda: _summary_means(
-                evaluate_retrieval(
-                    job.evaluate_config(zero_shot_previous), PipelineOptions(job.stage_args("eval"))
-                )
-            ),
+            lambda: _summary_means(evaluate_retrieval(evaluate, PipelineOptions(job.stage_args("eval")))),
             job.stage("eval"),
         )
 
@@ -289,21 +279,11 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
 
 def _extra_stages(job: NightlyJob, stages: StageRunner) -> None:
     """enriched/ and vertex/ from tonight's embeddings, when asked for."""
-    options, embeddings = job.stage_options(), job.stage("embeddings")
-    inputs = {
-        "products": job.catalog,
-        "embeddings": embeddings,
-        "threshold": config_from_values(PredictionThreshold, options),
-    }
-    # Each replaces what an interrupted attempt left; --no_verify applies as it does to the other stages.
-    output = {"overwrite": True, "verify": verification_wanted(options)}
-    if job.enrich:
-        enrich = EnrichConfig(**inputs, output=job.stage("enriched"), **output)
+    options = PipelineOptions(list(job.beam_args))
+    enrich, export = job.stages.enrich, job.stages.export
+    if enrich is not None:
         stages.run("enrich", lambda: enrich_catalog(enrich, options), enrich.output)
-    if job.export_vertex:
-        export = ExportVertexConfig(
-            **inputs, export=config_from_values(ExportSettings, options), output=job.stage("vertex"), **output
-        )
+    if export is not None:
         stages.run("export-vertex", lambda: export_vertex(export, options), export.output)
 
 

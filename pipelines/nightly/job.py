@@ -1,0 +1,196 @@
+"""`madr nightly`'s configuration: the job's inputs and settings, and the config of every stage it runs.
+
+A `NightlyJob` holds the embed, index, evaluate, enrich and export configs (`NightlyStages`), each
+parsed by that stage's own parser (the one `madr embed`, `build-index`, ... use) from the job's
+pass-through flags, then the stage's own (`--embed_flags`, `--index_flags`, `--evaluate_flags`), then
+the inputs and folders the job fixes. A flag in a stage's own flags that the stage does not read, and
+Beam does not know, is an error naming the stage. What is known only when the night runs (last
+night's embeddings, index and zero-shot vectors) is put in at run time (`with_previous`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from apache_beam.io.filesystems import FileSystems
+
+from pipelines.beam_flags import flag_names, refused_flags
+from pipelines.depth import OLD_FLAG_NAMES
+from pipelines.embed.enrich import EnrichConfig
+from pipelines.embed.export import ExportVertexConfig
+from pipelines.embed.stage import EmbedConfig
+from pipelines.evaluate.config import EvaluateConfig
+from pipelines.index.config import IndexBuildConfig
+from pipelines.nightly.latest import LATEST
+from pipelines.nightly.publish_guard import DEFAULT_MAX_SHRINK
+from pipelines.nightly.quality_guard import GUARD_MODES
+from pipelines.options import IndexSettings
+from pipelines.stage_config import config_values
+
+# A stage's folder in the run: its config (whose `add_arguments` is the stage's parser, `madr embed`'s,
+# ...), its name in messages, and its command.
+STAGES: dict[str, tuple[type[Any], str, str]] = {
+    "embeddings": (EmbedConfig, "embed", "embed"),
+    "index": (IndexBuildConfig, "index", "build-index"),
+    "eval": (EvaluateConfig, "evaluate", "evaluate"),
+    "enriched": (EnrichConfig, "enrich", "enrich"),
+    "vertex": (ExportVertexConfig, "export", "export-vertex"),
+}
+
+
+@dataclass(frozen=True)
+class NightlyStages:
+    """The config of each stage of one night, as `madr nightly`'s flags set them."""
+
+    embed: EmbedConfig
+    index: IndexBuildConfig
+    evaluate: EvaluateConfig | None = None
+    enrich: EnrichConfig | None = None
+    export: ExportVertexConfig | None = None
+
+
+@dataclass(frozen=True)
+class NightlyJob:
+    catalog: str
+    model: str
+    out: str
+    run_id: str
+    queries: str | None = None
+    judgments: str | None = None
+    # Every index flag of `madr nightly` (--num_leaves, --soar_lambda, ...): the parser consumes them, so
+    # they reach the index stage here and not through `beam_args`.
+    index: IndexSettings = field(default_factory=IndexSettings)
+    # Beam options and stage flags for every stage (`madr nightly --precision int8` sets embed's and
+    # evaluate's precision).
+    beam_args: tuple[str, ...] = ()
+    # Beam and stage flags for one stage only, after `beam_args` (a flag given in both takes the stage's):
+    # embed on GPU workers or in int8 while index and evaluate do not, say.
+    embed_flags: tuple[str, ...] = ()
+    index_flags: tuple[str, ...] = ()
+    evaluate_flags: tuple[str, ...] = ()
+    max_shrink: float = DEFAULT_MAX_SHRINK
+    allow_shrink: bool = False
+    enrich: bool = False
+    export_vertex: bool = False
+    # Discard the run folder of `run_id` when it was started, and not published, for another catalog.
+    restart_run: bool = False
+    # Tonight against last night and zero-shot before publishing: warn, refuse or off
+    # (`pipelines.nightly.quality_guard`).
+    quality_guard: str = "warn"
+    # The morning report (`madr report`) written into the run folder at the end, also of a run that stops.
+    report: bool = True
+    # Each stage's config, parsed from the fields above when the job is made.
+    stages: NightlyStages = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.run_id or "/" in self.run_id or self.run_id == LATEST:
+            raise ValueError(f"run id {self.run_id!r} must be a non-empty name without '/' and not {LATEST}")
+        if not 0 <= self.max_shrink <= 1:
+            raise ValueError(f"--max_shrink must be in [0, 1], got {self.max_shrink}")
+        if (self.queries is None) != (self.judgments is None):
+            raise ValueError("give both --queries and --judgments to evaluate, or neither")
+        if self.quality_guard not in GUARD_MODES:
+            raise ValueError(
+                f"--quality_guard must be one of {', '.join(GUARD_MODES)}, got {self.quality_guard!r}"
+            )
+        object.__setattr__(self, "stages", self._stage_configs())
+
+    @property
+    def run_folder(self) -> str:
+        return FileSystems.join(self.out, self.run_id)
+
+    def stage(self, name: str) -> str:
+        return FileSystems.join(self.run_folder, name)
+
+    def stage_args(self, stage: str) -> list[str]:
+        """The Beam arguments of one stage (its folder name): the job's, then that stage's own."""
+        own = {"embeddings": self.embed_flags, "index": self.index_flags, "eval": self.evaluate_flags}
+        return [*self.beam_args, *own.get(stage, ())]
+
+    def with_previous(
+        self, embeddings: str | None = None, index: str | None = None, zero_shot: str | None = None
+    ) -> NightlyStages:
+        """Tonight's stage configs reusing last night's `embeddings` (unchanged products are not embedded
+        again), updating last night's `index` in place when little changed (`index_builder.update`),
+        and reusing last night's `zero_shot` vectors for the zero-shot row."""
+        stages = self.stages
+        evaluate = stages.evaluate
+        if evaluate is not None and zero_shot and not evaluate.evaluate.zero_shot_previous:
+            evaluate = replace(evaluate, evaluate=replace(evaluate.evaluate, zero_shot_previous=zero_shot))
+        embed = stages.embed
+        if embeddings and not embed.embed.previous:
+            embed = replace(embed, embed=replace(embed.embed, previous=embeddings))
+        index_config = replace(stages.index, previous_index=index)
+        return replace(stages, embed=embed, index=index_config, evaluate=evaluate)
+
+    def _stage_configs(self) -> NightlyStages:
+        embed = self._parsed(
+            "embeddings", ["--products", self.catalog, "--model", self.model], self.embed_flags
+        )
+        index = self._parsed("index", ["--embeddings", self.stage("embeddings")], self.index_flags)
+        # The job's index settings (--num_leaves, --depth, ...), then those that --index_flags names
+        # (the stage's other fields there are only its defaults).
+        given = config_values(IndexSettings, vars(index[1]), only=given_flags(self.index_flags))
+        index_config = replace(index[0], index=replace(self.index, **given))
+        stages = NightlyStages(embed[0], index_config)
+        if self.queries and self.judgments:
+            stages = replace(stages, evaluate=self._evaluate_config(index_config.index.depth))
+        inputs = ["--products", self.catalog, "--embeddings", self.stage("embeddings")]
+        if self.enrich:
+            stages = replace(stages, enrich=self._parsed("enriched", inputs, ())[0])
+        if self.export_vertex:
+            stages = replace(stages, export=self._parsed("vertex", inputs, ())[0])
+        return stages
+
+    def _evaluate_config(self, depth: int) -> EvaluateConfig:
+        """The evaluation of this run's index against --queries and --judgments, into its eval/, beside the
+        backbone used zero-shot."""
+        fixed = ["--model", self.model, "--queries", self.queries, "--judgments", self.judgments]
+        fixed += ["--index", self.stage("index"), "--embeddings", self.stage("embeddings")]
+        # Tonight's catalog: the annotations are scored on the products the model held out.
+        fixed += ["--products", self.catalog]
+        config, _ = self._parsed("eval", fixed, self.evaluate_flags)
+        given = given_flags([*self.beam_args, *self.evaluate_flags])
+        # By default the depth the index was built for, searched the faster of the index and exact scoring
+        # by measurement (both reported); BM25 would index the whole catalog every night: only when asked
+        # (--lexical true). One searcher per worker process (issue 26): the calibrated choice alone, not
+        # both it and the other (each a full copy of the corpus: 1.5 GB at 1M x 384; the index's recall
+        # against exact search is in the manifest's searcher_choice anyway); --compare_exact true asks.
+        nightly_defaults = {"depth": depth, "searcher": "auto", "lexical": "false", "compare_exact": "false"}
+        chosen = {name: value for name, value in nightly_defaults.items() if name not in given}
+        return replace(config, evaluate=replace(config.evaluate, **chosen))
+
+    def _parsed(
+        self, folder: str, fixed: Sequence[str], own: Sequence[str]
+    ) -> tuple[Any, argparse.Namespace]:
+        """The config of the stage in `folder`, from its command's parser over the job's flags, the stage's
+        own, then `fixed` (the job's inputs) and the stage's folder in this run, which an interrupted
+        attempt's leftovers in it are replaced in."""
+        config_class, stage_name, command = STAGES[folder]
+        parser = argparse.ArgumentParser(prog=f"madr nightly ({stage_name} stage)", add_help=False)
+        config_class.add_arguments(parser)
+        where = [*fixed, "--output", self.stage(folder), "--overwrite"]
+        _refuse_unknown_flags(stage_name, command, parser.parse_known_args([*own, *where])[1])
+        args, _ = parser.parse_known_args([*self.beam_args, *own, *where])
+        return config_class.from_options(args), args
+
+
+def given_flags(flags: Sequence[str]) -> set[str]:
+    """The option names written in a stage's flags (`--depth 100` and `--depth=100` alike; an old name,
+    `--max_k`, as the option it now sets)."""
+    return {OLD_FLAG_NAMES.get(name, name) for name in flag_names(flags)}
+
+
+def _refuse_unknown_flags(stage: str, command: str, flags: Sequence[str]) -> None:
+    """A flag of --<stage>_flags that the stage does not read, and is not Beam's, is an error naming it."""
+    refused = refused_flags(flags, f"the {stage} stage")
+    if refused:
+        raise ValueError(
+            f"--{stage}_flags: {'; '.join(refused)} (`madr {command} --help` lists the {stage} stage's)"
+        )
+
+
+__all__ = ["STAGES", "NightlyJob", "NightlyStages", "given_flags"]

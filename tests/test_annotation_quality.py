@@ -233,3 +233,25 @@ def test_products_that_calibrated_the_confidences_are_not_scored(
     assert everything is not None and rest is not None
     assert 0 < rest.products_measured < everything.products_measured
     assert "less the 10.0% that calibrated the confidences" in rest.held_out
+
+
+def test_a_near_duplicate_of_a_product_tuned_on_is_not_held_out(tmp_path) -> None:
+    """Issue 48: the evaluation scored the same item under another id as unseen, the experiment did not;
+    both now leave out a held-out product whose title words are those of a product training read."""
+    from schemas.splits import title_key
+    from tests.test_embed_pipeline import catalog, write_catalog
+
+    # Titles that differ in words: title_key drops numbers ("Size 42"), so catalog()'s differ in none.
+    products = [
+        {**p, "title": f"Nike crew sock {chr(97 + i % 26)}{chr(97 + i // 26)}"}
+        for i, p in enumerate(catalog(40))
+    ]
+    twin = {**products[0], "product_id": "twin-of-p0", "title": products[0]["title"].upper() + "!"}
+    path = write_catalog(tmp_path / "products.parquet", [*products, twin])
+    everything = held_out_products(path, None, set(), sample=None)
+    assert "twin-of-p0" in {p["product_id"] for p in everything}
+    chosen = held_out_products(path, None, {products[0]["product_id"]}, sample=None)
+    ids = {p["product_id"] for p in chosen}
+    assert products[0]["product_id"] not in ids and "twin-of-p0" not in ids
+    assert len(ids) == len(everything) - 2
+    assert title_key(twin["title"]) == title_key(products[0]["title"])

@@ -111,3 +111,38 @@ def test_nightly_help_says_where_stage_flags_go(capsys, monkeypatch) -> None:
     out = " ".join(_help(["nightly"], capsys, monkeypatch).split())
     assert "given here applies to every stage that reads it" in out, out
     assert "a flag neither a stage nor Beam knows is an error" in out, out
+
+
+def _accepted(parser: argparse.ArgumentParser) -> set[str]:
+    return {option for action in parser._actions for option in action.option_strings if option != "-h"}
+
+
+def _undocumented(flags: set[str], help_text: str) -> set[str]:
+    """The flags of `flags` that `help_text` (a --help output) never names."""
+    named = set(re.findall(r"--[A-Za-z0-9_]+", help_text))
+    return {flag for flag in flags if flag.startswith("--") and flag not in named}
+
+
+@pytest.mark.parametrize("name", [entry.name for entry in INDEX])
+def test_every_flag_a_command_accepts_is_in_its_help(name: str, capsys, monkeypatch) -> None:
+    """Issue 48: `madr nightly --help` named neither --zero_shot nor --restricts, which it passes on."""
+    parser = _subparsers(cli._parser(load_command(name)))[name]
+    parsers = {name: parser}
+    for source, sub in next(
+        (a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {}
+    ).items():
+        parsers[f"{name} {source}"] = sub  # madr ingest SOURCE
+    for argv, each in parsers.items():
+        accepted = _accepted(each)
+        if name == "nightly":
+            from pipelines.nightly.job import stage_flags
+
+            accepted |= {flag for flags in stage_flags().values() for flag in flags}
+        assert not _undocumented(accepted, _help(argv.split(), capsys, monkeypatch)), argv
+
+
+def test_the_help_check_sees_a_flag_the_help_leaves_out() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shown", help="listed")
+    parser.add_argument("--hidden", help=argparse.SUPPRESS)
+    assert _undocumented(_accepted(parser), parser.format_help()) == {"--hidden"}

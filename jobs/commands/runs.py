@@ -11,7 +11,7 @@ from jobs.demo import DEMO_FLAGS, DemoConfig, run_demo
 from jobs.experiment import run_experiment
 from jobs.experiment_config import EXPERIMENT_FLAGS, ExperimentRun
 from jobs.nightly_args import add_nightly_arguments, job_from_args
-from pipelines.nightly.job import NightlyJob
+from pipelines.nightly.job import NightlyJob, stage_flags
 from pipelines.nightly.run import run_nightly
 from pipelines.options import (
     VerifyOptions,
@@ -30,18 +30,22 @@ def _nightly_arguments(parser: argparse.ArgumentParser) -> None:
     add_stage_arguments(parser, VerifyOptions)
 
 
-# Each stage's config is parsed by that stage's own parser (pipelines/nightly/job.py).
-NIGHTLY_FLAGS_NOTE = (
-    "A flag of a stage (embed, build-index, evaluate: --precision, --batch_size, --zero_shot, ...) given "
-    "here applies to every stage that reads it; --embed_flags, --index_flags and --evaluate_flags give one "
-    "stage its own, read by that stage's parser (`madr embed --help`, ...), where another stage's flag is "
-    "an error. Any other flag is passed to Beam as a pipeline option (e.g. --runner DataflowRunner); a "
-    "flag neither a stage nor Beam knows is an error."
-)
+def _nightly_flags_note() -> str:
+    """Where the stage flags go, and every one `madr nightly` accepts besides its own."""
+    listed = "; ".join(f"{stage}: {' '.join(flags)}" for stage, flags in stage_flags().items())
+    return (
+        "A flag of a stage given here applies to every stage that reads it; --embed_flags, --index_flags and "
+        "--evaluate_flags give one stage its own, read by that stage's parser (`madr embed --help`, ...), "
+        "where another stage's flag is an error. Any other flag is passed to Beam as a pipeline option "
+        "(e.g. --runner DataflowRunner); a flag neither a stage nor Beam knows is an error. The stages' "
+        f"flags (each stage parses its own, pipelines/nightly/job.py): {listed}."
+    )
+
+
 NIGHTLY_FLAGS = Flags(_nightly_arguments, lambda line: job_from_args(line.args, line.beam_args))
 
 
-@command("nightly", NIGHTLY_FLAGS, epilog=NIGHTLY_FLAGS_NOTE)
+@command("nightly", NIGHTLY_FLAGS, epilog=_nightly_flags_note())
 def _nightly(config: NightlyJob, beam_options: PipelineOptions) -> None:
     """Embed tonight's catalog (reusing unchanged products of the LATEST run), build the index,
     evaluate it, and move OUT/LATEST only when every stage has succeeded."""

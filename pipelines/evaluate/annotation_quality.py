@@ -30,7 +30,7 @@ from pipelines.inference import EncoderModelHandler
 from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, ModelSettings
 from pipelines.product_reader import valid_products
 from schemas.manifest import MANIFEST_FILE
-from schemas.splits import HeldOutProducts
+from schemas.splits import HeldOutProducts, title_key
 
 # Without --min_confidence, the precision line reads at the threshold enrich and export-vertex act on.
 DEFAULT_SAMPLE = 2_000  # Accuracy@1 within about ±0.015 (95 %) at 0.9, in seconds on a CPU
@@ -95,18 +95,33 @@ def tuned_products(queries: str, judgments: str, evaluated_split: str) -> set[st
 
 
 def held_out_products(
-    products: str, rule: HeldOutProducts | None, excluded: set[str], sample: int
+    products: str, rule: HeldOutProducts | None, excluded: set[str], sample: int | None = None
 ) -> list[dict[str, Any]]:
-    """The first `sample` annotated, valid products in catalog order that the rule holds out.
+    """The annotated, valid products in catalog order that `rule` holds out (the first `sample` of them
+    when given), less those in `excluded` (judged for training queries) and their near-duplicates.
 
-    Reads the catalog as a stream and stops at `sample`, so the driver never holds the catalog.
+    A near-duplicate is a product whose title words (`schemas.splits.title_key`) are those of an excluded
+    one: the same item under another id, which training read. The experiment and the evaluation both
+    score this set, so they score the same products. Reads the catalog as a stream (titles first, then
+    products until `sample`), so the driver never holds the catalog.
     """
+    excluded_titles = (
+        {
+            title_key(row["title"] or "")
+            for row in parquet_rows(products, ["product_id", "title"])
+            if row["product_id"] in excluded
+        }
+        if excluded
+        else set()
+    )
     chosen: list[dict[str, Any]] = []
     # An invalid product is passed over: the embed stage dead-letters it; it has no annotation to score.
     for product in valid_products(products):
-        if len(chosen) >= sample:
+        if sample is not None and len(chosen) >= sample:
             break
         if not product["aspects"] or product["product_id"] in excluded:
+            continue
+        if title_key(product["title"]) in excluded_titles:
             continue
         if rule is None or rule.holds(product):
             chosen.append(product)

@@ -16,32 +16,18 @@ from evaluation import RelevanceRule
 from evaluation.collapse import mean_pairwise_cosine
 from model import Side, load_encoder, text_for_model
 from pipelines.artifacts import read_embeddings
-from pipelines.evaluate.annotation_quality import tuned_products
+from pipelines.evaluate.annotation_quality import held_out_products, tuned_products
 from pipelines.evaluate.judged_ranking import aspect_accuracy, encode, rerank_judged
 from pipelines.evaluate.sparse import is_sparse_model, sparse_ranking_rows
 from pipelines.layout import DatasetLayout
-from schemas.splits import HeldOutProducts, title_key
+from schemas.splits import HeldOutProducts
 
 
 def unseen_products(data: DatasetLayout, rule: HeldOutProducts) -> list[dict[str, Any]]:
-    """The annotated products that `rule` holds out and that no model trained on, nor on a near-duplicate.
-
-    Pre-training skips what `rule` holds (`PretrainingPlan.held_out`). Fine-tuning reads the judged
-    products of the train and valid queries (`tuned_products`): those are left out, and so is every
-    held-out product whose title words (`schemas.splits.title_key`) are those of one of them.
-    """
-    seen = tuned_products(data.queries, data.judgments, "test")
-    products = pq.read_table(str(Path(data.root) / "products")).to_pylist()
-    seen_titles = {title_key(p["title"]) for p in products if p["product_id"] in seen}
-    # Parquet gives the aspects map as (key, values) pairs; the text builders read a dict.
-    return [
-        {**p, "aspects": dict(p["aspects"])}
-        for p in products
-        if p["aspects"]
-        and rule.holds(p)
-        and p["product_id"] not in seen
-        and title_key(p["title"]) not in seen_titles
-    ]
+    """The annotated products that `rule` holds out and that no model trained on, nor on a near-duplicate:
+    `held_out_products`, the evaluation's own set, less the judged products of the train and valid
+    queries (fine-tuning reads those). Pre-training skips what `rule` holds (`PretrainingPlan.held_out`)."""
+    return held_out_products(data.products, rule, tuned_products(data.queries, data.judgments, "test"))
 
 
 def variant_metrics(

@@ -178,6 +178,20 @@ class NightlyJob:
         return config_class.from_options(args), args
 
 
+def stage_flags() -> dict[str, list[str]]:
+    """Each stage's flags (by its name in messages) that `madr nightly` passes on, in its parser's order;
+    those the job sets itself (the inputs and folders) left out."""
+    fixed = {"--products", "--model", "--output", "--out", "--embeddings", "--queries", "--judgments"}
+    fixed |= {"--index", "--overwrite", "--previous", "--previous_index", "--zero_shot_previous"}
+    flags = {}
+    for config_class, stage, _ in STAGES.values():
+        parser = argparse.ArgumentParser(add_help=False)
+        config_class.add_arguments(parser)
+        options = [option for action in parser._actions for option in action.option_strings]
+        flags[stage] = [option for option in options if option not in fixed]
+    return flags
+
+
 def given_flags(flags: Sequence[str]) -> set[str]:
     """The option names written in a stage's flags (`--depth 100` and `--depth=100` alike; an old name,
     `--max_k`, as the option it now sets)."""
@@ -193,4 +207,4 @@ def _refuse_unknown_flags(stage: str, command: str, flags: Sequence[str]) -> Non
         )
 
 
-__all__ = ["STAGES", "NightlyJob", "NightlyStages", "given_flags"]
+__all__ = ["STAGES", "NightlyJob", "NightlyStages", "given_flags", "stage_flags"]

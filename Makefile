@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint reliability bench bench-quick report-screenshot clean
+.PHONY: install demo test lint reliability bench bench-quick report-screenshot readme-excerpts clean
 
 install: $(STAMP)
 
@@ -19,8 +19,14 @@ $(STAMP): setup.py
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The demo, then the README's quoted output checked against it (bench/readme_excerpts.py).
 demo: install
 	$(BIN)/madr demo --output runs/demo
+	$(BIN)/python -m bench.readme_excerpts --check --run runs/demo
+
+# The README's quoted output rewritten from the last `make demo`.
+readme-excerpts:
+	$(BIN)/python -m bench.readme_excerpts --run runs/demo
 
 # Two worker processes, each test file in one of them (its module fixtures built once): 659 s against
 # about 900 s in one process on 2 cores (29 Nov). `pytest tests` alone still runs them one by one.

@@ -55,6 +55,18 @@ ANNOTATED_EXAMPLES = 3
 ADAPT_DEMO_STEPS = 20
 
 
+# What the README quotes of the demo's output (`write_excerpt`), in runs/demo/excerpts/.
+EXCERPTS_FOLDER = "excerpts"
+# The sections of the evaluation's tables the README's results excerpt quotes.
+QUOTED_SECTIONS = (
+    "metric ",
+    "Recall lost to the index",
+    "Against the backbone used zero-shot",
+    "Against bm25+zero-shot",
+    "Aspect annotations",
+)
+
+
 def _searcher_name(result: dict[str, Any]) -> str:
     """Which searcher produced the printed metrics: `--searcher auto` records its choice."""
     choice = (result.get("searcher_choice") or {}).get("choice")
@@ -105,7 +117,7 @@ def _demo_config(line: CommandLine) -> DemoConfig:
 DEMO_FLAGS = Flags(_demo_arguments, _demo_config)
 
 
-def print_annotated_examples(catalog: str, embeddings: str, count: int, held_out: HeldOutProducts) -> None:
+def annotated_examples(catalog: str, embeddings: str, count: int, held_out: HeldOutProducts) -> list[str]:
     """The first `count` held-out products: title, what `madr embed` predicted, and the catalog's aspects."""
     predictions = read_parquet_table(embeddings, "embeddings", PREDICTION_COLUMNS).to_pylist()
     chosen = [row for row in predictions if held_out.contains(row["product_id"])][:count]
@@ -115,15 +127,37 @@ def print_annotated_examples(catalog: str, embeddings: str, count: int, held_out
         for row in pq.read_table(catalog, columns=["product_id", "title", "aspects"]).to_pylist()
         if row["product_id"] in wanted
     }
-    print(f"\n   {len(chosen)} products pre-training never read, as `madr embed` annotated them:")
+    lines = []
     for row in chosen:
         product = products.get(row["product_id"], {})
         confidences = dict(row["aspect_confidences"] or [])
         predicted = ", ".join(f"{a}={v} ({confidences[a]:.2f})" for a, v in row["aspect_values"] or [])
         known = ", ".join(f"{a}={'/'.join(v)}" for a, v in product.get("aspects") or [])
-        print(f"   - {product.get('title', row['product_id'])}")
-        print(f"       predicted: {predicted or '(none)'}")
-        print(f"       catalog:   {known or '(none)'}")
+        lines.append(f"   - {product.get('title', row['product_id'])}")
+        lines.append(f"       predicted: {predicted or '(none)'}")
+        lines.append(f"       catalog:   {known or '(none)'}")
+    return lines
+
+
+def write_excerpt(run_root: str, name: str, text: str) -> None:
+    """What the README quotes of the demo's output, as the demo printed it: `bench.readme_excerpts`
+    puts it into the README (and checks the README against a fresh run)."""
+    folder = Path(run_root) / EXCERPTS_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.txt").write_text(text.rstrip("\n") + "\n")
+
+
+def results_excerpt(table: str) -> str:
+    """The sections of the evaluation's printed tables that the README quotes, in their order: a section is
+    a heading paragraph and the table paragraph (from "metric ") under it."""
+    sections: list[list[str]] = []
+    for paragraph in table.split("\n\n"):
+        if paragraph.startswith("metric ") and sections and not sections[-1][-1].startswith("metric "):
+            sections[-1].append(paragraph)
+        else:
+            sections.append([paragraph])
+    quoted = [section for section in sections if section[0].startswith(QUOTED_SECTIONS)]
+    return "\n\n".join("\n\n".join(section) for section in quoted)
 
 
 def run_demo(config: DemoConfig) -> dict[str, Any]:
@@ -170,9 +204,12 @@ def run_demo(config: DemoConfig) -> dict[str, Any]:
     )
     print("   " + format_counts(filled, ECOMMERCE_ASPECTS).replace("\n", "\n   "))
     catalog = str(Path(data.root) / "products")
-    print_annotated_examples(
+    examples = annotated_examples(
         catalog, run.embeddings, ANNOTATED_EXAMPLES, HeldOutProducts(config.recipe.held_out_fraction)
     )
+    print(f"\n   {len(examples) // 3} products pre-training never read, as `madr embed` annotated them:")
+    print("\n".join(examples))
+    write_excerpt(config.output, "annotated", "\n".join(examples))
 
     # With the catalog, the artifact also carries BM25, which `madr search` fuses with the dense ranking.
     index = IndexBuildConfig(
@@ -206,6 +243,11 @@ def run_demo(config: DemoConfig) -> dict[str, Any]:
     )
     print(result["table"])
     store = adapt_to_store_export(config, stages) if config.store_export else None
+    write_excerpt(
+        config.output,
+        "results",
+        "\n\n".join([results_excerpt(result["table"]), *([store["text"]] if store else [])]),
+    )
     total = time.perf_counter() - started
     print("\nTimings: " + ", ".join(f"{name} {seconds:.0f}s" for name, seconds in timings.items()))
     print(f"Total wall time: {total:.0f}s. Outputs in {run.root}/ (metrics: {run.evaluation}/metrics.json)")
@@ -267,7 +309,12 @@ def adapt_to_store_export(config: DemoConfig, stages: StageRunner) -> dict[str, 
     )
     print(f"\n== A store export the model never saw ({source}): `madr adapt --data {store.root}`")
     print("   " + report.format().replace("\n", "\n   "))
-    for name, found in (("shipped model, not adapted", shipped), ("adapted", adapted)):
-        for line in store_lines(found):
-            print(f"   {name}: {line}")
-    return {"shipped": shipped, "adapted": adapted, "adapt": report}
+    heading = f"== A store export the model never saw ({source}): `madr adapt --data {store.root}`"
+    lines = [
+        f"   {name}: {line}"
+        for name, found in (("shipped model, not adapted", shipped), ("adapted", adapted))
+        for line in store_lines(found)
+    ]
+    print("\n".join(lines))
+    text = "\n".join([heading, *lines])
+    return {"shipped": shipped, "adapted": adapted, "adapt": report, "text": text}

@@ -1,0 +1,85 @@
+"""The README's quoted demo output: regenerated from a run's excerpts and its commands, and checked
+against a fresh run within the stated tolerances (issue 48: the README quoted figures no run printed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.readme_excerpts import blocks, check, drift, regenerate
+
+README = """# Title
+
+<!-- excerpt: results -->
+```
+metric          mean  queries
+recall@10     0.7473      180
+p-value    4.271e-05
+```
+
+<!-- excerpt: commands -->
+```
+$ madr search --query "red shoes" --k 1
+query "red shoes": 1 result in 21.5 ms (index)
+   1  0.7547  SP1  Red Shoes
+```
+"""
+
+
+def _run(tmp_path: Path, results: str) -> Path:
+    (tmp_path / "excerpts").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "excerpts" / "results.txt").write_text(results)
+    return tmp_path
+
+
+def _search(timing: str = "9.0", score: str = "0.7547") -> object:
+    def execute(command: str) -> str:
+        assert command.startswith("madr search")
+        return f'query "red shoes": 1 result in {timing} ms (index)\n   1  {score}  SP1  Red Shoes'
+
+    return execute
+
+
+def test_regenerate_puts_the_runs_excerpt_and_each_commands_output_in_place(tmp_path) -> None:
+    run = _run(tmp_path, "metric          mean  queries\nrecall@10     0.7000      180\np-value    1e-06\n")
+    text = regenerate(README, run, _search())
+    assert "recall@10     0.7000      180" in text and "0.7473" not in text
+    assert "1 result in 9.0 ms" in text and "21.5 ms" not in text
+    assert text.startswith("# Title\n\n<!-- excerpt: results -->\n```\nmetric")
+    assert [b.name for b in blocks(text.split("\n"))] == ["results", "commands"]
+    assert regenerate(text, run, _search()) == text  # a second pass changes nothing
+
+
+def test_the_check_passes_within_the_tolerances_and_ignores_times(tmp_path) -> None:
+    # 0.7473 -> 0.7530 is within 0.01; a p-value under 0.05 stays "significant"; the search took longer.
+    run = _run(tmp_path, "metric          mean  queries\nrecall@10     0.7530      180\np-value    1e-06\n")
+    assert check(README, run, _search(timing="180.2")) == []
+
+
+def test_the_check_names_each_figure_that_drifted(tmp_path) -> None:
+    run = _run(tmp_path, "metric          mean  queries\nrecall@10     0.7700      180\np-value    0.3\n")
+    problems = check(README, run, _search(score="0.6000"))
+    assert len(problems) == 3, problems
+    assert "0.7473 is now 0.7700" in problems[0] and problems[0].startswith("results (README line 5)")
+    assert "4.271e-05 is now 0.3" in problems[1]
+    assert "0.7547 is now 0.6000" in problems[2] and problems[2].startswith("commands")
+
+
+def test_changed_words_and_lines_are_drift() -> None:
+    assert drift("brand=Nike (catalog)", "brand=Adidas (catalog)")
+    assert drift("a\nb", "a")
+    assert not drift(
+        "recall@100 0.963; zero-shot 0.958 (p 0.32)", "recall@100 0.965; zero-shot 0.958 (p 0.45)"
+    )
+    assert drift("recall@100 0.963; zero-shot 0.958 (p 0.32)", "recall@100 0.965; zero-shot 0.958 (p 0.03)")
+
+
+def test_a_missing_excerpt_says_to_run_the_demo(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match="run `make demo`"):
+        regenerate(README, tmp_path, _search())
+
+
+def test_the_readmes_markers_each_hold_a_block() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text().split("\n")
+    assert [b.name for b in blocks(readme)] == ["annotated", "commands", "commands", "results"]

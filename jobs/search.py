@@ -10,8 +10,9 @@ import pyarrow.parquet as pq
 
 from jobs.command_table import Flags
 from pipelines.inference import TextToEncode
-from pipelines.options import DEFAULT_PREDICTION_THRESHOLD
+from pipelines.options import PredictionThreshold
 from pipelines.search import SearchConfig, format_hits, hits_table_rows, open_search, parse_filter, run_search
+from pipelines.stage_config import add_config_arguments, config_from_values
 from pipelines.texts import read_query_texts
 from schemas import RUN_SCHEMA
 
@@ -45,13 +46,8 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         help="The catalog's product Parquet, for titles and catalog values (default: the products the "
         "index's embeddings were made from, as their manifest records)",
     )
-    parser.add_argument(
-        "--min_confidence",
-        type=float,
-        default=DEFAULT_PREDICTION_THRESHOLD,
-        help="Lowest confidence of a predicted value shown or filtered on "
-        f"(default {DEFAULT_PREDICTION_THRESHOLD}, enrich's)",
-    )
+    # The one --min_confidence (`PredictionThreshold`); search's default is enrich's, which fills the gaps.
+    add_config_arguments(parser, PredictionThreshold, only=("min_confidence",))
     parser.add_argument(
         "--lexical",
         choices=("true", "false"),
@@ -87,7 +83,7 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
         k=args.k,
         filters=tuple(parse_filter(text) for text in args.filter),
         products=args.products,
-        min_confidence=args.min_confidence,
+        min_confidence=config_from_values(PredictionThreshold, args).or_default(),
         lexical=args.lexical == "true",
     )
 

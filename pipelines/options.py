@@ -155,8 +155,8 @@ class PredictionThreshold:
         None,
         "Lowest confidence P(x) of a predicted aspect value. embed: write a value only at or above it, "
         "keeping its confidence (default 0: every prediction); evaluate: the calibration line's threshold; "
-        "enrich: what fills a gap; export-vertex: a predicted restrict's threshold "
-        f"({DEFAULT_PREDICTION_THRESHOLD} for these three)",
+        "enrich: what fills a gap; export-vertex: a predicted restrict's threshold; search: the lowest "
+        f"shown or filtered on ({DEFAULT_PREDICTION_THRESHOLD} for these four)",
     )
 
     stated_aspects: tuple[str, ...] = setting(

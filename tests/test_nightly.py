@@ -229,7 +229,7 @@ def test_one_min_confidence_reaches_every_stage_of_the_nightly_and_every_command
     assert job.stages.embed.threshold.min_confidence == 0.7
     assert job.stages.evaluate.threshold.min_confidence == 0.7
     helps = set()
-    for name in ("embed", "evaluate", "enrich", "export-vertex"):
+    for name in ("embed", "evaluate", "enrich", "export-vertex", "search"):
         command = argparse.ArgumentParser()
         load_command(name).add_arguments(command)
         (action,) = [a for a in command._actions if "--min_confidence" in a.option_strings]

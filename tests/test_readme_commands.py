@@ -48,6 +48,17 @@ def _typed_in_tests(command: str) -> list[str]:
     ]
 
 
+def test_the_readme_names_the_beam_commands_the_cli_passes_beam_options_to() -> None:
+    """Issue 48: the README's list left out enrich."""
+    from jobs.command_table import BEAM_COMMANDS
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    listed = re.search(r"The Beam stages \((.*?)\) accept any Beam pipeline option", text)
+    assert listed, "README: the sentence listing the Beam stages is gone"
+    named = set(re.findall(r"`([a-z-]+)`", listed.group(1)))
+    assert named == set(BEAM_COMMANDS), named ^ set(BEAM_COMMANDS)
+
+
 def test_the_readme_table_lists_every_command_and_each_is_typed_in_a_test() -> None:
     listed = readme_commands()
     names = {entry.name for entry in INDEX}

@@ -121,6 +121,10 @@ def reorder_for_k(num_vectors: int, k: int) -> int:
     return min(num_vectors, REORDER_MULTIPLE * k)
 
 
+# ScaNN's asymmetric hashing codebooks: 16 centres per block of dimensions.
+AH_CENTRES_PER_BLOCK = 16
+
+
 def _check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
     # bool is an int subclass; True as a leaf count is always a bug.
     if not isinstance(value, int) or isinstance(value, bool):
@@ -236,6 +240,14 @@ class ScannIndexConfig:
                 "results promise exact dot products"
             )
         _check_int("reorder_candidates", self.reorder_candidates, 1, self.num_vectors)
+        trained_on = min(self.training_sample_size or self.num_vectors, self.num_vectors)
+        if trained_on < AH_CENTRES_PER_BLOCK:
+            # ScaNN would fail inside its C++ ("clusters per block is greater than training data size").
+            raise ValueError(
+                f"asymmetric hashing learns {AH_CENTRES_PER_BLOCK} centres per block, from at least as many "
+                f"vectors; this index (or shard) trains on {trained_on}: use --scoring brute_force, fewer "
+                "--num_index_shards, or a larger --training_sample_size"
+            )
 
     @property
     def uses_tree(self) -> bool:

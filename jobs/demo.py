@@ -149,11 +149,13 @@ def write_excerpt(run_root: str, name: str, text: str) -> None:
 
 def results_excerpt(table: str) -> str:
     """The sections of the evaluation's printed tables that the README quotes, in their order: a section is
-    a heading paragraph and the table paragraph (from "metric ") under it."""
+    a paragraph, and a comparison's heading keeps the table paragraph under it."""
     sections: list[list[str]] = []
     for paragraph in table.split("\n\n"):
-        if paragraph.startswith("metric ") and sections and not sections[-1][-1].startswith("metric "):
-            sections[-1].append(paragraph)
+        last = sections[-1] if sections else []
+        # A comparison's heading (it defines "delta = B − A") and its table are two paragraphs: one section.
+        if len(last) == 1 and "delta = B − A" in last[0] and paragraph.startswith("metric "):
+            last.append(paragraph)
         else:
             sections.append([paragraph])
     quoted = [section for section in sections if section[0].startswith(QUOTED_SECTIONS)]

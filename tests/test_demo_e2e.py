@@ -65,7 +65,7 @@ def test_demo_runs_every_stage_and_reports_sane_metrics(tmp_path, monkeypatch) -
     demo = tmp_path / "demo"
     # What the README quotes, as the demo printed it (bench/readme_excerpts.py puts it in the README).
     results = (demo / "excerpts" / "results.txt").read_text()
-    assert results.startswith("metric ") and f"ndcg@10       {ann['ndcg@10'].mean:.4f}" in results
+    assert results.startswith("metric ") and f"ndcg@10       {ann['ndcg@10'].mean:.4f}" in results, results
     assert "Against the backbone used zero-shot" in results and "Aspect annotations" in results
     annotated = (demo / "excerpts" / "annotated.txt").read_text().splitlines()
     assert annotated and annotated[0].startswith("   - ") and annotated[1].startswith("       predicted: ")

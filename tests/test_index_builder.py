@@ -352,3 +352,12 @@ def test_config_for_corpus_settings_bring_what_they_imply() -> None:
         config_for_corpus(50_000, 64, 100, {"num_leaves": 0, "soar_lambda": 1.5})
     with pytest.raises(ValueError, match="num_leaves_to_search must be in"):
         config_for_corpus(50_000, 64, 100, {"num_leaves_to_search": 10_000})
+
+
+def test_asymmetric_hashing_on_fewer_vectors_than_its_centres_is_a_clear_error() -> None:
+    """ScaNN failed inside its C++ on a 2-shard nightly of 40 products, shown as a bug in madr."""
+    settings = {"scoring": "asymmetric_hashing", "dimensions_per_block": 2, "reorder_candidates": 10}
+    settings["anisotropic_quantization_threshold"] = 0.2
+    with pytest.raises(ValueError, match="trains on 12: use --scoring brute_force"):
+        config_for_corpus(20, 32, 10, {**settings, "training_sample_size": 12})
+    assert config_for_corpus(20, 32, 10, {**settings, "training_sample_size": 16}).training_sample_size == 16

@@ -83,3 +83,31 @@ def test_a_missing_excerpt_says_to_run_the_demo(tmp_path) -> None:
 def test_the_readmes_markers_each_hold_a_block() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text().split("\n")
     assert [b.name for b in blocks(readme)] == ["annotated", "commands", "commands", "results"]
+
+
+def test_the_results_excerpt_keeps_the_quoted_sections_with_their_tables() -> None:
+    """A note before the metric table (the searcher's choice) must not take the table with it, and an
+    unquoted comparison keeps its table."""
+    from jobs.demo import results_excerpt
+
+    table = "\n\n".join(
+        [
+            "Searcher: ann, measured on 128 queries",
+            "metric          mean\nrecall@10     0.9",
+            "Recall lost to the index (exact − ann):\nmetric  exact",
+            "Against bm25: bm25 alone\n9 queries in both; delta = B − A",
+            "metric  mean A\nrecall@10  0.5",
+            "Against the backbone used zero-shot (A = zero-shot)\n9 queries in both; delta = B − A",
+            "metric  mean A\nrecall@10  0.7",
+            "bm25+model against bm25+zero-shot: the gain\n9 queries in both; delta = B − A",
+            "metric  mean A\nrecall@10  0.8",
+            "Aspect annotations on 3 held-out products\naspect",
+        ]
+    )
+    assert results_excerpt(table).split("\n\n") == [
+        "metric          mean\nrecall@10     0.9",
+        "Recall lost to the index (exact − ann):\nmetric  exact",
+        "Against the backbone used zero-shot (A = zero-shot)\n9 queries in both; delta = B − A",
+        "metric  mean A\nrecall@10  0.7",
+        "Aspect annotations on 3 held-out products\naspect",
+    ]

@@ -12,9 +12,8 @@ nothing and lists every quoted figure that a fresh run does not reproduce within
 
 Tolerances: the words must be the same; a number may differ by 0.01 or 2 % of itself (a figure printed
 with 4 decimals from 180 queries moves by a few thousandths between runs of the seeded demo: thread
-scheduling changes float sums); two numbers both under 0.05 count as equal (p-values of significant
-differences), and a p-value written "p 0.32" need only keep its verdict (under 0.05 or not); times
-(a number before "ms" or "s") are not compared.
+scheduling changes float sums); a p-value (written "p 0.32", or in a table's p-value column) need only
+keep its verdict, under 0.05 or not; times (a number before "ms" or "s") are not compared.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ FENCE = "```"
 COMMANDS = "commands"
 ABSOLUTE_TOLERANCE = 0.01
 RELATIVE_TOLERANCE = 0.02
-SMALL = 0.05  # two p-values below it are both "significant": their digits are noise
+SIGNIFICANT = 0.05  # a p-value's verdict: below it or not
 TIME_UNITS = {"ms", "s"}
 _TOKEN = re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?|[A-Za-z_']+|\S")
 
@@ -112,10 +111,16 @@ def _number(token: str) -> float | None:
 
 
 def _close(a: float, b: float, pvalue: bool = False) -> bool:
-    if (abs(a) < SMALL) == (abs(b) < SMALL) and (pvalue or abs(a) < SMALL):
-        return True  # a p-value keeps its verdict; two tiny figures are both "significant"
+    if pvalue:  # a p-value must keep its verdict; its digits move between runs
+        return (a < SIGNIFICANT) == (b < SIGNIFICANT)
     bound = max(ABSOLUTE_TOLERANCE, RELATIVE_TOLERANCE * max(abs(a), abs(b)))
     return abs(a - b) <= bound + 1e-9  # printed figures: 0.33 - 0.32 is 0.0100000000000000009
+
+
+def _pvalue_column(line: str) -> int | None:
+    """A table header's p-value column, counted from the end of its words ("... p-value  queries": 1)."""
+    words = line.split()
+    return len(words) - 1 - words.index("p-value") if "p-value" in words else None
 
 
 def drift(quoted: str, fresh: str) -> list[str]:
@@ -124,24 +129,38 @@ def drift(quoted: str, fresh: str) -> list[str]:
     # Blank lines only space the sections: a quote may leave one out or add one.
     quoted_lines = [line for line in quoted.split("\n") if line.strip()]
     fresh_lines = [line for line in fresh.split("\n") if line.strip()]
+    column: int | None = None  # the p-value column of the table the lines are in
     for number, (old, new) in enumerate(zip(quoted_lines, fresh_lines, strict=False), start=1):
-        old_tokens, new_tokens = _tokens(old), _tokens(new)
-        if len(old_tokens) != len(new_tokens):
-            problems.append(f"line {number}: {old.strip()!r} is now {new.strip()!r}")
-            if not old_tokens or not new_tokens or old_tokens[0] != new_tokens[0]:
-                break  # out of step: the rest would only repeat it
-            continue
-        for at, (a, b) in enumerate(zip(old_tokens, new_tokens, strict=True)):
-            x, y = _number(a), _number(b)
-            timed = at + 1 < len(old_tokens) and old_tokens[at + 1] in TIME_UNITS
-            pvalue = at > 0 and old_tokens[at - 1] == "p"
-            if x is None or y is None:
-                if a != b:
-                    problems.append(f"line {number}: {a!r} is now {b!r} in {new.strip()!r}")
-            elif not timed and not _close(x, y, pvalue):
-                problems.append(f"line {number}: {a} is now {b} in {new.strip()!r}")
+        first = old.split()[0]
+        if first == "metric":
+            column = _pvalue_column(old)
+        elif "@" not in first and first != "auc":  # not a row of a metric table (recall@10, auc)
+            column = None
+        problems += _line_drift(number, old, new, column)
+        if problems and problems[-1].startswith(f"line {number}: {old.strip()!r}"):
+            break  # out of step: the rest would only repeat it
     if len(quoted_lines) != len(fresh_lines):
         problems.append(f"{len(quoted_lines)} lines quoted, {len(fresh_lines)} now (blank lines aside)")
+    return problems
+
+
+def _line_drift(number: int, old: str, new: str, column: int | None) -> list[str]:
+    old_tokens, new_tokens = _tokens(old), _tokens(new)
+    if len(old_tokens) != len(new_tokens):
+        return [f"line {number}: {old.strip()!r} is now {new.strip()!r}"]
+    # A table row's p-value: its word at the header's p-value column, from the end.
+    words = old.split()
+    in_column = words[-1 - column] if column is not None and column < len(words) else None
+    problems = []
+    for at, (a, b) in enumerate(zip(old_tokens, new_tokens, strict=True)):
+        x, y = _number(a), _number(b)
+        timed = at + 1 < len(old_tokens) and old_tokens[at + 1] in TIME_UNITS
+        pvalue = (at > 0 and old_tokens[at - 1] == "p") or a == in_column
+        if x is None or y is None:
+            if a != b:
+                problems.append(f"line {number}: {a!r} is now {b!r} in {new.strip()!r}")
+        elif not timed and not _close(x, y, pvalue):
+            problems.append(f"line {number}: {a} is now {b} in {new.strip()!r}")
     return problems
 
 

@@ -165,7 +165,7 @@ def results_excerpt(table: str) -> str:
 def run_demo(config: DemoConfig) -> dict[str, Any]:
     run = RunLayout(config.output)
     data = DatasetLayout(str(Path(config.output) / "data"))
-    for stale in ("data", "pretrained", "model", "embeddings", "enriched", "index", "eval"):
+    for stale in ("data", "pretrained", "model", "embeddings", "enriched", "index", "eval", EXCERPTS_FOLDER):
         shutil.rmtree(Path(config.output) / stale, ignore_errors=True)
     timings: dict[str, float] = {}
     stages = StageRunner(timings, announce="\n== {name}", report="   {name}: {seconds:.1f}s")

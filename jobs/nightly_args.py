@@ -1,4 +1,5 @@
-"""`madr nightly`'s command line: its flags, and the `NightlyJob` they describe (`jobs.nightly` runs it)."""
+"""`madr nightly`'s command line: its flags, and the `NightlyJob` they describe (`pipelines.nightly.run`
+runs it)."""
 
 from __future__ import annotations
 

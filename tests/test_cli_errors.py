@@ -229,3 +229,9 @@ def test_the_console_command_exits_2_without_and_shows_the_traceback_with_debug(
     debug = madr("--debug")
     assert debug.returncode == 1 and "Traceback (most recent call last)" in debug.stderr
     assert "ArtifactError" in debug.stderr
+
+
+def test_build_index_model_without_tuning_queries_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """--model only encodes --tuning_queries: alone it would be dropped without a word."""
+    code, err = run(["build-index", "--embeddings", NOWHERE, "--output", "x", "--model", "m"], capsys)
+    assert code == 2 and "--tuning_queries and --model go together" in err, err

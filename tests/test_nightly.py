@@ -407,3 +407,21 @@ def test_a_stage_flag_of_another_stage_in_a_stages_own_flags_is_an_error_naming_
     # Beam's own options are each stage's to have.
     args, beam_args = parser.parse_known_args([*flags, "--index_flags", "--direct_num_workers 2"])
     assert job_from_args(args, beam_args).stage_args("index") == ["--direct_num_workers", "2"]
+
+
+def test_an_abbreviated_stage_flag_is_refused_not_dropped() -> None:
+    """`--evaluate_flags '--search exact'` parsed as --searcher yet did not count as given: the nightly's
+    own default (auto) replaced it without a word."""
+    base = {"catalog": "c", "model": "m", "out": "o", "run_id": "r", "queries": "q", "judgments": "j"}
+    with pytest.raises(ValueError, match=r"--evaluate_flags: --search is not a flag of the evaluate stage"):
+        NightlyJob(**base, evaluate_flags=("--search", "exact"))
+    assert NightlyJob(**base, evaluate_flags=("--searcher", "exact")).stages.evaluate.evaluate.searcher == "exact"
+
+
+def test_the_nightly_refuses_tuning_queries_and_decides_which_embeddings_are_reused() -> None:
+    base = {"catalog": "c", "model": "m", "out": "o", "run_id": "r"}
+    with pytest.raises(ValueError, match="--tuning_queries: the nightly's index stage tunes on held-out"):
+        NightlyJob(**base, index_flags=("--tuning_queries", "q.parquet"))
+    job = NightlyJob(**base, embed_flags=("--previous", "elsewhere"))
+    assert job.with_previous(None).embed.embed.previous is None  # the job's decision, not the flag's
+    assert job.with_previous("last-night").embed.embed.previous == "last-night"

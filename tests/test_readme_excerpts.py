@@ -111,3 +111,22 @@ def test_the_results_excerpt_keeps_the_quoted_sections_with_their_tables() -> No
         "metric  mean A\nrecall@10  0.7",
         "Aspect annotations on 3 held-out products\naspect",
     ]
+
+
+def test_p_values_keep_their_verdict_and_small_figures_are_still_compared() -> None:
+    header = "metric        mean A  mean B    delta    p-value  queries"
+    row = "recall@10     0.7222  0.7473  {delta}  {p}      180"
+    table = "{h}\n{r}".format
+    same = table(h=header, r=row.format(delta="+0.0251", p="0.4123"))
+    # A p-value in the table's column moves freely on its side of 0.05 ...
+    assert not drift(same, table(h=header, r=row.format(delta="+0.0251", p="0.3601")))
+    # ... but not across it, in a table or written "p 0.045".
+    assert drift(same, table(h=header, r=row.format(delta="+0.0251", p="0.0300")))
+    assert drift("zero-shot 0.958 (p 0.045)", "zero-shot 0.958 (p 0.055)")
+    # A small figure that is no p-value is held to 0.01: a delta changing sign, recall lost growing.
+    assert drift(same, table(h=header, r=row.format(delta="-0.0251", p="0.4123")))
+    lost = "metric         exact     ann     loss\nrecall@10     0.7473  0.7073  +0.0400"
+    assert drift(lost, lost.replace("0.7073  +0.0400", "0.7463  +0.0010"))
+    # The annotation table after a metric table has no p-value column: its second-last figure is compared.
+    annotations = "aspect     products  Acc@1  written\ncategory         45  0.822  0.923"
+    assert drift(same + "\n" + annotations, same + "\n" + annotations.replace("0.923", "0.700"))

@@ -114,6 +114,7 @@ def held_out_products(
         if excluded
         else set()
     )
+    excluded_titles.discard("")  # a title of digits alone names no item
     chosen: list[dict[str, Any]] = []
     # An invalid product is passed over: the embed stage dead-letters it; it has no annotation to score.
     for product in valid_products(products):

@@ -89,7 +89,11 @@ class IndexBuildConfig(StageOutput):
             previous_index=values.get("previous_index"),
             products=values.get("products"),
             tuning_queries=values.get("tuning_queries"),
-            model=values.get("model") if values.get("tuning_queries") else None,
+            # Beam's options always have --model (the embed stage's): from them it counts only beside
+            # --tuning_queries; from build-index's own parser a --model alone is refused (__post_init__).
+            model=values.get("model")
+            if values.get("tuning_queries") or not isinstance(options, PipelineOptions)
+            else None,
             **StageOutput.values_from(values),
         )
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.beam_flags import flag_names, refused_flags
+from pipelines.beam_flags import flag_names, madr_option_flags, refused_flags
 from pipelines.depth import OLD_FLAG_NAMES
 from pipelines.embed.enrich import EnrichConfig
 from pipelines.embed.export import ExportVertexConfig
@@ -39,6 +39,10 @@ STAGES: dict[str, tuple[type[Any], str, str]] = {
     "enriched": (EnrichConfig, "enrich", "enrich"),
     "vertex": (ExportVertexConfig, "export", "export-vertex"),
 }
+
+
+# The stages that take flags of their own (--embed_flags, --index_flags, --evaluate_flags).
+OWN_FLAGS = ("embeddings", "index", "eval")
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,11 @@ class NightlyJob:
         object.__setattr__(self, "stages", self._stage_configs())
 
     @property
+    def verify(self) -> bool:
+        """Whether the job checks its inputs' checksums (False: --no_verify given to the whole job)."""
+        return "--no_verify" not in self.beam_args
+
+    @property
     def run_folder(self) -> str:
         return FileSystems.join(self.out, self.run_id)
 
@@ -120,9 +129,8 @@ class NightlyJob:
         evaluate = stages.evaluate
         if evaluate is not None and zero_shot and not evaluate.evaluate.zero_shot_previous:
             evaluate = replace(evaluate, evaluate=replace(evaluate.evaluate, zero_shot_previous=zero_shot))
-        embed = stages.embed
-        if embeddings and not embed.embed.previous:
-            embed = replace(embed, embed=replace(embed.embed, previous=embeddings))
+        # Which run's embeddings are reused is the job's to decide (LATEST's, when whole), never a flag's.
+        embed = replace(stages.embed, embed=replace(stages.embed.embed, previous=embeddings))
         index_config = replace(stages.index, previous_index=index)
         return replace(stages, embed=embed, index=index_config, evaluate=evaluate)
 
@@ -130,6 +138,11 @@ class NightlyJob:
         embed = self._parsed(
             "embeddings", ["--products", self.catalog, "--model", self.model], self.embed_flags
         )
+        if "tuning_queries" in given_flags([*self.beam_args, *self.index_flags]):
+            raise ValueError(
+                "--tuning_queries: the nightly's index stage tunes on held-out catalog vectors only; "
+                "`madr build-index --tuning_queries Q --model MODEL` tunes on queries"
+            )
         index = self._parsed("index", ["--embeddings", self.stage("embeddings")], self.index_flags)
         # The job's index settings (--num_leaves, --depth, ...), then those that --index_flags names
         # (the stage's other fields there are only its defaults).
@@ -170,7 +183,10 @@ class NightlyJob:
         own, then `fixed` (the job's inputs) and the stage's folder in this run, which an interrupted
         attempt's leftovers in it are replaced in."""
         config_class, stage_name, command = STAGES[folder]
-        parser = argparse.ArgumentParser(prog=f"madr nightly ({stage_name} stage)", add_help=False)
+        # No abbreviations: `--search exact` would parse as --searcher, yet not count as given (given_flags).
+        parser = argparse.ArgumentParser(
+            prog=f"madr nightly ({stage_name} stage)", add_help=False, allow_abbrev=False
+        )
         config_class.add_arguments(parser)
         where = [*fixed, "--output", self.stage(folder), "--overwrite"]
         _refuse_unknown_flags(stage_name, command, parser.parse_known_args([*own, *where])[1])
@@ -183,12 +199,16 @@ def stage_flags() -> dict[str, list[str]]:
     those the job sets itself (the inputs and folders) left out."""
     fixed = {"--products", "--model", "--output", "--out", "--embeddings", "--queries", "--judgments"}
     fixed |= {"--index", "--overwrite", "--previous", "--previous_index", "--zero_shot_previous"}
+    fixed |= {"--tuning_queries"}  # refused by the job: the index stage tunes on catalog vectors
+    # enrich and export have no --<stage>_flags: only the flags the job passes on reach them.
+    passed_on = {f"--{name}" for name in madr_option_flags()}
     flags = {}
-    for config_class, stage, _ in STAGES.values():
-        parser = argparse.ArgumentParser(add_help=False)
+    for folder, (config_class, stage, _) in STAGES.items():
+        parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
         config_class.add_arguments(parser)
         options = [option for action in parser._actions for option in action.option_strings]
-        flags[stage] = [option for option in options if option not in fixed]
+        own = folder in OWN_FLAGS
+        flags[stage] = [o for o in options if o not in fixed and (own or o in passed_on)]
     return flags
 
 

@@ -186,7 +186,7 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
     run_manifest = FileSystems.join(job.run_folder, MANIFEST_FILE)
     # Before the first slow stage: the inputs, and which catalog this run folder is for.
     catalog = CatalogFingerprint.of(job.catalog)
-    check_inputs(job.model, job.queries, job.judgments, job.stages.embed.verify)
+    check_inputs(job.model, job.queries, job.judgments, job.verify)
     latest = read_latest(job.out)
     if job.restart_run and FileSystems.exists(job.run_folder):
         if latest and latest["run_id"] == job.run_id:

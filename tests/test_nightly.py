@@ -415,7 +415,8 @@ def test_an_abbreviated_stage_flag_is_refused_not_dropped() -> None:
     base = {"catalog": "c", "model": "m", "out": "o", "run_id": "r", "queries": "q", "judgments": "j"}
     with pytest.raises(ValueError, match=r"--evaluate_flags: --search is not a flag of the evaluate stage"):
         NightlyJob(**base, evaluate_flags=("--search", "exact"))
-    assert NightlyJob(**base, evaluate_flags=("--searcher", "exact")).stages.evaluate.evaluate.searcher == "exact"
+    given = NightlyJob(**base, evaluate_flags=("--searcher", "exact"))
+    assert given.stages.evaluate.evaluate.searcher == "exact"
 
 
 def test_the_nightly_refuses_tuning_queries_and_decides_which_embeddings_are_reused() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -14,7 +16,8 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# ONNX graphs exported by `--runtime auto` go to a folder of this test session, not ~/.cache/madr.
+# ONNX graphs exported by `--runtime auto` go to a folder of this test session, not ~/.cache/madr; the
+# folder goes with the process (each xdist worker has its own): 712 of them had filled /tmp with 57 GB.
 os.environ["MADR_CACHE"] = tempfile.mkdtemp(prefix="madr-test-cache-")
 # `--precision auto` (the default) picks by the CPU's features; with none known it is fp32 on any machine,
 # so that no test's figures depend on the machine CI lands on. tests/test_hardware.py sets its own.
@@ -28,6 +31,8 @@ from pipelines.index.config import IndexBuildConfig
 from pipelines.index.single import IndexBuildReport, build_index
 from pipelines.options import IndexSettings
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA, write_manifest
+
+atexit.register(shutil.rmtree, os.environ["MADR_CACHE"], ignore_errors=True)
 
 
 def tiny_backbone() -> dict:

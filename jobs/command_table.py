@@ -53,17 +53,14 @@ class Flags(Generic[Config]):
     build: Callable[[CommandLine], Config]
 
 
-def generated_flags(config_class: type[Config], *also: AddArguments) -> Flags[Config]:
-    """The flags of `config_class`'s `setting` fields (`pipelines.stage_config`), then those `also` adds,
-    building the config from the fields' flags alone."""
+def generated_flags(config_class: type[Config]) -> Flags[Config]:
+    """The flags of `config_class`'s `setting` fields (`pipelines.stage_config`), and the config built."""
     from pipelines.stage_config import add_config_arguments, config_from_values
 
-    def add_arguments(parser: argparse.ArgumentParser) -> None:
-        add_config_arguments(parser, config_class)
-        for add in also:
-            add(parser)
-
-    return Flags(add_arguments, lambda line: config_from_values(config_class, line.args))
+    return Flags(
+        lambda parser: add_config_arguments(parser, config_class),
+        lambda line: config_from_values(config_class, line.args),
+    )
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,6 @@ def setting(
     flag: str | None = None,
     aliases: Sequence[str] = (),
     positional: bool = False,
-    repeatable: bool = False,
 ) -> Any:
     """A dataclass field that is also a flag `--<field name>` (or `--<flag>`, parsed into the field's name).
 
@@ -45,9 +44,7 @@ def setting(
     value of the flag given without one (`--compare_exact` alone means "true"). `flag` keeps a
     command line's established name for a field named otherwise in code (`--data` for `dataset`);
     `aliases` are further names of the flag (`--out`, the name of earlier releases for `--output`).
-    A `positional` field is an argument without a flag (`madr compare RUN_A RUN_B`); a `repeatable`
-    `tuple[str, ...]` field takes one value per use of its flag (`--query a --query b`) instead of
-    a comma-separated list.
+    A `positional` field is an argument without a flag (`madr compare RUN_A RUN_B`).
     """
     metadata = {
         "help": help,
@@ -57,7 +54,6 @@ def setting(
         "flag": flag,
         "aliases": tuple(aliases),
         "positional": positional,
-        "repeatable": repeatable,
     }
     return dataclasses.field(default=default, metadata=metadata)
 
@@ -117,9 +113,6 @@ def add_config_arguments(
             continue
         text = ("(required) " if f.metadata.get("required") else "") + f.metadata["help"]
         names = (flag_name(f), *f.metadata.get("aliases", ()))
-        if kind is tuple and f.metadata.get("repeatable"):
-            parser.add_argument(*names, dest=f.name, action="append", default=[], help=text)
-            continue
         if kind is bool:
             if f.default is not False:
                 raise TypeError(f"{config_class.__name__}.{f.name}: a bool flag must default to False")
@@ -188,9 +181,7 @@ def config_values(
     missing = [flag_name(f) for f in fields if f.metadata.get("required") and not values.get(f.name)]
     if missing:
         raise ValueError(f"missing required flag(s): {', '.join(missing)} (see --help)")
-    given = {f.name: values[f.name] for f in fields if values.get(f.name) is not None}
-    # A repeatable flag arrives as a list: the frozen config holds a tuple.
-    return {name: tuple(value) if isinstance(value, list) else value for name, value in given.items()}
+    return {f.name: values[f.name] for f in fields if values.get(f.name) is not None}
 
 
 def parsed_flags(values: ParsedFlags) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from pipelines.nightly.latest import LATEST
 from pipelines.nightly.publish_guard import DEFAULT_MAX_SHRINK
 from pipelines.nightly.quality_guard import GUARD_MODES
 from pipelines.options import IndexSettings
-from pipelines.stage_config import config_values
+from pipelines.stage_config import flag_fields
 
 # A stage's folder in the run: its config (whose `add_arguments` is the stage's parser, `madr embed`'s,
 # ...), its name in messages, and its command.
@@ -146,16 +146,17 @@ class NightlyJob:
         index = self._parsed("index", ["--embeddings", self.stage("embeddings")], self.index_flags)
         # The job's index settings (--num_leaves, --depth, ...), then those that --index_flags names
         # (the stage's other fields there are only its defaults).
-        given = config_values(IndexSettings, vars(index[1]), only=given_flags(self.index_flags))
-        index_config = replace(index[0], index=replace(self.index, **given))
-        stages = NightlyStages(embed[0], index_config)
+        named = given_flags(self.index_flags) & {f.name for f in flag_fields(IndexSettings)}
+        given = {name: getattr(index.index, name) for name in named}
+        index_config = replace(index, index=replace(self.index, **given))
+        stages = NightlyStages(embed, index_config)
         if self.queries and self.judgments:
             stages = replace(stages, evaluate=self._evaluate_config(index_config.index.depth))
         inputs = ["--products", self.catalog, "--embeddings", self.stage("embeddings")]
         if self.enrich:
-            stages = replace(stages, enrich=self._parsed("enriched", inputs, ())[0])
+            stages = replace(stages, enrich=self._parsed("enriched", inputs, ()))
         if self.export_vertex:
-            stages = replace(stages, export=self._parsed("vertex", inputs, ())[0])
+            stages = replace(stages, export=self._parsed("vertex", inputs, ()))
         return stages
 
     def _evaluate_config(self, depth: int) -> EvaluateConfig:
@@ -165,7 +166,7 @@ class NightlyJob:
         fixed += ["--index", self.stage("index"), "--embeddings", self.stage("embeddings")]
         # Tonight's catalog: the annotations are scored on the products the model held out.
         fixed += ["--products", self.catalog]
-        config, _ = self._parsed("eval", fixed, self.evaluate_flags)
+        config = self._parsed("eval", fixed, self.evaluate_flags)
         given = given_flags([*self.beam_args, *self.evaluate_flags])
         # By default the depth the index was built for, searched the faster of the index and exact scoring
         # by measurement (both reported); BM25 would index the whole catalog every night: only when asked
@@ -176,22 +177,24 @@ class NightlyJob:
         chosen = {name: value for name, value in nightly_defaults.items() if name not in given}
         return replace(config, evaluate=replace(config.evaluate, **chosen))
 
-    def _parsed(
-        self, folder: str, fixed: Sequence[str], own: Sequence[str]
-    ) -> tuple[Any, argparse.Namespace]:
+    def _parsed(self, folder: str, fixed: Sequence[str], own: Sequence[str]) -> Any:
         """The config of the stage in `folder`, from its command's parser over the job's flags, the stage's
         own, then `fixed` (the job's inputs) and the stage's folder in this run, which an interrupted
         attempt's leftovers in it are replaced in."""
         config_class, stage_name, command = STAGES[folder]
-        # No abbreviations: `--search exact` would parse as --searcher, yet not count as given (given_flags).
-        parser = argparse.ArgumentParser(
-            prog=f"madr nightly ({stage_name} stage)", add_help=False, allow_abbrev=False
-        )
-        config_class.add_arguments(parser)
+        parser = _stage_parser(config_class)
         where = [*fixed, "--output", self.stage(folder), "--overwrite"]
         _refuse_unknown_flags(stage_name, command, parser.parse_known_args([*own, *where])[1])
         args, _ = parser.parse_known_args([*self.beam_args, *own, *where])
-        return config_class.from_options(args), args
+        return config_class.from_options(args)
+
+
+def _stage_parser(config_class: type[Any]) -> argparse.ArgumentParser:
+    """A stage's own parser (its config's flags). No abbreviations: `--search exact` would parse as
+    --searcher, yet not count as given (`given_flags`)."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    config_class.add_arguments(parser)
+    return parser
 
 
 def stage_flags() -> dict[str, list[str]]:
@@ -204,9 +207,7 @@ def stage_flags() -> dict[str, list[str]]:
     passed_on = {f"--{name}" for name in madr_option_flags()}
     flags = {}
     for folder, (config_class, stage, _) in STAGES.items():
-        parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-        config_class.add_arguments(parser)
-        options = [option for action in parser._actions for option in action.option_strings]
+        options = [o for action in _stage_parser(config_class)._actions for o in action.option_strings]
         own = folder in OWN_FLAGS
         flags[stage] = [o for o in options if o not in fixed and (own or o in passed_on)]
     return flags

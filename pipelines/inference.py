@@ -11,6 +11,7 @@ Beam's own Hugging Face handler does not import with transformers 5, hence our o
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib.util
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -143,7 +144,13 @@ class LoadedEncoder:
         if self.autocast is None:
             return (self.run or self.encoder)(batch, side)
         with torch.autocast(batch.input_ids.device.type, dtype=self.autocast):
-            return self.encoder(batch, side)
+            output = self.encoder(batch, side)
+        # Normalised in bf16 (8 bits of mantissa), a norm was off by up to 0.003: beyond what an index
+        # accepts as unit length (`index_builder.scann_index.UNIT_NORM_TOLERANCE`), and dot products would
+        # no longer be cosines. Renormalised in fp32, the direction is bf16's and the length exactly 1.
+        return dataclasses.replace(
+            output, embedding=torch.nn.functional.normalize(output.embedding.float(), dim=-1)
+        )
 
 
 def length_sorted_chunks(lengths: Sequence[int], chunk_size: int) -> list[list[int]]:

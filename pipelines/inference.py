@@ -37,7 +37,7 @@ from model import (
 )
 from model.abstention import AbstentionRule
 from model.annotations import RecordAnnotations, annotate
-from model.hardware import PrecisionChoice, auto_precision, bf16_is_native
+from model.hardware import BF16_FLAGS, PrecisionChoice, auto_precision, bf16_is_native, cpu_flags
 from model.onnx_runtime import OnnxRuntimeEncoder, cache_root, cached_graph, probe_mismatch
 from pipelines.options import PRECISIONS, RUNTIMES, ModelSettings
 from pipelines.progress import ProgressLog
@@ -50,10 +50,17 @@ def onnxruntime_installed() -> bool:
     return importlib.util.find_spec("onnxruntime") is not None
 
 
-def resolve_precision(precision: str, device: torch.device) -> PrecisionChoice:
-    """`precision` as given, or what `auto` picks for `device` on this machine (`model.hardware`)."""
+def resolve_precision(precision: str, device: torch.device, runtime: str = "auto") -> PrecisionChoice:
+    """`precision` as given, or what `auto` picks for `device` on this machine (`model.hardware`) among
+    those `runtime` runs: with ONNX Runtime asked for, a bf16 CPU gets int8 or fp32 (bf16 is torch's)."""
     if precision == "auto":
-        return auto_precision(device)
+        choice = auto_precision(device)
+        if runtime == "onnxruntime" and device.type == "cpu" and choice.precision == "bf16":
+            runnable = auto_precision(device, cpu_flags() - BF16_FLAGS)
+            return PrecisionChoice(
+                runnable.precision, f"--runtime onnxruntime, which has no bf16: {runnable.reason}"
+            )
+        return choice
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     return PrecisionChoice(precision, "given")
@@ -197,7 +204,9 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         # The settings validated themselves (`ModelSettings.__post_init__`): precision, runtime, sizes.
         # `auto` is resolved where the job is built, so that every worker encodes at one precision and the
         # stage's manifest can say which and why (`precision_choice`).
-        self.precision_choice = precision or resolve_precision(model.precision, pick_device(model.device))
+        self.precision_choice = precision or resolve_precision(
+            model.precision, pick_device(model.device), model.runtime
+        )
         self.precision, self.runtime = self.precision_choice.precision, model.runtime
         self.expected_total = expected_total
         self.progress: ProgressLog | None = None  # per worker, made when the model is loaded

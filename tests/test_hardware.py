@@ -47,6 +47,13 @@ def test_the_flags_come_from_the_environment_when_it_names_them(monkeypatch: pyt
     assert cpu_flags() == frozenset({"avx2", "avx512_vnni"})
     assert resolve_precision("auto", CPU).precision == "int8"
     assert resolve_precision("fp32", CPU) == PrecisionChoice("fp32", "given")
+    # bf16 is torch's: with ONNX Runtime asked for, a bf16 CPU gets what ONNX Runtime runs fastest.
+    monkeypatch.setenv(CPU_FLAGS_ENV, "avx2 avx512_bf16 avx512_vnni")
+    assert resolve_precision("auto", CPU).precision == "bf16"
+    chosen = resolve_precision("auto", CPU, "onnxruntime")
+    assert chosen.precision == "int8" and chosen.reason.startswith("--runtime onnxruntime, which has no bf16")
+    monkeypatch.setenv(CPU_FLAGS_ENV, "avx2 avx512_bf16")
+    assert resolve_precision("auto", CPU, "onnxruntime").precision == "fp32"
     monkeypatch.delenv(CPU_FLAGS_ENV)
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():

@@ -339,7 +339,7 @@ def build_embed_pipeline(
     # Inputs are checked here, before anything is built or written; workers trust this check.
     verify_model(model.model, config.verify)
     identity = ModelIdentity.of(model.model)
-    precision = resolve_precision(model.precision, pick_device(model.device))
+    precision = resolve_precision(model.precision, pick_device(model.device), model.runtime)
     previous_folder = reusable_previous(settings.previous, model.model, config.verify, precision.precision)
     handler = EncoderModelHandler(
         model,

@@ -33,30 +33,24 @@ from bench.reliability_kit import (
     embed,
     evaluate,
     named,
+    relist,
+    shard_of,
     sorted_embeddings,
 )
 from bench.support import tiny_model
 from index_builder import ScannIndex
 from index_builder.artifact import IndexArtifactError
 from schemas import PRODUCT_SCHEMA
-from schemas.manifest import FileEntry, files_digest, sha256_file
+from schemas.manifest import sha256_file
 
 REFUSED = "exit 2; names {}; no output"
+# The ONNX cache cases compare ONNX Runtime's vectors with torch's: both at fp32, whatever `auto` picks here.
+FP32 = ("--precision", "fp32")
 
 
 def _refused(run: Run, output: Path, text: str, label: str | None = None) -> str:
     written = "output written" if output.exists() else "no output"
     return f"exit {run.code}; {named(run, text, label)}; {written}"
-
-
-def _relist(folder: Path, *names: str) -> None:
-    """Record the named files as they are now in `folder`'s manifest, digest too: what someone who can
-    write the manifest does, so that only the checks beyond the hashes are left to catch it."""
-    manifest = json.loads((folder / "manifest.json").read_text())
-    for name in names:
-        manifest["files"][name] = FileEntry.of(folder / name).to_dict()
-    manifest["files_digest"] = files_digest(manifest["files"])
-    (folder / "manifest.json").write_text(json.dumps(manifest))
 
 
 def _model_b(fixture: Fixture) -> Path:
@@ -105,11 +99,15 @@ def model_mismatch(fixture: Fixture) -> Outcome:
 
 
 def _reversed_index(fixture: Fixture) -> Path:
-    """A valid index of the same catalog and model whose rows are in reversed order."""
+    """A valid index of the same catalog and model whose rows are in reversed order: each product renamed
+    so that the ids sort the other way. (An index sorts its rows by product id, so the catalog's rows merely
+    reversed gave byte-identical files, and swapping them in changed nothing.)"""
     folder = fixture.folder("index-reversed")
     if folder.is_dir():
         return folder
-    rows = catalog_rows(fixture.products)[::-1]
+    rows = catalog_rows(fixture.products)
+    rank = {product_id: i for i, product_id in enumerate(sorted(row["product_id"] for row in rows))}
+    rows = [{**row, "product_id": f"renamed-{len(rows) - rank[row['product_id']]:06d}"} for row in rows]
     path = fixture.folder("reversed.parquet")
     pq.write_table(pa.Table.from_pylist(rows, schema=PRODUCT_SCHEMA), path)
     if embed(fixture, str(path), fixture.folder("embeddings-reversed")).code != 0:
@@ -137,7 +135,8 @@ def swapped_files(fixture: Fixture, relative: str) -> Outcome:
     """`relative` (ids.parquet, or the whole scann/) taken from another valid index of the same catalog,
     with its manifest entries: every file's own hash matches (issue 24: recall 0.000, exit 0)."""
     index = Path(shutil.copytree(shared_index(fixture), fixture.folder(f"swapped-{relative}")))
-    swap_in(index, _reversed_index(fixture), relative)
+    swap_in(shard_of(index), shard_of(_reversed_index(fixture)), relative)
+    relist(index)  # the shard's manifest as it now is, in the top-level one
     output = fixture.folder(f"swapped-{relative}-eval")
     return Outcome(
         f"{relative}{'/' if relative == 'scann' else ''} swapped in from another index, with its entries",
@@ -152,13 +151,13 @@ def escaping_asset(fixture: Fixture) -> Outcome:
     index = Path(shutil.copytree(shared_index(fixture), fixture.folder("escaping-index")))
     outside = fixture.folder("outside")
     outside.mkdir()
-    shutil.copyfile(_index_of_model_b(fixture) / "scann" / "dataset.npy", outside / "dataset.npy")
-    assets = index / "scann" / "scann_assets.pbtxt"
-    assets.write_text(assets.read_text().replace('"dataset.npy"', '"../../outside/dataset.npy"'))
-    _relist(index, "scann/scann_assets.pbtxt")
+    shutil.copyfile(shard_of(_index_of_model_b(fixture)) / "scann" / "dataset.npy", outside / "dataset.npy")
+    assets = shard_of(index) / "scann" / "scann_assets.pbtxt"
+    assets.write_text(assets.read_text().replace('"dataset.npy"', '"../../../outside/dataset.npy"'))
+    relist(index, "scann/scann_assets.pbtxt")
     output = fixture.folder("escaping-index-eval")
     return Outcome(
-        "asset path leaving the index (../../outside/dataset.npy), relisted",
+        "asset path leaving the index (../../../outside/dataset.npy), relisted",
         REFUSED.format("the asset"),
         _refused(evaluate(fixture, index, output), output, "names an asset outside", "the asset"),
         0,
@@ -179,8 +178,8 @@ def symbolic_links(fixture: Fixture) -> Outcome:
             shutil.copytree(shared_index(fixture), fixture.folder(f"linked-{relative.replace('/', '-')}"))
         )
         moved = fixture.folder(f"outside-{relative.replace('/', '-')}")
-        (index / relative).rename(moved)
-        (index / relative).symlink_to(moved)
+        (shard_of(index) / relative).rename(moved)
+        (shard_of(index) / relative).symlink_to(moved)
         output = fixture.folder(f"linked-{relative.replace('/', '-')}-eval")
         run = evaluate(fixture, index, output)
         observed.append(f"{relative}: {_refused(run, output, 'is a symbolic link', 'the link')}")
@@ -224,7 +223,7 @@ def pickle_race(fixture: Fixture) -> Outcome:
     unpickles scann_docids.pkl whenever it is there, so a load that checks, then reads, would run it."""
     index = Path(shutil.copytree(shared_index(fixture), fixture.folder("race-index")))
     marker = fixture.folder("race-payload-ran")
-    loaded, refused = load_while_planting(index, Touch(marker), fixture.planted_loads)
+    loaded, refused = load_while_planting(shard_of(index), Touch(marker), fixture.planted_loads)
     ran = "payload ran" if marker.exists() else "payload never ran"
     live = "race live" if loaded and refused else "race not live"  # some loads got past the first check
     return Outcome(
@@ -271,7 +270,10 @@ def _graphs(cache: Path, model: Path) -> list[Path]:
 
 def _same_as_torch(fixture: Fixture, output: Path) -> str:
     reference = fixture.folder("embeddings-torch")
-    if not reference.is_dir() and embed(fixture, fixture.products, reference, "--runtime", "torch").code != 0:
+    if (
+        not reference.is_dir()
+        and embed(fixture, fixture.products, reference, *FP32, "--runtime", "torch").code != 0
+    ):
         raise RuntimeError("embedding with torch failed")
     (ids, vectors), (want_ids, want) = sorted_embeddings(output), sorted_embeddings(reference)
     same = ids == want_ids and np.allclose(vectors, want, atol=1e-5)
@@ -284,7 +286,9 @@ def bad_cached_graph(fixture: Fixture, forged: bool) -> Outcome:
     what = "forged" if forged else "unreadable"
     cache = fixture.folder(f"cache-{what}")
     with _cache(cache):
-        if embed(fixture, fixture.products, fixture.folder(f"{what}-first"), "--runtime", "onnxruntime").code:
+        if embed(
+            fixture, fixture.products, fixture.folder(f"{what}-first"), *FP32, "--runtime", "onnxruntime"
+        ).code:
             raise RuntimeError("the first ONNX embed failed")
         if forged:
             model_b = _model_b(fixture)
@@ -294,6 +298,7 @@ def bad_cached_graph(fixture: Fixture, forged: bool) -> Outcome:
                 fixture.folder(f"{what}-b"),
                 "--model",
                 str(model_b),
+                *FP32,
                 "--runtime",
                 "onnxruntime",
             )
@@ -308,7 +313,7 @@ def bad_cached_graph(fixture: Fixture, forged: bool) -> Outcome:
             sidecar.write_text(json.dumps(record))
         output = fixture.folder(f"{what}-graph-out")
         with _warnings("pipelines.inference") as said:
-            run = embed(fixture, fixture.products, output, "--runtime", "onnxruntime")
+            run = embed(fixture, fixture.products, output, *FP32, "--runtime", "onnxruntime")
     warning = "does not encode as" if forged else "cannot be used"
     warned = "warns" if any(warning in line for line in said) else "does not warn"
     vectors = _same_as_torch(fixture, output) if run.code == 0 else "no output"

@@ -35,13 +35,13 @@ from bench.reliability_kit import (
     named,
     nightly,
     nightly_argv,
+    relist,
     rows_in,
     rows_out,
+    shard_of,
     sorted_embeddings,
 )
-from index_builder.artifact import file_entry
 from schemas import PRODUCT_SCHEMA
-from schemas.manifest import files_digest
 
 
 def corrupted_model(fixture: Fixture) -> Outcome:
@@ -69,13 +69,9 @@ def planted_pickle(fixture: Fixture) -> Outcome:
     """A pickle planted as scann/scann_docids.pkl (which ScaNN unpickles) and listed in the manifest."""
     index = build_index(fixture, "pickled-index")
     marker = fixture.folder("payload-ran")
-    planted = index / "scann" / "scann_docids.pkl"
+    planted = shard_of(index) / "scann" / "scann_docids.pkl"
     planted.write_bytes(pickle.dumps(Touch(marker)))
-    manifest = json.loads((index / "manifest.json").read_text())
-    entry = file_entry(planted)  # re-listed, as an attacker who can write the manifest would
-    manifest["files"]["scann/scann_docids.pkl"] = entry.to_dict()
-    manifest["files_digest"] = files_digest(manifest["files"])
-    (index / "manifest.json").write_text(json.dumps(manifest))
+    relist(index, "scann/scann_docids.pkl")  # as an attacker who can write the manifests would
     output = fixture.folder("pickled-index-eval")
     run = evaluate(fixture, index, output)
     ran = "payload ran" if marker.exists() else "payload never ran"
@@ -199,7 +195,8 @@ def tampered_index(fixture: Fixture) -> Outcome:
     """One byte of the ScaNN index changed: evaluate must refuse it, naming the file."""
     index = build_index(fixture, "tampered-index")
     target = max(
-        (path for path in (index / "scann").iterdir() if path.is_file()), key=lambda p: p.stat().st_size
+        (path for path in (shard_of(index) / "scann").iterdir() if path.is_file()),
+        key=lambda p: p.stat().st_size,
     )
     data = bytearray(target.read_bytes())
     data[len(data) // 2] ^= 0x01

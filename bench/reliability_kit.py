@@ -25,10 +25,12 @@ import pyarrow.parquet as pq
 
 from bench.support import tiny_model
 from index_builder.artifact import file_entry
+from index_builder.partitioned import shard_dir_name
 from jobs.cli import main
 from pipelines.artifacts import read_embeddings
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import PRODUCT_SCHEMA
+from schemas.manifest import MANIFEST_FILE, FileEntry, files_digest
 
 REPO = Path(__file__).resolve().parents[1]
 WEIGHTS = "model.safetensors"
@@ -172,6 +174,27 @@ def build_index(fixture: Fixture, name: str, embeddings: Path | None = None) -> 
     if run.code != 0:
         raise RuntimeError(f"build-index failed: {run.stderr}")
     return index
+
+
+def shard_of(index: Path) -> Path:
+    """The one shard of a `madr build-index` artifact (a "madr-scann-index"): the ScaNN files and ids a
+    case alters."""
+    return index / shard_dir_name(0, 1)
+
+
+def relist(index: Path, *names: str) -> None:
+    """Record the named files of the index's shard as they are now in the shard's manifest, and that
+    manifest in the top-level one, digests too: what someone who can write the manifests does, so that
+    only the checks beyond the hashes are left to catch it."""
+    shard = shard_of(index)
+    # No names: the shard's manifest as it now is (changed by hand) listed in the top-level one alone.
+    levels = ((shard, names),) if names else ()
+    for folder, listed in (*levels, (index, (f"{shard.name}/{MANIFEST_FILE}",))):
+        manifest = json.loads((folder / MANIFEST_FILE).read_text())
+        for name in listed:
+            manifest["files"][name] = FileEntry.of(folder / name).to_dict()
+        manifest["files_digest"] = files_digest(manifest["files"])
+        (folder / MANIFEST_FILE).write_text(json.dumps(manifest))
 
 
 def evaluate(fixture: Fixture, index: Path, output: Path, model: Path | None = None) -> Run:

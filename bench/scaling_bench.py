@@ -1,7 +1,7 @@
 """Scaling: generate, then embed → build-index → evaluate at growing catalog sizes; time and peak RSS.
 
 Each stage runs in a subprocess of its own (``python -m bench.scaling_bench --stage NAME ...``) calling
-the real stage function (`pipelines.embed.stage.run_embed`, `pipelines.index.single.build_index`,
+the real stage function (`pipelines.embed.stage.run_embed`, `pipelines.index.partitioned.build_partitioned`,
 `pipelines.evaluate.stage.run_evaluate`), so its peak RSS is its own: the parent reads it from the child's
 own VmHWM, which the child prints last (rusage would count the parent's RSS at fork, see
 `_HIGH_WATER_TAG`). The encoder is a tiny random BiBERT (2 layers, hidden 32, the real
@@ -42,10 +42,10 @@ def _stage(stage: str, arguments: list[str]) -> None:
         print(json.dumps(run_embed(PipelineOptions(arguments))))
     elif stage == "index":
         from pipelines.index.config import IndexBuildConfig
-        from pipelines.index.single import build_index
+        from pipelines.index.partitioned import build_partitioned
 
         embeddings, out = arguments
-        print(build_index(IndexBuildConfig(embeddings=embeddings, output=out)).config)
+        print(build_partitioned(IndexBuildConfig(embeddings=embeddings, output=out)).config)
     elif stage == "evaluate":
         from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "50k products, row groups of 8,192)",
         "stage_flags": extra,
         "embed_flags": embed_extra,
-        "index": "build_index (ScannIndexBuilder.for_corpus, max_k 10,000)",
+        "index": "build_partitioned (one shard, max_k 10,000)",
         "evaluate": "searcher ann, depth 10,000 (capped at the corpus), test split",
         "plot": None if args.quick else str(PLOT.relative_to(PLOT.parent.parent)),
         **shared_machine_note(),

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,6 +35,7 @@ import numpy as np
 from index_builder.artifact import FORMAT_NAME as SINGLE_FORMAT
 from index_builder.artifact import REBUILD_HINT, IndexArtifactError, file_entry
 from index_builder.inverted import INVERTED_FORMAT, InvertedIndex
+from index_builder.lexical import Bm25Index, hybrid_search
 from index_builder.scann_index import ScannIndex
 from index_builder.searcher import (
     CorpusRows,
@@ -267,10 +269,16 @@ class PartitionedIndex(CorpusRows):
         return len(self._ids)
 
     @property
-    def lexical(self) -> None:
-        """No BM25: a partitioned build does not carry one yet (one BM25 over all shards needs the whole
-        catalog's term statistics); `madr search` then ranks by the dense vectors alone."""
-        return None
+    def lexical(self) -> Bm25Index | None:
+        """The BM25 index of a one-shard index built with the catalog (`madr build-index --products`); None
+        for more shards (one BM25 over all shards needs the whole catalog's term statistics), where
+        `madr search` ranks by the dense vectors alone."""
+        return self._shards[0].lexical if len(self._shards) == 1 else None
+
+    def search_hybrid(self, queries: np.ndarray, texts: Sequence[str], k: int) -> SearchResult:
+        """The dense ranking fused with BM25's by reciprocal rank (`index_builder.lexical.hybrid_search`):
+        a one-shard index's rows are its shard's, so the BM25 rows fuse with them."""
+        return hybrid_search(self, self.lexical, queries, texts, k)
 
     def __repr__(self) -> str:
         sizes = ", ".join(str(s.size) for s in self._shards)

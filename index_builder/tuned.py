@@ -10,9 +10,9 @@ there at the target recall (`schedule.SearchSchedule`, written into the manifest
 ships alone only when the tree loses, or cannot reach the target, at every depth. An exact depth of a
 tree artifact scores ScaNN's own float32 copy of the vectors with madr's exact searcher.
 
-`madr build-index` (`pipelines.index.single`) and the partitioned build (per shard) call
-`train_within_target`; `ScannIndexBuilder.build` trains exactly the settings it is given, with no
-target. A nightly build is handed last night's ``recall`` entry (`earlier`):
+Every index build (`pipelines.index.shard_build`, per shard) calls `train_within_target`;
+`ScannIndexBuilder.build` trains exactly the settings it is given, with no target. A nightly build is
+handed last night's ``recall`` entry (`earlier`):
 
 * where every depth was exact, for the same depths, target and dimension on a corpus of about this
   size, exact scoring ships again without a tree trained, tuned and timed (at 500,000 x 384 that tree

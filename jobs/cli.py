@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from jobs.command_table import BEAM_COMMANDS, INDEX, Command, CommandLine, load_command
 
 EPILOG = (
-    f"The Beam commands ({', '.join(BEAM_COMMANDS)}; build-index with --num_index_shards > 1) accept "
+    f"The Beam commands ({', '.join(BEAM_COMMANDS)}) accept "
     "every Beam pipeline option as well (--runner, --project, --region, --temp_location, --setup_file, "
     "--direct_running_mode, ...). `madr COMMAND --help` shows a command's flags."
 )

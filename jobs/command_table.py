@@ -80,7 +80,7 @@ INDEX: tuple[CommandEntry, ...] = (
     CommandEntry("train", "training", "fine-tune an encoder variant on a dataset folder"),
     CommandEntry("adapt", "training", "adapt the shipped model to your catalog (no judgments)"),
     CommandEntry("embed", "embed", "Beam: embed a catalog into Parquet shards", beam=True),
-    # Beam options apply with --num_index_shards > 1, as its help says.
+    # One shard on the local runner is built in-process; any other runner or shard count runs in Beam.
     CommandEntry("build-index", "index", "build a ScaNN index artifact over the shards", beam=True),
     CommandEntry("build-sparse-index", "index", "inverted index over a UHD model's sparse vectors"),
     CommandEntry("evaluate", "evaluate", "Beam: retrieve for the test queries, report metrics", beam=True),

@@ -32,7 +32,7 @@ from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.evaluate.config import EvaluateConfig
 from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.index.config import IndexBuildConfig
-from pipelines.index.single import build_index
+from pipelines.index.partitioned import build_partitioned
 from pipelines.layout import DatasetLayout, RunLayout
 from pipelines.options import (
     EmbedSettings,
@@ -217,7 +217,7 @@ def run_demo(config: DemoConfig) -> dict[str, Any]:
     index = IndexBuildConfig(
         embeddings=run.embeddings, output=run.index, index=IndexSettings(depth=config.depth), products=catalog
     )
-    built = stages.run("build-index", lambda: build_index(index))
+    built = stages.run("build-index", lambda: build_partitioned(index))
     print(f"   {built.count} x {built.dimension} vectors; {built.config}")
 
     evaluate = EvaluateConfig(

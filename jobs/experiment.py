@@ -48,7 +48,7 @@ from pipelines.experiment.pretraining import PretrainingPlan, pretrained_model
 from pipelines.experiment.runs import RunArchive
 from pipelines.experiment.variant import embeddings_source, variant_training
 from pipelines.index.config import IndexBuildConfig
-from pipelines.index.single import build_index
+from pipelines.index.partitioned import build_partitioned
 from pipelines.layout import DatasetLayout
 from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
 from pipelines.progress import ProgressLog
@@ -129,7 +129,7 @@ def _embed_index_evaluate(folder: Path, data: DatasetLayout, stages: StageRunner
     stages.run("embed", lambda: embed_catalog(embed), folder / "embeddings")
     stages.run(
         "index",
-        lambda: build_index(
+        lambda: build_partitioned(
             IndexBuildConfig(embeddings=str(folder / "embeddings"), output=str(folder / "index"))
         ),
         folder / "index",

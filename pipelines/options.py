@@ -269,8 +269,8 @@ def add_stage_arguments(parser: argparse.ArgumentParser, *option_classes: type[P
 
 @dataclass(frozen=True)
 class IndexSettings:
-    """How an index is built: `madr build-index` (one index, or hash partitions with Beam:
-    `pipelines.index.partitioned.run_build_index`) and the nightly job's index stage.
+    """How an index is built: `madr build-index` and the nightly job's index stage, both
+    `pipelines.index.partitioned.build_partitioned` (one shard by default, or hash partitions).
 
     The ScaNN fields are `index_builder.config.ScannIndexConfig`'s; each left unset keeps the value
     `ScannIndexBuilder.for_corpus` derives from the corpus size (`index_builder.builder.config_for_corpus`).

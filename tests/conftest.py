@@ -26,9 +26,10 @@ os.environ["MADR_CPU_FLAGS"] = ""
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from transformers import BertConfig
 
+from index_builder.partitioned import shard_dir_name
 from model import new_encoder
 from pipelines.index.config import IndexBuildConfig
-from pipelines.index.single import IndexBuildReport, build_index
+from pipelines.index.partitioned import IndexBuildReport, build_partitioned
 from pipelines.options import IndexSettings
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA, write_manifest
 
@@ -103,7 +104,7 @@ def index_embeddings(embeddings: str | Path, output: str | Path, max_k: int = 10
     config = IndexBuildConfig(
         embeddings=str(embeddings), output=str(output), index=IndexSettings(depth=max_k)
     )
-    return build_index(config)
+    return build_partitioned(config)
 
 
 def embed_and_evaluate(store: dict[str, str], model: Path, output: Path, metrics: str, *flags: str) -> dict:
@@ -123,6 +124,9 @@ def embed_and_evaluate(store: dict[str, str], model: Path, output: Path, metrics
 
 
 # Six kinds of product, two brands each, in twelve products: product i is of kind i % 6.
+# The folder of the one shard `madr build-index` builds by default: a "madr-scann-index" artifact.
+ONE_SHARD = shard_dir_name(0, 1)
+
 STORE_ITEMS = ("espresso machine", "chef knife", "wool socks", "running shoes", "desk lamp", "down comforter")
 
 

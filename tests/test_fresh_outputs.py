@@ -230,7 +230,10 @@ def test_build_index_single_and_partitioned_refuse_and_overwrite(embedded, tmp_p
     argv = ["build-index", "--embeddings", embedded["embeddings"], "--out", str(single), "--depth", "20"]
     assert "pass --overwrite" in _refusal(capsys, argv)
     assert main([*argv, "--overwrite"]) == 0
-    assert _files(single) == set(json.loads((single / MANIFEST_FILE).read_text())["files"]) | {MANIFEST_FILE}
+    # The stale top-level ids.parquet is gone: one shard folder and the manifest, the shard's files its own.
+    assert {name.split("/")[0] for name in _files(single)} == {MANIFEST_FILE, "shard-00000-of-00001"}
+    shard = single / "shard-00000-of-00001"
+    assert _files(shard) == set(json.loads((shard / MANIFEST_FILE).read_text())["files"]) | {MANIFEST_FILE}
 
     partitioned = _stale_folder(tmp_path / "partitioned", "shard-00009-of-00010/stale.npy")
     flags = ["--embeddings", embedded["embeddings"], "--output", str(partitioned), "--num_index_shards", "2"]
@@ -406,5 +409,5 @@ def test_build_index_takes_every_scann_setting_from_its_flags(embedded, tmp_path
     argv = ["build-index", "--embeddings", embedded["embeddings"], "--output", str(out), "--depth", "5"]
     # --target_recall 0: measured, not tuned, so the search settings stay as given.
     assert main([*argv, *flags, "--target_recall", "0"]) == 0
-    config = json.loads((out / MANIFEST_FILE).read_text())["config"]
+    config = json.loads((out / "shard-00000-of-00001" / MANIFEST_FILE).read_text())["config"]
     assert {name: config[name] for name in settings} == settings

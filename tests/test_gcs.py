@@ -21,7 +21,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from gcs_emulator import EmulatorError, GcsEmulator, pointed_at, running_emulator
 from google.auth.credentials import AnonymousCredentials
 
-from index_builder import ScannIndex
+from index_builder import open_index
 from pipelines.artifacts import read_embeddings, read_stage_manifest
 from pipelines.embed.stage import run_embed
 from pipelines.evaluate.stage import SearcherSpec, run_evaluate
@@ -183,7 +183,7 @@ def test_an_index_published_to_gcs_loads_through_localize(gcs, tiny_model_dir, t
 
     spec = SearcherSpec("ann", target)
     assert spec.corpus_size() == 36
-    searcher, reference = spec.open(), ScannIndex.load(tmp_path / "index")
+    searcher, reference = spec.open(), open_index(tmp_path / "index")
     _, matrix, _ = read_embeddings(str(tmp_path / "embeddings"))
     found, expected = searcher.search(matrix[:5], 10), reference.search(matrix[:5], 10)
     assert found.ids == expected.ids

@@ -30,7 +30,7 @@ from index_builder import (
 from index_builder import tuned as tuned_builds
 from index_builder.recall import DEFAULT_TARGET_RECALL, measure_recall, recall_queries
 from jobs.cli import main
-from tests.conftest import index_embeddings
+from tests.conftest import ONE_SHARD, index_embeddings
 from tests.test_index_partitioned import write_embeddings
 
 N, DIM, CLUSTERS, MAX_K = 20_000, 32, 50, 10
@@ -197,7 +197,7 @@ def test_build_index_writes_the_tuned_recall(diffuse: np.ndarray, tmp_path: Path
     _timed_as(monkeypatch, approximate=2_000.0, exact=1_000.0)
     write_embeddings(tmp_path / "embeddings", IDS, diffuse)
     report = index_embeddings(str(tmp_path / "embeddings"), str(tmp_path / "index"), max_k=MAX_K)
-    manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "index" / ONE_SHARD / "manifest.json").read_text())
     assert manifest["recall"] == report.recall and report.recall["recall_at_k"] >= DEFAULT_TARGET_RECALL
     assert report.recall["target"] == DEFAULT_TARGET_RECALL
     [entry] = manifest["recall"]["schedule"]
@@ -206,7 +206,7 @@ def test_build_index_writes_the_tuned_recall(diffuse: np.ndarray, tmp_path: Path
     # The stored settings (what a plain ScaNN caller gets) are the k = 10 entry's.
     assert manifest["config"]["num_leaves_to_search"] == entry["leaves_to_search"]
     assert manifest["config"]["reorder_candidates"] == entry["pre_reorder_num_neighbors"]
-    loaded = ScannIndex.load(tmp_path / "index")
+    loaded = ScannIndex.load(tmp_path / "index" / ONE_SHARD)
     assert loaded.schedule.entries[0].to_dict() == entry
     assert manifest["recall"]["choice"] == "approximate" and manifest["recall"]["speed"]["vectors"] == N
 
@@ -219,10 +219,10 @@ def test_an_index_slower_than_exact_scoring_ships_exact_and_says_why(
     _timed_as(monkeypatch, approximate=176.0, exact=2_000.0)
     write_embeddings(tmp_path / "embeddings", IDS, diffuse)
     report = index_embeddings(str(tmp_path / "embeddings"), str(tmp_path / "index"), max_k=MAX_K)
-    recall = json.loads((tmp_path / "index" / "manifest.json").read_text())["recall"]
+    recall = json.loads((tmp_path / "index" / ONE_SHARD / "manifest.json").read_text())["recall"]
     assert recall == report.recall and recall["choice"] == "exact" and recall["recall_at_k"] == 1.0
     assert "k=10: exact scoring answers 2,000 queries/s, the tree 176" in recall["reason"]
-    loaded = ScannIndex.load(tmp_path / "index")
+    loaded = ScannIndex.load(tmp_path / "index" / ONE_SHARD)
     assert loaded.config.scoring is Scoring.BRUTE_FORCE and not loaded.config.uses_tree
     # Shipped exact scoring is madr's exact searcher itself, so it is never slower than exact search.
     assert isinstance(loaded.exact_searcher, ExactSearcher)
@@ -335,7 +335,7 @@ def test_a_nightly_index_reuses_last_nights_exact_choice_until_the_corpus_size_m
             ["--depth", str(MAX_K), "--previous_index", previous] if previous else ["--depth", str(MAX_K)]
         )
         run_build_index(PipelineOptions(flags))
-        shard = json.loads((tmp_path / name / "shard-00000-of-00001" / "manifest.json").read_text())["recall"]
+        shard = json.loads((tmp_path / name / ONE_SHARD / "manifest.json").read_text())["recall"]
         top = json.loads((tmp_path / name / "manifest.json").read_text())["extra"]["recall"]
         assert top == shard and shard["choice"] == "exact" and shard["recall_at_k"] == 1.0
         return shard
@@ -360,6 +360,7 @@ def test_madr_build_index_reuses_the_exact_choice_of_its_previous_index(
     for name, previous in (("monday", []), ("tuesday", ["--previous_index", str(tmp_path / "monday")])):
         argv = ["build-index", "--embeddings", str(tmp_path / "embeddings"), "--out", str(tmp_path / name)]
         assert main([*argv, "--depth", str(MAX_K), *previous]) == 0
-        reasons.append(json.loads((tmp_path / name / "manifest.json").read_text())["recall"]["reason"])
+        manifest = json.loads((tmp_path / name / ONE_SHARD / "manifest.json").read_text())
+        reasons.append(manifest["recall"]["reason"])
     assert "the tree 176" in reasons[0]
     assert reasons[1].startswith("exact again without training a tree: a build of 20,000 vectors")

@@ -26,7 +26,7 @@ from schemas.manifest import (
     files_digest,
     manifest_document,
 )
-from tests.conftest import index_embeddings
+from tests.conftest import ONE_SHARD, index_embeddings
 from tests.test_publish_guard import _job
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,7 +71,7 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) ->
         "model": tiny_model_dir,
         "benchmark": benchmark,
         "madr-embeddings": root / "emb",
-        "madr-scann-index": root / "index",
+        "madr-scann-index": root / "index" / ONE_SHARD,  # build-index's one shard
         "madr-partitioned-index": root / "parts",
         "madr-inverted-index": root / "inverted",
         "dataset": root / "dataset",

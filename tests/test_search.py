@@ -190,16 +190,16 @@ def test_build_index_tunes_on_queries_the_model_encodes_leaving_the_test_split_o
     built, tmp_path, monkeypatch, capsys
 ) -> None:
     """`--tuning_queries Q --model M` reach the depth tuner as M's query vectors, test split left out."""
-    from pipelines.index import single
+    from pipelines.index import shard_build
 
     seen: dict = {}
-    real = single.update_or_train
+    real = shard_build.update_or_train
 
     def spy(*args, **kwargs):
         seen["queries"] = kwargs.get("evaluation_queries")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(single, "update_or_train", spy)
+    monkeypatch.setattr(shard_build, "update_or_train", spy)
     queries = tmp_path / "queries.parquet"
     rows = [
         {"query_id": f"q{i}", "text": f"nike shoe {i}", "split": "test" if i % 3 == 0 else "train"}
@@ -224,3 +224,46 @@ def test_build_index_with_another_catalog_as_products_is_one_error_line(built, t
     assert main([*argv, "--products", str(other)]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "holds none of the 40 indexed products" in err and str(other) in err
+
+
+def test_a_one_shard_index_built_in_beam_carries_bm25_and_the_tuning_queries(
+    built, tmp_path, monkeypatch
+) -> None:
+    """Issue 48: one build path. On any runner but the local one `madr build-index` runs the Beam job; its
+    one shard gets the catalog's BM25 and the driver's encoded tuning queries, as the in-process build
+    does, and searches fused the same."""
+    from index_builder import open_index
+    from pipelines.index import shard_build
+    from pipelines.index.config import IndexBuildConfig
+    from pipelines.index.partitioned import build_partitioned, build_partitioned_index_pipeline
+
+    seen: list = []
+    real = shard_build.update_or_train
+    monkeypatch.setattr(
+        shard_build,
+        "update_or_train",
+        lambda *args, **kwargs: seen.append(kwargs["evaluation_queries"]) or real(*args, **kwargs),
+    )
+    queries = tmp_path / "queries.txt"
+    queries.write_text("nike shoe\nred sock\nblue lamp\n")
+    root = Path(built["root"])
+    config = IndexBuildConfig(
+        embeddings=str(root / "embeddings"),
+        output=str(tmp_path / "in-process"),
+        products=str(root / "products.parquet"),
+        tuning_queries=str(queries),
+        model=built["model"],
+    )
+    build_partitioned(config)
+    pipeline, _ = build_partitioned_index_pipeline(config, folder=str(tmp_path / "beam"))
+    pipeline.run().wait_until_finish()
+    assert len(seen) == 2 and all(q.shape == (3, 16) for q in seen) and np.array_equal(seen[0], seen[1])
+    direct, in_beam = (
+        open_index(tmp_path / "in-process"),
+        open_index(tmp_path / "beam" / "shard-00000-of-00001"),
+    )
+    assert direct.lexical is not None and in_beam.lexical is not None
+    vectors = np.eye(16, dtype=np.float32)[:2]
+    a = direct.search_hybrid(vectors, ["shoe 17", "sock"], 5)
+    b = in_beam.search_hybrid(vectors, ["shoe 17", "sock"], 5)
+    assert a.ids == b.ids and np.allclose(a.scores, b.scores)

@@ -10,7 +10,6 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from jobs.command_table import Flags, command, stage_flags
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import build_partitioned
-from pipelines.index.single import build_index
 from pipelines.index.sparse import build_inverted_index
 from pipelines.options import (
     VerifyOptions,
@@ -22,7 +21,6 @@ from pipelines.stage_config import add_config_arguments, config_values, setting
 @command(
     "build-index",
     stage_flags(IndexBuildConfig),
-    beam_note=False,
     show_defaults=True,
 )
 def _build_index(config: IndexBuildConfig, beam_options: PipelineOptions) -> None:
@@ -30,11 +28,7 @@ def _build_index(config: IndexBuildConfig, beam_options: PipelineOptions) -> Non
 
     Each ScaNN setting left unset is derived from the corpus size and --depth; the artifact's
     manifest records the settings used and the recall@depth measured against exact search."""
-    if config.index.num_index_shards > 1:
-        print(build_partitioned(config, beam_options))
-        return
-    report = build_index(config)
-    print(f"indexed {report.count} x {report.dimension} in {report.seconds:.1f}s -> {report.directory}")
+    print(build_partitioned(config, beam_options).summary())
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Index builds: `madr build-index` and `madr build-sparse-index`.
 
-`single` trains one ScaNN index on the driver; `partitioned` builds hash-partitioned shards in
-Beam (`--num_index_shards` > 1) and `manifest` writes their manifest; `sparse` builds UHD-BERT's
-inverted indexes. The index artifacts themselves are `index_builder`'s.
+`partitioned` builds an index of `--num_index_shards` hash-partitioned shards (one by default, built
+in-process on the local runner, else in Beam; `shard_build` builds each) and `manifest` writes their
+manifest; `sparse` builds UHD-BERT's inverted indexes. The index artifacts themselves are `index_builder`'s.
 
 The package imports none of its modules: a command imports the one it runs (`jobs.command_table`).
 """

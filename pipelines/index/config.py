@@ -1,8 +1,8 @@
 """`madr build-index` as one config: which embed output, the index settings, where the artifact goes.
 
-One shard (`IndexSettings.num_index_shards`, 1 by default) is a single ScaNN artifact built on the driver
-(`pipelines.index.single`); more is the partitioned build in Beam (`pipelines.index.partitioned`), which
-the nightly uses for every shard count. The command, the drivers and the tests build one config.
+Every build is `pipelines.index.partitioned`'s, for any shard count (`IndexSettings.num_index_shards`, 1 by
+default), in `madr build-index` and in the nightly alike: one artifact kind, "madr-partitioned-index".
+The command, the drivers and the tests build one config.
 """
 
 from __future__ import annotations

@@ -190,3 +190,12 @@ def union_recall(folder: str, embeddings: str, max_k: int, num_shards: int) -> d
         reason = "every shard scores exactly: recall is 1 by construction"
         return {"k": max_k, "queries": 0, "recall_at_k": 1.0, "exact": True, "reason": reason}
     return measured_recall(folder, embeddings, max_k)
+
+
+def shard_search_settings(folder: str, num_shards: int) -> tuple[str, ...]:
+    """Each shard's ScaNN search settings as its build saved them (`ScannIndexConfig.__str__`)."""
+    settings = []
+    for shard in range(num_shards):
+        path = FileSystems.join(folder, shard_dir_name(shard, num_shards), MANIFEST_FILE)
+        settings.append(str(IndexManifest.from_json(_read_json(path)[0], Path(path)).config))
+    return tuple(settings)

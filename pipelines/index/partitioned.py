@@ -33,8 +33,15 @@ from index_builder.partitioned import shard_of
 from index_builder.recall import check_target
 from pipelines.artifacts import fresh_output
 from pipelines.catalog_io import METRICS_NAMESPACE
+from pipelines.index.build_inputs import tuning_query_vectors
 from pipelines.index.config import IndexBuildConfig
-from pipelines.index.manifest import previous_shard, shard_recall, union_recall, write_partitioned_manifest
+from pipelines.index.manifest import (
+    previous_shard,
+    shard_recall,
+    shard_search_settings,
+    union_recall,
+    write_partitioned_manifest,
+)
 from pipelines.index.shard_build import BuildShardFn, ShardBuild, build_one_shard, other_model_error
 from pipelines.runner import make_pipeline, runs_locally
 from pipelines.stage_config import settings_record
@@ -148,13 +155,31 @@ class BuildPartitionedIndex(beam.PTransform):
 
 
 @dataclass(frozen=True)
-class PartitionedBuildReport:
+class IndexBuildReport:
+    """What `build_partitioned` built: sizes, time, each shard's search settings and the recall measured."""
+
     count: int
     dimension: int
     num_shards: int
     shard_counts: tuple[int, ...]
     seconds: float
     directory: str
+    # Each shard's ScaNN search settings as built and tuned (`ScannIndexConfig.__str__`).
+    shard_settings: tuple[str, ...] = ()
+    # recall@max_k of the shards searched as one (`union_recall`), also in the manifest; None: not measured.
+    recall: dict[str, Any] | None = None
+
+    @property
+    def config(self) -> str:
+        """The search settings: one shard's, or each shard's in turn."""
+        if len(self.shard_settings) == 1:
+            return self.shard_settings[0]
+        return "; ".join(f"shard {i}: {text}" for i, text in enumerate(self.shard_settings))
+
+    def summary(self) -> str:
+        """The line `madr build-index` prints."""
+        shards = f" in {self.num_shards} shards" if self.num_shards > 1 else ""
+        return f"indexed {self.count} x {self.dimension}{shards} in {self.seconds:.1f}s -> {self.directory}"
 
 
 def _require_empty(folder: str) -> None:
@@ -243,27 +268,31 @@ def plan_partitioned_build(config: IndexBuildConfig, folder: str) -> tuple[Parti
         tuple(shard_recall(config.previous_index, i, plan.num_shards) for i in range(plan.num_shards)),
         settings.depths,
         tuple(previous_shard(config.previous_index, i, plan.num_shards) for i in range(plan.num_shards)),
+        products=config.products,
+        # Encoded here, once: every worker's shard build would otherwise load the model.
+        tuning_queries=tuning_query_vectors(config, config.embeddings),
     )
     return plan, build
 
 
-def run_build_index(options: PipelineOptions) -> PartitionedBuildReport:
-    """`madr build-index --num_index_shards N`: `build_partitioned` from the flags."""
+def run_build_index(options: PipelineOptions) -> IndexBuildReport:
+    """`madr build-index`: `build_partitioned` from the flags."""
     return build_partitioned(IndexBuildConfig.from_options(options), options)
 
 
 def build_partitioned(
     config: IndexBuildConfig, beam_options: PipelineOptions | None = None
-) -> PartitionedBuildReport:
-    """Build a partitioned index from an embed stage's shards into the config's output.
+) -> IndexBuildReport:
+    """Build an index of the config's shards (`num_index_shards`) from an embed stage's output into the
+    config's output: `madr build-index` and the nightly's index stage.
 
-    ``num_index_shards=1`` gives a one-shard artifact whose searches equal a single index
-    built from the same embeddings (on the local runner built in this process, `build_one_shard`);
-    `index_builder.open_index` loads either layout. A non-empty output is refused unless `overwrite`:
-    the shards are built in a staging folder, which moves
-    into the output, manifest included, once every shard exists (`artifacts.fresh_output`).
+    One shard on the local runner is built in this process (`build_one_shard`), without a Beam job; only
+    a one-shard index carries BM25 (`products`) and is tuned on queries (`tuning_queries`). A non-empty
+    output is refused unless `overwrite`: the shards are built in a staging folder, which moves into the
+    output, manifest included, once every shard exists (`artifacts.fresh_output`).
     """
     started = time.perf_counter()
+    check_target(config.index.target_recall)  # a bad target is refused before anything is read or written
     beam_options = beam_options or PipelineOptions([])
     with fresh_output(config.output, config.overwrite) as folder:
         if config.index.num_index_shards == 1 and runs_locally(beam_options):
@@ -284,6 +313,7 @@ def build_partitioned(
             plan.folder, plan.num_shards, plan.model_id, plan.model_version, plan.dimension, extra
         )
         recall = union_recall(plan.folder, plan.embeddings, plan.max_k, plan.num_shards)
+        settings = shard_search_settings(plan.folder, plan.num_shards)
         if recall is not None:  # the manifest again, with the figure: it is still the last file written
             write_partitioned_manifest(
                 plan.folder,
@@ -293,11 +323,13 @@ def build_partitioned(
                 plan.dimension,
                 {**extra, "recall": recall},
             )
-    return PartitionedBuildReport(
+    return IndexBuildReport(
         count=manifest.count,
         dimension=manifest.dimension,
         num_shards=plan.num_shards,
         shard_counts=tuple(s.count for s in manifest.shards),
         seconds=time.perf_counter() - started,
         directory=config.output,
+        shard_settings=settings,
+        recall=recall,
     )

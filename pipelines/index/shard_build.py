@@ -1,5 +1,6 @@
 """One shard of a partitioned index: its settings (`ShardBuild`), its build and save (`BuildShardFn`), and the
-one-shard build without a Beam job (`build_one_shard`).
+one-shard build without a Beam job (`build_one_shard`). Every index build, `madr build-index` of one shard
+included, goes through here: one build path, one artifact kind ("madr-partitioned-index").
 
 `pipelines.index.partitioned` runs `BuildShardFn` in Beam after grouping rows by shard. With one shard on
 the local runner that grouping only costs memory: the runner held the rows grouped, and the DoFn stacked and
@@ -15,7 +16,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +32,18 @@ from index_builder import ScannIndex
 from index_builder.artifact import IndexManifest
 from index_builder.builder import config_for_corpus
 from index_builder.partitioned import shard_dir_name
-from index_builder.recall import check_target
+from index_builder.recall import check_target, recall_summary
 from index_builder.schedule import DEFAULT_SERVING_DEPTHS
 from index_builder.tuned import sizing_depth
 from index_builder.update import update_or_train
 from pipelines.artifacts import list_files
 from pipelines.catalog_io import METRICS_NAMESPACE
+from pipelines.index.build_inputs import catalog_lexical_index
 from schemas.manifest import MANIFEST_FILE
 
 LOGGER = logging.getLogger(__name__)
+# A tree + AH build of 1M x 128 took 38.9 s on the 2-core machine (bench/scaling_bench.py).
+TRAIN_SECONDS_PER_MILLION_128D = 40.0
 
 
 def _is_local(path: str) -> bool:
@@ -65,9 +69,16 @@ class ShardBuild:
     # Each shard's folder in the previous build of this index (local only), whose tree a shard updates
     # instead of training one where it may (`index_builder.update`), or ().
     previous_shards: tuple[str | None, ...] = ()
+    # One shard only: the catalog whose text the shard's BM25 index is built over (one BM25 across shards
+    # would need the whole catalog's term statistics), and query vectors (`build_inputs.tuning_query_vectors`)
+    # its search schedule must reach the target on besides held-out corpus vectors.
+    products: str | None = None
+    tuning_queries: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target_recall", check_target(self.target_recall))
+        if self.num_shards != 1 and (self.products or self.tuning_queries is not None):
+            raise ValueError("BM25 (products) and tuning queries are built into a one-shard index only")
         for name, value in (("num_shards", self.num_shards), ("max_k", self.max_k)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -106,6 +117,9 @@ class BuildShardFn(beam.DoFn):
         started = time.perf_counter()
         sizing = sizing_depth(build.max_k, build.serving_depths, build.target_recall)
         config = config_for_corpus(len(ids), matrix.shape[1], sizing, dict(build.scann_settings))
+        # One ScaNN call, so no running count: its expected time instead (docs/PERFORMANCE.md's 1M build).
+        expected = TRAIN_SECONDS_PER_MILLION_128D * len(ids) / 1e6 * matrix.shape[1] / 128
+        LOGGER.info("shard %d: building a ScaNN index (about %.0f s expected): %s", shard, expected, config)
         # Each shard tuned to the target on its own vectors, and exact where that is faster (the rule
         # `madr build-index` follows, `index_builder.tuned`): a merged top-k is as good as its shards'
         # top-k, and the union is measured after the build.
@@ -122,8 +136,11 @@ class BuildShardFn(beam.DoFn):
             serving_depths=build.serving_depths,
             earlier=earlier,
             explicit=dict(build.scann_settings),
+            evaluation_queries=build.tuning_queries,
         )
         ids = list(index.ids)
+        if build.products:
+            index = index.with_lexical(catalog_lexical_index(build.products, ids))
         seconds = time.perf_counter() - started
         name = shard_dir_name(shard, build.num_shards)
         target = FileSystems.join(build.output_dir, name)
@@ -132,6 +149,7 @@ class BuildShardFn(beam.DoFn):
         self.built.inc()
         self.indexed.inc(len(ids))
         LOGGER.info("shard %s: %d × %d indexed in %.1f s", name, len(ids), matrix.shape[1], seconds)
+        LOGGER.info("shard %s: %s; search settings: %s", name, recall_summary(recall), index.config)
         yield {"shard": shard, "path": name, "count": manifest.count, "seconds": seconds}
 
 

@@ -234,7 +234,7 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
 
     stages.run(
         "index",
-        lambda: repr(build_partitioned(tonight.index, PipelineOptions(job.stage_args("index")))),
+        lambda: build_partitioned(tonight.index, PipelineOptions(job.stage_args("index"))).summary(),
         job.stage("index"),
     )
 

@@ -72,6 +72,11 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
         embed_peer_section,
     ),
     (
+        "embed_peer_bf16",
+        "Embedding against sentence-transformers on a CPU with AVX-512 bf16 and VNNI (30 Nov)",
+        embed_peer_section,
+    ),
+    (
         "embed_throughput",
         "Ablation (own baseline, not a peer): Beam pipeline against a plain torch loop",
         embed_section,

@@ -51,6 +51,10 @@ NOTES = (
   on the demo model, over the 0.5 points a precision may lose to be picked unasked: such CPUs stay fp32
   (`--precision int8` still takes int8, as the nightly bench does). bf16 through torch autocast
   (emulated here) matched fp32 within 0.05 points. The 25 Nov VNNI run is kept as its own section.
+  On 30 Nov, on a CPU with AVX-512 bf16 and VNNI: auto's bf16 2.35x sentence-transformers for the whole
+  command (fp32 1.73x), within 0.13 points of fp32 on the benchmark and the store export; int8 1.85x
+  fp32 but 2.53 points of NDCG@10 lower on the store export, so since then auto picks int8 nowhere (a
+  VNNI CPU without bf16 units gets fp32).
 - **ONNX Runtime's threads no longer spin between runs.** `bench.embed_profile` (py-spy, the main thread)
   put 763 us a product in annotations, whose torch work is a few small tensors: it was waiting for cores
   that ONNX Runtime's idle threads spun on after each run. With `session.intra_op.allow_spinning` off:

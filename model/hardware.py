@@ -6,10 +6,12 @@ The rule, in order (each precision's speed and quality against fp32 are in docs/
 1. A GPU that computes bf16 (Ampere and later): bf16, torch autocast.
 2. A CPU with AMX or AVX-512 bf16 units: bf16, torch autocast on the CPU. bf16 against fp32 on the demo
    benchmark (29 Nov 2026): Recall@100 equal, NDCG@10 0.05 points lower, aspect Accuracy@1 equal.
-3. A CPU that multiplies int8 natively (AVX-512 VNNI, AVX-VNNI or AMX int8): int8, ONNX Runtime's
-   dynamic quantisation. On a VNNI CPU (25 Nov 2026): Recall@100 +0.49 points, NDCG@10 -0.01, at 2.0x
-   fp32's speed.
-4. Anything else: fp32. That includes x86 CPUs with AVX2 but no VNNI, where int8 is faster (1.3x fp32
+3. Anything else: fp32. That includes CPUs that multiply int8 natively (AVX-512 VNNI, AVX-VNNI, AMX
+   int8) but have no bf16 units: int8 (ONNX Runtime's dynamic quantisation) ran at 1.85x fp32 on a VNNI
+   CPU (30 Nov 2026, 10,000 products) and held the demo benchmark (Recall@100 equal, NDCG@10 +0.60
+   points; +0.49 and -0.01 on 25 Nov), but lost 2.53 points of NDCG@10 and 1.05 of Recall@100 on the
+   store export with its adapted model, over the 0.5 a precision may lose to be picked unasked. It
+   also includes x86 CPUs with AVX2 but no VNNI, where int8 is faster (1.3x fp32
    on a 2-core AMD EPYC, 10,000 products, 29 Nov 2026) but ONNX Runtime's AVX2 kernel (u8 x s8 through
    int16 sums, which can saturate) cost NDCG@10 0.60 points on the demo benchmark and 2.42 on the store
    export with its adapted model (Recall@100 0.18 and 1.05), over the 0.5 points a precision may lose
@@ -85,7 +87,11 @@ def auto_precision(
         return PrecisionChoice("bf16", f"the CPU computes bf16 natively ({units})")
     if flags & VNNI_FLAGS:
         units = ", ".join(sorted(flags & VNNI_FLAGS))
-        return PrecisionChoice("int8", f"the CPU multiplies int8 natively ({units})")
+        return PrecisionChoice(
+            "fp32",
+            f"the CPU has no bf16 units; int8, native here ({units}), lost 2.5 points of NDCG@10 on the "
+            "store export (`--precision int8` takes it)",
+        )
     if "avx2" in flags:
         return PrecisionChoice(
             "fp32",

@@ -43,9 +43,9 @@ class ModelSettings:
     chunk_size: int = setting(32, "Length-sorted sub-batch inside an inference batch")
     precision: str = setting(
         "auto",
-        "Numeric precision of inference. auto (default): what this machine computes natively, bf16 on a "
-        "GPU or CPU with bf16 units, else int8 on a CPU with VNNI, else fp32; the log and the "
-        "manifest say which and why (model/hardware.py). fp32. int8: ONNX Runtime's dynamic quantisation "
+        "Numeric precision of inference. auto (default): bf16 on a GPU or CPU with bf16 units, else fp32 "
+        "(int8 lost 2.5 points of NDCG@10 on a store export even with VNNI); the log and the manifest say "
+        "which and why (model/hardware.py). fp32. int8: ONNX Runtime's dynamic quantisation "
         "(CPU). bf16: torch autocast (GPU, or CPU). fp16: torch autocast, GPU only. Each one's speed and "
         "quality against fp32: docs/PERFORMANCE.md",
         choices=PRECISIONS,

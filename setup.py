@@ -57,7 +57,11 @@ setup(
             "ruff>=0.6",
             "gcp-storage-emulator>=2024.1",
             "sentence-transformers>=3",
+            # The cluster tests (tests/test_dask_*.py) run where it is installed and skip where not.
+            "dask[distributed]>=2024.1",
         ],
+        # `--runner dask`: madr's Beam runner on dask.distributed (pipelines/cluster/dask_runner.py).
+        "dask": ["dask[distributed]>=2024.1"],
         "serving": ["tensorflow>=2.16"],
         "bench": ["faiss-cpu>=1.8", "sentence-transformers>=3", "py-spy>=0.3"],
     },

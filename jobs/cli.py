@@ -69,7 +69,7 @@ def _quiet_libraries() -> None:
 
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
-    for noisy in ("apache_beam", "absl", "bm25s"):
+    for noisy in ("apache_beam", "absl", "bm25s", "distributed"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
@@ -101,7 +101,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from apache_beam.options.pipeline_options import PipelineOptions  # after --help: it takes a second
 
-        args.run(args.chosen.config(line), PipelineOptions(beam_args))
+        beam_options = PipelineOptions(beam_args)
+        if beam_args:
+            from pipelines.runner import refuse_known_lossy_runner
+
+            refuse_known_lossy_runner(beam_options)  # before the command reads or writes anything
+        args.run(args.chosen.config(line), beam_options)
     except Exception as error:
         if args.debug:
             raise

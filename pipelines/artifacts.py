@@ -18,7 +18,7 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -70,12 +70,37 @@ def list_files(folder: str, pattern: str = "*") -> list[str]:
     return [metadata.path for metadata in _match(folder, pattern)]
 
 
-def write_stage_manifest(folder: str, kind: str, info: dict[str, Any]) -> str:
+class StageOutputMismatch(ArtifactError):
+    """A stage's files hold fewer (or more) rows than its counters say it wrote: the runner lost records."""
+
+
+def check_rows_written(folder: str, kind: str, rows: Mapping[str, int]) -> None:
+    """Refuse to publish a stage whose Parquet files (each glob of `rows`) do not hold the rows its counts
+    say: a runner that drops a bundle's output (Beam's own DaskRunner wrote empty sink files) would
+    otherwise publish a stage that reported 2,000 products embedded and holds none."""
+    for pattern, expected in rows.items():
+        held = 0
+        for path in list_files(folder, pattern):
+            with FileSystems.open(path) as handle:
+                held += pq.ParquetFile(handle).metadata.num_rows
+        if held != expected:
+            raise StageOutputMismatch(
+                f"{kind}: its counts say {expected:,} rows were written, but {folder}/{pattern} holds "
+                f"{held:,}: the runner lost (or repeated) records, so the output is not published; "
+                "run it again on the local runner or on --runner dask"
+            )
+
+
+def write_stage_manifest(
+    folder: str, kind: str, info: dict[str, Any], rows: Mapping[str, int] | None = None
+) -> str:
     """Hash the stage's output files and write manifest.json last; readers trust folders that have one.
 
     Every file in `folder` is listed: stages write into the fresh staging folder of `fresh_output`,
-    so these are exactly the files this run wrote.
+    so these are exactly the files this run wrote. `rows` (a glob -> the rows the stage's counts say
+    its files hold) is checked first (`check_rows_written`).
     """
+    check_rows_written(folder, kind, rows or {})
     files = {}
     for metadata in _match(folder, "*"):
         name = metadata.path[len(folder.rstrip("/")) + 1 :]

@@ -33,7 +33,8 @@ def madr_option_flags() -> dict[str, str]:
     """Each flag declared by one of madr's options classes (those imported so far), and its class."""
     declared: dict[str, str] = {}
     for options_class in _option_classes():
-        if options_class.__module__.startswith("apache_beam"):
+        # Runner options (`--dask_address`) are the runner's, like Beam's own: every stage passes them on.
+        if options_class.__module__.startswith(("apache_beam", "pipelines.cluster")):
             continue
         parser = argparse.ArgumentParser(add_help=False)
         options_class._add_argparse_args(parser)

@@ -5,7 +5,8 @@ DirectRunner first tries to download the Prism runner binary, which fails
 offline and costs time; the FnApiRunner is what it falls back to anyway for batch
 pipelines, and it honours --direct_running_mode (in_memory, multi_threading,
 multi_processing) and --direct_num_workers. Any other --runner (DataflowRunner,
-FlinkRunner, ...) is passed to Beam untouched.
+FlinkRunner, ...) is passed to Beam untouched, but for `dask` (madr's runner on dask.distributed,
+`pipelines.cluster.dask_runner`) and Beam's own DaskRunner, which is refused: it loses records.
 """
 
 from __future__ import annotations
@@ -15,13 +16,37 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.runner import PipelineRunner
 
+from pipelines.cluster.options import DaskClusterOptions  # noqa: F401  (registers --dask_* with Beam)
+from pipelines.cluster.probe import VERIFIED_RUNNERS, RunnerRefused, refuse_if_lossy
+
 LOCAL_RUNNER_NAMES = frozenset({None, "", "local", "DirectRunner", "FnApiRunner"})
+
+
+# Beam's own DaskRunner, by the names --runner accepts for it: it loses records without an error.
+STOCK_DASK_RUNNERS = frozenset({"DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner"})
+
+
+def refuse_known_lossy_runner(options: PipelineOptions) -> None:
+    """Refuse, before anything runs, a runner known to lose records (the CLI checks it first of all)."""
+    name = options.view_as(StandardOptions).runner
+    if name in STOCK_DASK_RUNNERS:
+        raise RunnerRefused(
+            f"--runner {name} is Beam's own DaskRunner, which loses records without an error (a ParDo's "
+            "outputs all reach every consumer, finish_bundle's output and so the last batch and every "
+            "sink's rows are dropped, only one branch runs): use --runner dask, madr's runner on "
+            "dask.distributed (docs/SCALING.md)"
+        )
 
 
 def resolve_runner(options: PipelineOptions) -> PipelineRunner | str:
     name = options.view_as(StandardOptions).runner
+    refuse_known_lossy_runner(options)
     if name in LOCAL_RUNNER_NAMES:
         return FnApiRunner()
+    if name == "dask":
+        from pipelines.cluster.dask_runner import DaskRunner
+
+        return DaskRunner()
     return name
 
 
@@ -31,7 +56,12 @@ def runs_locally(options: PipelineOptions) -> bool:
 
 
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
-    return beam.Pipeline(runner=resolve_runner(options), options=options)
+    """The pipeline of a stage; on a runner madr has not verified, only once its probe passed
+    (`pipelines.cluster.probe`)."""
+    runner = resolve_runner(options)
+    if not runs_locally(options) and options.view_as(StandardOptions).runner not in VERIFIED_RUNNERS:
+        refuse_if_lossy(runner, options)
+    return beam.Pipeline(runner=runner, options=options)
 
 
 def require_options(options: PipelineOptions, *names: str) -> None:

@@ -354,6 +354,7 @@ def _enrich(config: EnrichConfig, output: str, options: PipelineOptions) -> dict
             "aspects": list(aspects),
             "counts": counts,
         },
+        rows={"enriched*.parquet": counts["enriched_products_written"]},
     )
     return counts
 

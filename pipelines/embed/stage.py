@@ -406,5 +406,6 @@ def embed_catalog(config: EmbedConfig, beam_options: PipelineOptions | None = No
                 "counts": counts,
                 "settings": settings_record(config.model, config.embed, config.threshold),
             },
+            rows={"embeddings*.parquet": rows_held(counts)},
         )
     return counts

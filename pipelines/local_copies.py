@@ -16,6 +16,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines.artifacts import is_local
+from schemas.manifest import MANIFEST_FILE
 
 
 def localize(path: str, local_dir: str) -> str:
@@ -47,20 +48,23 @@ def publish(local_dir: str, target: str) -> list[str]:
     """Copy every file under the local `local_dir` (subfolders included) into the folder `target`.
 
     The counterpart of `localize`, for code that can only write local files. Each object becomes visible
-    whole when its upload closes; callers write their manifest after publishing. Returns the paths written.
+    whole when its upload closes, and a top-level manifest.json is copied last: a reader that finds it
+    finds every file it lists. Returns the paths written.
     """
+    relatives = [
+        os.path.relpath(os.path.join(root, name), local_dir).replace(os.sep, "/")
+        for root, _dirs, names in os.walk(local_dir)
+        for name in names
+    ]
     written = []
-    for root, _dirs, names in os.walk(local_dir):
-        for name in sorted(names):
-            source = os.path.join(root, name)
-            relative = os.path.relpath(source, local_dir).replace(os.sep, "/")
-            destination = FileSystems.join(target, *relative.split("/"))
-            with (
-                open(source, "rb") as reader,
-                FileSystems.create(destination, compression_type=CompressionTypes.UNCOMPRESSED) as writer,
-            ):
-                shutil.copyfileobj(reader, writer, 1 << 20)
-            written.append(destination)
+    for relative in sorted(relatives, key=lambda name: (name == MANIFEST_FILE, name)):
+        destination = FileSystems.join(target, *relative.split("/"))
+        with (
+            open(os.path.join(local_dir, *relative.split("/")), "rb") as reader,
+            FileSystems.create(destination, compression_type=CompressionTypes.UNCOMPRESSED) as writer,
+        ):
+            shutil.copyfileobj(reader, writer, 1 << 20)
+        written.append(destination)
     return written
 
 

@@ -11,9 +11,12 @@ holder exits, however it exits (kill -9 included), so a crashed run never leaves
 The file is removed on release; a taker checks that the file it locked is still the one at the path,
 so a release racing with a new taker cannot hand the lock to two processes.
 
-Local paths only: object stores (gs://) have no advisory locks. There the runs must be serialised by
-their scheduler, as Dataflow jobs writing one prefix are anyway; the nightly's LATEST is still only
-replaced when it is what the run read when it started (`pipelines.nightly.latest`).
+On gs:// the lock is an object (`.NAME.lock` beside the path), created only if absent and kept by
+compare-and-swap on its generation (`pipelines.object_store`): of two writers, one creates it and the
+other is refused. Nothing releases it when its holder is killed, so the holder rewrites it every
+`LOCK_REFRESH_SECONDS`, and a lock not refreshed for `STALE_LOCK_SECONDS` is a dead run's: the next
+writer takes it over (again by compare-and-swap, so two takers cannot both win). Other object stores
+(s3://, ...) take no lock: their runs must be serialised by their scheduler.
 """
 
 from __future__ import annotations
@@ -25,14 +28,26 @@ import json
 import logging
 import os
 import socket
+import threading
 from collections.abc import Iterator
 
 from apache_beam.io.filesystems import FileSystems
 
+from pipelines.object_store import (
+    NO_OBJECT,
+    PreconditionFailed,
+    delete_if_generation,
+    read_with_generation,
+    write_if_generation,
+)
 from schemas.manifest import ArtifactError
 
 LOGGER = logging.getLogger(__name__)
 LOCK_SUFFIX = ".lock"
+# A gs:// lock's holder rewrites it this often; one not rewritten for STALE_LOCK_SECONDS is a dead run's
+# (clocks of the writers' hosts are compared: 10 minutes leaves room for their skew).
+LOCK_REFRESH_SECONDS = 60.0
+STALE_LOCK_SECONDS = 600.0
 
 
 class WriterBusy(ArtifactError):
@@ -61,6 +76,10 @@ def exclusive_writer(path: str, what: str) -> Iterator[None]:
     `what` says who holds it (e.g. "madr nightly run 2026-11-26"), for the message the next taker gets.
     A non-local `path` is not locked (see the module's docstring).
     """
+    if path.startswith("gs://"):
+        with _object_lock(path, what):
+            yield
+        return
     if FileSystems.get_scheme(path) is not None:
         yield
         return
@@ -96,3 +115,92 @@ def exclusive_writer(path: str, what: str) -> Iterator[None]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(lock)  # before the unlock: a taker that locks the old file sees it is gone
         os.close(descriptor)
+
+
+def object_lock_path(path: str) -> str:
+    """The lock object of a gs:// `path`: a hidden sibling, as locally."""
+    parent, _, name = path.rstrip("/").rpartition("/")
+    return f"{parent}/.{name}{LOCK_SUFFIX}"
+
+
+def _lock_record(what: str) -> dict[str, object]:
+    now = dt.datetime.now(dt.timezone.utc)
+    record = {"pid": os.getpid(), "host": socket.gethostname(), "what": what}
+    return {**record, "since": now.isoformat(timespec="seconds"), "refreshed": now.timestamp()}
+
+
+class _Refresher(threading.Thread):
+    """Rewrites the lock object every LOCK_REFRESH_SECONDS while its holder writes; `lost` if another
+    writer took it over meanwhile (it found the lock stale: this process was stopped that long)."""
+
+    def __init__(self, lock: str, record: dict[str, object], generation: int) -> None:
+        super().__init__(name=f"refresh {lock}", daemon=True)
+        self.lock, self.record, self.generation = lock, record, generation
+        self.stopped, self.lost = threading.Event(), False
+
+    def run(self) -> None:
+        while not self.stopped.wait(LOCK_REFRESH_SECONDS):
+            record = {**self.record, "refreshed": dt.datetime.now(dt.timezone.utc).timestamp()}
+            try:
+                self.generation = write_if_generation(self.lock, json.dumps(record).encode(), self.generation)
+            except PreconditionFailed:
+                self.lost = True
+                LOGGER.error("%s was taken over by another writer: this one was thought dead", self.lock)
+                return
+            except Exception as error:  # a network hiccup: the next refresh tries again
+                LOGGER.warning("could not refresh %s: %s", self.lock, error)
+
+
+@contextlib.contextmanager
+def _object_lock(path: str, what: str) -> Iterator[None]:
+    lock, record = object_lock_path(path), _lock_record(what)
+    data = json.dumps(record).encode()
+    try:
+        generation = write_if_generation(lock, data, NO_OBJECT)
+    except PreconditionFailed:
+        generation = _take_over_if_stale(path, lock, data)
+    refresher = _Refresher(lock, record, generation)
+    refresher.start()
+    try:
+        yield
+    finally:
+        refresher.stopped.set()
+        refresher.join()
+        if not refresher.lost:
+            with contextlib.suppress(PreconditionFailed):
+                delete_if_generation(lock, refresher.generation)
+
+
+def _take_over_if_stale(path: str, lock: str, data: bytes) -> int:
+    """The generation of the lock object, taken over from a holder that stopped refreshing it; else
+    `WriterBusy` naming the holder and when its lock turns stale."""
+    found, generation = read_with_generation(lock)
+    if found is None:  # released between our two calls: take it as new
+        return _create_or_busy(path, lock, data)
+    try:
+        holder = json.loads(found)
+        age = dt.datetime.now(dt.timezone.utc).timestamp() - float(holder["refreshed"])
+    except (ValueError, KeyError, TypeError):
+        holder, age = {}, float("inf")  # unreadable: no live writer wrote it
+    if age < STALE_LOCK_SECONDS:
+        who = (
+            f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('since')} "
+            f"({holder.get('what')})"
+        )
+        raise WriterBusy(
+            f"{path} is being written by {who}, which holds {lock} (refreshed {age:.0f} s ago); wait for it "
+            f"to finish, or, if that run was killed, rerun in {STALE_LOCK_SECONDS - age:.0f} s, when its "
+            "lock is stale and is taken over"
+        )
+    LOGGER.warning("taking over %s: its holder %s stopped refreshing it %.0f s ago", lock, holder, age)
+    try:
+        return write_if_generation(lock, data, generation)
+    except PreconditionFailed:
+        raise WriterBusy(f"{path}: another writer took over the stale lock {lock} first") from None
+
+
+def _create_or_busy(path: str, lock: str, data: bytes) -> int:
+    try:
+        return write_if_generation(lock, data, NO_OBJECT)
+    except PreconditionFailed:
+        raise WriterBusy(f"{path}: another writer took the lock {lock} first") from None

@@ -42,6 +42,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from unittest import mock
 
 import google.auth
@@ -49,6 +50,8 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
 PROJECT = "madr-test"
+# The emulator with GCS's generation preconditions (`ifGenerationMatch`), which it ignores by itself.
+CAS_LAUNCHER = str(Path(__file__).with_name("gcs_emulator_cas.py"))
 START_TIMEOUT_SECONDS = 15.0
 
 
@@ -108,7 +111,8 @@ def _stop(process: subprocess.Popen) -> None:
 def running_emulator(
     project: str = PROJECT, timeout: float = START_TIMEOUT_SECONDS, attempts: int = 3
 ) -> Iterator[GcsEmulator]:
-    """Start `python -m gcp_storage_emulator start --in-memory` on 127.0.0.1 and a free port; stop it after.
+    """Start the emulator (`gcs_emulator_cas.py start --in-memory`: the PyPI emulator with generation
+    preconditions) on 127.0.0.1 and a free port; stop it after.
 
     A port picked free can be taken before the emulator binds it, so an emulator that exits at once is
     retried on a new port (`attempts` times). One that neither answers nor exits within `timeout`
@@ -121,7 +125,7 @@ def running_emulator(
             endpoint = f"http://127.0.0.1:{port}"
             with open(log_path, "wb") as log:
                 process = subprocess.Popen(
-                    [sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
+                    [sys.executable, CAS_LAUNCHER, "start", "--host", "127.0.0.1",
                      "--port", str(port), "--in-memory", "--quiet"],
                     stdout=log,
                     stderr=subprocess.STDOUT,

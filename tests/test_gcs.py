@@ -235,3 +235,30 @@ def test_an_emulator_that_does_not_answer_in_time_fails_fast_and_says_so() -> No
     with pytest.raises(EmulatorError, match=silent), running_emulator(timeout=0):
         pass
     assert time.monotonic() - started < 10
+
+
+def test_publish_copies_the_top_level_manifest_last(gcs, tmp_path) -> None:
+    source = tmp_path / "artifact"
+    (source / "z").mkdir(parents=True)
+    for name in ("manifest.json", "ids.parquet", "z/postings.npy", "z/manifest.json"):
+        (source / name).write_text(name)
+    written = publish(str(source), f"gs://{BUCKET}/ordered")
+    assert written[-1] == f"gs://{BUCKET}/ordered/manifest.json" and len(written) == 4
+
+
+def test_build_sparse_index_writes_to_gcs_what_it_writes_locally(gcs, tmp_path) -> None:
+    """Issue 50: `madr build-sparse-index --output gs://...` was not supported at all."""
+    from jobs.cli import main
+    from tests.conftest import save_tiny_uhd_model
+
+    data = _dataset(tmp_path)
+    model = save_tiny_uhd_model(tmp_path / "uhd", dimensions=64, winners=4)
+    argv = ["build-sparse-index", "--model", str(model), "--products", str(data["products"])]
+    assert main([*argv, "--output", str(tmp_path / "local-sparse")]) == 0
+    target = f"gs://{BUCKET}/sparse"
+    assert main([*argv, "--output", target]) == 0
+    assert not FileSystems.match([f"gs://{BUCKET}/sparse.checkpoints/**"])[0].metadata_list
+    copied = open_index(localize(target, str(tmp_path / "back")))
+    local = open_index(tmp_path / "local-sparse")
+    assert (copied.size, copied.nnz) == (local.size, local.nnz)
+    assert main([*argv, "--output", target]) == 2  # an output that holds objects is refused

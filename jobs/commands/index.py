@@ -10,7 +10,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from jobs.command_table import Flags, command, stage_flags
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import build_partitioned
-from pipelines.index.sparse import build_inverted_index
+from pipelines.index.sparse import build_inverted_index, default_checkpoints
 from pipelines.options import (
     VerifyOptions,
     add_stage_arguments,
@@ -45,7 +45,8 @@ class SparseIndexConfig:
     checkpoints: str | None = setting(
         None,
         "Folder keeping each finished chunk of the encoding, so the command run again encodes only "
-        "what is left; removed when the index is written (default: OUTPUT.checkpoints)",
+        "what is left; removed when the index is written (default: OUTPUT.checkpoints, or for a gs:// "
+        "OUTPUT a local folder named after it)",
     )
     verify: bool = True
 
@@ -74,6 +75,6 @@ def _build_sparse_index(config: SparseIndexConfig, beam_options: PipelineOptions
         config.batch_size,
         binary=not config.weighted,
         verify=config.verify,
-        checkpoints=config.checkpoints or f"{config.output.rstrip('/')}.checkpoints",
+        checkpoints=config.checkpoints or default_checkpoints(config.output),
     )
     print(f"inverted index over {index.size} products, {index.nnz} postings -> {config.output}")

@@ -17,19 +17,24 @@ active dims), but at the paper's sizes a row is B·n = 491,520 floats, so this d
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from apache_beam.io.filesystems import FileSystems
 from transformers import PreTrainedTokenizerBase
 
 from index_builder import InvertedIndex
 from model import DenseEncoder, Side, load_encoder, text_for_model
 from model.sparse import SparseVector
+from pipelines.artifacts import is_local
 from pipelines.index.sparse_checkpoints import EncodingCheckpoints
+from pipelines.local_copies import local_output
 from pipelines.product_reader import SkippedProducts, valid_products
 from pipelines.progress import ProgressLog
 from pipelines.verify import model_fingerprint, verify_model
@@ -125,7 +130,7 @@ def build_inverted_index(
     Args:
         model_dir: a saved model directory; its model must have sparse buckets (UHD).
         products_pattern: Parquet files with `schemas.PRODUCT_SCHEMA` rows.
-        out: a new or empty local directory for the artifact (manifest written last).
+        out: a new or empty directory for the artifact, local or gs:// (manifest written last).
         batch_size: products per forward pass.
         device: torch device; the GPU when there is one by default.
         binary: binarize the documents (§3.7); False keeps each posting's bucket value.
@@ -144,6 +149,24 @@ def build_inverted_index(
     return build_inverted_indexes(model_dir, products_pattern, targets, batch_size, device, checkpoints)[0]
 
 
+def _require_new(out: str) -> None:
+    """Refuse an output that exists with files in it (local or gs://): an index is never merged into one."""
+    if is_local(out):
+        if Path(out).exists() and (not Path(out).is_dir() or any(Path(out).iterdir())):
+            raise FileExistsError(f"{out} exists and is not an empty directory; choose a new path")
+    elif FileSystems.match([FileSystems.join(out, "**")])[0].metadata_list:
+        raise FileExistsError(f"{out} already holds objects; choose a new path")
+
+
+def default_checkpoints(out: str) -> str:
+    """Where `madr build-sparse-index` keeps its encoding's chunks by default: beside a local output; for
+    a gs:// one, in a local folder named after it (the chunks are read back in this process only)."""
+    if is_local(out):
+        return f"{out.rstrip('/')}.checkpoints"
+    digest = hashlib.sha256(out.encode()).hexdigest()[:16]
+    return str(Path(tempfile.gettempdir()) / f"madr-sparse-checkpoints-{digest}")
+
+
 def build_inverted_indexes(
     model_dir: str | Path,
     products_pattern: str,
@@ -160,8 +183,7 @@ def build_inverted_indexes(
     encoder, tokenizer = load_encoder(model_dir, device)
     require_sparse(encoder, model_dir)
     for out, _ in outs:
-        if Path(out).exists() and (not Path(out).is_dir() or any(Path(out).iterdir())):
-            raise FileExistsError(f"{out} exists and is not an empty directory; choose a new path")
+        _require_new(str(out))
     started = time.perf_counter()
     products, skipped = read_products(products_pattern)
     if not products:
@@ -202,7 +224,9 @@ def build_inverted_indexes(
     indexes = []
     for out, binary in outs:
         index = InvertedIndex.build(documents, ids, buckets=buckets, dimensions=dimensions, binary=binary)
-        index.save(out, encoder.config.model_id, encoder.config.model_version, extra=extra)
+        # A gs:// output is saved in a local folder, then copied there, manifest last (`local_output`).
+        with local_output(str(out)) as folder:
+            index.save(folder, encoder.config.model_id, encoder.config.model_version, extra=extra)
         indexes.append(index)
         LOGGER.info("indexed %d products (%d skipped) into %s: %s", len(ids), skipped, out, index)
     if checkpoints is not None:

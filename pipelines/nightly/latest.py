@@ -7,8 +7,9 @@ relative to the root (the run folder's name), so a reader anywhere resolves it w
 is what is used).
 
 A run replaces LATEST only if it still holds what the run read when it started (`LatestChanged`
-otherwise): the nightly's root lock keeps two runs on one machine apart, and this check keeps a run from
-overwriting one published behind its back (a writer on another host, or an object-store root).
+otherwise): the nightly's root lock keeps two runs apart, and this check keeps a run from overwriting one
+published behind its back. On gs:// the check and the write are one compare-and-swap on the object's
+generation (`pipelines.object_store`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines.artifacts import is_local
+from pipelines.object_store import PreconditionFailed, read_with_generation, write_if_generation
 from schemas.manifest import ArtifactError
 
 LATEST = "LATEST"
@@ -46,17 +48,20 @@ def latest_run_folder(out: str) -> str | None:
 
 def publish_latest(out: str, run_id: str, summary: dict[str, Any], expected: dict[str, Any] | None) -> None:
     """Point LATEST at a finished run in one atomic step, if it still holds `expected` (what the run
-    read when it started; None: no LATEST yet)."""
-    found = read_latest(out)
+    read when it started; None: no LATEST yet).
+
+    On gs:// the check and the write are one compare-and-swap (`pipelines.object_store`): the pointer is
+    written only if its generation is the one whose content was compared, so of two runs that both
+    found `expected`, one publishes and the other is told LATEST changed."""
+    target = FileSystems.join(out, LATEST)
+    generation = None
+    if out.startswith("gs://"):
+        data, generation = read_with_generation(target)
+        found = None if data is None else json.loads(data)
+    else:
+        found = read_latest(out)
     if found != expected:
-        now = f"run {found['run_id']}, published {found.get('published_at')}" if found else "nothing"
-        then = f"run {expected['run_id']}" if expected else "nothing"
-        raise LatestChanged(
-            f"{FileSystems.join(out, LATEST)} changed while run {run_id} was working (it pointed to {then}, "
-            f"now to {now}); run {run_id} is finished but not published, so as not to replace a run "
-            f"published since. Check which run should be current, then rerun with --run_id {run_id} to "
-            "publish it (its finished stages are skipped)"
-        )
+        raise _changed(out, run_id, found, expected)
     pointer = {
         "run_id": run_id,
         "path": run_id,  # relative to the root: readers resolve it with `latest_run_folder`
@@ -64,12 +69,30 @@ def publish_latest(out: str, run_id: str, summary: dict[str, Any], expected: dic
         **summary,
     }
     data = (json.dumps(pointer, indent=2, sort_keys=True) + "\n").encode()
-    target = FileSystems.join(out, LATEST)
-    if is_local(out):
+    if generation is not None:
+        try:
+            write_if_generation(target, data, generation)
+        except PreconditionFailed:
+            now, _ = read_with_generation(target)
+            raise _changed(out, run_id, None if now is None else json.loads(now), expected) from None
+    elif is_local(out):
         staging = f"{target}.{run_id}.tmp"  # per run: never one another's half-written file
         with FileSystems.create(staging) as handle:
             handle.write(data)
         FileSystems.rename([staging], [target])  # os.rename: atomic on one filesystem
-    else:
-        with FileSystems.create(target) as handle:  # one object write: readers see old or new
+    else:  # another object store: one object write, readers see old or new (no compare-and-swap)
+        with FileSystems.create(target) as handle:
             handle.write(data)
+
+
+def _changed(
+    out: str, run_id: str, found: dict[str, Any] | None, expected: dict[str, Any] | None
+) -> LatestChanged:
+    now = f"run {found['run_id']}, published {found.get('published_at')}" if found else "nothing"
+    then = f"run {expected['run_id']}" if expected else "nothing"
+    return LatestChanged(
+        f"{FileSystems.join(out, LATEST)} changed while run {run_id} was working (it pointed to {then}, "
+        f"now to {now}); run {run_id} is finished but not published, so as not to replace a run "
+        f"published since. Check which run should be current, then rerun with --run_id {run_id} to "
+        "publish it (its finished stages are skipped)"
+    )

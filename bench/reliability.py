@@ -42,6 +42,7 @@ from bench.reliability_cases import (
     tampered_index,
 )
 from bench.reliability_kit import Fixture, Outcome, embed, make_fixture
+from bench.reliability_object_store import concurrent_nightlies_on_gcs
 from bench.reliability_writers import concurrent_nightlies, damaged_weights, disk_full, symlinked_output
 
 CASES: dict[str, Callable[[Fixture], Outcome]] = {
@@ -65,6 +66,8 @@ CASES: dict[str, Callable[[Fixture], Outcome]] = {
     "symlinked-output": symlinked_output,
     "disk-full": disk_full,
     "concurrent-nightlies": concurrent_nightlies,
+    # Issue 50: a bucket root, its lock object and LATEST kept by compare-and-swap.
+    "concurrent-nightlies-gcs": concurrent_nightlies_on_gcs,
 }
 
 

@@ -103,9 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         beam_options = PipelineOptions(beam_args)
         if beam_args:
-            from pipelines.runner import refuse_known_lossy_runner
+            from pipelines.runner import refuse_unusable_runner
 
-            refuse_known_lossy_runner(beam_options)  # before the command reads or writes anything
+            refuse_unusable_runner(beam_options)  # before the command reads or writes anything
         args.run(args.chosen.config(line), beam_options)
     except Exception as error:
         if args.debug:

@@ -11,6 +11,8 @@ FlinkRunner, ...) is passed to Beam untouched, but for `dask` (madr's runner on 
 
 from __future__ import annotations
 
+import importlib.util
+
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
@@ -26,9 +28,14 @@ LOCAL_RUNNER_NAMES = frozenset({None, "", "local", "DirectRunner", "FnApiRunner"
 STOCK_DASK_RUNNERS = frozenset({"DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner"})
 
 
-def refuse_known_lossy_runner(options: PipelineOptions) -> None:
-    """Refuse, before anything runs, a runner known to lose records (the CLI checks it first of all)."""
+def refuse_unusable_runner(options: PipelineOptions) -> None:
+    """Refuse, before anything runs, a runner known to lose records, or `dask` without dask installed (the
+    CLI checks it first of all)."""
     name = options.view_as(StandardOptions).runner
+    if name == "dask" and importlib.util.find_spec("distributed") is None:
+        raise RunnerRefused(
+            "--runner dask needs dask.distributed, which is not installed: pip install 'madr[dask]'"
+        )
     if name in STOCK_DASK_RUNNERS:
         raise RunnerRefused(
             f"--runner {name} is Beam's own DaskRunner, which loses records without an error (a ParDo's "
@@ -40,7 +47,7 @@ def refuse_known_lossy_runner(options: PipelineOptions) -> None:
 
 def resolve_runner(options: PipelineOptions) -> PipelineRunner | str:
     name = options.view_as(StandardOptions).runner
-    refuse_known_lossy_runner(options)
+    refuse_unusable_runner(options)
     if name in LOCAL_RUNNER_NAMES:
         return FnApiRunner()
     if name == "dask":

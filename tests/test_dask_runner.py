@@ -22,7 +22,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from pipelines.runner import RunnerRefused, make_pipeline
+from pipelines.runner import make_pipeline
 
 distributed = pytest.importorskip("distributed", reason="the Dask runner needs the dask extra")
 
@@ -176,12 +176,6 @@ def test_a_failing_task_fails_the_job_with_its_error(cluster, tmp_path) -> None:
     _ = pipeline | beam.Create(range(6)) | beam.Map(_fail_on_three)
     with pytest.raises(ValueError, match="record 3 is bad"):
         pipeline.run().wait_until_finish()
-
-
-@pytest.mark.parametrize("name", ["DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner"])
-def test_beams_own_dask_runner_is_refused_by_name_with_the_reason(name: str) -> None:
-    with pytest.raises(RunnerRefused, match=r"loses records without an error.*--runner dask"):
-        make_pipeline(PipelineOptions(["--runner", name]))
 
 
 def _mark_once(_: object, folder: str) -> str:

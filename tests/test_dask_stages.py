@@ -66,10 +66,3 @@ def test_the_index_and_the_metrics_equal_the_local_runners(nights: dict[str, Pat
     assert a.ids == b.ids and np.allclose(a.scores, b.scores, atol=1e-6)
     metrics = [json.loads((nights[run] / "eval" / "metrics.json").read_text()) for run in ("local", "dask")]
     assert metrics[1]["metrics"] == metrics[0]["metrics"]
-
-
-def test_the_cli_refuses_beams_own_dask_runner_in_one_line(tmp_path: Path, capsys) -> None:
-    argv = ["embed", "--products", "x.parquet", "--model", "m", "--output", str(tmp_path / "out")]
-    assert main([*argv, "--runner", "DaskRunner"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "Beam's own DaskRunner, which loses records" in err and "--runner dask" in err

@@ -30,7 +30,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.runner import PipelineResult
 
-from pipelines.writer_lock import exclusive_writer
+from pipelines.writer_lock import HeldObjectLock, exclusive_writer
 from schemas import ArtifactError
 from schemas.manifest import (
     MANIFEST_FILE,
@@ -49,9 +49,10 @@ _REPLACED_SUFFIX = ".replaced"
 
 
 def counter_value(result: PipelineResult, name: str) -> int:
-    """The committed value of a Beam counter (0 when it never fired)."""
+    """The committed value of a Beam counter, or its attempted value on a runner that reports only those
+    (0 when it never fired): the row check (`check_rows_written`) must not read a runner's silence as 0."""
     counters = result.metrics().query(MetricsFilter().with_name(name))["counters"]
-    return int(sum(counter.committed or 0 for counter in counters))
+    return int(sum(c.committed if c.committed is not None else (c.attempted or 0) for c in counters))
 
 
 def _sha256(path: str) -> str:
@@ -363,8 +364,8 @@ def fresh_output(
     if is_local(target) and os.path.lexists(target) and not os.path.isdir(target):
         raise OutputNotEmpty(f"{target} is a file, not a folder; choose a folder for the output")
     try:
-        with exclusive_writer(target, f"a madr stage writing {target}"):
-            yield from _fresh_output_locked(target, overwrite, resumable)
+        with exclusive_writer(target, f"a madr stage writing {target}") as held:
+            yield from _fresh_output_locked(target, overwrite, resumable, held)
     except Exception as error:
         if not is_disk_full(error):
             raise
@@ -375,7 +376,7 @@ def fresh_output(
 
 
 def _fresh_output_locked(
-    target: str, overwrite: bool, resumable: Callable[[str], bool] | None
+    target: str, overwrite: bool, resumable: Callable[[str], bool] | None, held: HeldObjectLock | None = None
 ) -> Iterator[str]:
     """`fresh_output`, once this process is the only writer of `target` (and so of its staging folder)."""
     if not overwrite and _holds_anything(target):
@@ -399,4 +400,6 @@ def _fresh_output_locked(
             then = "the next run resumes from it" if resumable else "the next run into the folder clears it"
             LOGGER.warning("%s not written; what the failed run wrote is in %s (%s)", target, staging, then)
         raise
+    if held is not None:  # gs://: moved into place only while the lock is still this run's
+        held.check()
     _move_into_place(staging, target)

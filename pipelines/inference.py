@@ -57,9 +57,8 @@ def resolve_precision(precision: str, device: torch.device, runtime: str = "auto
         choice = auto_precision(device)
         if runtime == "onnxruntime" and device.type == "cpu" and choice.precision == "bf16":
             runnable = auto_precision(device, cpu_flags() - BF16_FLAGS)
-            return PrecisionChoice(
-                runnable.precision, f"--runtime onnxruntime, which has no bf16: {runnable.reason}"
-            )
+            reason = runnable.reason.removeprefix("the CPU has no bf16 units; ")
+            return PrecisionChoice(runnable.precision, f"--runtime onnxruntime, which has no bf16: {reason}")
         return choice
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")

@@ -57,13 +57,19 @@ def read_with_generation(path: str, attempts: int = 5) -> tuple[bytes | None, in
 def write_if_generation(path: str, data: bytes, generation: int) -> int:
     """Write `data` if the object's live generation is `generation`; its new generation.
 
-    Raises `PreconditionFailed` when another writer got there first."""
+    Raises `PreconditionFailed` when another writer got there first. The client retries a conditional
+    upload whose response was lost, and the retry then fails the precondition its own first attempt
+    moved: so a 412 over an object holding exactly `data` is this write's success (callers' data carry
+    their writer and time, so another writer's bytes are never the same)."""
     from google.api_core import exceptions
 
     blob = _blob(path)
     try:
         blob.upload_from_string(data, if_generation_match=generation)
     except exceptions.PreconditionFailed as error:
+        found, live = read_with_generation(path)
+        if found == data:
+            return live
         raise PreconditionFailed(f"{path} changed since generation {generation}") from error
     return int(blob.generation)
 

@@ -24,19 +24,25 @@ from pipelines.cluster.probe import VERIFIED_RUNNERS, RunnerRefused, refuse_if_l
 LOCAL_RUNNER_NAMES = frozenset({None, "", "local", "DirectRunner", "FnApiRunner"})
 
 
-# Beam's own DaskRunner, by the names --runner accepts for it: it loses records without an error.
-STOCK_DASK_RUNNERS = frozenset({"DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner"})
+def runner_key(name: str | None) -> str:
+    """A runner name as Beam looks it up: case aside, a class path's last part, a "Runner" suffix
+    dropped ("DaskRunner", "daskrunner" and "apache_beam.runners.dask.dask_runner.DaskRunner" are one)."""
+    return (name or "").rsplit(".", 1)[-1].lower().removesuffix("runner")
+
+
+def _is_madr_dask(name: str | None) -> bool:
+    return (name or "").lower() == "dask"  # `--runner dask`: madr's; any other spelling is Beam's own
 
 
 def refuse_unusable_runner(options: PipelineOptions) -> None:
     """Refuse, before anything runs, a runner known to lose records, or `dask` without dask installed (the
     CLI checks it first of all)."""
     name = options.view_as(StandardOptions).runner
-    if name == "dask" and importlib.util.find_spec("distributed") is None:
+    if _is_madr_dask(name) and importlib.util.find_spec("distributed") is None:
         raise RunnerRefused(
             "--runner dask needs dask.distributed, which is not installed: pip install 'madr[dask]'"
         )
-    if name in STOCK_DASK_RUNNERS:
+    if runner_key(name) == "dask" and not _is_madr_dask(name):
         raise RunnerRefused(
             f"--runner {name} is Beam's own DaskRunner, which loses records without an error (a ParDo's "
             "outputs all reach every consumer, finish_bundle's output and so the last batch and every "
@@ -50,7 +56,7 @@ def resolve_runner(options: PipelineOptions) -> PipelineRunner | str:
     refuse_unusable_runner(options)
     if name in LOCAL_RUNNER_NAMES:
         return FnApiRunner()
-    if name == "dask":
+    if _is_madr_dask(name):
         from pipelines.cluster.dask_runner import DaskRunner
 
         return DaskRunner()
@@ -66,7 +72,10 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     """The pipeline of a stage; on a runner madr has not verified, only once its probe passed
     (`pipelines.cluster.probe`)."""
     runner = resolve_runner(options)
-    if not runs_locally(options) and options.view_as(StandardOptions).runner not in VERIFIED_RUNNERS:
+    if (
+        not runs_locally(options)
+        and runner_key(options.view_as(StandardOptions).runner) not in VERIFIED_RUNNERS
+    ):
         refuse_if_lossy(runner, options)
     return beam.Pipeline(runner=runner, options=options)
 

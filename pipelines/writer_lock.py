@@ -29,6 +29,7 @@ import logging
 import os
 import socket
 import threading
+import uuid
 from collections.abc import Iterator
 
 from apache_beam.io.filesystems import FileSystems
@@ -70,18 +71,19 @@ def _holder(lock: str) -> str:
 
 
 @contextlib.contextmanager
-def exclusive_writer(path: str, what: str) -> Iterator[None]:
-    """Hold the only write lock on `path` (local) for the block; raise `WriterBusy` if another has it.
+def exclusive_writer(path: str, what: str) -> Iterator[HeldObjectLock | None]:
+    """Hold the only write lock on `path` for the block; raise `WriterBusy` if another has it.
 
     `what` says who holds it (e.g. "madr nightly run 2026-11-26"), for the message the next taker gets.
-    A non-local `path` is not locked (see the module's docstring).
+    On gs:// the block gets the lock object's handle (`HeldObjectLock.check` before a final step), else
+    None; other object stores are not locked (see the module's docstring).
     """
     if path.startswith("gs://"):
-        with _object_lock(path, what):
-            yield
+        with _object_lock(path, what) as held:
+            yield held
         return
     if FileSystems.get_scheme(path) is not None:
-        yield
+        yield None
         return
     lock = lock_path(path)
     os.makedirs(os.path.dirname(lock), exist_ok=True)
@@ -110,7 +112,7 @@ def exclusive_writer(path: str, what: str) -> Iterator[None]:
         with contextlib.suppress(OSError):  # who holds it is for messages only: a full disk may refuse it
             os.ftruncate(descriptor, 0)
             os.write(descriptor, json.dumps(record).encode())
-        yield
+        yield None
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(lock)  # before the unlock: a taker that locks the old file sees it is gone
@@ -125,7 +127,8 @@ def object_lock_path(path: str) -> str:
 
 def _lock_record(what: str) -> dict[str, object]:
     now = dt.datetime.now(dt.timezone.utc)
-    record = {"pid": os.getpid(), "host": socket.gethostname(), "what": what}
+    # The nonce makes each holder's bytes its own (`object_store.write_if_generation` relies on it).
+    record = {"pid": os.getpid(), "host": socket.gethostname(), "what": what, "nonce": uuid.uuid4().hex}
     return {**record, "since": now.isoformat(timespec="seconds"), "refreshed": now.timestamp()}
 
 
@@ -151,8 +154,24 @@ class _Refresher(threading.Thread):
                 LOGGER.warning("could not refresh %s: %s", self.lock, error)
 
 
+class HeldObjectLock:
+    """The handle of a held gs:// lock: `check` before a step that must not happen once another writer
+    took the lock over (this process was thought dead: stopped, or cut off, for STALE_LOCK_SECONDS)."""
+
+    def __init__(self, path: str, refresher: _Refresher) -> None:
+        self.path, self._refresher = path, refresher
+
+    def check(self) -> None:
+        _, live = read_with_generation(self._refresher.lock)
+        if self._refresher.lost or live != self._refresher.generation:
+            raise WriterBusy(
+                f"{self.path}: this run's lock {self._refresher.lock} was taken over by another writer "
+                "(this run was thought dead); nothing more is written. Check which run should win, then rerun"
+            )
+
+
 @contextlib.contextmanager
-def _object_lock(path: str, what: str) -> Iterator[None]:
+def _object_lock(path: str, what: str) -> Iterator[HeldObjectLock]:
     lock, record = object_lock_path(path), _lock_record(what)
     data = json.dumps(record).encode()
     try:
@@ -162,7 +181,7 @@ def _object_lock(path: str, what: str) -> Iterator[None]:
     refresher = _Refresher(lock, record, generation)
     refresher.start()
     try:
-        yield
+        yield HeldObjectLock(path, refresher)
     finally:
         refresher.stopped.set()
         refresher.join()

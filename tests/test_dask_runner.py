@@ -203,3 +203,32 @@ def test_a_side_input_read_by_several_transforms_is_computed_once(cluster, tmp_p
     assert len(list(markers.iterdir())) == 1
     for name in ("A", "B", "C"):
         assert sum(len(path.read_text().splitlines()) for path in tmp_path.glob(f"out-{name}*")) == 50
+
+
+class _SetUpOnce(beam.DoFn):
+    """Counts its setups and marks its teardown, in files: a worker keeps it between bundles."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def setup(self) -> None:
+        (Path(self.folder) / f"setup-{uuid.uuid4().hex}").write_text("")
+
+    def process(self, number: int):
+        yield number
+
+    def teardown(self) -> None:
+        (Path(self.folder) / f"teardown-{uuid.uuid4().hex}").write_text("")
+
+
+def test_a_dofn_is_set_up_once_per_worker_thread_and_torn_down_when_the_job_ends(cluster, tmp_path) -> None:
+    """A long-lived cluster (--dask_address) must not keep a finished job's DoFns, and their models."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    pipeline = make_pipeline(PipelineOptions(["--runner", "dask", "--dask_address", cluster]))
+    _ = pipeline | beam.Create(range(40)) | beam.ParDo(_SetUpOnce(str(marks)))
+    pipeline.run().wait_until_finish()
+    setups = [p for p in marks.iterdir() if p.name.startswith("setup-")]
+    teardowns = [p for p in marks.iterdir() if p.name.startswith("teardown-")]
+    assert 1 <= len(setups) <= 2  # at most one per worker thread, whatever the number of bundles
+    assert len(teardowns) == len(setups)

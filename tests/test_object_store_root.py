@@ -19,7 +19,7 @@ import pytest
 from pipelines import writer_lock
 from pipelines.nightly import latest
 from pipelines.nightly.latest import LatestChanged, publish_latest
-from pipelines.object_store import read_with_generation, write_if_generation
+from pipelines.object_store import PreconditionFailed, read_with_generation, write_if_generation
 from pipelines.writer_lock import WriterBusy, exclusive_writer, object_lock_path
 from tests.gcs_emulator import GcsEmulator, pointed_at, running_emulator
 
@@ -151,3 +151,25 @@ def test_the_holder_refreshes_its_lock_and_a_hand_written_stale_one_is_taken(gcs
     write_if_generation(lock, json.dumps(an_hour_ago).encode(), 0)
     with exclusive_writer(path, "today's run"):
         assert json.loads(read_with_generation(lock)[0])["what"] == "today's run"
+
+
+def test_a_retried_write_that_already_landed_is_its_own_success_not_a_conflict(gcs) -> None:
+    """The client retries a conditional upload whose response was lost; the retry then fails the
+    precondition its first attempt moved. Same bytes there: success, with their generation."""
+    path = f"gs://{BUCKET}/retried/LATEST"
+    first = write_if_generation(path, b"run a", 0)
+    assert write_if_generation(path, b"run a", 0) == first
+    with pytest.raises(PreconditionFailed):
+        write_if_generation(path, b"run b", 0)
+
+
+def test_a_holder_whose_lock_was_taken_over_is_stopped_before_its_final_step(gcs) -> None:
+    path = f"gs://{BUCKET}/taken/LATEST"
+    lock = object_lock_path(path)
+    with exclusive_writer(path, "a run thought dead") as held:
+        held.check()  # still ours
+        _, generation = read_with_generation(lock)
+        write_if_generation(lock, b'{"what": "the run that took over"}', generation)
+        with pytest.raises(WriterBusy, match="was taken over by another writer"):
+            held.check()
+    assert json.loads(read_with_generation(lock)[0])["what"] == "the run that took over"  # not deleted

@@ -53,7 +53,9 @@ def test_a_stage_whose_files_hold_fewer_rows_than_it_counted_is_not_published(tm
     assert (tmp_path / MANIFEST_FILE).exists()
 
 
-@pytest.mark.parametrize("name", ["DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner"])
+@pytest.mark.parametrize(
+    "name", ["DaskRunner", "daskrunner", "apache_beam.runners.dask.dask_runner.DaskRunner"]
+)
 def test_beams_own_dask_runner_is_refused_by_name_with_the_reason(name: str) -> None:
     with pytest.raises(RunnerRefused, match=r"loses records without an error.*--runner dask"):
         make_pipeline(PipelineOptions(["--runner", name]))

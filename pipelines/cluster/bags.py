@@ -13,6 +13,7 @@ encoding (Python's own `hash` of a string differs between worker processes).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import threading
@@ -77,24 +78,31 @@ class BundleWork:
     token: str = field(default_factory=lambda: uuid.uuid4().hex)  # this ParDo in this job
 
 
-def _set_up_dofn(work: BundleWork) -> tuple[Any, bool]:
-    """(fn, args, kwargs, windowing) of `work`, and whether its DoFn is new (its setup not yet run).
+def _kept_dofns() -> dict[tuple[str, int], Any] | None:
+    """This dask worker's set-up DoFns by (ParDo token, thread), or None outside a worker.
 
-    In a dask worker the DoFn is kept for the worker thread's next bundles, set up once, as Beam's SDK
-    harness keeps its bundle processors: set up per bundle, a DoFn that loads a model (RunInference)
-    loaded it again for every bundle, and the embed stage ran at 0.39x the local runner."""
+    A DoFn is kept for the worker thread's next bundles, set up once, as Beam's SDK harness keeps its
+    bundle processors (a DoFn that loads a model in setup would otherwise load it for every bundle);
+    `drop_dofns` tears a job's down when it ends."""
     try:
         from distributed import get_worker
 
         worker = get_worker()
-    except (ImportError, ValueError):  # not in a dask worker: nothing outlives the bundle
-        return pickler.loads(work.payload), True
-    kept: dict[tuple[str, int], Any] = worker.__dict__.setdefault("madr_dofns", {})
-    key = (work.token, threading.get_ident())
-    if key in kept:
-        return kept[key], False
-    kept[key] = pickler.loads(work.payload)
-    return kept[key], True
+    except (ImportError, ValueError):
+        return None
+    return worker.__dict__.setdefault("madr_dofns", {})
+
+
+def drop_dofns(tokens: list[str], dask_worker: Any = None) -> int:
+    """Tear down and forget a finished job's DoFns on one worker (`Client.run`); how many."""
+    kept = dask_worker.__dict__.get("madr_dofns", {}) if dask_worker is not None else {}
+    dropped = 0
+    for key in [key for key in kept if key[0] in set(tokens)]:
+        fn = kept.pop(key)[0]
+        with contextlib.suppress(Exception):  # teardown is best effort, as in Beam
+            fn.teardown()
+        dropped += 1
+    return dropped
 
 
 def run_bundle(elements: list[WindowedValue], work: BundleWork, *side_values: list) -> list[tuple]:
@@ -104,7 +112,9 @@ def run_bundle(elements: list[WindowedValue], work: BundleWork, *side_values: li
     otherwise open (and write) an empty file for it."""
     if not elements:
         return []
-    (fn, args, kwargs, windowing), new = _set_up_dofn(work)
+    kept, key = _kept_dofns(), (work.token, threading.get_ident())
+    new = kept is None or key not in kept
+    fn, args, kwargs, windowing = pickler.loads(work.payload) if new else kept[key]
     outputs: list[tuple[str | None, Any]] = []
     side_inputs = [
         SideInputMap(view, options, values)
@@ -127,10 +137,14 @@ def run_bundle(elements: list[WindowedValue], work: BundleWork, *side_values: li
             )
             if new:
                 runner.setup()
+                if kept is not None:  # kept only once its setup succeeded
+                    kept[key] = (fn, args, kwargs, windowing)
             runner.start()
             for element in elements:
                 runner.process(element)
             runner.finish()  # after it, not before: finish_bundle's outputs belong to the bundle
+            if kept is None:  # not in a worker: nothing outlives the bundle
+                runner.teardown()
     finally:
         statesampler.set_current_tracker(None)
     outputs.append((METRICS_TAG, container.get_cumulative()))
@@ -202,6 +216,7 @@ class BagGraph(PipelineVisitor):
         self.bags: dict[PCollection, db.Bag] = {}
         self.read: set[PCollection] = set()
         self.metrics: list[db.Bag] = []
+        self.tokens: list[str] = []  # each ParDo's, for `drop_dofns` when the job ends
 
     def visit_transform(self, applied: AppliedPTransform) -> None:
         transform = applied.transform
@@ -251,14 +266,17 @@ class BagGraph(PipelineVisitor):
             pickler.dumps((transform.fn, transform.args, transform.kwargs, windowing)),
             tuple((type(view), view._view_options()) for view in applied.side_inputs),
         )
+        self.tokens.append(work.token)
         if main.npartitions < SPLIT_UP_TO * self.parallelism:
             # A bundle is one partition, run by one worker thread. The embed stage's plan fans one element
             # out to the whole catalog, so every product sat in one partition and one worker encoded all of
             # them (0.36x the local runner on 2 workers). Any split of a bundle's elements is a valid
             # bundling (dask's graph is fixed before it runs, so this is no dynamic rebalancing): each
-            # partition is cut in `parallelism` pieces, until there are SPLIT_UP_TO per worker thread.
-            wanted = min(SPLIT_UP_TO * self.parallelism, main.npartitions * self.parallelism)
-            main = main.repartition(npartitions=wanted)
+            # partition is cut in k equal pieces (a multiple of the count: dask would put the remainder
+            # in the last), up to `parallelism` pieces and SPLIT_UP_TO partitions per worker thread.
+            pieces = min(self.parallelism, -(-SPLIT_UP_TO * self.parallelism // main.npartitions))
+            if pieces > 1:
+                main = main.repartition(npartitions=main.npartitions * pieces)
         # Each side input once, inside the job's graph: one task (a pure key: every reader shares it)
         # over the bag's own partition keys. `dask.delayed(list)(bag)` optimised the bag into new keys per
         # reader, so a sink's InitializeWrite ran once per reader, each with its own temporary folder,

@@ -13,6 +13,7 @@ to a dask Bag (`pipelines.cluster.bags`), every branch computed, counters gather
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import defaultdict
 from typing import Any
@@ -62,10 +63,12 @@ class CollectedMetrics(MetricResults):
 class DaskPipelineResult(PipelineResult):
     """A job on the cluster: `wait_until_finish` raises the first task's error after cancelling the rest."""
 
-    def __init__(self, client: Any, cluster: Any, futures: list[Any], metric_outputs: int) -> None:
+    def __init__(
+        self, client: Any, cluster: Any, futures: list[Any], metric_outputs: int, tokens: list[str]
+    ) -> None:
         super().__init__(PipelineState.RUNNING)
         self._client, self._cluster, self._futures = client, cluster, futures
-        self._metric_outputs = metric_outputs
+        self._metric_outputs, self._tokens = metric_outputs, tokens
         self._metrics = CollectedMetrics([])
 
     def wait_until_finish(self, duration: int | None = None) -> str:
@@ -79,10 +82,14 @@ class DaskPipelineResult(PipelineResult):
             timeout = None if duration is None else duration / 1000
             for future, result in as_completed(self._futures, timeout=timeout, with_results=True):
                 results[position[future.key]] = result
+        except TimeoutError:
+            return self._state  # still running: Beam's contract for a wait with a duration
         except BaseException:
-            self._client.cancel(self._futures)
             self._state = PipelineState.FAILED
-            self._close()
+            try:
+                self._client.cancel(self._futures)
+            finally:
+                self._close()
             raise
         first_metrics = len(self._futures) - self._metric_outputs
         batches = [results[i] for i in range(first_metrics, len(self._futures))]
@@ -101,6 +108,11 @@ class DaskPipelineResult(PipelineResult):
         return self._metrics
 
     def _close(self) -> None:
+        from pipelines.cluster.bags import drop_dofns
+
+        # The job's DoFns (and the models they loaded) leave the workers: a long-lived cluster keeps none.
+        with contextlib.suppress(Exception):
+            self._client.run(drop_dofns, self._tokens)
         self._client.close()
         if self._cluster is not None:  # started for this job
             self._cluster.close()
@@ -149,7 +161,7 @@ class DaskRunner(PipelineRunner):
             if cluster is not None:
                 cluster.close()
             raise
-        return DaskPipelineResult(client, cluster, futures, len(graph.metrics))
+        return DaskPipelineResult(client, cluster, futures, len(graph.metrics), graph.tokens)
 
 
 __all__ = ["RUNNER_NAME", "CollectedMetrics", "DaskPipelineResult", "DaskRunner"]

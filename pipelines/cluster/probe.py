@@ -27,9 +27,8 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
 LOGGER = logging.getLogger(__name__)
-VERIFIED_RUNNERS = frozenset(
-    {"dask", "DataflowRunner", "PortableRunner", "FlinkRunner", "SparkRunner", "PrismRunner"}
-)
+# As `pipelines.runner.runner_key` spells them (lower case, no "Runner" suffix).
+VERIFIED_RUNNERS = frozenset({"dask", "dataflow", "portable", "flink", "spark", "prism"})
 PROBE_VALUES = 7
 # What each branch must count: 4 evens through a batch of 3 and a last one of 1, 3 odds counted in
 # finish_bundle, all 7 written by the sink and counted by a counter.

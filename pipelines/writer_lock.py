@@ -67,7 +67,14 @@ def _holder(lock: str) -> str:
             found = json.loads(handle.read() or "{}")
     except (OSError, ValueError):
         return "another process"
-    return f"pid {found.get('pid')} on {found.get('host')} since {found.get('since')} ({found.get('what')})"
+    return _described(found)
+
+
+def _described(holder: dict[str, object]) -> str:
+    """Who holds a lock, from its record (a local lock file's or a gs:// lock object's)."""
+    return (
+        f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('since')} ({holder.get('what')})"
+    )
 
 
 @contextlib.contextmanager
@@ -202,14 +209,10 @@ def _take_over_if_stale(path: str, lock: str, data: bytes) -> int:
     except (ValueError, KeyError, TypeError):
         holder, age = {}, float("inf")  # unreadable: no live writer wrote it
     if age < STALE_LOCK_SECONDS:
-        who = (
-            f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('since')} "
-            f"({holder.get('what')})"
-        )
         raise WriterBusy(
-            f"{path} is being written by {who}, which holds {lock} (refreshed {age:.0f} s ago); wait for it "
-            f"to finish, or, if that run was killed, rerun in {STALE_LOCK_SECONDS - age:.0f} s, when its "
-            "lock is stale and is taken over"
+            f"{path} is being written by {_described(holder)}, which holds {lock} (refreshed {age:.0f} s "
+            f"ago); wait for it to finish, or, if that run was killed, rerun in "
+            f"{STALE_LOCK_SECONDS - age:.0f} s, when its lock is stale and is taken over"
         )
     LOGGER.warning("taking over %s: its holder %s stopped refreshing it %.0f s ago", lock, holder, age)
     try:

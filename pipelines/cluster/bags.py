@@ -28,7 +28,7 @@ import dask.bag as db
 from apache_beam import coders, typehints
 from apache_beam.internal import pickler
 from apache_beam.io.iobase import SourceBundle
-from apache_beam.metrics.execution import MetricsContainer, MetricUpdates
+from apache_beam.metrics.execution import MetricsContainer
 from apache_beam.pipeline import AppliedPTransform, PipelineVisitor
 from apache_beam.pvalue import PCollection
 from apache_beam.runners.common import DoFnRunner, DoFnSignature, DoFnState, Receiver
@@ -159,7 +159,7 @@ def _second(pair: tuple) -> Any:
     return pair[1]
 
 
-def _concatenated(partitions: list[list[Any]]) -> list[Any]:
+def concatenated(partitions: list[list[Any]]) -> list[Any]:
     return [value for partition in partitions for value in partition]
 
 
@@ -282,7 +282,7 @@ class BagGraph(PipelineVisitor):
         # reader, so a sink's InitializeWrite ran once per reader, each with its own temporary folder,
         # and a finalize ran twice, the second deleting the first's files (4,000 rows written, 0 kept).
         sides = [
-            dask.delayed(_concatenated, pure=True)(self.bags[view.pvalue].to_delayed(optimize_graph=False))
+            dask.delayed(concatenated, pure=True)(self.bags[view.pvalue].to_delayed(optimize_graph=False))
             for view in applied.side_inputs
         ]
         bundles = main.map_partitions(run_bundle, work, *sides)
@@ -293,8 +293,3 @@ class BagGraph(PipelineVisitor):
     def targets(self) -> list[Any]:
         unread = [bag for pcoll, bag in self.bags.items() if pcoll not in self.read]
         return [bag.count() for bag in unread] + self.metrics
-
-
-def merged_updates(batches: Iterable[list[MetricUpdates]]) -> list[MetricUpdates]:
-    """Every bundle's metric updates, flattened (`pipelines.cluster.dask_runner.CollectedMetrics` sums)."""
-    return [update for batch in batches for update in batch]

@@ -74,6 +74,8 @@ class DaskPipelineResult(PipelineResult):
     def wait_until_finish(self, duration: int | None = None) -> str:
         from distributed import as_completed
 
+        from pipelines.cluster.bags import concatenated
+
         if self._state != PipelineState.RUNNING:
             return self._state
         results: dict[int, Any] = {}
@@ -93,7 +95,7 @@ class DaskPipelineResult(PipelineResult):
             raise
         first_metrics = len(self._futures) - self._metric_outputs
         batches = [results[i] for i in range(first_metrics, len(self._futures))]
-        self._metrics = CollectedMetrics([update for batch in batches for update in batch])
+        self._metrics = CollectedMetrics(concatenated(batches))
         self._state = PipelineState.DONE
         self._close()
         return self._state

@@ -45,22 +45,24 @@ def _objects(root: str) -> list[str]:
 
 
 def _published_whole(root: str) -> bool:
+    """LATEST parses and names a run whose folder has its run manifest and finished embeddings."""
+    run_id = _latest_run(root)
+    names = set(_objects(root))
+    return (
+        run_id is not None
+        and {f"{root}/{run_id}/manifest.json", f"{root}/{run_id}/embeddings/manifest.json"} <= names
+    )
+
+
+def _latest_run(root: str) -> str | None:
+    """The run LATEST names; None when there is none or it does not parse."""
     from pipelines.object_store import read_with_generation
 
     data, _ = read_with_generation(f"{root}/LATEST")
     try:
-        run_id = json.loads(data or b"")["run_id"]
+        return str(json.loads(data or b"")["run_id"])
     except (ValueError, KeyError, TypeError):
-        return False
-    names = set(_objects(root))
-    return {f"{root}/{run_id}/manifest.json", f"{root}/{run_id}/embeddings/manifest.json"} <= names
-
-
-def _latest_run(root: str) -> str | None:
-    from pipelines.object_store import read_with_generation
-
-    data, _ = read_with_generation(f"{root}/LATEST")
-    return None if data is None else json.loads(data).get("run_id")
+        return None
 
 
 def _sorted_vectors(folder: str) -> np.ndarray:

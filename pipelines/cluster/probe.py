@@ -20,11 +20,12 @@ from collections.abc import Iterator
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions
 from apache_beam.runners.runner import PipelineRunner
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
+
+from pipelines.artifacts import counter_value
 
 LOGGER = logging.getLogger(__name__)
 # As `pipelines.runner.runner_key` spells them (lower case, no "Runner" suffix).
@@ -102,10 +103,7 @@ def probe_counts(runner: PipelineRunner | str, options: PipelineOptions) -> dict
     result = pipeline.run()
     result.wait_until_finish()
     try:
-        counter = sum(
-            c.committed or c.attempted or 0
-            for c in result.metrics().query(MetricsFilter().with_name("probe_values"))["counters"]
-        )
+        counter: int | None = counter_value(result, "probe_values")  # as every stage reads its counters
     except NotImplementedError:
         counter = None
     try:

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     judged = judgments_in(str(data / "judgments.parquet"), corpus)
     queries = {q: t for q, t in split_queries(str(data / "queries.parquet"), "test").items() if q in judged}
     metrics, rule = parse_metrics(METRICS), RelevanceRule()
-    found = Bm25Index(ids, texts, Bm25Settings()).search(list(queries.values()), len(ids))
+    found = Bm25Index.from_texts(ids, texts, Bm25Settings()).search(list(queries.values()), len(ids))
     lexical = {q: ranking.rows for q, ranking in zip(queries, found, strict=True)}
     model = run_rankings(str(evaluation), corpus)
     zero = run_rankings(str(evaluation / "zero_shot" / "eval"), corpus)

@@ -1,33 +1,25 @@
-"""BM25 over a catalog's text, and reciprocal rank fusion: lexical retrieval beside the dense index.
+"""BM25 beside the dense index, and reciprocal rank fusion: the ranking a search server gets.
 
-A team that skips madr has two cheap options: BM25 (bm25s, Lucene's scoring) over the product text,
-and BM25 fused with the backbone used zero-shot by reciprocal rank (Cormack, Clarke & Büttcher,
-SIGIR 2009: score = Σ 1 / (k + rank), k = 60). The evaluation reports both beside the zero-shot row
-(`pipelines.evaluate.lexical`). Fused with an adapted model's own ranking, BM25 puts madr ahead of
-both on catalogs it never saw (docs/RESULTS.md), so an index artifact can carry a `Bm25Index` over
-the same products (`ScannIndex.with_lexical`), saved as bm25s' own JSON and .npy files (no pickle).
-
-Tokens are lower-cased words with English stop words removed and Snowball's English stemmer applied
-(PyStemmer); catalogs in other languages are stemmed the same way, as a one-analyzer Elasticsearch
-index would. BM25 returns only products that share a term with the query, as Lucene does, so its
-ranking can be shorter than the depth asked for.
+A team that skips madr has two cheap options: BM25 over the product text, and BM25 fused with the
+backbone used zero-shot by reciprocal rank (Cormack, Clarke & Büttcher, SIGIR 2009: score = Σ 1 / (k +
+rank), k = 60). The evaluation reports both beside the zero-shot row (`pipelines.evaluate.lexical`).
+Fused with an adapted model's own ranking, BM25 puts madr ahead of both on catalogs it never saw
+(docs/RESULTS.md), so an index artifact carries a `Bm25Index` (`index_builder.bm25`) in each of its
+shards (`ScannIndex.with_lexical`), scored with the whole catalog's statistics: `ShardedBm25` merges the
+shards' BM25 rankings by score into the catalog's, and `hybrid_search` fuses it with the dense ranking.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-import bm25s
 import numpy as np
-import Stemmer
 
 from index_builder.artifact import REBUILD_HINT, IndexArtifactError, IndexManifest, copy_verified_files
+from index_builder.bm25 import EMPTY_RANKING, Bm25Index, Bm25Settings, Ranking
 from index_builder.searcher import SearchResult, make_result
 
 
@@ -40,114 +32,70 @@ class DenseIndex(Protocol):
     def search(self, queries: np.ndarray, k: int) -> SearchResult: ...
 
 
+class LexicalIndex(Protocol):
+    """What `hybrid_search` needs of BM25: the products in corpus row order, and each query's ranking."""
+
+    @property
+    def product_ids(self) -> list[str]: ...
+
+    def search(self, queries: Sequence[str], depth: int) -> list[Ranking]: ...
+
+
 RRF_K = 60  # Cormack et al. 2009; Elasticsearch's and OpenSearch's default rank_constant
-SETTINGS_FILE = "bm25.json"
 
 
-@dataclass(frozen=True)
-class Ranking:
-    """One query's ranking: corpus rows best first, and their scores."""
+class ShardedBm25:
+    """The BM25 indexes of a partitioned index's shards searched as one: each shard's ranking (its rows
+    moved by the shard's offset), merged by score, ties by global row, as one index over the catalog
+    would rank them (the shards score with the catalog's statistics, `index_builder.bm25`)."""
 
-    rows: np.ndarray
-    scores: np.ndarray
-
-
-@dataclass(frozen=True)
-class Bm25Settings:
-    """Lucene's BM25 parameters and the analyzer; the defaults are Elasticsearch's."""
-
-    k1: float = 1.2
-    b: float = 0.75
-    stemmer: str = "english"  # a Snowball language PyStemmer knows, or "" for none
-    stopwords: str = "en"  # bm25s' list, or "" for none
-
-    def __post_init__(self) -> None:
-        if self.k1 < 0 or not 0 <= self.b <= 1:
-            raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={self.k1}, b={self.b}")
-        if self.stemmer and self.stemmer not in Stemmer.algorithms():
-            raise ValueError(f"unknown stemmer {self.stemmer!r}; PyStemmer knows {Stemmer.algorithms()}")
-
-    def describe(self) -> str:
-        analyzer = f"Snowball {self.stemmer} stemmer" if self.stemmer else "no stemmer"
-        return f"BM25 (bm25s, Lucene scoring, k1 {self.k1:g}, b {self.b:g}, {analyzer})"
-
-
-def _stemmer_of(settings: Bm25Settings) -> Stemmer.Stemmer | None:
-    return Stemmer.Stemmer(settings.stemmer) if settings.stemmer else None
-
-
-class Bm25Index:
-    """BM25 over ``texts`` (one per product id); `search` gives each query's matching rows, best first."""
-
-    def __init__(self, product_ids: Sequence[str], texts: Sequence[str], settings: Bm25Settings) -> None:
-        if len(product_ids) != len(texts):
-            raise ValueError(f"{len(product_ids)} product ids for {len(texts)} texts")
-        if not product_ids:
-            raise ValueError("BM25 needs at least one product")
-        if not any(text.strip() for text in texts):
-            raise ValueError("BM25 needs text: every product's text is empty")
-        self.settings = settings
-        self.product_ids = list(product_ids)
-        self._stemmer = _stemmer_of(settings)
-        self._retriever = bm25s.BM25(k1=settings.k1, b=settings.b, method="lucene")
-        self._retriever.index(self._tokens(texts), show_progress=False)
-
-    def _tokens(self, texts: Sequence[str]) -> list[list[str]]:
-        return bm25s.tokenize(
-            list(texts),
-            stopwords=self.settings.stopwords or None,
-            stemmer=self._stemmer,
-            return_ids=False,
-            show_progress=False,
-        )
+    def __init__(self, shards: Sequence[Bm25Index], offsets: Sequence[int]) -> None:
+        if len(shards) != len(offsets) or not shards:
+            raise ValueError(f"{len(shards)} BM25 shards for {len(offsets)} offsets")
+        languages = {shard.query_language for shard in shards}
+        if len(languages) != 1:
+            raise ValueError(f"the shards analyze queries in different languages: {sorted(languages)}")
+        if any(shard.statistics != shards[0].statistics for shard in shards):
+            raise ValueError("the shards' BM25 were scored with different catalog statistics")
+        self.shards = tuple(shards)
+        self.offsets = tuple(offsets)
+        self.settings = shards[0].settings
+        self.query_language = shards[0].query_language
+        self.product_ids = [pid for shard in shards for pid in shard.product_ids]
 
     def __len__(self) -> int:
         return len(self.product_ids)
 
-    def save(self, directory: str | Path) -> None:
-        """bm25s' sparse score matrix and vocabulary (JSON and .npy), and the settings beside them."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        self._retriever.save(str(directory), allow_pickle=False)
-        document = {"settings": dataclasses.asdict(self.settings), "count": len(self.product_ids)}
-        (directory / SETTINGS_FILE).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    def search(self, queries: Sequence[str], depth: int) -> list[Ranking]:
+        words = self.shards[0].query_words(queries)  # one analysis: every shard analyzes queries alike
+        return [
+            merge_rankings([s.rank(w, depth) for s in self.shards], self.offsets, self.product_ids, depth)
+            for w in words
+        ]
 
-    @classmethod
-    def load(cls, directory: str | Path, product_ids: Sequence[str]) -> Bm25Index:
-        """The index `save` wrote, over `product_ids` in the order it was built with (checked by count)."""
-        directory = Path(directory)
-        document = json.loads((directory / SETTINGS_FILE).read_text(encoding="utf-8"))
-        if document["count"] != len(product_ids):
-            raise ValueError(
-                f"{directory} indexes {document['count']} products, but {len(product_ids)} ids were given"
-            )
-        index = cls.__new__(cls)
-        index.settings = Bm25Settings(**document["settings"])
-        index.product_ids = list(product_ids)
-        index._stemmer = _stemmer_of(index.settings)
-        index._retriever = bm25s.BM25.load(str(directory), allow_pickle=False)
-        return index
 
-    def search(self, queries: Sequence[str], depth: int, batch_size: int = 256) -> list[Ranking]:
-        """Each query's matching products (rows of ``product_ids``), best first, at most ``depth``."""
-        if depth < 1:
-            raise ValueError(f"depth must be >= 1, got {depth}")
-        depth = min(depth, len(self.product_ids))
-        tokens = self._tokens(queries)
-        empty = Ranking(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32))
-        rankings = [empty] * len(queries)
-        # bm25s refuses a query with no token the index knows: such a query simply matches nothing.
-        vocabulary = self._retriever.vocab_dict
-        known = [i for i, query in enumerate(tokens) if any(token in vocabulary for token in query)]
-        for start in range(0, len(known), batch_size):  # a batch's (queries x depth) matrices stay small
-            chunk = known[start : start + batch_size]
-            rows, scores = self._retriever.retrieve(
-                [tokens[i] for i in chunk], k=depth, show_progress=False, n_threads=1
-            )
-            for i, row, row_scores in zip(chunk, np.asarray(rows), np.asarray(scores), strict=True):
-                matched = row_scores > 0
-                rankings[i] = Ranking(row[matched].astype(np.int64), row_scores[matched].astype(np.float32))
-        return rankings
+def merge_rankings(
+    rankings: Sequence[Ranking], offsets: Sequence[int], product_ids: Sequence[str], depth: int
+) -> Ranking:
+    """Shards' rankings (each best first, ties by product id) as one: rows moved by their shard's offset,
+    best score first, ties by product id (`product_ids` in global row order), cut at `depth`."""
+    found = [(r.rows + o, r.scores) for r, o in zip(rankings, offsets, strict=True) if len(r.rows)]
+    if not found:
+        return EMPTY_RANKING
+    rows = np.concatenate([found_rows for found_rows, _ in found])
+    scores = np.concatenate([found_scores for _, found_scores in found])
+    order = np.argsort(-scores, kind="stable")
+    rows, scores = rows[order], scores[order]
+    # Equal scores from different shards: each run of ties that starts above the cut is ordered by id.
+    cut = min(depth, len(rows))
+    starts = np.flatnonzero(np.r_[True, scores[1:] != scores[:-1]])
+    lengths = np.diff(np.r_[starts, len(rows)])
+    for start, length in zip(starts[lengths > 1], lengths[lengths > 1], strict=True):
+        if start >= cut:
+            break
+        tied = rows[start : start + length].tolist()
+        rows[start : start + length] = sorted(tied, key=lambda row: product_ids[row])
+    return Ranking(rows[:cut], scores[:cut])
 
 
 def reciprocal_rank_fusion(rankings: Sequence[np.ndarray], depth: int, k: int = RRF_K) -> Ranking:
@@ -188,7 +136,7 @@ def load_lexical(directory: Path, manifest: IndexManifest, ids: Sequence[str]) -
 
 
 def hybrid_search(
-    index: DenseIndex, lexical: Bm25Index | None, queries: np.ndarray, texts: Sequence[str], k: int
+    index: DenseIndex, lexical: LexicalIndex | None, queries: np.ndarray, texts: Sequence[str], k: int
 ) -> SearchResult:
     """`index`'s ranking (at least `FUSION_DEPTH` deep) fused with BM25's for each query's text by
     reciprocal rank (k 60): the top min(k, n) rows, scored by the fused score."""
@@ -216,8 +164,11 @@ __all__ = [
     "RRF_K",
     "Bm25Index",
     "Bm25Settings",
+    "LexicalIndex",
     "Ranking",
+    "ShardedBm25",
     "hybrid_search",
     "load_lexical",
+    "merge_rankings",
     "reciprocal_rank_fusion",
 ]

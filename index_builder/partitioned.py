@@ -35,7 +35,7 @@ import numpy as np
 from index_builder.artifact import FORMAT_NAME as SINGLE_FORMAT
 from index_builder.artifact import REBUILD_HINT, IndexArtifactError, file_entry
 from index_builder.inverted import INVERTED_FORMAT, InvertedIndex
-from index_builder.lexical import Bm25Index, hybrid_search
+from index_builder.lexical import LexicalIndex, ShardedBm25, hybrid_search
 from index_builder.scann_index import ScannIndex
 from index_builder.searcher import (
     CorpusRows,
@@ -220,6 +220,20 @@ class PartitionedIndex(CorpusRows):
         self._offsets = np.cumsum([0] + [s.size for s in shards[:-1]]).tolist()
         self._ids = np.asarray([pid for shard in shards for pid in shard.ids], dtype=object)
         self._manifest = manifest
+        lexical = [shard.lexical for shard in shards]
+        if any(found is None for found in lexical) and any(found is not None for found in lexical):
+            raise IndexArtifactError(
+                f"only some shards carry BM25 ({sum(f is not None for f in lexical)} of {len(shards)}); "
+                f"{REBUILD_HINT}"
+            )
+        self._lexical: LexicalIndex | None = None
+        if len(shards) == 1:
+            self._lexical = lexical[0]
+        elif lexical[0] is not None:
+            try:
+                self._lexical = ShardedBm25([found for found in lexical if found is not None], self._offsets)
+            except ValueError as err:
+                raise IndexArtifactError(f"{err}: shards of different builds; {REBUILD_HINT}") from err
 
     @classmethod
     def load(cls, directory: str | Path) -> PartitionedIndex:
@@ -269,15 +283,15 @@ class PartitionedIndex(CorpusRows):
         return len(self._ids)
 
     @property
-    def lexical(self) -> Bm25Index | None:
-        """The BM25 index of a one-shard index built with the catalog (`madr build-index --products`); None
-        for more shards (one BM25 over all shards needs the whole catalog's term statistics), where
-        `madr search` ranks by the dense vectors alone."""
-        return self._shards[0].lexical if len(self._shards) == 1 else None
+    def lexical(self) -> LexicalIndex | None:
+        """BM25 over the whole catalog (`madr build-index --products`, the nightly's default): one shard's
+        own, or every shard's searched as one (`ShardedBm25`: scored with the catalog's statistics, so
+        the rankings merge by score); None when the index was built without it."""
+        return self._lexical
 
     def search_hybrid(self, queries: np.ndarray, texts: Sequence[str], k: int) -> SearchResult:
         """The dense ranking fused with BM25's by reciprocal rank (`index_builder.lexical.hybrid_search`):
-        a one-shard index's rows are its shard's, so the BM25 rows fuse with them."""
+        both rank the global rows (shard offset + local row)."""
         return hybrid_search(self, self.lexical, queries, texts, k)
 
     def __repr__(self) -> str:

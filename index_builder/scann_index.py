@@ -36,9 +36,10 @@ from index_builder.artifact import (
     write_ids,
     write_manifest,
 )
+from index_builder.bm25 import Bm25Index
 from index_builder.config import ScannIndexConfig
 from index_builder.exact import ExactSearcher
-from index_builder.lexical import LEXICAL_DIR, Bm25Index, hybrid_search, load_lexical
+from index_builder.lexical import LEXICAL_DIR, hybrid_search, load_lexical
 from index_builder.scann_assets import (
     available_cores,
     exact_searcher,
@@ -370,6 +371,9 @@ class ScannIndex(CorpusRows):
         if self._lexical is not None:
             self._lexical.save(directory / LEXICAL_DIR)
             extra["lexical"] = self._lexical.settings.describe()
+            # The catalog's statistics it was scored with and the queries' language: the same in every shard.
+            extra["lexical_statistics"] = self._lexical.statistics
+            extra["lexical_query_language"] = self._lexical.query_language
         manifest = IndexManifest(
             model_id=model_id,
             model_version=model_version,

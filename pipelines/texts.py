@@ -1,10 +1,9 @@
-"""The texts commands read from files: queries, and the text the model reads of each product.
+"""The query texts commands read from files.
 
 Queries come from a queries Parquet (query_id, text[, split]) or a text file, one a line: `madr search
 --queries` searches them; `madr build-index --tuning_queries` encodes them to tune the index on queries
 like the ones it will serve (a dataset's test split left out, so an evaluation of the index on it is not
-tuned on its own queries). Product texts (`document_text`) are what BM25 indexes, in the evaluation's
-lexical rows and in an index artifact.
+tuned on its own queries). What BM25 reads of a product is `pipelines.index.lexical_build`'s.
 """
 
 from __future__ import annotations
@@ -12,8 +11,6 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from model.text import document_text
-from pipelines.artifacts import parquet_rows
 from pipelines.inference import TextToEncode
 
 
@@ -44,14 +41,4 @@ def read_query_texts(
     return queries[:limit] if limit is not None else queries
 
 
-def product_texts(products: str, wanted: set[str] | None = None) -> dict[str, str]:
-    """product id -> the text the model reads of it (`document_text`), for every product of `products`
-    with a title (of `wanted` ones only, when given), in catalog order."""
-    return {
-        str(row["product_id"]): document_text(row)
-        for row in parquet_rows(products, ["product_id", "title", "bullet_points", "description"])
-        if row.get("product_id") and row.get("title") and (wanted is None or row["product_id"] in wanted)
-    }
-
-
-__all__ = ["product_texts", "read_query_texts"]
+__all__ = ["read_query_texts"]

@@ -14,10 +14,11 @@ import pytest
 
 from evaluation import paired_t_test
 from index_builder import IndexArtifactError, ScannIndex, ScannIndexBuilder
-from index_builder.lexical import Bm25Index, Bm25Settings, reciprocal_rank_fusion
+from index_builder.bm25 import Bm25Index, Bm25Settings
+from index_builder.lexical import reciprocal_rank_fusion
 from tests.conftest import STORE_ITEMS, embed_and_evaluate, write_judged_store
 
-PLAIN = Bm25Settings(stemmer="", stopwords="")
+PLAIN = Bm25Settings(language="none")
 
 
 def _lucene_bm25(docs: list[list[str]], query: list[str], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
@@ -38,7 +39,7 @@ def _lucene_bm25(docs: list[list[str]], query: list[str], k1: float = 1.2, b: fl
 
 def test_bm25_scores_are_lucenes_formula_and_only_matches_are_ranked() -> None:
     texts = ["red wool socks", "red red running shoes for trail", "blue wool blanket", "desk lamp brass"]
-    index = Bm25Index([f"p{i}" for i in range(4)], texts, PLAIN)
+    index = Bm25Index.from_texts([f"p{i}" for i in range(4)], texts, PLAIN)
     [ranking] = index.search(["red wool"], depth=10)
     expected = _lucene_bm25([t.split() for t in texts], ["red", "wool"])
     assert list(ranking.rows) == [0, 1, 2]  # the lamp shares no term: not ranked at all
@@ -47,11 +48,11 @@ def test_bm25_scores_are_lucenes_formula_and_only_matches_are_ranked() -> None:
 
 
 def test_bm25_stems_english_and_a_query_with_no_known_term_matches_nothing() -> None:
-    index = Bm25Index(["a", "b"], ["Running shoe", "Wool blanket"], Bm25Settings())
+    index = Bm25Index.from_texts(["a", "b"], ["Running shoe", "Wool blanket"], Bm25Settings())
     assert list(index.search(["the runners shoes"], depth=5)[0].rows) == [0]
     assert [len(r.rows) for r in index.search(["zzz qqq", "the", ""], depth=5)] == [0, 0, 0]
-    with pytest.raises(ValueError, match="unknown stemmer"):
-        Bm25Settings(stemmer="klingon")
+    with pytest.raises(ValueError, match="unknown BM25 language"):
+        Bm25Settings(language="klingon")
 
 
 def test_reciprocal_rank_fusion_sums_one_over_k_plus_rank() -> None:
@@ -110,12 +111,13 @@ def test_evaluate_reports_bm25_and_the_hybrid_as_ir_measures_scores_them(
     assert set(lexical["systems"]) == {"bm25", "bm25+zero-shot", "bm25+model"}
     assert lexical["model_fused_with_bm25"]["run_b"] == "bm25+model"
     assert json.loads((tmp_path / "eval" / "manifest.json").read_text())["lexical"] == lexical
-    assert "Snowball english stemmer" in lexical["bm25"] and "Against bm25+zero-shot" in result["table"]
+    assert "locale's Snowball analyzer" in lexical["bm25"] and "Against bm25+zero-shot" in result["table"]
 
     # BM25's ranking, from bm25s through our index, scored by ir_measures: equal to the stage's rows.
     products = pq.read_table(store["products"]).to_pylist()
     ids = [p["product_id"] for p in products]
-    index = Bm25Index(ids, [f"{p['title']} . {p['bullet_points'][0]}" for p in products], Bm25Settings())
+    texts = [f"{p['title']} . {p['bullet_points'][0]}" for p in products]
+    index = Bm25Index.from_texts(ids, texts, Bm25Settings())
     texts = {q["query_id"]: q["text"] for q in pq.read_table(store["queries"]).to_pylist()}
     test_ids = [f"q{j}" for j in range(6)]
     bm25 = dict(zip(test_ids, index.search([texts[q] for q in test_ids], depth=12), strict=True))
@@ -173,10 +175,10 @@ def test_an_index_artifact_carries_bm25_verified_and_fuses_it_by_reciprocal_rank
     ids = [f"p{i}" for i in range(300)]
     texts = [f"item {i} {'espresso machine' if i % 50 == 0 else 'wool socks'}" for i in range(300)]
     index = ScannIndexBuilder.for_corpus(300, 16, max_k=10).build(vectors, ids)
-    index = index.with_lexical(Bm25Index(ids, texts, Bm25Settings()))
+    index = index.with_lexical(Bm25Index.from_texts(ids, texts, Bm25Settings()))
     index.save(tmp_path / "index", model_id="m", model_version="1")
     loaded = ScannIndex.load(tmp_path / "index")
-    assert loaded.lexical is not None and loaded.manifest.extra["lexical"].startswith("BM25 (bm25s")
+    assert loaded.lexical is not None and loaded.manifest.extra["lexical"].startswith("BM25 (Lucene")
     query = vectors[7:8]
     found = loaded.search_hybrid(query, ["espresso machine"], k=5)
     # By hand: the dense ranking to 100, BM25's, and 1/(60 + rank) summed.
@@ -190,9 +192,9 @@ def test_an_index_artifact_carries_bm25_verified_and_fuses_it_by_reciprocal_rank
     assert found.indices[0].tolist() == best and found.ids[0] == [f"p{row}" for row in best]
     assert "p7" in found.ids[0] and sum(int(pid[1:]) % 50 == 0 for pid in found.ids[0]) >= 3
     # A changed byte of the BM25 files is refused like any other file of the artifact.
-    vocabulary = tmp_path / "index" / "lexical" / "vocab.index.json"
+    vocabulary = tmp_path / "index" / "lexical" / "vocabulary.json"
     vocabulary.write_text(vocabulary.read_text().replace("espresso", "espressO"))
-    with pytest.raises(IndexArtifactError, match=r"vocab\.index\.json"):
+    with pytest.raises(IndexArtifactError, match=r"vocabulary\.json"):
         ScannIndex.load(tmp_path / "index")
     with pytest.raises(ValueError, match="no BM25 index"):
         index.with_lexical(None).search_hybrid(query, ["x"], 5)

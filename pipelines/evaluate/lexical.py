@@ -27,10 +27,11 @@ from apache_beam.io.filesystems import FileSystems
 from evaluation import MetricSpec, RelevanceRule, aggregate, format_table, write_metrics
 from evaluation.comparison import ComparisonReport, by_query, compare_query_rows
 from evaluation.ranked import CorpusIds, score_query
-from index_builder.lexical import RRF_K, Bm25Index, Bm25Settings, Ranking, reciprocal_rank_fusion
+from index_builder.bm25 import Bm25Index, Bm25Settings, LexicalStatistics, Ranking
+from index_builder.lexical import RRF_K, reciprocal_rank_fusion
 from pipelines.artifacts import list_files, parquet_rows, read_parquet_table
+from pipelines.index.lexical_build import catalog_words
 from pipelines.local_copies import local_output
-from pipelines.texts import product_texts
 
 if TYPE_CHECKING:
     from pipelines.evaluate.config import EvaluateConfig
@@ -94,12 +95,18 @@ class LexicalComparison:
         return "\n\n".join(parts)
 
 
-def catalog_text(products: str, searched: set[str] | None) -> tuple[list[str], list[str]]:
-    """Ids and texts (`product_texts`) of the catalog's products, of the `searched` ones when given."""
-    texts = product_texts(products, searched)
-    if searched is not None and len(texts) < len(searched):
-        LOGGER.info("BM25: %d searched products have no title in %s", len(searched) - len(texts), products)
-    return list(texts), list(texts.values())
+def catalog_bm25(products: str, searched: set[str] | None, settings: Bm25Settings) -> Bm25Index:
+    """BM25 over the catalog's products with a title (the `searched` ones when given), each analyzed in its
+    locale's language, scored with their own statistics."""
+    (chunk,), _ = catalog_words(products, settings)
+    keep = [i for i, pid in enumerate(chunk.ids) if searched is None or pid in searched]
+    if searched is not None and len(keep) < len(searched):
+        LOGGER.info("BM25: %d searched products have no title in %s", len(searched) - len(keep), products)
+    if not keep:
+        raise ValueError(f"BM25: --products {products} holds none of the searched products with a title")
+    words = [chunk.words[i] for i in keep]
+    statistics = LexicalStatistics.of(words, [chunk.languages[i] for i in keep])
+    return Bm25Index.of_words([chunk.ids[i] for i in keep], words, statistics, settings)
 
 
 def split_queries(queries: str, split: str) -> dict[str, str]:
@@ -188,16 +195,16 @@ def score_lexical(
     if zero_shot_eval is not None:
         embeddings = FileSystems.join(FileSystems.split(zero_shot_eval)[0], "embeddings")
         searched = set(read_parquet_table(embeddings, "embeddings", ["product_id"]).column(0).to_pylist())
-    ids, texts = catalog_text(catalog.products, searched)
-    corpus = CorpusIds(ids)
+    bm25 = catalog_bm25(catalog.products, searched, settings)
+    corpus = CorpusIds(bm25.product_ids)
     judgments = judgments_in(catalog.judgments, corpus)
     queries = {
         query_id: text
         for query_id, text in split_queries(catalog.queries, catalog.split).items()
         if query_id in judgments
     }
-    LOGGER.info("BM25: indexing %d products, ranking %d queries to depth %d", len(ids), len(queries), depth)
-    found: list[Ranking] = Bm25Index(ids, texts, settings).search(list(queries.values()), depth)
+    LOGGER.info("BM25: %d products, ranking %d queries to depth %d", len(bm25), len(queries), depth)
+    found: list[Ranking] = bm25.search(list(queries.values()), depth)
     rankings = {BM25: dict(zip(queries, (ranking.rows for ranking in found), strict=True))}
     for name, run_folder in ((HYBRID, zero_shot_eval), (MODEL_HYBRID, model_eval)):
         if run_folder is not None and list_files(run_folder, "run*.parquet"):
@@ -209,7 +216,7 @@ def score_lexical(
                 for query_id in queries
             }
     rows = {name: _score(ranked, judgments, corpus, metrics, rule) for name, ranked in rankings.items()}
-    return LexicalRuns(rows, len(ids), settings.describe())
+    return LexicalRuns(rows, len(bm25), settings.describe())
 
 
 def compare_with_lexical(

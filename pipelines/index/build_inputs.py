@@ -1,24 +1,17 @@
-"""What a one-index build reads besides the embeddings: the catalog's text for the BM25 index the artifact
-carries (`madr build-index --products`), and queries to tune the search schedule on (`--tuning_queries`).
-
-Fused with the dense ranking by reciprocal rank (`index_builder.lexical.hybrid_search`), BM25 puts an
-adapted model ahead of BM25 + zero-shot on catalogs madr never saw (docs/RESULTS.md). It is built over
-the text the model reads of each product (`model.text.document_text`: title, bullet points,
-description), row for row with the index's ids, so the two rankings fuse by corpus row.
+"""What a one-index build reads besides the embeddings and the catalog (`pipelines.index.lexical_build`):
+queries to tune the search schedule on (`--tuning_queries`), encoded once on the driver.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from index_builder.lexical import Bm25Index, Bm25Settings
 from pipelines.evaluate.calibration import encode_queries
 from pipelines.options import ModelSettings
-from pipelines.texts import product_texts, read_query_texts
+from pipelines.texts import read_query_texts
 from pipelines.verify import check_same_model
 
 if TYPE_CHECKING:
@@ -28,25 +21,6 @@ if TYPE_CHECKING:
 MAX_TUNING_QUERIES = 1_000
 
 LOGGER = logging.getLogger(__name__)
-
-
-def catalog_lexical_index(
-    products: str, ids: Sequence[str], settings: Bm25Settings | None = None
-) -> Bm25Index:
-    """BM25 over `products`' text for `ids`, in their order; an id the catalog lacks gets no text (it is
-    still found by its vector) and is counted in the log."""
-    wanted = set(ids)
-    texts = product_texts(products, wanted)
-    missing = len(wanted) - len(texts)
-    if not texts:
-        raise ValueError(
-            f"--products {products} holds none of the {len(wanted):,} indexed products (such as "
-            f"{next(iter(ids), '?')!r}) with a title: give the catalog the embeddings were made from"
-        )
-    if missing:
-        LOGGER.warning("BM25: %d of %d indexed products have no title in %s", missing, len(wanted), products)
-    LOGGER.info("BM25: indexing the text of %d products", len(texts))
-    return Bm25Index(list(ids), [texts.get(product_id, "") for product_id in ids], settings or Bm25Settings())
 
 
 def tuning_query_vectors(build: IndexBuildConfig, embeddings: str) -> np.ndarray | None:
@@ -62,4 +36,4 @@ def tuning_query_vectors(build: IndexBuildConfig, embeddings: str) -> np.ndarray
     return encode_queries(queries, ModelSettings(build.model))
 
 
-__all__ = ["MAX_TUNING_QUERIES", "catalog_lexical_index", "tuning_query_vectors"]
+__all__ = ["MAX_TUNING_QUERIES", "tuning_query_vectors"]

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from index_builder.analyzer import AUTO, languages
+from index_builder.bm25 import Bm25Settings
 from pipelines.depth import DepthOptions
 from pipelines.options import (
     IndexOptions,
@@ -23,11 +25,44 @@ from pipelines.options import (
 from pipelines.stage_config import (
     ParsedFlags,
     StageOutput,
+    add_config_arguments,
     add_output_argument,
     config_from_values,
+    options_class,
     parsed_flags,
     require_flags,
+    setting,
+    switch,
 )
+
+
+@dataclass(frozen=True)
+class LexicalSettings:
+    """BM25 in the index artifact: over the catalog's text (--products), in every shard, each scored with
+    the whole catalog's statistics (`index_builder.bm25`), fused with the dense ranking by `madr search`."""
+
+    lexical: str | None = switch(
+        "BM25 in the artifact: true needs --products; false builds none (the nightly builds it from "
+        "tonight's catalog unless false); default: when --products is given"
+    )
+    lexical_language: str = setting(
+        AUTO,
+        "The language BM25 analyzes text in (Snowball stemmer and stop words): auto takes each product's "
+        "from its locale (nl_nl: dutch; none or unknown: english) and the queries' from the catalog's main "
+        "language; a language name analyzes every product and query in it; none: words as written",
+        choices=languages(),
+    )
+
+    def __post_init__(self) -> None:
+        if self.lexical not in (None, "true", "false"):
+            raise ValueError(f"--lexical must be true or false, got {self.lexical!r}")
+
+    def bm25(self) -> Bm25Settings:
+        return Bm25Settings(language=self.lexical_language)
+
+
+# --lexical is declared for Beam by EvaluateOptions (the evaluation's BM25 rows): one flag, both stages.
+LexicalOptions = options_class(LexicalSettings, "LexicalOptions", shared=("lexical",))
 
 
 class PreviousIndexOptions(PipelineOptions):
@@ -63,17 +98,16 @@ class IndexBuildConfig(StageOutput):
     previous_index: str | None = None
     # The catalog whose text the artifact's BM25 index is built over (None: no BM25 in the artifact).
     products: str | None = None
+    lexical: LexicalSettings = field(default_factory=LexicalSettings)
     # Queries the schedule is tuned on besides held-out corpus vectors, encoded by `model`.
     tuning_queries: str | None = None
     model: str | None = None
 
     def __post_init__(self) -> None:
-        for flag, value in (
-            ("--products (BM25 in the artifact)", self.products),
-            ("--tuning_queries", self.tuning_queries),
-        ):
-            if value and self.index.num_index_shards > 1:
-                raise ValueError(f"{flag} is built for one index only; drop it or use --num_index_shards 1")
+        if self.tuning_queries and self.index.num_index_shards > 1:
+            raise ValueError("--tuning_queries is for one index only; drop it or use --num_index_shards 1")
+        if self.lexical.lexical == "true" and not self.products:
+            raise ValueError("--lexical true needs --products: BM25 indexes the catalog's text")
         if bool(self.tuning_queries) != bool(self.model):
             raise ValueError("--tuning_queries and --model go together: the model encodes the queries")
 
@@ -83,11 +117,14 @@ class IndexBuildConfig(StageOutput):
         values = parsed_flags(options)
         require_flags(values, "embeddings", "output")
         index = config_from_values(IndexSettings, values)
+        lexical = config_from_values(LexicalSettings, values)
         return cls(
             embeddings=values["embeddings"],
             index=index,
             previous_index=values.get("previous_index"),
-            products=values.get("products"),
+            # --lexical false: no BM25, though the catalog is known (the nightly always gives it).
+            products=values.get("products") if lexical.lexical != "false" else None,
+            lexical=lexical,
             tuning_queries=values.get("tuning_queries"),
             # Beam's options always have --model (the embed stage's): from them it counts only beside
             # --tuning_queries; from build-index's own parser a --model alone is refused (__post_init__).
@@ -113,9 +150,10 @@ class IndexBuildConfig(StageOutput):
             "--products",
             default=None,
             help="The catalog the embeddings came from (Parquet file, folder or glob): the artifact then "
-            "also carries BM25 over its products' title, bullet points and description, which `madr search` "
-            "fuses with the dense ranking by reciprocal rank (one index only, not --num_index_shards > 1)",
+            "also carries BM25 over its products' title, bullet points and description in every shard, "
+            "which `madr search` fuses with the dense ranking by reciprocal rank",
         )
+        add_config_arguments(parser, LexicalSettings)
         parser.add_argument(
             "--model", default=None, help="The model that made the embeddings: it encodes --tuning_queries"
         )

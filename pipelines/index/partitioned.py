@@ -1,8 +1,12 @@
 """The partitioned index build, in Beam: catalogs beyond one worker's memory.
 
-    embedding rows --KeyByShard--> (shard, (ids, vectors) chunk) --GroupByKey--> BuildShard
-        --> output/shard-0000i-of-0000S/   (a complete, verified ScannIndex artifact per shard)
+    embedding rows --KeyByShard--> (shard, (ids, vectors) chunk) --+--CoGroupByKey--> BuildShard
+    products --AnalyzeProducts--> (shard, words chunk) --------------+                   ^ catalog statistics
+        --> output/shard-0000i-of-0000S/   (a complete, verified ScannIndex artifact per shard, with BM25)
     driver, after the pipeline: output/manifest.json (written last, see `index_builder.partitioned`)
+
+With --products every shard carries BM25 over its own products, scored with the whole catalog's
+statistics (`pipelines.index.lexical_build`), so the shards' BM25 rankings merge by score.
 
 Rows go to shard ``shard_of(product_id, S)`` (sha256, stable across workers), so a shard
 only ever needs its own ~n/S vectors in memory, and each shard is sized by the same rule
@@ -35,6 +39,7 @@ from pipelines.artifacts import fresh_output
 from pipelines.catalog_io import METRICS_NAMESPACE
 from pipelines.index.build_inputs import tuning_query_vectors
 from pipelines.index.config import IndexBuildConfig
+from pipelines.index.lexical_build import CatalogLexical
 from pipelines.index.manifest import (
     previous_shard,
     shard_recall,
@@ -42,7 +47,14 @@ from pipelines.index.manifest import (
     union_recall,
     write_partitioned_manifest,
 )
-from pipelines.index.shard_build import BuildShardFn, ShardBuild, build_one_shard, other_model_error
+from pipelines.index.shard_build import (
+    VECTORS,
+    WORDS,
+    BuildShardFn,
+    ShardBuild,
+    build_one_shard,
+    other_model_error,
+)
 from pipelines.runner import make_pipeline, runs_locally
 from pipelines.stage_config import settings_record
 from pipelines.verify import embeddings_digest, verified_stage_manifest
@@ -145,13 +157,22 @@ class BuildPartitionedIndex(beam.PTransform):
         return transform
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
-        return (
-            rows
-            | "KeyByShard"
-            >> beam.ParDo(_KeyByShard(self.build.num_shards, self.build.model_id, self.build.model_version))
-            | "GroupByShard" >> beam.GroupByKey()
-            | "BuildShard" >> beam.ParDo(BuildShardFn(self.build))
+        build = self.build
+        vectors = rows | "KeyByShard" >> beam.ParDo(
+            _KeyByShard(build.num_shards, build.model_id, build.model_version)
         )
+        if not build.products:
+            grouped = (
+                vectors
+                | "GroupByShard" >> beam.GroupByKey()
+                | "AsGroups" >> beam.MapTuple(lambda shard, chunks: (shard, {VECTORS: chunks, WORDS: []}))
+            )
+            return grouped | "BuildShard" >> beam.ParDo(BuildShardFn(build))
+        catalog = CatalogLexical(build.products, build.num_shards, build.lexical)
+        lexical = rows.pipeline | "CatalogLexical" >> catalog
+        grouped = {VECTORS: vectors, WORDS: lexical["words"]} | "GroupByShard" >> beam.CoGroupByKey()
+        statistics = beam.pvalue.AsSingleton(lexical["statistics"])
+        return grouped | "BuildShard" >> beam.ParDo(BuildShardFn(build), statistics=statistics)
 
 
 @dataclass(frozen=True)
@@ -269,6 +290,7 @@ def plan_partitioned_build(config: IndexBuildConfig, folder: str) -> tuple[Parti
         settings.depths,
         tuple(previous_shard(config.previous_index, i, plan.num_shards) for i in range(plan.num_shards)),
         products=config.products,
+        lexical=config.lexical.bm25(),
         # Encoded here, once: every worker's shard build would otherwise load the model.
         tuning_queries=tuning_query_vectors(config, config.embeddings),
     )
@@ -286,8 +308,9 @@ def build_partitioned(
     """Build an index of the config's shards (`num_index_shards`) from an embed stage's output into the
     config's output: `madr build-index` and the nightly's index stage.
 
-    One shard on the local runner is built in this process (`build_one_shard`), without a Beam job; only
-    a one-shard index carries BM25 (`products`) and is tuned on queries (`tuning_queries`). A non-empty
+    One shard on the local runner is built in this process (`build_one_shard`), without a Beam job; with
+    `products` every shard carries BM25, and only a one-shard index is tuned on queries (`tuning_queries`).
+    A non-empty
     output is refused unless `overwrite`: the shards are built in a staging folder, which moves into the
     output, manifest included, once every shard exists (`artifacts.fresh_output`).
     """

@@ -30,6 +30,7 @@ from apache_beam.metrics import Metrics
 
 from index_builder import ScannIndex
 from index_builder.artifact import IndexManifest
+from index_builder.bm25 import Bm25Settings, LexicalStatistics
 from index_builder.builder import config_for_corpus
 from index_builder.partitioned import shard_dir_name
 from index_builder.recall import check_target, recall_summary
@@ -38,7 +39,7 @@ from index_builder.tuned import sizing_depth
 from index_builder.update import update_or_train
 from pipelines.artifacts import list_files
 from pipelines.catalog_io import METRICS_NAMESPACE
-from pipelines.index.build_inputs import catalog_lexical_index
+from pipelines.index.lexical_build import ProductWords, catalog_words, shard_bm25
 from schemas.manifest import MANIFEST_FILE
 
 LOGGER = logging.getLogger(__name__)
@@ -69,16 +70,18 @@ class ShardBuild:
     # Each shard's folder in the previous build of this index (local only), whose tree a shard updates
     # instead of training one where it may (`index_builder.update`), or ().
     previous_shards: tuple[str | None, ...] = ()
-    # One shard only: the catalog whose text the shard's BM25 index is built over (one BM25 across shards
-    # would need the whole catalog's term statistics), and query vectors (`build_inputs.tuning_query_vectors`)
-    # its search schedule must reach the target on besides held-out corpus vectors.
+    # The catalog whose text every shard's BM25 index is built over, scored with the whole catalog's
+    # statistics (`pipelines.index.lexical_build`), and its analyzer; None: no BM25.
     products: str | None = None
+    lexical: Bm25Settings = field(default_factory=Bm25Settings)
+    # One shard only: query vectors (`build_inputs.tuning_query_vectors`) its search schedule must reach
+    # the target on besides held-out corpus vectors.
     tuning_queries: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target_recall", check_target(self.target_recall))
-        if self.num_shards != 1 and (self.products or self.tuning_queries is not None):
-            raise ValueError("BM25 (products) and tuning queries are built into a one-shard index only")
+        if self.num_shards != 1 and self.tuning_queries is not None:
+            raise ValueError("tuning queries are built into a one-shard index only")
         for name, value in (("num_shards", self.num_shards), ("max_k", self.max_k)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -86,8 +89,13 @@ class ShardBuild:
             raise ValueError("model_id and model_version are required: an index is valid for one encoder")
 
 
+VECTORS, WORDS = "vectors", "words"
+
+
 class BuildShardFn(beam.DoFn):
-    """(shard, chunks) -> a saved ScannIndex artifact in ``output/shard-...``, and a summary dict."""
+    """(shard, {"vectors": (ids, matrix) chunks, "words": `ProductWords` chunks}) -> a saved ScannIndex
+    artifact in ``output/shard-...`` (with BM25 when the build has products, scored with the catalog's
+    `statistics`, a side input), and a summary dict."""
 
     def __init__(self, build: ShardBuild) -> None:
         self.build = build
@@ -95,10 +103,16 @@ class BuildShardFn(beam.DoFn):
         self.indexed = Metrics.counter(METRICS_NAMESPACE, "index_rows_indexed")
 
     def process(
-        self, element: tuple[int, Iterable[tuple[list[str], np.ndarray]]]
+        self,
+        element: tuple[int, dict[str, Iterable[Any]]],
+        statistics: LexicalStatistics | None = None,
     ) -> Iterator[dict[str, Any]]:
-        shard, chunks = element
-        chunks = list(chunks)
+        shard, grouped = element
+        chunks: list[tuple[list[str], np.ndarray]] = list(grouped[VECTORS])
+        words: Iterable[ProductWords] = grouped.get(WORDS, ())
+        if not chunks:  # catalog products only: none of them has a vector, so no shard of them either
+            LOGGER.warning("shard %d: the catalog has products here, but the embeddings none", shard)
+            return
         if len({matrix.shape[1] for _, matrix in chunks}) != 1:
             raise ValueError(f"shard {shard}: embeddings of different dimensions")
         all_ids = np.asarray([pid for ids, _ in chunks for pid in ids], dtype=object)
@@ -140,7 +154,9 @@ class BuildShardFn(beam.DoFn):
         )
         ids = list(index.ids)
         if build.products:
-            index = index.with_lexical(catalog_lexical_index(build.products, ids))
+            if statistics is None:
+                raise ValueError("a build with products needs the catalog's BM25 statistics")
+            index = index.with_lexical(shard_bm25(ids, words, statistics, build.lexical, build.products))
         seconds = time.perf_counter() - started
         name = shard_dir_name(shard, build.num_shards)
         target = FileSystems.join(build.output_dir, name)
@@ -212,7 +228,8 @@ def build_one_shard(build: ShardBuild, embeddings: str, dimension: int) -> dict[
     # An iterator: once the DoFn has read it, the DoFn holds the only reference to the matrix.
     chunks = iter([(sorted_ids, matrix)])
     del sorted_ids, matrix
-    (summary,) = BuildShardFn(build).process((0, chunks))
+    words, statistics = catalog_words(build.products, build.lexical) if build.products else ([], None)
+    (summary,) = BuildShardFn(build).process((0, {VECTORS: chunks, WORDS: words}), statistics)
     return summary
 
 

@@ -339,6 +339,7 @@ STAGE_SETTINGS = {
         **{"scoring": "asymmetric_hashing", "num_leaves": 3, "num_leaves_to_search": 2},
         **{"training_sample_size": 30, "dimensions_per_block": 2, "anisotropic_quantization_threshold": 0.3},
         **{"reorder_candidates": 10, "soar_lambda": 1.5, "reorder_precision": "int8"},
+        **{"lexical": "true", "lexical_language": "dutch"},
     },
     "eval": {
         **{"split": "valid", "depth": 12, "metrics": "recall@10,ndcg@10", "searcher": "ann"},
@@ -362,7 +363,9 @@ def test_the_settings_cover_every_flag_each_stage_reads() -> None:
         return {f.name for cls in classes for f in flag_fields(cls)} - SET_BY_THE_JOB
 
     assert set(STAGE_SETTINGS["embeddings"]) == names(ModelSettings, EmbedSettings, PredictionThreshold)
-    assert set(STAGE_SETTINGS["index"]) == names(IndexSettings)
+    from pipelines.index.config import LexicalSettings
+
+    assert set(STAGE_SETTINGS["index"]) == names(IndexSettings, LexicalSettings)
     assert set(STAGE_SETTINGS["eval"]) == names(ModelSettings, EvaluateSettings, PredictionThreshold)
 
 

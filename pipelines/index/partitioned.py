@@ -330,7 +330,7 @@ def build_partitioned(
             "max_k": plan.max_k,
             "model_fingerprint": plan.model_fingerprint,
             "embeddings_digest": plan.embeddings_digest,
-            "settings": settings_record(config.index),
+            "settings": settings_record(config.index, config.lexical),
         }
         manifest = write_partitioned_manifest(
             plan.folder, plan.num_shards, plan.model_id, plan.model_version, plan.dimension, extra

@@ -143,7 +143,9 @@ class NightlyJob:
                 "--tuning_queries: the nightly's index stage tunes on held-out catalog vectors only; "
                 "`madr build-index --tuning_queries Q --model MODEL` tunes on queries"
             )
-        index = self._parsed("index", ["--embeddings", self.stage("embeddings")], self.index_flags)
+        # BM25 from tonight's catalog in every shard, what `madr search` fuses (--lexical false: none).
+        index_inputs = ["--embeddings", self.stage("embeddings"), "--products", self.catalog]
+        index = self._parsed("index", index_inputs, self.index_flags)
         # The job's index settings (--num_leaves, --depth, ...), then those that --index_flags names
         # (the stage's other fields there are only its defaults).
         named = given_flags(self.index_flags) & {f.name for f in flag_fields(IndexSettings)}

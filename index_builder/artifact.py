@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -312,3 +313,12 @@ def read_verified_files(directory: Path, manifest: IndexManifest) -> dict[str, b
     over them are too.
     """
     return dict(_verified_contents(directory, manifest))
+
+
+def read_verified_ids(directory: Path) -> tuple[IndexManifest, list[str]]:
+    """An index artifact's manifest and product ids, both verified, without reading its vectors."""
+    manifest = read_verified_manifest(directory)
+    with tempfile.TemporaryDirectory(prefix="madr-ids-") as private:
+        copy_verified_files(directory, manifest, IDS_FILE, Path(private))
+        return manifest, read_ids(Path(private), manifest.count)
+

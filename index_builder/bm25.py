@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from index_builder.analyzer import AUTO, DEFAULT_LANGUAGE, analyze, analyzer, check_language
+from index_builder.product_keys import id_keys
 
 SETTINGS_FILE = "bm25.json"
 VOCABULARY_FILE = "vocabulary.json"
@@ -182,11 +183,8 @@ class Bm25Index:
         self.vocabulary = vocabulary
         self._scores, self._rows, self._starts = scores, rows, starts
         self._columns = {word: i for i, word in enumerate(vocabulary)}
-        # Ties are broken by product id, so that a ranking does not depend on how the catalog is sharded.
-        self._id_rank = np.empty(len(self.product_ids), dtype=np.int64)
-        self._id_rank[np.argsort(np.asarray(self.product_ids, dtype=object), kind="stable")] = np.arange(
-            len(self.product_ids)
-        )
+        # Ties are ordered by the products' keys, so that a ranking does not depend on the sharding.
+        self.keys = id_keys(self.product_ids)
 
     @classmethod
     def from_texts(
@@ -271,7 +269,7 @@ class Bm25Index:
         return [analyzer(self.query_language).words(query) for query in queries]
 
     def search(self, queries: Sequence[str], depth: int) -> list[Ranking]:
-        """Each query's matches (rows of `product_ids`), best first (ties by id), at most `depth`."""
+        """Each query's matches (rows of `product_ids`), best first (ties by product key), at most `depth`."""
         return [self.rank(words, depth) for words in self.query_words(queries)]
 
     def rank(self, words: Sequence[str], depth: int) -> Ranking:
@@ -290,9 +288,9 @@ class Bm25Index:
         if len(matched) > depth:
             keep = np.argpartition(-totals, depth - 1)[:depth]
             threshold = totals[keep].min()
-            keep = np.flatnonzero(totals >= threshold)  # ties at the cut stay, then the sort cuts by id
+            keep = np.flatnonzero(totals >= threshold)  # ties at the cut stay, then the sort cuts by key
             matched, totals = matched[keep], totals[keep]
-        order = np.lexsort((self._id_rank[matched], -totals))[:depth]
+        order = np.lexsort((self.keys[matched], -totals))[:depth]
         return Ranking(matched[order].astype(np.int64), totals[order])
 
 

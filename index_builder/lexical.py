@@ -18,7 +18,13 @@ from typing import Protocol
 
 import numpy as np
 
-from index_builder.artifact import REBUILD_HINT, IndexArtifactError, IndexManifest, copy_verified_files
+from index_builder.artifact import (
+    REBUILD_HINT,
+    IndexArtifactError,
+    IndexManifest,
+    copy_verified_files,
+    read_verified_ids,
+)
 from index_builder.bm25 import EMPTY_RANKING, Bm25Index, Bm25Settings, Ranking
 from index_builder.searcher import SearchResult, make_result
 
@@ -46,8 +52,8 @@ RRF_K = 60  # Cormack et al. 2009; Elasticsearch's and OpenSearch's default rank
 
 class ShardedBm25:
     """The BM25 indexes of a partitioned index's shards searched as one: each shard's ranking (its rows
-    moved by the shard's offset), merged by score, ties by global row, as one index over the catalog
-    would rank them (the shards score with the catalog's statistics, `index_builder.bm25`)."""
+    moved by the shard's offset), merged by score, ties by product key, as one index over the catalog
+    ranks them (the shards score with the catalog's statistics, `index_builder.bm25`)."""
 
     def __init__(self, shards: Sequence[Bm25Index], offsets: Sequence[int]) -> None:
         if len(shards) != len(offsets) or not shards:
@@ -68,34 +74,18 @@ class ShardedBm25:
 
     def search(self, queries: Sequence[str], depth: int) -> list[Ranking]:
         words = self.shards[0].query_words(queries)  # one analysis: every shard analyzes queries alike
-        return [
-            merge_rankings([s.rank(w, depth) for s in self.shards], self.offsets, self.product_ids, depth)
-            for w in words
-        ]
+        return [self._merged([s.rank(w, depth) for s in self.shards], depth) for w in words]
 
-
-def merge_rankings(
-    rankings: Sequence[Ranking], offsets: Sequence[int], product_ids: Sequence[str], depth: int
-) -> Ranking:
-    """Shards' rankings (each best first, ties by product id) as one: rows moved by their shard's offset,
-    best score first, ties by product id (`product_ids` in global row order), cut at `depth`."""
-    found = [(r.rows + o, r.scores) for r, o in zip(rankings, offsets, strict=True) if len(r.rows)]
-    if not found:
-        return EMPTY_RANKING
-    rows = np.concatenate([found_rows for found_rows, _ in found])
-    scores = np.concatenate([found_scores for _, found_scores in found])
-    order = np.argsort(-scores, kind="stable")
-    rows, scores = rows[order], scores[order]
-    # Equal scores from different shards: each run of ties that starts above the cut is ordered by id.
-    cut = min(depth, len(rows))
-    starts = np.flatnonzero(np.r_[True, scores[1:] != scores[:-1]])
-    lengths = np.diff(np.r_[starts, len(rows)])
-    for start, length in zip(starts[lengths > 1], lengths[lengths > 1], strict=True):
-        if start >= cut:
-            break
-        tied = rows[start : start + length].tolist()
-        rows[start : start + length] = sorted(tied, key=lambda row: product_ids[row])
-    return Ranking(rows[:cut], scores[:cut])
+    def _merged(self, rankings: Sequence[Ranking], depth: int) -> Ranking:
+        parts = zip(rankings, self.offsets, self.shards, strict=True)
+        found = [(ranking, offset, shard) for ranking, offset, shard in parts if len(ranking.rows)]
+        if not found:
+            return EMPTY_RANKING
+        rows = np.concatenate([ranking.rows + offset for ranking, offset, _ in found])
+        scores = np.concatenate([ranking.scores for ranking, _, _ in found])
+        keys = np.concatenate([shard.keys[ranking.rows] for ranking, _, shard in found])
+        order = np.lexsort((keys, -scores))[:depth]  # ties by product key, as each shard orders them
+        return Ranking(rows[order], scores[order])
 
 
 def reciprocal_rank_fusion(rankings: Sequence[np.ndarray], depth: int, k: int = RRF_K) -> Ranking:
@@ -135,6 +125,13 @@ def load_lexical(directory: Path, manifest: IndexManifest, ids: Sequence[str]) -
             ) from err
 
 
+def load_shard_lexical(directory: Path) -> Bm25Index | None:
+    """One index artifact's BM25 and ids, verified, without its vectors: what a worker that ranks a shard
+    by BM25 only needs (`pipelines.evaluate.sharded`)."""
+    manifest, ids = read_verified_ids(directory)
+    return load_lexical(directory, manifest, ids)
+
+
 def hybrid_search(
     index: DenseIndex, lexical: LexicalIndex | None, queries: np.ndarray, texts: Sequence[str], k: int
 ) -> SearchResult:
@@ -169,6 +166,6 @@ __all__ = [
     "ShardedBm25",
     "hybrid_search",
     "load_lexical",
-    "merge_rankings",
+    "load_shard_lexical",
     "reciprocal_rank_fusion",
 ]

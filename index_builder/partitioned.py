@@ -22,7 +22,6 @@ over the concatenated corpus would order them.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -61,18 +60,6 @@ PARTITIONED_FORMAT_VERSION = 1
 ASSIGNMENT = "sha256(utf8(product_id))[:8] as big-endian uint64 mod num_shards"
 # Bound on the merge buffer: q_block × (S × k) candidates of 12 bytes (int64 index + float32 score).
 _MERGE_BLOCK_BYTES = 256 * 1024 * 1024
-
-
-def shard_of(product_id: str, num_shards: int) -> int:
-    """The shard a product belongs to: stable across processes, machines and Python versions.
-
-    Python's built-in ``hash`` of a str is salted per process (PYTHONHASHSEED), so two
-    Beam workers would disagree; sha256 never does.
-    """
-    if not isinstance(num_shards, int) or isinstance(num_shards, bool) or num_shards < 1:
-        raise ValueError(f"num_shards must be a positive int, got {num_shards!r}")
-    digest = hashlib.sha256(product_id.encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % num_shards
 
 
 def shard_dir_name(shard: int, num_shards: int) -> str:

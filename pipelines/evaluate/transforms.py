@@ -32,11 +32,13 @@ from schemas import RUN_SCHEMA
 
 @dataclass(frozen=True)
 class JudgedQuery:
-    """A query of the evaluated split: its embedding and its judgments ({} when it has none)."""
+    """A query of the evaluated split: its embedding, its judgments ({} when it has none) and its text
+    (what BM25 reads; "" when the join was given no texts)."""
 
     query_id: str
     vector: np.ndarray
     judgments: Mapping[str, int]
+    text: str = ""
 
 
 def _judged_query(joined: tuple[str, Mapping[str, Any]]) -> Iterator[JudgedQuery]:
@@ -44,18 +46,23 @@ def _judged_query(joined: tuple[str, Mapping[str, Any]]) -> Iterator[JudgedQuery
     # A judged query outside the evaluated split has no embedding: nothing is searched, nothing scored.
     for vector in list(groups["embedded"])[:1]:
         judgments = {product_id: grade for product_id, grade in groups["judgments"]}
-        yield JudgedQuery(query_id, vector, judgments)
+        text = next(iter(groups.get("texts", ())), "")
+        yield JudgedQuery(query_id, vector, judgments, text)
 
 
 class JoinJudgments(beam.PTransform):
-    """{"embedded": (query_id, embedding), "judgments": judgment records} -> one JudgedQuery per query."""
+    """{"embedded": (query_id, embedding), "judgments": judgment records[, "texts": (query_id, text)]} ->
+    one JudgedQuery per query."""
 
     def expand(self, inputs: Mapping[str, beam.PCollection]) -> beam.PCollection:
         judgments = inputs["judgments"] | "ByQuery" >> beam.Map(
             lambda j: (j["query_id"], (j["product_id"], j["grade"]))
         )
+        grouped = {"embedded": inputs["embedded"], "judgments": judgments}
+        if "texts" in inputs:
+            grouped["texts"] = inputs["texts"]
         return (
-            {"embedded": inputs["embedded"], "judgments": judgments}
+            grouped
             | beam.CoGroupByKey()
             | beam.FlatMap(_judged_query).with_output_types(JudgedQuery)
         )

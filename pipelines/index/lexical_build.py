@@ -29,7 +29,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from index_builder.analyzer import analyzer, product_language
 from index_builder.bm25 import Bm25Index, Bm25Settings, LexicalStatistics
-from index_builder.partitioned import shard_of
+from index_builder.product_keys import shard_of
 from model.text import document_text
 from pipelines.artifacts import parquet_pattern, parquet_rows
 from pipelines.catalog_io import METRICS_NAMESPACE

@@ -33,7 +33,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from index_builder.partitioned import shard_of
+from index_builder.product_keys import shard_of
 from index_builder.recall import check_target
 from pipelines.artifacts import fresh_output
 from pipelines.catalog_io import METRICS_NAMESPACE

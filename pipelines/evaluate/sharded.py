@@ -1,0 +1,248 @@
+"""The evaluation searched part by part: each worker holds one shard, never the whole catalog.
+
+    parts --SearchPart (queries a side input)--> (query_id, PartHits) --+
+    JudgedQuery ---------------------------------------------------------+--CoGroupByKey--> MergeAndScore
+        --> per system: per-query metric rows, relevant ranks; run pieces --ByPart--> NameRunRows --> run
+
+A dense part is one shard of an index artifact (ScaNN) or one file of an embed output (exact scoring); a
+lexical part is one index shard's BM25 (`corpus_parts`). Each task opens its part, ranks every query to
+the evaluation's depth, and emits each query's candidates: score and product key (`product_keys`), 12
+bytes a candidate, never a product id. Per query the candidates merge to the global top `depth`, best
+score first and ties by key; with BM25, the dense and the BM25 rankings fuse by reciprocal rank (k 60),
+which is the ranking a server gets from the artifact (`index_builder.lexical.hybrid_search`). Each system
+("dense", "bm25", "fused") is scored like `SearchAndScore` does; the primary system's run rows are named
+by a second task per part, which reads only that part's ids. Peak memory of a worker is one part and
+one query's candidates from every part (queries × parts × depth × 12 bytes cross the shuffle).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+from apache_beam import pvalue
+from apache_beam.metrics import Metrics
+
+from evaluation.metrics import MetricSpec
+from evaluation.ranked import score_query
+from evaluation.relevance import RelevanceRule
+from index_builder.lexical import reciprocal_rank_fusion
+from index_builder.product_keys import id_key, id_keys
+from pipelines.catalog_io import METRICS_NAMESPACE
+from pipelines.evaluate.corpus_parts import CorpusPart
+from pipelines.evaluate.transforms import JudgedQuery
+from schemas import RUN_SCHEMA
+
+DENSE, BM25, FUSED = "dense", "bm25", "fused"
+SYSTEMS = (DENSE, BM25, FUSED)
+
+
+@dataclass(frozen=True)
+class PartHits:
+    """One part's ranking of one query: candidates best first, as scores and product keys (int64 views of
+    the unsigned keys), and the judged products the part holds (a dense part only)."""
+
+    family: str  # DENSE or BM25
+    part: int
+    scores: np.ndarray
+    keys: np.ndarray
+    present: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A merged ranking: keys best first, scores, and where each candidate came from (family, part)."""
+
+    keys: np.ndarray
+    scores: np.ndarray
+    origins: list[tuple[str, int]] = field(default_factory=list)
+
+
+class _SearchPartFn(beam.DoFn):
+    """A part -> (query_id, PartHits) for every query; the part is opened here and dropped when done."""
+
+    def __init__(self, family: str, depth: int, batch_size: int) -> None:
+        self.family = family
+        self.depth = depth
+        self.batch_size = batch_size
+        self.opened = Metrics.counter(METRICS_NAMESPACE, f"parts_searched_{family}")
+
+    def process(self, part: CorpusPart, queries: Sequence[JudgedQuery]) -> Iterator[tuple[str, PartHits]]:
+        self.opened.inc()
+        if self.family == BM25:
+            lexical = part.open_lexical()
+            keys = lexical.keys.view(np.int64)
+            for query in queries:
+                ranking = lexical.rank(lexical.query_words([query.text])[0], self.depth)
+                yield query.query_id, PartHits(BM25, part.number, ranking.scores, keys[ranking.rows])
+            return
+        searcher = part.open_dense()
+        ids = list(searcher.ids)
+        held = set(ids)
+        keys = id_keys(ids).view(np.int64)
+        depth = min(self.depth, searcher.size)
+        for start in range(0, len(queries), self.batch_size):
+            batch = queries[start : start + self.batch_size]
+            found = searcher.search(np.stack([q.vector for q in batch]).astype(np.float32), depth)
+            for query, rows, scores in zip(batch, found.indices, found.scores, strict=True):
+                present = tuple(pid for pid in query.judgments if pid in held)
+                yield query.query_id, PartHits(DENSE, part.number, scores, keys[rows], present)
+
+
+def merge_hits(hits: Sequence[PartHits], depth: int) -> Ranked:
+    """The parts' candidates as one ranking: best score first, ties by product key, at most `depth`."""
+    if not hits:
+        return Ranked(np.empty(0, np.int64), np.empty(0, np.float32))
+    scores = np.concatenate([h.scores for h in hits]).astype(np.float32, copy=False)
+    keys = np.concatenate([h.keys for h in hits])
+    origins = np.concatenate([np.full(len(h.keys), i) for i, h in enumerate(hits)])
+    order = np.lexsort((keys.view(np.uint64), -scores))[:depth]
+    return Ranked(keys[order], scores[order], [(hits[i].family, hits[i].part) for i in origins[order]])
+
+
+def fuse(dense: Ranked, lexical: Ranked, depth: int) -> Ranked:
+    """The dense and the BM25 ranking fused by reciprocal rank, in key space (the rows of two corpora need
+    not agree: an exact search over zero-shot vectors fuses with the index's BM25)."""
+    keys = np.concatenate([dense.keys, lexical.keys])
+    unique, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    fused = reciprocal_rank_fusion([inverse[: len(dense.keys)], inverse[len(dense.keys) :]], depth)
+    origins = dense.origins + lexical.origins
+    return Ranked(unique[fused.rows], fused.scores, [origins[first[row]] for row in fused.rows])
+
+
+class _JudgedKeys:
+    """What `score_query` asks of a corpus, over the judged products a part reported holding."""
+
+    def __init__(self, present: set[str]) -> None:
+        self._keys = {pid: np.int64(np.uint64(id_key(pid)).view(np.int64)) for pid in present}
+
+    def __contains__(self, product_id: object) -> bool:
+        return product_id in self._keys
+
+    def rows(self, product_ids: Sequence[str]) -> np.ndarray:
+        return np.asarray([self._keys[pid] for pid in product_ids], dtype=np.int64)
+
+
+class _MergeAndScoreFn(beam.DoFn):
+    RUN = "run_pieces"
+
+    def __init__(self, systems: Sequence[str], primary: str, depth: int, metrics: Sequence[MetricSpec],
+                 rule: RelevanceRule, emit_run: bool) -> None:  # fmt: skip
+        self.systems, self.primary, self.depth = tuple(systems), primary, depth
+        self.metrics, self.rule, self.emit_run = tuple(metrics), rule, emit_run
+        suffix = {system: "" if system == primary else f"_{system}" for system in self.systems}
+
+        def counters(name: str) -> dict[str, Any]:
+            return {s: Metrics.counter(METRICS_NAMESPACE, f"{name}{suffix[s]}") for s in self.systems}
+
+        self.searched, self.scored = counters("queries_searched"), counters("queries_scored")
+        self.unjudged = counters("queries_without_judgments")
+        self.not_in_catalog = Metrics.counter(METRICS_NAMESPACE, "judgments_not_in_catalog")
+
+    def process(self, joined: tuple[str, Mapping[str, Any]]) -> Iterator[Any]:
+        query_id, groups = joined
+        queries, hits = list(groups["query"]), list(groups["hits"])
+        if not queries:
+            return
+        query = queries[0]
+        dense = merge_hits([h for h in hits if h.family == DENSE], self.depth)
+        rankings = {DENSE: dense}
+        if BM25 in self.systems or FUSED in self.systems:
+            lexical = merge_hits([h for h in hits if h.family == BM25], self.depth)
+            rankings.update({BM25: lexical, FUSED: fuse(dense, lexical, self.depth)})
+        present = {pid for h in hits for pid in h.present}
+        judgments = {pid: grade for pid, grade in query.judgments.items() if pid in present}
+        self.not_in_catalog.inc(len(query.judgments) - len(judgments))
+        corpus = _JudgedKeys(set(judgments))
+        for system in self.systems:
+            ranked = rankings[system]
+            self.searched[system].inc()
+            if system == self.primary and self.emit_run:
+                yield from _run_pieces(query_id, ranked)
+            if not judgments:
+                self.unjudged[system].inc()
+                continue
+            self.scored[system].inc()
+            per_query, ranks = score_query(query_id, ranked.keys, judgments, corpus, self.metrics, self.rule)
+            yield pvalue.TaggedOutput(f"per_query_{system}", per_query)
+            yield pvalue.TaggedOutput(f"ranks_{system}", ranks)
+
+
+def _run_pieces(query_id: str, ranked: Ranked) -> Iterator[pvalue.TaggedOutput]:
+    """(origin, (query id, ranks, keys, scores)): the run rows each part names (`_NameRunRowsFn`)."""
+    by_origin: dict[tuple[str, int], list[int]] = {}
+    for position, origin in enumerate(ranked.origins):
+        by_origin.setdefault(origin, []).append(position)
+    for origin, positions in by_origin.items():
+        at = np.asarray(positions)
+        piece = (query_id, at + 1, ranked.keys[at], ranked.scores[at])
+        yield pvalue.TaggedOutput(_MergeAndScoreFn.RUN, (origin, piece))
+
+
+class _NameRunRowsFn(beam.DoFn):
+    """(origin, pieces) -> one `RUN_SCHEMA` table of those run rows, named by the part's own ids."""
+
+    def __init__(self, parts: Mapping[tuple[str, int], CorpusPart]) -> None:
+        self.parts = dict(parts)
+
+    def process(self, element: tuple[tuple[str, int], Sequence[tuple]]) -> Iterator[pa.Table]:
+        origin, pieces = element
+        ids = self.parts[origin].ids()
+        name_of = dict(zip(id_keys(ids).view(np.int64).tolist(), ids, strict=True))
+        columns: dict[str, list[Any]] = {"query_id": [], "product_id": [], "rank": [], "score": []}
+        for query_id, ranks, keys, scores in pieces:
+            columns["query_id"] += [query_id] * len(ranks)
+            columns["product_id"] += [name_of[key] for key in keys.tolist()]
+            columns["rank"] += ranks.tolist()
+            columns["score"] += scores.tolist()
+        yield pa.Table.from_pydict(columns, schema=RUN_SCHEMA)
+
+
+class SearchPartsAndScore(beam.PTransform):
+    """JudgedQuery -> {"per_query_<system>", "ranks_<system>", "run"} for each of `systems`, searching the
+    dense `parts` (and the `lexical` parts for "bm25" and "fused") one task a part."""
+
+    def __init__(self, parts: Sequence[CorpusPart], lexical: Sequence[CorpusPart], systems: Sequence[str],
+                 primary: str, depth: int, metrics: Sequence[MetricSpec], rule: RelevanceRule,
+                 batch_size: int, emit_run: bool = True) -> None:  # fmt: skip
+        super().__init__()
+        if set(systems) - set(SYSTEMS) or primary not in systems or (set(systems) - {DENSE} and not lexical):
+            raise ValueError(f"systems {systems} (primary {primary}) need BM25 parts for bm25 and fused")
+        self.parts, self.lexical, self.systems = tuple(parts), tuple(lexical), tuple(systems)
+        self.merge = _MergeAndScoreFn(systems, primary, depth, metrics, rule, emit_run)
+        self.depth, self.batch_size = depth, batch_size
+
+    def expand(self, queries: beam.PCollection) -> dict[str, beam.PCollection]:
+        everyone = beam.pvalue.AsList(queries)
+        families = [(DENSE, self.parts)] + ([(BM25, self.lexical)] if set(self.systems) - {DENSE} else [])
+        found = []
+        for family, parts in families:
+            found.append(
+                queries.pipeline
+                | f"Parts-{family}" >> beam.Create(list(parts))
+                | f"Spread-{family}" >> beam.Reshuffle()
+                | f"Search-{family}"
+                >> beam.ParDo(_SearchPartFn(family, self.depth, self.batch_size), everyone)
+            )
+        hits = found | "AllHits" >> beam.Flatten()
+        keyed = queries | "ByQueryId" >> beam.Map(lambda query: (query.query_id, query))
+        tags = [f"{kind}_{system}" for system in self.systems for kind in ("per_query", "ranks")]
+        merged = (
+            {"query": keyed, "hits": hits}
+            | "GatherHits" >> beam.CoGroupByKey()
+            | "MergeAndScore" >> beam.ParDo(self.merge).with_outputs(_MergeAndScoreFn.RUN, *tags)
+        )
+        origins = {(DENSE, p.number): p for p in self.parts} | {(BM25, p.number): p for p in self.lexical}
+        run = (
+            merged[_MergeAndScoreFn.RUN]
+            | "ByPart" >> beam.GroupByKey()
+            | "NameRunRows" >> beam.ParDo(_NameRunRowsFn(origins))
+        )
+        return {"run": run, **{tag: merged[tag] for tag in tags}}
+
+
+__all__ = ["BM25", "DENSE", "FUSED", "SYSTEMS", "PartHits", "SearchPartsAndScore", "fuse", "merge_hits"]

@@ -1,5 +1,5 @@
-"""The nightly's quality guard (`pipelines.nightly.quality_guard`): tonight against last night and the
-zero-shot row."""
+"""The nightly's quality guard (`pipelines.nightly.quality_guard`): tonight's reported ranking (the served,
+fused one with BM25) against last night, the zero-shot row and the BM25 + zero-shot hybrid."""
 
 from __future__ import annotations
 
@@ -41,6 +41,26 @@ def test_a_significant_loss_against_zero_shot_is_named_and_refused(tmp_path) -> 
         check.enforce()
     quality_check("warn", str(tonight), None).enforce()  # warns only
     assert quality_check("off", str(tonight), None).verdict() == "quality guard: off"
+
+
+def test_a_served_ranking_below_the_hybrid_is_refused_and_last_night_is_compared_like_with_like(
+    tmp_path,
+) -> None:
+    """Tonight's served (fused) ranking lost its BM25 side: far below the BM25 + zero-shot hybrid, though
+    its dense ranking is last night's. Last night reported its dense ranking, so it is compared with
+    tonight's dense one (dense/), and is not the loss."""
+    rng = np.random.default_rng(62)
+    base = rng.uniform(0.6, 0.9, size=40)
+    tonight = _per_query(tmp_path / "tue", base - 0.2 + rng.normal(0, 0.01, size=40))
+    (tonight / "manifest.json").write_text(json.dumps({"ranking": {"reported": "fused"}}))
+    _per_query(tonight / "dense", base)
+    _per_query(tonight / "lexical" / "bm25+zero-shot", base)
+    last = _per_query(tmp_path / "mon", base)  # no "ranking": an evaluation that reported its dense one
+    check = quality_check("refuse", str(tonight), ("mon", str(last)))
+    losses = check.losses()
+    assert losses and all("for the BM25 + zero-shot hybrid (p " in loss for loss in losses)
+    with pytest.raises(QualityRefused):
+        check.enforce()
 
 
 def test_a_loss_under_the_margin_or_not_significant_is_not_acted_on(tmp_path) -> None:
@@ -153,13 +173,16 @@ def test_the_nightly_refuses_a_night_below_last_nights_then_publishes_it_when_to
         *("nightly", "--model", str(damaged_model_dir), "--products", str(tmp_path / "catalog.parquet")),
         *("--output", str(root), "--queries", queries, "--judgments", judgments, "--depth", "20"),
     ]
-    assert main([*argv, "--run_id", "mon", "--quality_guard", "refuse"]) == 2
+    # Monday without BM25: its dense ranking is the one reported and guarded (with BM25 the served ranking
+    # of this store, whose queries say the titles' words, is as good as the hybrid's).
+    monday = [*argv, "--lexical", "false"]
+    assert main([*monday, "--run_id", "mon", "--quality_guard", "refuse"]) == 2
     err = capsys.readouterr().err
     assert "tonight is significantly below" in err and "for the backbone used zero-shot (p " in err
     assert read_latest(str(root)) is None
     refused = (root / "mon" / "report.html").read_text()
     assert "<strong>not published</strong>" in refused and "refused by the quality guard" in refused
-    assert main([*argv, "--run_id", "mon"]) == 0
+    assert main([*monday, "--run_id", "mon"]) == 0
     out = capsys.readouterr().out
     assert "quality guard: tonight is significantly below" in out and "backbone used zero-shot" in out
     monday = pq.read_table(root / "mon" / "eval" / PER_QUERY_FILE)
@@ -168,9 +191,11 @@ def test_the_nightly_refuses_a_night_below_last_nights_then_publishes_it_when_to
         perfect.add_column(0, "query_id", monday.column("query_id")), root / "mon" / "eval" / PER_QUERY_FILE
     )
 
+    # Tuesday ships BM25 and reports its served ranking; last night (dense) is compared with its dense one.
     assert main([*argv, "--run_id", "tue", "--quality_guard", "refuse"]) == 2
     err = capsys.readouterr().err
     assert "tonight is significantly below" in err and "last night (run mon)" in err
+    assert json.loads((root / "tue" / "eval" / "manifest.json").read_text())["ranking"]["reported"] == "fused"
     assert read_latest(str(root))["run_id"] == "mon"
     assert main([*argv, "--run_id", "tue"]) == 0  # warn: the finished run is published
     out = capsys.readouterr().out

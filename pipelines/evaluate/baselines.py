@@ -16,6 +16,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from evaluation import MetricSpec, RelevanceRule
 from pipelines.evaluate.lexical import LexicalComparison, compare_with_lexical, wants_lexical
+from pipelines.evaluate.systems import bm25_index
 from pipelines.evaluate.zero_shot import ZeroShotComparison, compare_with_zero_shot, wants_zero_shot
 
 if TYPE_CHECKING:
@@ -59,9 +60,10 @@ def compare_with_baselines(
     if with_zero_shot:
         zero_shot = compare_with_zero_shot(config, folder, model_rows, model_searcher, beam_options, evaluate)
     lexical = None
-    if wants_lexical(config, with_zero_shot):
+    bm25 = bm25_index(config)
+    if wants_lexical(config, with_zero_shot, served=bool(bm25)):
         zero_shot_run = FileSystems.join(folder, zero_shot.folder, "eval") if zero_shot else None
-        lexical = compare_with_lexical(config, folder, model_rows, scoring, zero_shot_run)
+        lexical = compare_with_lexical(config, folder, model_rows, scoring, zero_shot_run, bm25)
     return BaselineComparisons(zero_shot, lexical)
 
 

@@ -34,6 +34,13 @@ class EvaluateConfig(StageOutput):
     evaluate: EvaluateSettings
     products: str | None = None
     threshold: PredictionThreshold = field(default_factory=PredictionThreshold)
+    # Set by code, not flags. The index artifact whose BM25 is fused with this evaluation's dense ranking
+    # (None: --index's, when it carries BM25): the zero-shot row's exact search fuses with the model's.
+    lexical_index: str | None = None
+    # The ranking reported as this evaluation's own (metrics.json, the quality guard): None is the served
+    # one (fused with BM25 when there is BM25, else dense); "dense" keeps the dense one there and writes
+    # the fused one to fused/ (the zero-shot row, whose fused ranking is the BM25 + zero-shot hybrid).
+    primary_system: str | None = None
 
     @classmethod
     def from_options(cls, options: ParsedFlags) -> EvaluateConfig:

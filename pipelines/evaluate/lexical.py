@@ -27,11 +27,15 @@ from apache_beam.io.filesystems import FileSystems
 from evaluation import MetricSpec, RelevanceRule, aggregate, format_table, write_metrics
 from evaluation.comparison import ComparisonReport, by_query, compare_query_rows
 from evaluation.ranked import CorpusIds, score_query
+from evaluation.report import PER_QUERY_FILE
 from index_builder.bm25 import Bm25Index, Bm25Settings, LexicalStatistics, Ranking
 from index_builder.lexical import RRF_K, reciprocal_rank_fusion
 from pipelines.artifacts import list_files, parquet_rows, read_parquet_table
+from pipelines.evaluate.corpus_parts import index_parts
+from pipelines.evaluate.report import read_per_query
 from pipelines.index.lexical_build import catalog_words
 from pipelines.local_copies import local_output
+from schemas.manifest import MANIFEST_FILE
 
 if TYPE_CHECKING:
     from pipelines.evaluate.config import EvaluateConfig
@@ -44,13 +48,14 @@ HYBRID = "bm25+zero-shot"
 MODEL_HYBRID = "bm25+model"
 
 
-def wants_lexical(config: EvaluateConfig, zero_shot: bool) -> bool:
-    """--lexical as given, else on whenever the zero-shot row is evaluated."""
+def wants_lexical(config: EvaluateConfig, zero_shot: bool, served: bool = False) -> bool:
+    """--lexical as given, else on whenever the zero-shot row is evaluated or the index's BM25 was searched
+    (`served`: its rows cost nothing more)."""
     flag = config.evaluate.lexical
-    if flag == "true" and not config.products:
-        raise ValueError("--lexical needs --products: BM25 indexes the catalog's text")
+    if flag == "true" and not (config.products or served):
+        raise ValueError("--lexical needs --products (BM25 indexes the catalog's text) or an index with BM25")
     if flag is None:
-        return zero_shot
+        return zero_shot or served
     return flag == "true"
 
 
@@ -65,9 +70,16 @@ class LexicalComparison:
     corpus_size: int
     fusion: ComparisonReport | None = None
     folder: str = LEXICAL_FOLDER
+    # Whether B, the model, is its served ranking (fused with the index's BM25) rather than a dense one.
+    served: bool = False
+
+    @property
+    def model_label(self) -> str:
+        return "this model's served ranking (dense + BM25, RRF)" if self.served else "this model"
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "model_ranking": "served" if self.served else "dense",
             "bm25": self.analyzer,
             "fusion": f"reciprocal rank fusion of {BM25} with the zero-shot or the model's run, k {RRF_K}",
             "corpus_size": self.corpus_size,
@@ -85,9 +97,8 @@ class LexicalComparison:
         parts = []
         for name, report in self.reports.items():
             lines = report.format().splitlines()
-            parts.append(
-                "\n".join([f"Against {name}: {explained[name]}; A = {name}, B = this model", *lines[2:]])
-            )
+            title = f"Against {name}: {explained[name]}; A = {name}, B = {self.model_label}"
+            parts.append("\n".join([title, *lines[2:]]))
         if self.fusion is not None:
             lines = self.fusion.format().splitlines()
             title = f"{MODEL_HYBRID} against {HYBRID}: what fusing BM25 into this model's retrieval gains"
@@ -219,19 +230,42 @@ def score_lexical(
     return LexicalRuns(rows, len(bm25), settings.describe())
 
 
+def served_lexical(folder: str, zero_shot_eval: str | None, bm25_index: str) -> LexicalRuns:
+    """The lexical rows of an evaluation that searched the index's own BM25 (`pipelines.evaluate.systems`):
+    BM25's from FOLDER/bm25/, the hybrid's from the zero-shot evaluation's fused/ (its exact search fused
+    with the same BM25); nothing is indexed again."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    found = {BM25: FileSystems.join(folder, "bm25")}
+    if zero_shot_eval is not None:
+        found[HYBRID] = FileSystems.join(zero_shot_eval, "fused")
+    for name, system in found.items():
+        if FileSystems.exists(FileSystems.join(system, PER_QUERY_FILE)):
+            by_id, _ = read_per_query(system)
+            rows[name] = [{"query_id": query_id, **row} for query_id, row in by_id.items()]
+    parts = index_parts(bm25_index)
+    with FileSystems.open(FileSystems.join(parts[0].path, MANIFEST_FILE)) as handle:
+        analyzer = str(json.loads(handle.read())["extra"].get("lexical", "BM25"))
+    return LexicalRuns(rows, sum(part.count for part in parts), analyzer)
+
+
 def compare_with_lexical(
     config: EvaluateConfig,
     folder: str,
     model_rows: Sequence[Mapping[str, Any]],
     scoring: tuple[Sequence[MetricSpec], int, RelevanceRule],
     zero_shot_eval: str | None,
+    bm25_index: str | None = None,
 ) -> LexicalComparison:
-    """`score_lexical` over --products and the evaluation's queries; each system's rows written to
-    FOLDER/lexical/<system>/ and compared with the model's."""
-    assert config.products, "wants_lexical requires --products"
+    """BM25's and the hybrid's rows, from the index's BM25 the evaluation searched (`bm25_index`, then
+    the model's rows are its served, fused ranking), else `score_lexical` over --products; each system's
+    rows written to FOLDER/lexical/<system>/ and compared with the model's."""
     opts = config.evaluate
-    catalog = JudgedCatalog(config.products, opts.queries, opts.judgments, opts.split)
-    runs = score_lexical(catalog, scoring, zero_shot_eval, model_eval=folder)
+    if bm25_index:
+        runs = served_lexical(folder, zero_shot_eval, bm25_index)
+    else:
+        assert config.products, "wants_lexical requires --products"
+        catalog = JudgedCatalog(config.products, opts.queries, opts.judgments, opts.split)
+        runs = score_lexical(catalog, scoring, zero_shot_eval, model_eval=folder)
     model = by_query(model_rows)
     names = [spec.key for spec in scoring[0]]
     reports: dict[str, ComparisonReport] = {}
@@ -244,7 +278,7 @@ def compare_with_lexical(
     fusion = None
     if HYBRID in scored and MODEL_HYBRID in scored:
         fusion = compare_query_rows(HYBRID, scored[HYBRID], names, MODEL_HYBRID, scored[MODEL_HYBRID], names)
-    comparison = LexicalComparison(runs.analyzer, reports, runs.corpus_size, fusion)
+    comparison = LexicalComparison(runs.analyzer, reports, runs.corpus_size, fusion, served=bool(bm25_index))
     with FileSystems.create(FileSystems.join(folder, LEXICAL_FILE)) as handle:
         handle.write(json.dumps(comparison.to_dict(), indent=2).encode("utf-8"))
     return comparison

@@ -131,17 +131,19 @@ class _MergeAndScoreFn(beam.DoFn):
     RUN = "run_pieces"
 
     def __init__(self, systems: Sequence[str], primary: str, depth: int, metrics: Sequence[MetricSpec],
-                 rule: RelevanceRule, emit_run: bool) -> None:  # fmt: skip
+                 rule: RelevanceRule, emit_run: bool, counter_suffix: str) -> None:  # fmt: skip
         self.systems, self.primary, self.depth = tuple(systems), primary, depth
         self.metrics, self.rule, self.emit_run = tuple(metrics), rule, emit_run
-        suffix = {system: "" if system == primary else f"_{system}" for system in self.systems}
+        # The primary system's counters carry `counter_suffix` alone (`SearchAndScore`'s names), the others
+        # their system's name too.
+        suffix = {s: counter_suffix + ("" if s == primary else f"_{s}") for s in self.systems}
 
         def counters(name: str) -> dict[str, Any]:
             return {s: Metrics.counter(METRICS_NAMESPACE, f"{name}{suffix[s]}") for s in self.systems}
 
         self.searched, self.scored = counters("queries_searched"), counters("queries_scored")
         self.unjudged = counters("queries_without_judgments")
-        self.not_in_catalog = Metrics.counter(METRICS_NAMESPACE, "judgments_not_in_catalog")
+        self.not_in_catalog = Metrics.counter(METRICS_NAMESPACE, f"judgments_not_in_catalog{counter_suffix}")
 
     def process(self, joined: tuple[str, Mapping[str, Any]]) -> Iterator[Any]:
         query_id, groups = joined
@@ -208,12 +210,12 @@ class SearchPartsAndScore(beam.PTransform):
 
     def __init__(self, parts: Sequence[CorpusPart], lexical: Sequence[CorpusPart], systems: Sequence[str],
                  primary: str, depth: int, metrics: Sequence[MetricSpec], rule: RelevanceRule,
-                 batch_size: int, emit_run: bool = True) -> None:  # fmt: skip
+                 batch_size: int, emit_run: bool = True, counter_suffix: str = "") -> None:  # fmt: skip
         super().__init__()
         if set(systems) - set(SYSTEMS) or primary not in systems or (set(systems) - {DENSE} and not lexical):
             raise ValueError(f"systems {systems} (primary {primary}) need BM25 parts for bm25 and fused")
         self.parts, self.lexical, self.systems = tuple(parts), tuple(lexical), tuple(systems)
-        self.merge = _MergeAndScoreFn(systems, primary, depth, metrics, rule, emit_run)
+        self.merge = _MergeAndScoreFn(systems, primary, depth, metrics, rule, emit_run, counter_suffix)
         self.depth, self.batch_size = depth, batch_size
 
     def expand(self, queries: beam.PCollection) -> dict[str, beam.PCollection]:

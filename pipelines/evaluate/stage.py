@@ -2,10 +2,13 @@
 
     queries --ReadQueries--> valid --EncodeQueries--> (query_id, embedding) --+
     judgments --ReadJudgments--> valid -----------------------------------JoinJudgments--> JudgedQuery
-    JudgedQuery --SearchAndScore (one per searcher)--> per-query metrics, relevant ranks, run tables
+    JudgedQuery --SearchPartsAndScore (one per searcher)--> per system: per-query metrics, relevant ranks;
+        the primary system's run tables
 
-Judgments meet the small query embeddings before search, and each searcher's DoFn scores its own
-batches (pipelines/evaluate/transforms.py), so 10,000-deep rankings never cross a shuffle. With
+Judgments meet the small query embeddings before search. Each searcher is searched part by part, one
+index shard or embeddings file a task (pipelines/evaluate/sharded.py), so a worker holds one shard, not
+the catalog; with an index that carries BM25 the primary searcher's fused ranking, the one a server gets,
+is what metrics.json reports, its dense and BM25 rankings beside it (pipelines/evaluate/systems.py). With
 --compare_exact (the default when --searcher ann also has --embeddings) the joined queries are searched a
 second time, exactly, and scored the same way, so one job reports how much recall the index loses.
 Per-query rows are combined on the driver (pipelines/evaluate/report.py) into metrics.json,
@@ -54,7 +57,17 @@ from pipelines.evaluate.report import (
     write_report,
 )
 from pipelines.evaluate.searchers import SearcherSpec
-from pipelines.evaluate.transforms import JoinJudgments, SearchAndScore, WriteRun
+from pipelines.evaluate.sharded import SearchPartsAndScore
+from pipelines.evaluate.systems import (
+    SearcherSystems,
+    bm25_index,
+    corpus_parts,
+    index_parts,
+    ranking_record,
+    searcher_systems,
+    write_beside,
+)
+from pipelines.evaluate.transforms import JoinJudgments, WriteRun
 from pipelines.index.manifest import format_serving, serving_schedule
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode
 from pipelines.options import EvaluateSettings, ModelSettings
@@ -173,6 +186,17 @@ class EvaluationPlan:
     split: str
     # Inputs of another model, evaluated anyway under --allow_model_mismatch (empty: none).
     model_mismatches: tuple[str, ...] = ()
+    # What each searcher scored (the primary one first), and the index whose BM25 was fused (None: none).
+    systems: tuple[SearcherSystems, ...] = ()
+    bm25_index: str | None = None
+
+    @property
+    def primary_branch(self) -> str:
+        """The branch metrics.json reports: the primary searcher's primary system."""
+        return self.systems[0].branch(self.systems[0].primary)
+
+    def branches(self) -> list[str]:
+        return [chosen.branch(system) for chosen in self.systems for system in chosen.systems]
 
 
 def build_evaluate(
@@ -229,9 +253,9 @@ def build_evaluate_pipeline(
         | "ReadQueries" >> beam.io.ReadFromParquet(opts.queries)
         | "ValidateQueries" >> ValidateRecords("query", validate_query)
     )
+    in_split = queries.valid | "InSplit" >> beam.Filter(lambda q: q["split"] == split)
     embedded = (
-        queries.valid
-        | "InSplit" >> beam.Filter(lambda q: q["split"] == split)
+        in_split
         | "ToText" >> beam.Map(lambda q: TextToEncode(q["query_id"], q["text"]))
         | "EncodeQueries" >> RunInference(handler)
     )
@@ -243,16 +267,34 @@ def build_evaluate_pipeline(
     joined = {
         "embedded": embedded | "ByQueryId" >> beam.Map(lambda result: (result.example.key, result.inference)),
         "judgments": judgments.valid,
+        "texts": in_split | "QueryTexts" >> beam.Map(lambda q: (q["query_id"], q["text"])),
     } | "JoinJudgments" >> JoinJudgments()
     names = [spec.key for spec in metrics]
+    lexical_index = bm25_index(config)
+    lexical = index_parts(lexical_index) if lexical_index else []
+    chosen_systems = []
     for name, spec in specs.items():
         is_primary = name == primary
+        chosen = searcher_systems(config, name, is_primary, bool(lexical))
+        chosen_systems.append(chosen)
         suffix, label = ("", "") if is_primary else (f"_{name}", name.title())
-        scored = joined | f"SearchAndScore{label}" >> SearchAndScore(
-            spec, depth, metrics, rule, model.batch_size, emit_run=is_primary, counter_suffix=suffix
+        scored = joined | f"SearchAndScore{label}" >> SearchPartsAndScore(
+            corpus_parts(spec),
+            lexical if is_primary else (),
+            chosen.systems,
+            chosen.primary,
+            depth,
+            metrics,
+            rule,
+            model.batch_size,
+            emit_run=is_primary,
+            counter_suffix=suffix,
         )
-        _write_rows(scored["per_query"], folder, f"tmp-{name}-per_query", per_query_metrics_schema(names))
-        _write_rows(scored["relevant_ranks"], folder, f"tmp-{name}-ranks", RELEVANT_RANKS_SCHEMA)
+        for system in chosen.systems:
+            branch = chosen.branch(system)
+            schema = per_query_metrics_schema(names)
+            _write_rows(scored[f"per_query_{system}"], folder, f"tmp-{branch}-per_query", schema)
+            _write_rows(scored[f"ranks_{system}"], folder, f"tmp-{branch}-ranks", RELEVANT_RANKS_SCHEMA)
         if is_primary:
             _ = scored["run"] | "WriteRun" >> WriteRun(FileSystems.join(folder, "run"))
     _ = (
@@ -272,6 +314,8 @@ def build_evaluate_pipeline(
         cutoffs,
         split,
         tuple(mismatches),
+        tuple(chosen_systems),
+        lexical_index,
     )
     return pipeline, plan
 
@@ -307,13 +351,16 @@ def _run_evaluate(
             collect_rows(folder, f"tmp-{name}-per_query"),
             collect_rows(folder, f"tmp-{name}-ranks"),
         )
-        for name in specs
+        for name in plan.branches()
     }
+    served = plan.primary_branch
     report = write_report(
-        folder, branches, primary, plan.depth, plan.rule, plan.rule_source, calibration, plan.cutoffs
+        folder, branches, served, plan.depth, plan.rule, plan.rule_source, calibration, plan.cutoffs
     )
+    beside = write_beside(folder, plan.systems[0], {n: b.per_query for n, b in branches.items()}, plan.rule)
     annotations = _annotation_quality(config, folder)
-    side = "exact" if "exact" in branches else primary
+    # The served ranking is compared with the baselines; a dense one, with exact search where it ran.
+    side = served if served != primary else ("exact" if "exact" in branches else primary)
     baselines = compare_with_baselines(
         config,
         folder,
@@ -333,9 +380,12 @@ def _run_evaluate(
         "judgments_dead_lettered",
         "judgments_not_in_catalog",
     ]
-    for name in specs.keys() - {primary}:
+    first = plan.systems[0]
+    others = [name for name in specs if name != primary] + [s for s in first.systems if s != first.primary]
+    for name in others:
         counted += [f"queries_searched_{name}", f"queries_scored_{name}", f"queries_without_judgments_{name}"]
     counts = {name: counter_value(result, name) for name in counted}
+    ranking = ranking_record(plan.systems[0], plan.bm25_index, beside)
     # What a server searching this index sees at its serving depths, beside what this evaluation saw.
     serving = serving_schedule(specs["ann"].path) if "ann" in specs else []
     write_stage_manifest(
@@ -346,6 +396,7 @@ def _run_evaluate(
             "model_version": plan.identity.model_version,
             **({"allowed_model_mismatches": list(plan.model_mismatches)} if plan.model_mismatches else {}),
             "searcher": primary,
+            "ranking": ranking,
             "compare_exact": len(specs) > 1,
             **({"searcher_choice": calibration.to_dict()} if calibration else {}),
             "depth": plan.depth,

@@ -26,6 +26,7 @@ from model import load_config
 from model.registry import ZERO_SHOT
 from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.evaluate.report import read_per_query
+from pipelines.evaluate.systems import bm25_index
 from pipelines.layout import ZERO_SHOT_FILE, ZERO_SHOT_FOLDER
 from pipelines.options import EmbedSettings
 from pipelines.zero_shot import zero_shot_model
@@ -97,6 +98,9 @@ def compare_with_zero_shot(
     embed = EmbedSettings(str(config.products), previous=previous, max_dead_letter_fraction=1.0)
     embed_catalog(EmbedConfig(model=settings, embed=embed, output=embeddings), beam_options)
     evaluation = FileSystems.join(base, "eval")
+    # With an index that carries BM25, the zero-shot search is fused with that BM25 too (into eval/fused/):
+    # the BM25 + zero-shot hybrid, without indexing the catalog again.
+    bm25 = bm25_index(config)
     evaluate(
         dataclasses.replace(
             config,
@@ -108,10 +112,12 @@ def compare_with_zero_shot(
                 embeddings=embeddings,
                 compare_exact="false",
                 zero_shot="false",
-                lexical="false",
+                lexical=None if bm25 else "false",
             ),
             output=evaluation,
             products=None,
+            lexical_index=bm25,
+            primary_system="dense",
         )
     )
     zero_rows, zero_names = read_per_query(evaluation)

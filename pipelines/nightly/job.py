@@ -153,7 +153,8 @@ class NightlyJob:
         index_config = replace(index, index=replace(self.index, **given))
         stages = NightlyStages(embed, index_config)
         if self.queries and self.judgments:
-            stages = replace(stages, evaluate=self._evaluate_config(index_config.index.depth))
+            with_bm25 = index_config.products is not None
+            stages = replace(stages, evaluate=self._evaluate_config(index_config.index.depth, with_bm25))
         inputs = ["--products", self.catalog, "--embeddings", self.stage("embeddings")]
         if self.enrich:
             stages = replace(stages, enrich=self._parsed("enriched", inputs, ()))
@@ -161,9 +162,10 @@ class NightlyJob:
             stages = replace(stages, export=self._parsed("vertex", inputs, ()))
         return stages
 
-    def _evaluate_config(self, depth: int) -> EvaluateConfig:
+    def _evaluate_config(self, depth: int, with_bm25: bool) -> EvaluateConfig:
         """The evaluation of this run's index against --queries and --judgments, into its eval/, beside the
-        backbone used zero-shot."""
+        backbone used zero-shot and, when the index carries BM25 (`with_bm25`), scoring the ranking a server
+        gets (dense + BM25) beside BM25 and the BM25 + zero-shot hybrid, from the index's own BM25."""
         fixed = ["--model", self.model, "--queries", self.queries, "--judgments", self.judgments]
         fixed += ["--index", self.stage("index"), "--embeddings", self.stage("embeddings")]
         # Tonight's catalog: the annotations are scored on the products the model held out.
@@ -171,11 +173,13 @@ class NightlyJob:
         config = self._parsed("eval", fixed, self.evaluate_flags)
         given = given_flags([*self.beam_args, *self.evaluate_flags])
         # By default the depth the index was built for, searched the faster of the index and exact scoring
-        # by measurement (both reported); BM25 would index the whole catalog every night: only when asked
-        # (--lexical true). One searcher per worker process (issue 26): the calibrated choice alone, not
-        # both it and the other (each a full copy of the corpus: 1.5 GB at 1M x 384; the index's recall
-        # against exact search is in the manifest's searcher_choice anyway); --compare_exact true asks.
-        nightly_defaults = {"depth": depth, "searcher": "auto", "lexical": "false", "compare_exact": "false"}
+        # by measurement (both reported). The BM25 rows come from the index's own BM25; without it BM25
+        # would index the whole catalog every night: only when asked (--lexical true). One searcher (issue
+        # 26): the calibrated choice alone (the index's recall against exact search is in the manifest's
+        # searcher_choice anyway); --compare_exact true asks for both.
+        nightly_defaults = {"depth": depth, "searcher": "auto", "compare_exact": "false"}
+        if not with_bm25:
+            nightly_defaults["lexical"] = "false"
         chosen = {name: value for name, value in nightly_defaults.items() if name not in given}
         return replace(config, evaluate=replace(config.evaluate, **chosen))
 

@@ -1,5 +1,9 @@
-"""The nightly's quality guard: is tonight's model at least as good as last night's, and as the backbone
-used zero-shot?
+"""The nightly's quality guard: is tonight's ranking at least as good as last night's, as the backbone
+used zero-shot, and as the BM25 + zero-shot hybrid a team would build instead?
+
+With BM25 in the index (the nightly's default) the ranking guarded is the one a server gets, the dense
+ranking fused with BM25; last night's evaluation is compared like with like (a night that reported its
+dense ranking is compared with tonight's dense ranking).
 
 Every stage can succeed while retrieval got worse: a retrained or adapted model, a vocabulary extended,
 another precision. A new user's nightly printed "published" while its own zero-shot file showed the
@@ -15,6 +19,7 @@ publish a night that is below (the run is finished, LATEST is not moved); `off` 
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -23,9 +28,11 @@ from apache_beam.io.filesystems import FileSystems
 
 from evaluation.comparison import ComparisonReport, compare_query_rows
 from evaluation.significance import SIGNIFICANCE
+from pipelines.evaluate.lexical import HYBRID, LEXICAL_FOLDER
 from pipelines.evaluate.report import PER_QUERY_FILE, read_per_query
 from pipelines.layout import ZERO_SHOT_FOLDER
 from pipelines.nightly.publish_guard import PublishRefused
+from schemas.manifest import MANIFEST_FILE
 
 GUARDED_METRICS = ("ndcg@10", "recall@100")
 MAX_PVALUE = SIGNIFICANCE
@@ -102,20 +109,46 @@ class QualityCheck:
             )
 
 
+def reported_ranking(evaluation: str) -> str:
+    """Which ranking an evaluation folder reports: "fused" (dense + BM25, what a server gets) or a dense
+    searcher's name; evaluations made before BM25 was served reported a dense one."""
+    path = FileSystems.join(evaluation, MANIFEST_FILE)
+    if not FileSystems.exists(path):
+        return "dense"
+    with FileSystems.open(path) as handle:
+        return str((json.loads(handle.read()).get("ranking") or {}).get("reported", "dense"))
+
+
+def _same_ranking(evaluation: str, other: str) -> str:
+    """Tonight's folder of the ranking `other` reports: its dense one (dense/) when `other` was dense and
+    tonight's reported ranking is the fused one, so last night is compared like with like."""
+    tonight_fused, other_fused = reported_ranking(evaluation) == "fused", reported_ranking(other) == "fused"
+    dense = FileSystems.join(evaluation, "dense")
+    if tonight_fused and not other_fused and FileSystems.exists(FileSystems.join(dense, PER_QUERY_FILE)):
+        return dense
+    return evaluation
+
+
 def quality_check(mode: str, evaluation: str, previous: tuple[str, str] | None) -> QualityCheck:
-    """Compare the evaluation folder `evaluation` with `previous` ((run id, its evaluation folder), when
-    it exists) and with its own zero-shot row when it has one."""
+    """Compare the evaluation folder `evaluation` (the ranking it reports: the served one when the index
+    carries BM25) with `previous` ((run id, its evaluation folder), when it exists), with its own zero-shot
+    row, and with the BM25 + zero-shot hybrid when it has them."""
     if mode == "off":
         return QualityCheck(mode)
-    tonight, names = read_per_query(evaluation)
+    # (what the baseline is, its folder, tonight's folder it is compared with)
     baselines = []
     if previous is not None:
-        baselines.append((f"last night (run {previous[0]})", previous[1]))
-    baselines.append(("the backbone used zero-shot", FileSystems.join(evaluation, ZERO_SHOT_FOLDER, "eval")))
+        last_night = (f"last night (run {previous[0]})", previous[1])
+        baselines.append((*last_night, _same_ranking(evaluation, previous[1])))
+    zero_shot = FileSystems.join(evaluation, ZERO_SHOT_FOLDER, "eval")
+    baselines.append(("the backbone used zero-shot", zero_shot, evaluation))
+    hybrid = FileSystems.join(evaluation, LEXICAL_FOLDER, HYBRID)
+    baselines.append(("the BM25 + zero-shot hybrid", hybrid, evaluation))
     comparisons = []
-    for label, folder in baselines:
+    for label, folder, ours in baselines:
         if not FileSystems.exists(FileSystems.join(folder, PER_QUERY_FILE)):
             continue
+        tonight, names = read_per_query(ours)
         rows, their_names = read_per_query(folder)
         comparisons.append((label, compare_query_rows(label, rows, their_names, "tonight", tonight, names)))
     return QualityCheck(mode, tuple(comparisons))

@@ -16,6 +16,9 @@ from apache_beam.io.filesystems import FileSystems
 # (`pipelines.evaluate.zero_shot`): its embeddings/ and eval/, and the paired comparison.
 ZERO_SHOT_FOLDER = "zero_shot"
 ZERO_SHOT_FILE = "zero_shot.json"
+# And BM25 and the BM25 + zero-shot hybrid (`pipelines.evaluate.lexical`): each's rows, and the comparisons.
+LEXICAL_FOLDER = "lexical"
+LEXICAL_FILE = "lexical.json"
 
 
 @dataclass(frozen=True)

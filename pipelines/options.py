@@ -233,10 +233,11 @@ class EvaluateSettings:
         "--previous` does; the nightly passes last night's",
     )
     lexical: str | None = switch(
-        "Also rank --products with BM25 (bm25s, Lucene scoring, k1 1.2, b 0.75, Snowball English stemmer) "
-        "over the text the model reads, and with BM25 fused with the zero-shot run by reciprocal rank "
-        "(k 60), and compare the model with each (paired t-test); default: true when the zero-shot row is "
-        "evaluated",
+        "BM25 (Lucene scoring, k1 1.2, b 0.75, each product's locale's Snowball analyzer) over the text the "
+        "model reads, and BM25 fused with the zero-shot run by reciprocal rank (k 60), each compared with "
+        "the model (paired t-test); with an --index that carries BM25 its own BM25 is used and the ranking "
+        "reported is the served one, the dense ranking fused with it; false: neither (nor BM25 in the "
+        "nightly's index); default: true when the zero-shot row is evaluated or the index carries BM25",
     )
     allow_model_mismatch: str | None = switch(
         "Evaluate even when --index or --embeddings record another model than --model (their manifests' "

@@ -24,7 +24,8 @@ from pipelines.artifacts import read_embeddings
 from pipelines.embed.stage import run_embed
 from pipelines.evaluate.calibration import calibrate, choose
 from pipelines.evaluate.report import resolve_rule
-from pipelines.evaluate.stage import SearcherSpec, _searcher_specs, run_evaluate
+from pipelines.evaluate.searchers import searcher_specs
+from pipelines.evaluate.stage import SearcherSpec, run_evaluate
 from pipelines.options import EvaluateOptions
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
 
@@ -184,7 +185,7 @@ def test_one_job_reports_exact_ann_and_the_loss_per_recall(compared_run, exact_r
 
 def test_compare_exact_flag_defaults_and_refusals() -> None:
     def specs(*flags: str) -> list[str]:
-        return list(_searcher_specs(PipelineOptions(list(flags)).view_as(EvaluateOptions)))
+        return list(searcher_specs(PipelineOptions(list(flags)).view_as(EvaluateOptions)))
 
     assert specs("--index", "i", "--embeddings", "e") == ["ann", "exact"]
     assert specs("--index", "i") == ["ann"]
@@ -366,6 +367,6 @@ def test_choose_needs_recall_and_speed() -> None:
 def test_auto_needs_both_searchers() -> None:
     options = PipelineOptions(["--searcher", "auto", "--index", "i"]).view_as(EvaluateOptions)
     with pytest.raises(ValueError, match="--searcher auto needs both --index and --embeddings"):
-        _searcher_specs(options)
+        searcher_specs(options)
     options = PipelineOptions(["--searcher", "auto", "--index", "i", "--embeddings", "e"])
-    assert list(_searcher_specs(options.view_as(EvaluateOptions))) == ["ann", "exact"]
+    assert list(searcher_specs(options.view_as(EvaluateOptions))) == ["ann", "exact"]

@@ -77,3 +77,39 @@ def test_lexical_false_in_the_index_flags_ships_no_bm25(night) -> None:
     argv += ["--output", str(night["root"] / "plain"), "--run_id", "n1", "--index_flags", "--lexical false"]
     assert main(argv) == 0
     assert PartitionedIndex.load(night["root"] / "plain" / "n1" / "index").lexical is None
+
+
+def test_the_nightlys_evaluation_reports_the_served_ranking_against_the_hybrid(tiny_model_dir, tmp_path):
+    """metrics.json is the fused ranking's, with its comparisons (p-values) against zero-shot, BM25 and the
+    BM25 + zero-shot hybrid; the dense one is beside it; the page says which ranking servers get."""
+    import pyarrow as pa
+
+    from schemas import JUDGMENT_SCHEMA, QUERY_SCHEMA
+
+    products = tmp_path / "products.parquet"
+    pq.write_table(pa.Table.from_pylist(_catalog_rows(60), schema=PRODUCT_SCHEMA), products)
+    said = ["asics running shoe", "nike shoe red", "puma model", "adidas blue shoe", "road running shoe"]
+    queries = [{"query_id": f"q{i}", "text": t, "aspects": None, "split": "test"} for i, t in enumerate(said)]
+    judged = [
+        {"query_id": f"q{i}", "product_id": f"p{(i * 7 + j) % 60:03d}", "grade": 3 - j, "label": None}
+        for i in range(len(said))
+        for j in range(3)
+    ]
+    pq.write_table(pa.Table.from_pylist(queries, schema=QUERY_SCHEMA), tmp_path / "queries.parquet")
+    pq.write_table(pa.Table.from_pylist(judged, schema=JUDGMENT_SCHEMA), tmp_path / "judgments.parquet")
+    argv = ["nightly", "--model", str(tiny_model_dir), "--products", str(products), "--run_id", "n1"]
+    argv += ["--output", str(tmp_path / "nightly"), "--queries", str(tmp_path / "queries.parquet")]
+    argv += ["--judgments", str(tmp_path / "judgments.parquet"), "--num_index_shards", "2", "--depth", "60"]
+    assert main(argv) == 0
+    evaluation = tmp_path / "nightly" / "n1" / "eval"
+    metrics = json.loads((evaluation / "metrics.json").read_text())
+    assert metrics["ranking"]["reported"] == "fused" and "BM25" in metrics["ranking"]["served"]
+    assert set(metrics["against"]) == {"zero-shot", "bm25", "bm25+zero-shot"}
+    assert set(metrics["against"]["bm25+zero-shot"]["ndcg@10"]) >= {"mean_a", "mean_b", "delta", "pvalue"}
+    # The hybrid row is the zero-shot search fused with the index's own BM25 (no BM25 indexed again).
+    assert (evaluation / "zero_shot" / "eval" / "fused" / "per_query.parquet").is_file()
+    assert (evaluation / "dense" / "per_query.parquet").is_file()
+    page = (tmp_path / "nightly" / "n1" / "report.html").read_text()
+    assert "Servers get the dense ranking fused with the index&#x27;s BM25" in page
+    lead = page.split("Against the BM25 + zero-shot hybrid: ")[1].split("</p>")[0]
+    assert lead.startswith("recall@100 ") and "; ndcg@10 " in lead and "(" in lead  # means, difference (p)

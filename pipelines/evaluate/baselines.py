@@ -36,6 +36,12 @@ class BaselineComparisons:
             "lexical": self.lexical.to_dict() if self.lexical else None,
         }
 
+    def against(self) -> dict[str, Any]:
+        """Each baseline's paired comparison with the model, metric by metric (A = the baseline)."""
+        found = {"zero-shot": self.zero_shot.report} if self.zero_shot else {}
+        found.update(self.lexical.reports if self.lexical else {})
+        return {name: report.to_dict()["metrics"] for name, report in found.items()}
+
     def tables(self) -> str:
         """The printed comparisons, each after a blank line ("" when none ran)."""
         found = [part.table() for part in (self.zero_shot, self.lexical) if part is not None]

@@ -34,6 +34,7 @@ from pipelines.artifacts import list_files, parquet_rows, read_parquet_table
 from pipelines.evaluate.corpus_parts import index_parts
 from pipelines.evaluate.report import read_per_query
 from pipelines.index.lexical_build import catalog_words
+from pipelines.layout import LEXICAL_FILE, LEXICAL_FOLDER
 from pipelines.local_copies import local_output
 from schemas.manifest import MANIFEST_FILE
 
@@ -41,8 +42,6 @@ if TYPE_CHECKING:
     from pipelines.evaluate.config import EvaluateConfig
 
 LOGGER = logging.getLogger(__name__)
-LEXICAL_FOLDER = "lexical"
-LEXICAL_FILE = "lexical.json"
 BM25 = "bm25"
 HYBRID = "bm25+zero-shot"
 MODEL_HYBRID = "bm25+model"

@@ -27,7 +27,7 @@ from evaluation.cutoffs import CutoffPlan
 from evaluation.plot import PLOT_FILE, k_grid, recall_curve, write_recall_plot
 from evaluation.report import METRICS_FILE, PER_QUERY_FILE
 from evaluation.text_table import format_text_table
-from pipelines.artifacts import list_files, read_parquet_table
+from pipelines.artifacts import is_local, list_files, read_parquet_table
 from pipelines.local_copies import local_output
 from schemas.manifest import MANIFEST_FILE
 
@@ -149,6 +149,19 @@ def _extend_metrics_json(folder: str, fields: Mapping[str, Any]) -> None:
     os.replace(temporary, path)
 
 
+def add_to_metrics(output: str, fields: Mapping[str, Any]) -> None:
+    """More fields in the metrics.json `write_report` wrote into `output` (local or gs://)."""
+    if not is_local(output):
+        path = FileSystems.join(output, METRICS_FILE)
+        with FileSystems.open(path) as handle:
+            document = json.loads(handle.read())
+        document.update(fields)
+        with FileSystems.create(path) as handle:
+            handle.write((json.dumps(document, indent=2, allow_nan=False) + "\n").encode("utf-8"))
+        return
+    _extend_metrics_json(output, fields)
+
+
 @dataclass(frozen=True)
 class EvaluationReport:
     """What the driver reports: the primary searcher's means, the comparison, the curve, the table."""
@@ -224,6 +237,7 @@ __all__ = [
     "RELEVANT_RANKS_SCHEMA",
     "EvaluationReport",
     "SearcherRows",
+    "add_to_metrics",
     "ann_vs_exact",
     "collect_rows",
     "dataset_positive_min_grade",

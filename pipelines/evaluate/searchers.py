@@ -19,6 +19,7 @@ from apache_beam.io.filesystems import FileSystems
 from index_builder import ExactSearcher, Searcher, open_index
 from pipelines.artifacts import read_embeddings, read_stage_manifest
 from pipelines.local_copies import localize
+from pipelines.options import EvaluateSettings
 from schemas.manifest import ArtifactError
 
 
@@ -75,4 +76,41 @@ class SearcherSpec:
         return ExactSearcher(matrix, ids)
 
 
-__all__ = ["CorpusSearcher", "SearcherSource", "SearcherSpec"]
+def searcher_specs(opts: EvaluateSettings) -> dict[str, SearcherSpec]:
+    """The searchers to run: --searcher first, then "exact" when comparing the index against exact search.
+
+    The comparison is on by default whenever it is possible (--searcher ann with --embeddings too), so every
+    report of an index says what the index costs in recall. --searcher auto gives both, to measure first
+    (`stage._choose_searcher`).
+    """
+    if opts.searcher == "auto":
+        if not (opts.index and opts.embeddings):
+            raise ValueError(
+                "--searcher auto needs both --index and --embeddings: it measures one against the other"
+            )
+        return {"ann": SearcherSpec("ann", opts.index), "exact": SearcherSpec("exact", opts.embeddings)}
+    path = opts.index if opts.searcher == "ann" else opts.embeddings
+    if not path:
+        flag = "--index" if opts.searcher == "ann" else "--embeddings"
+        raise ValueError(f"--searcher {opts.searcher} needs {flag}")
+    specs = {opts.searcher: SearcherSpec(opts.searcher, path)}
+    possible = opts.searcher == "ann" and bool(opts.embeddings)
+    if (opts.compare_exact is None and not possible) or opts.compare_exact == "false":
+        return specs
+    if not possible:
+        raise ValueError("--compare_exact needs --searcher ann with both --index and --embeddings")
+    specs["exact"] = SearcherSpec("exact", opts.embeddings)
+    return specs
+
+
+def corpus_size(specs: dict[str, SearcherSpec]) -> int:
+    sizes = {name: spec.corpus_size() for name, spec in specs.items()}
+    if len(set(sizes.values())) > 1:
+        raise ValueError(
+            f"--compare_exact: the index holds {sizes['ann']} products but --embeddings {sizes['exact']}; "
+            "compare an index with the embeddings it was built from (or pass --compare_exact false)"
+        )
+    return next(iter(sizes.values()))
+
+
+__all__ = ["CorpusSearcher", "SearcherSource", "SearcherSpec", "corpus_size", "searcher_specs"]

@@ -52,11 +52,12 @@ from pipelines.evaluate.config import EvaluateConfig
 from pipelines.evaluate.report import (
     RELEVANT_RANKS_SCHEMA,
     SearcherRows,
+    add_to_metrics,
     collect_rows,
     resolve_rule,
     write_report,
 )
-from pipelines.evaluate.searchers import SearcherSpec
+from pipelines.evaluate.searchers import SearcherSpec, corpus_size, searcher_specs
 from pipelines.evaluate.sharded import SearchPartsAndScore
 from pipelines.evaluate.systems import (
     SearcherSystems,
@@ -79,43 +80,6 @@ from pipelines.verify import check_same_model, verified_stage_manifest, verify_m
 from schemas import per_query_metrics_schema, validate_judgment, validate_query
 
 LOGGER = logging.getLogger(__name__)
-
-
-def _searcher_specs(opts: EvaluateSettings) -> dict[str, SearcherSpec]:
-    """The searchers to run: --searcher first, then "exact" when comparing the index against exact search.
-
-    The comparison is on by default whenever it is possible (--searcher ann with --embeddings too), so every
-    report of an index says what the index costs in recall. --searcher auto gives both, to measure first
-    (`_choose_searcher`).
-    """
-    if opts.searcher == "auto":
-        if not (opts.index and opts.embeddings):
-            raise ValueError(
-                "--searcher auto needs both --index and --embeddings: it measures one against the other"
-            )
-        return {"ann": SearcherSpec("ann", opts.index), "exact": SearcherSpec("exact", opts.embeddings)}
-    path = opts.index if opts.searcher == "ann" else opts.embeddings
-    if not path:
-        flag = "--index" if opts.searcher == "ann" else "--embeddings"
-        raise ValueError(f"--searcher {opts.searcher} needs {flag}")
-    specs = {opts.searcher: SearcherSpec(opts.searcher, path)}
-    possible = opts.searcher == "ann" and bool(opts.embeddings)
-    if (opts.compare_exact is None and not possible) or opts.compare_exact == "false":
-        return specs
-    if not possible:
-        raise ValueError("--compare_exact needs --searcher ann with both --index and --embeddings")
-    specs["exact"] = SearcherSpec("exact", opts.embeddings)
-    return specs
-
-
-def _corpus_size(specs: dict[str, SearcherSpec]) -> int:
-    sizes = {name: spec.corpus_size() for name, spec in specs.items()}
-    if len(set(sizes.values())) > 1:
-        raise ValueError(
-            f"--compare_exact: the index holds {sizes['ann']} products but --embeddings {sizes['exact']}; "
-            "compare an index with the embeddings it was built from (or pass --compare_exact false)"
-        )
-    return next(iter(sizes.values()))
 
 
 def _choose_searcher(
@@ -234,10 +198,10 @@ def build_evaluate_pipeline(
     else:
         rule, rule_source = resolve_rule(opts.judgments, opts.positive_min_grade)
     metrics = parse_metrics(part for part in opts.metrics.split(",") if part.strip())
-    specs = _searcher_specs(opts)
-    corpus_size = _corpus_size(specs)
+    specs = searcher_specs(opts)
+    size = corpus_size(specs)
     # A cut-off deeper than the search is dropped, never scored on a shorter ranking (see cutoffs.py).
-    cutoffs = plan_cutoffs(metrics, opts.depth, corpus_size)
+    cutoffs = plan_cutoffs(metrics, opts.depth, size)
     if cutoffs.warning():
         LOGGER.warning("%s", cutoffs.warning())
     metrics, depth = cutoffs.metrics, cutoffs.depth
@@ -386,6 +350,8 @@ def _run_evaluate(
         counted += [f"queries_searched_{name}", f"queries_scored_{name}", f"queries_without_judgments_{name}"]
     counts = {name: counter_value(result, name) for name in counted}
     ranking = ranking_record(plan.systems[0], plan.bm25_index, beside)
+    # metrics.json says which ranking it is, and that ranking against each baseline (paired t-tests).
+    add_to_metrics(folder, {"ranking": ranking, "against": baselines.against()})
     # What a server searching this index sees at its serving depths, beside what this evaluation saw.
     serving = serving_schedule(specs["ann"].path) if "ann" in specs else []
     write_stage_manifest(

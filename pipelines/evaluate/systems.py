@@ -26,7 +26,8 @@ from pipelines.local_copies import local_output
 if TYPE_CHECKING:
     from pipelines.evaluate.config import EvaluateConfig
 
-SERVED_RANKING = "the dense ranking fused with the index's BM25 by reciprocal rank (k 60), as madr search is"
+# What servers get from an index with BM25 (`madr search`, `index_builder.lexical.hybrid_search`).
+SERVED_RANKING = "the dense ranking fused with the index's BM25 by reciprocal rank (k 60)"
 
 
 def bm25_index(config: EvaluateConfig) -> str | None:

@@ -28,9 +28,9 @@ from apache_beam.io.filesystems import FileSystems
 
 from evaluation.comparison import ComparisonReport, compare_query_rows
 from evaluation.significance import SIGNIFICANCE
-from pipelines.evaluate.lexical import HYBRID, LEXICAL_FOLDER
+from pipelines.evaluate.lexical import HYBRID
 from pipelines.evaluate.report import PER_QUERY_FILE, read_per_query
-from pipelines.layout import ZERO_SHOT_FOLDER
+from pipelines.layout import LEXICAL_FOLDER, ZERO_SHOT_FOLDER
 from pipelines.nightly.publish_guard import PublishRefused
 from schemas.manifest import MANIFEST_FILE
 

@@ -24,7 +24,7 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 
 from evaluation.report import METRICS_FILE, PER_QUERY_FILE
-from pipelines.layout import ZERO_SHOT_FILE, ZERO_SHOT_FOLDER
+from pipelines.layout import LEXICAL_FILE, ZERO_SHOT_FILE, ZERO_SHOT_FOLDER
 from pipelines.report.status import RunStatus, read_run_status
 from schemas.manifest import MANIFEST_FILE
 
@@ -61,6 +61,10 @@ class NightSummary:
     metrics: dict[str, float] | None = None
     zero_shot_metrics: dict[str, float] | None = None
     zero_shot_comparison: dict[str, Any] | None = None
+    # Which ranking the evaluation reports (the evaluation manifest's "ranking": the served one, fused with
+    # BM25, when the index carries it), and the lexical rows beside it (lexical.json).
+    ranking: dict[str, Any] | None = None
+    lexical_comparison: dict[str, Any] | None = None
     annotation_quality: dict[str, Any] | None = None
     enrich_counts: dict[str, int] | None = None
     index_recall: dict[str, Any] | None = None
@@ -212,9 +216,14 @@ def _read_evaluation(night: NightSummary) -> None:
     night.annotation_quality = read_json(quality_path)
     if night.annotation_quality is not None:
         night.sources["annotation_quality"] = quality_path
+    lexical_path = FileSystems.join(night.evaluation, LEXICAL_FILE)
+    night.lexical_comparison = read_json(lexical_path)
+    if night.lexical_comparison is not None:
+        night.sources["lexical_comparison"] = lexical_path
     manifest = read_json(FileSystems.join(night.evaluation, MANIFEST_FILE))
     if manifest is not None:
         night.searcher_choice = manifest.get("info", manifest).get("searcher_choice")
+        night.ranking = manifest.get("info", manifest).get("ranking")
 
 
 def _means(metrics: dict[str, Any]) -> dict[str, float]:

@@ -152,7 +152,7 @@ def _retrieval(night: NightSummary, previous: NightSummary | None) -> str:
         for row in sections.retrieval_rows(night)
     ]
     header = ("metric", TONIGHT, LAST_NIGHT, "tonight − last night (p)", ZERO_SHOT, "tonight − zero-shot (p)")
-    body = _table(header, rows, raw=True)
+    body = _served(night) + _table(header, rows, raw=True)
     curves = {
         TONIGHT: sections.recall_points(night.metrics),
         LAST_NIGHT: sections.recall_points(previous.metrics if previous else None),
@@ -163,8 +163,25 @@ def _retrieval(night: NightSummary, previous: NightSummary | None) -> str:
         "<p class='note'>Differences are paired over the queries both runs judged; p from a two-sided "
         "paired t-test (the quality guard acts on a loss over a point at p &lt; 0.01).</p>"
     )
-    sources = [night.sources.get(k) for k in ("metrics", "zero_shot_metrics", "zero_shot_comparison", "run")]
-    return _section("Retrieval", body, sources)
+    names = ("metrics", "zero_shot_metrics", "zero_shot_comparison", "lexical_comparison", "run")
+    return _section("Retrieval", body, [night.sources.get(name) for name in names])
+
+
+def _served(night: NightSummary) -> str:
+    """Which ranking servers get from tonight's index, and its lead over the BM25 + zero-shot hybrid."""
+    ranking = night.ranking or {}
+    served = ranking.get("served") or "the dense ranking (the index carries no BM25)"
+    text = f"<p>Servers get {_e(served)}; the figures below are that ranking's."
+    hybrid = ((night.lexical_comparison or {}).get("systems") or {}).get("bm25+zero-shot") or {}
+    leads = [
+        f"{_e(metric)} {_f(row.get('mean_b'))} against {_f(row.get('mean_a'))}, "
+        + _diff(row.get("delta"), row.get("pvalue"))
+        for metric, row in (hybrid.get("metrics") or {}).items()
+        if metric in ("ndcg@10", "recall@100")
+    ]
+    if leads:
+        text += f" Against the BM25 + zero-shot hybrid: {'; '.join(leads)}."
+    return text + "</p>"
 
 
 def _trends(nights: Sequence[NightSummary]) -> str:

@@ -32,6 +32,7 @@ from bench.performance_sections import (
     scaling_section,
 )
 from bench.serving_doc import serving_section, serving_verdicts
+from bench.sharded_eval_doc import sharded_eval_section, sharded_eval_verdicts
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "PERFORMANCE.md"
 
@@ -91,6 +92,11 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("exact_search", "Exact search against FAISS IndexFlatIP", exact_search_section),
     ("scaling", "Scaling: embed → index → evaluate", scaling_section),
     ("eval_join", "Evaluation join", eval_join_section),
+    (
+        "sharded_eval",
+        "The evaluation shard by shard against the whole index, at 1M and 10M vectors in 16 shards",
+        sharded_eval_section,
+    ),
     (
         "nightly_scale",
         "The nightly job at catalog scale: a first night, then 5 % churn",
@@ -209,6 +215,7 @@ def verdicts(results: dict[str, dict[str, Any] | None]) -> list[list[str]]:
             full,
         )
     rows += serving_verdicts(results.get("serving_finals"))
+    rows += sharded_eval_verdicts(results.get("sharded_eval"))
     return rows
 
 

@@ -217,7 +217,7 @@ EARLIER_NOTES = """### Notes (28 Nov 2026): the serving index, tuned per depth
   one searcher (`madr evaluate --searcher auto --compare_exact false` over night 2's index and
   embeddings, with tonight's catalog for annotation quality) peaks at 6.9 GB in 103 s. Linear in n, an
   evaluate process would need ~690 GB at 100M: the search has to be sharded across workers before then
-  (docs/SCALING.md, "What does not scale yet").
+  (it now is, one shard a task: docs/SCALING.md, "Evaluation at scale").
 - **Never slower than exact, at 1M isotropic vectors** (`python -m bench.index_choice_bench --n 1000000
   --max_k 10000`, `bench/results/index_choice_1000000.json`; 1,000,000 x 128 unit Gaussian vectors, 5 min
   in all, peak 3.2 GB): the tree `for_corpus` sizes (1,000 leaves, 120 searched) has recall@10 0.529

@@ -116,3 +116,20 @@ def test_exact_search_by_embedding_file_equals_one_exact_searcher(store, tmp_pat
     found = ExactSearcher(matrix, ids).search(np.stack([q.vector for q in queries]), DEPTH)
     rankings = {q.query_id: list(found.ids[i]) for i, q in enumerate(queries)}
     assert _rounded(_rows(tmp_path, DENSE)) == _rounded(_expected(queries, rankings, ids))
+
+
+def test_a_part_sends_twice_its_share_and_a_cut_that_may_hide_candidates_is_detected() -> None:
+    from pipelines.evaluate.sharded import PartHits, merge_hits, part_depth, part_depth_reached
+
+    assert (part_depth(10_000, 16), part_depth(100, 3), part_depth(10, 1)) == (1_350, 100, 10)
+
+    def hits(part: int, scores: list[float], complete: bool = False) -> PartHits:
+        keys = np.arange(part * 10, part * 10 + len(scores), dtype=np.int64)
+        return PartHits(DENSE, part, np.asarray(scores, np.float32), keys, complete=complete)
+
+    spread = [hits(0, [0.9, 0.7, 0.5]), hits(1, [0.8, 0.6, 0.4])]
+    assert not part_depth_reached(spread, merge_hits(spread, 4), 4)  # each part's last is below the cut
+    crowded = [hits(0, [0.9, 0.8, 0.7]), hits(1, [0.3, 0.2, 0.1])]
+    assert part_depth_reached(crowded, merge_hits(crowded, 4), 4)  # part 0 may hold a fourth above 0.3
+    whole = [hits(0, [0.9, 0.8, 0.7], complete=True), hits(1, [0.3, 0.2, 0.1])]
+    assert not part_depth_reached(whole, merge_hits(whole, 4), 4)  # part 0 sent all it has

@@ -5,18 +5,22 @@
         --> per system: per-query metric rows, relevant ranks; run pieces --ByPart--> NameRunRows --> run
 
 A dense part is one shard of an index artifact (ScaNN) or one file of an embed output (exact scoring); a
-lexical part is one index shard's BM25 (`corpus_parts`). Each task opens its part, ranks every query to
-the evaluation's depth, and emits each query's candidates: score and product key (`product_keys`), 12
-bytes a candidate, never a product id. Per query the candidates merge to the global top `depth`, best
-score first and ties by key; with BM25, the dense and the BM25 rankings fuse by reciprocal rank (k 60),
-which is the ranking a server gets from the artifact (`index_builder.lexical.hybrid_search`). Each system
-("dense", "bm25", "fused") is scored like `SearchAndScore` does; the primary system's run rows are named
-by a second task per part, which reads only that part's ids. Peak memory of a worker is one part and
-one query's candidates from every part (queries × parts × depth × 12 bytes cross the shuffle).
+lexical part is one index shard's BM25 (`corpus_parts`). Each task opens its part, ranks every query,
+and emits each query's best `part_depth` candidates: score and product key (`product_keys`), 12 bytes a
+candidate, never a product id. A part need not send the whole depth: products are spread over hash
+shards at random, so of a query's top 10,000 in 16 shards each holds about 625 (binomial, sd 24);
+`part_depth` is twice the even share plus 100 (1,350), and a part whose every candidate made the merged
+top `depth` (so it may have held more) is counted (`queries_part_depth_reached`), never silent. Per
+query the candidates merge to the global top `depth`, best score first and ties by key; with BM25, the
+dense and the BM25 rankings fuse by reciprocal rank (k 60), which is the ranking a server gets from the
+artifact (`index_builder.lexical.hybrid_search`). Each system ("dense", "bm25", "fused") is scored like
+`SearchAndScore` does; the primary system's run rows are named by a second task per part, which reads
+only that part's ids. A worker holds one part; queries × parts × part_depth × 12 bytes cross the shuffle.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +55,8 @@ class PartHits:
     scores: np.ndarray
     keys: np.ndarray
     present: tuple[str, ...] = ()
+    # Whether the part sent every candidate it has (its whole size, or every BM25 match), not a cut.
+    complete: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,7 @@ class _SearchPartFn(beam.DoFn):
 
     def __init__(self, family: str, depth: int, batch_size: int) -> None:
         self.family = family
-        self.depth = depth
+        self.depth = depth  # the part's own depth (`part_depth`)
         self.batch_size = batch_size
         self.opened = Metrics.counter(METRICS_NAMESPACE, f"parts_searched_{family}")
 
@@ -78,7 +84,9 @@ class _SearchPartFn(beam.DoFn):
             keys = lexical.keys.view(np.int64)
             for query in queries:
                 ranking = lexical.rank(lexical.query_words([query.text])[0], self.depth)
-                yield query.query_id, PartHits(BM25, part.number, ranking.scores, keys[ranking.rows])
+                complete = len(ranking.rows) < self.depth  # every match of the query, not a cut
+                hits = PartHits(BM25, part.number, ranking.scores, keys[ranking.rows], complete=complete)
+                yield query.query_id, hits
             return
         searcher = part.open_dense()
         ids = list(searcher.ids)
@@ -90,7 +98,25 @@ class _SearchPartFn(beam.DoFn):
             found = searcher.search(np.stack([q.vector for q in batch]).astype(np.float32), depth)
             for query, rows, scores in zip(batch, found.indices, found.scores, strict=True):
                 present = tuple(pid for pid in query.judgments if pid in held)
-                yield query.query_id, PartHits(DENSE, part.number, scores, keys[rows], present)
+                complete = depth == searcher.size  # the whole part is ranked
+                yield query.query_id, PartHits(DENSE, part.number, scores, keys[rows], present, complete)
+
+
+PART_DEPTH_FACTOR, PART_DEPTH_MARGIN = 2.0, 100
+
+
+def part_depth(depth: int, parts: int) -> int:
+    """How many candidates of a query a part sends: twice its even share of `depth`, plus 100."""
+    return min(depth, math.ceil(PART_DEPTH_FACTOR * depth / max(parts, 1)) + PART_DEPTH_MARGIN)
+
+
+def part_depth_reached(hits: Sequence[PartHits], merged: Ranked, depth: int) -> bool:
+    """Whether a part that sent a cut of its ranking had all of it in the merged top `depth`: it may have
+    held more that belong there."""
+    if len(merged.keys) < depth:
+        return any(not h.complete and len(h.scores) for h in hits)
+    last = merged.scores[-1]
+    return any(not h.complete and len(h.scores) and h.scores[-1] >= last for h in hits)
 
 
 def merge_hits(hits: Sequence[PartHits], depth: int) -> Ranked:
@@ -144,6 +170,7 @@ class _MergeAndScoreFn(beam.DoFn):
         self.searched, self.scored = counters("queries_searched"), counters("queries_scored")
         self.unjudged = counters("queries_without_judgments")
         self.not_in_catalog = Metrics.counter(METRICS_NAMESPACE, f"judgments_not_in_catalog{counter_suffix}")
+        self.cut_short = Metrics.counter(METRICS_NAMESPACE, f"queries_part_depth_reached{counter_suffix}")
 
     def process(self, joined: tuple[str, Mapping[str, Any]]) -> Iterator[Any]:
         query_id, groups = joined
@@ -151,11 +178,15 @@ class _MergeAndScoreFn(beam.DoFn):
         if not queries:
             return
         query = queries[0]
-        dense = merge_hits([h for h in hits if h.family == DENSE], self.depth)
+        families = {family: [h for h in hits if h.family == family] for family in (DENSE, BM25)}
+        dense = merge_hits(families[DENSE], self.depth)
         rankings = {DENSE: dense}
         if BM25 in self.systems or FUSED in self.systems:
-            lexical = merge_hits([h for h in hits if h.family == BM25], self.depth)
+            lexical = merge_hits(families[BM25], self.depth)
             rankings.update({BM25: lexical, FUSED: fuse(dense, lexical, self.depth)})
+        cut = [part_depth_reached(families[f], rankings[f], self.depth) for f in families if f in rankings]
+        if any(cut):
+            self.cut_short.inc()
         present = {pid for h in hits for pid in h.present}
         judgments = {pid: grade for pid, grade in query.judgments.items() if pid in present}
         self.not_in_catalog.inc(len(query.judgments) - len(judgments))
@@ -223,12 +254,12 @@ class SearchPartsAndScore(beam.PTransform):
         families = [(DENSE, self.parts)] + ([(BM25, self.lexical)] if set(self.systems) - {DENSE} else [])
         found = []
         for family, parts in families:
+            search = _SearchPartFn(family, part_depth(self.depth, len(parts)), self.batch_size)
             found.append(
                 queries.pipeline
                 | f"Parts-{family}" >> beam.Create(list(parts))
                 | f"Spread-{family}" >> beam.Reshuffle()
-                | f"Search-{family}"
-                >> beam.ParDo(_SearchPartFn(family, self.depth, self.batch_size), everyone)
+                | f"Search-{family}" >> beam.ParDo(search, everyone)
             )
         hits = found | "AllHits" >> beam.Flatten()
         keyed = queries | "ByQueryId" >> beam.Map(lambda query: (query.query_id, query))
@@ -247,4 +278,15 @@ class SearchPartsAndScore(beam.PTransform):
         return {"run": run, **{tag: merged[tag] for tag in tags}}
 
 
-__all__ = ["BM25", "DENSE", "FUSED", "SYSTEMS", "PartHits", "SearchPartsAndScore", "fuse", "merge_hits"]
+__all__ = [
+    "BM25",
+    "DENSE",
+    "FUSED",
+    "SYSTEMS",
+    "PartHits",
+    "SearchPartsAndScore",
+    "fuse",
+    "merge_hits",
+    "part_depth",
+    "part_depth_reached",
+]

@@ -59,7 +59,10 @@ def test_adapting_to_the_store_keeps_retrieval_at_zero_shot_or_above(tmp_path) -
     assert compared["recall@100"]["delta"] >= -0.005, compared["recall@100"]
     assert compared["ndcg@10"]["delta"] >= -0.01, compared["ndcg@10"]
     assert compared["ndcg@10"]["queries"] == result["counts"]["queries_scored"] >= 30
-    # BM25 over the same text, as the issue measured it by hand with bm25s (R@100 0.826, NDCG@10 0.776).
+    # BM25 over the same text. With one English analyzer for every listing, as the issue measured it by hand
+    # with bm25s: R@100 0.826, NDCG@10 0.776; each listing analyzed in its locale's language (the 27 German,
+    # French and Spanish ones too), the queries in the catalog's main one, English (issue 62):
     bm25 = result["lexical"]["systems"]["bm25"]["metrics"]
-    assert bm25["recall@100"]["mean_a"] == pytest.approx(0.826, abs=0.001)
-    assert bm25["ndcg@10"]["mean_a"] == pytest.approx(0.776, abs=0.001)
+    # R@100 0.809, NDCG@10 0.759: a German listing's stems no longer meet an English query's words.
+    assert bm25["recall@100"]["mean_a"] == pytest.approx(0.809, abs=0.001)
+    assert bm25["ndcg@10"]["mean_a"] == pytest.approx(0.7585, abs=0.001)

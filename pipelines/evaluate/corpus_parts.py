@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from index_builder import ExactSearcher, ScannIndex
+from index_builder.artifact import FORMAT_NAME as SINGLE_FORMAT
 from index_builder.artifact import REBUILD_HINT, IndexArtifactError, file_entry, read_verified_ids
 from index_builder.bm25 import Bm25Index
 from index_builder.lexical import LEXICAL_DIR, load_shard_lexical
@@ -90,7 +91,14 @@ def _manifest(index: str) -> PartitionedManifest:
 
 
 def index_parts(index: str) -> list[CorpusPart]:
-    """The shards of the partitioned index at `index` (local or gs://), from its top-level manifest."""
+    """The shards of the partitioned index at `index` (local or gs://), from its top-level manifest; a
+    single ScaNN artifact (`ScannIndex.save`, no top-level manifest over it) is its own one part."""
+    path = FileSystems.join(index, MANIFEST_FILE)
+    if FileSystems.exists(path):
+        with FileSystems.open(path) as handle:
+            found = json.loads(handle.read())
+        if found.get("format") == SINGLE_FORMAT:
+            return [CorpusPart(SHARD, index, 0, 0, int(found["count"]))]
     manifest = _manifest(index)
     offsets = np.cumsum([0] + [shard.count for shard in manifest.shards[:-1]]).tolist()
     return [

@@ -1,7 +1,7 @@
 """The parts a corpus is searched in, one per worker task: an index's shards, an embed output's files.
 
 A `CorpusPart` is picklable data (where the part is, its first global row, its size); a worker opens it
-(`open_dense`, `open_lexical`, `part_ids`) and holds only that part: a ScaNN shard with its vectors, one
+(`open_dense`, `open_lexical`, `ids`) and holds only that part: a ScaNN shard with its vectors, one
 embeddings file as an exact searcher, or one shard's BM25. Global corpus order is the whole artifact's:
 part 0's rows, then part 1's, ... (`index_builder.partitioned`; `pipelines.artifacts.read_embeddings`
 concatenates the files in the same order), so a merged ranking is the whole index's.
@@ -82,24 +82,21 @@ class CorpusPart:
             return pq.read_table(handle, columns=["product_id"]).column(0).to_pylist()
 
 
-def _manifest(index: str) -> PartitionedManifest:
-    path = FileSystems.join(index, MANIFEST_FILE)
-    if not FileSystems.exists(path):
-        raise IndexArtifactError(f"{path} is missing: {index} is not a finished index; {REBUILD_HINT}")
-    with FileSystems.open(path) as handle:
-        return PartitionedManifest.from_json(handle.read().decode("utf-8"), path)
-
-
 def index_parts(index: str) -> list[CorpusPart]:
     """The shards of the partitioned index at `index` (local or gs://), from its top-level manifest; a
     single ScaNN artifact (`ScannIndex.save`, no top-level manifest over it) is its own one part."""
     path = FileSystems.join(index, MANIFEST_FILE)
-    if FileSystems.exists(path):
-        with FileSystems.open(path) as handle:
-            found = json.loads(handle.read())
-        if found.get("format") == SINGLE_FORMAT:
-            return [CorpusPart(SHARD, index, 0, 0, int(found["count"]))]
-    manifest = _manifest(index)
+    if not FileSystems.exists(path):
+        raise IndexArtifactError(f"{path} is missing: {index} is not a finished index; {REBUILD_HINT}")
+    with FileSystems.open(path) as handle:
+        text = handle.read().decode("utf-8")
+    try:
+        found = json.loads(text)
+    except json.JSONDecodeError:
+        found = None  # `from_json` names the defect below
+    if isinstance(found, dict) and found.get("format") == SINGLE_FORMAT:
+        return [CorpusPart(SHARD, index, 0, 0, int(found["count"]))]
+    manifest = PartitionedManifest.from_json(text, path)
     offsets = np.cumsum([0] + [shard.count for shard in manifest.shards[:-1]]).tolist()
     return [
         CorpusPart(SHARD, FileSystems.join(index, shard.path), i, offset, shard.count, shard.manifest)

@@ -23,12 +23,15 @@ from typing import TextIO
 from pipelines.artifacts import wrapped_os_error
 from pipelines.refusals import StageRefused
 from schemas.manifest import ArtifactError
+from schemas.terminal_text import for_terminal
 
 # ArtifactError and StageRefused (too many dead letters, a nightly catalog that shrank) are RuntimeErrors,
 # a type that is otherwise a bug's; InvalidRecord and CheckpointError are ValueErrors.
 USER_ERRORS: tuple[type[Exception], ...] = (ValueError, OSError, ArtifactError, StageRefused)
 EXIT_USER_ERROR = 2
 EXIT_BUG = 1
+# An error line shows at most this many characters.
+ERROR_LINE_CHARS = 2000
 
 # The fix for an OS error raised by Python itself, whose message only names the problem.
 _OS_FIXES = {
@@ -50,7 +53,8 @@ def one_line(error: BaseException) -> str:
         message = f"{error.strerror}{where}" + (f"; {fix}" if fix else "")
     else:
         message = str(error)
-    return " ".join(message.split()) or type(error).__name__
+    # A message can quote a record (an id, a title, a path from a catalog): escaped, and cut past a screen.
+    return for_terminal(" ".join(message.split()) or type(error).__name__, ERROR_LINE_CHARS)
 
 
 def report_error(command: str, error: Exception, stream: TextIO | None = None) -> int:

@@ -36,7 +36,9 @@ def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
         parser, required=True, help="Root of the nightly runs; holds <run id>/ folders and LATEST"
     )
     parser.add_argument(
-        "--run_id", default=None, help="Run folder name (default: today's UTC date, YYYY-MM-DD)"
+        "--run_id",
+        default=None,
+        help="Run folder name: letters, digits, '.', '_', '-' (default: today's UTC date, YYYY-MM-DD)",
     )
     parser.add_argument(
         "--restart_run",
@@ -112,7 +114,7 @@ def job_from_args(args: argparse.Namespace, beam_args: Sequence[str]) -> Nightly
         catalog=args.catalog,
         model=args.model,
         out=args.out,
-        run_id=args.run_id or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"),
+        run_id=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d") if args.run_id is None else args.run_id,
         queries=args.queries,
         judgments=args.judgments,
         index=config_from_values(IndexSettings, args),

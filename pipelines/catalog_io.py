@@ -43,6 +43,7 @@ from apache_beam.metrics import Metrics
 
 from pipelines.artifacts import parquet_pattern
 from schemas import InvalidRecord
+from schemas.terminal_text import record_has_unsafe_text
 
 VALID = "valid"
 DEAD_LETTERS = "dead_letters"
@@ -72,11 +73,15 @@ class _ValidateFn(beam.DoFn):
         plural = PLURALS.get(kind, f"{kind}s")
         self.read = Metrics.counter(METRICS_NAMESPACE, f"{plural}_read")
         self.rejected = Metrics.counter(METRICS_NAMESPACE, f"{plural}_dead_lettered")
+        self.control = Metrics.counter(METRICS_NAMESPACE, f"{plural}_with_control_characters")
 
     def process(self, record: Mapping[str, Any]) -> Iterator[Any]:
         self.read.inc()
         try:
-            yield self.validate(record)
+            valid = self.validate(record)
+            if isinstance(valid, Mapping) and record_has_unsafe_text(valid):
+                self.control.inc()  # kept as data; every command prints it escaped (schemas.terminal_text)
+            yield valid
         except InvalidRecord as error:
             self.rejected.inc()
             yield pvalue.TaggedOutput(

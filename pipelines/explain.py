@@ -24,6 +24,10 @@ from model.text import text_for_model
 from pipelines.artifacts import parquet_rows
 from pipelines.verify import verify_model
 from schemas import PRODUCT_SCHEMA, InvalidRecord, validate_product, validate_query
+from schemas.terminal_text import for_terminal
+
+# A table cell shows at most this much of a predicted value.
+CELL_CHARS = 40
 
 # What `--product` takes as JSON: a catalog row's fields but its id (a stage's own columns are left out).
 PRODUCT_FIELDS = tuple(name for name in PRODUCT_SCHEMA.names if name != "product_id")
@@ -79,7 +83,7 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, float):
         return f"{value:.3f}"
-    return str(value)
+    return for_terminal(value, CELL_CHARS)
 
 
 def _product(text: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from evaluation import DEFAULT_METRICS
 from index_builder.config import DEFAULT_TARGET_RECALL, ReorderPrecision, ScannIndexConfig, Scoring
 from index_builder.schedule import DEFAULT_SERVING_DEPTHS, parse_depths
 from model.abstention import STATED_ASPECTS, AbstentionRule
+from pipelines.dead_letter_limit import check_dead_letter_limit, dead_letter_limit
 from pipelines.depth import retrieval_depth
 from pipelines.stage_config import options_class, setting, switch
 from schemas import ECOMMERCE_ASPECTS
@@ -126,15 +127,10 @@ class EmbedSettings:
         "torch intra-op threads per worker process (0: torch's default, one per core); 1 is much faster "
         "for small models on shared or oversubscribed cores",
     )
-    max_dead_letter_fraction: float = setting(
-        0.01,
-        "Fail the job when more than this fraction of records are dead letters. They are still written "
-        "first, so the failure can be inspected",
-    )
+    max_dead_letter_fraction: float = dead_letter_limit()
 
     def __post_init__(self) -> None:
-        if not 0 <= self.max_dead_letter_fraction <= 1:
-            raise ValueError("--max_dead_letter_fraction must be in [0, 1]")
+        check_dead_letter_limit(self.max_dead_letter_fraction)
         if self.num_shards < 0 or self.row_group_mb < 1 or self.torch_threads < 0:
             raise ValueError("--num_shards and --torch_threads must be >= 0, --row_group_mb >= 1")
 
@@ -194,7 +190,7 @@ class PredictionThreshold:
 ThresholdOptions = options_class(PredictionThreshold, "ThresholdOptions")
 
 
-EmbedOptions = options_class(EmbedSettings, "EmbedOptions")
+EmbedOptions = options_class(EmbedSettings, "EmbedOptions", shared=("max_dead_letter_fraction",))
 
 
 @dataclass(frozen=True)
@@ -248,8 +244,10 @@ class EvaluateSettings:
         "Lowest relevant grade; default: the positive_min_grade of the dataset's manifest.json next to "
         "--judgments (3 for ESCI, 2 for WANDS), else 2",
     )
+    max_dead_letter_fraction: float = dead_letter_limit()
 
     def __post_init__(self) -> None:
+        check_dead_letter_limit(self.max_dead_letter_fraction)
         if self.searcher not in SEARCHERS:
             raise ValueError(f"--searcher must be one of {SEARCHERS}, got {self.searcher!r}")
         for name in ("compare_exact", "zero_shot", "lexical", "allow_model_mismatch"):
@@ -259,7 +257,9 @@ class EvaluateSettings:
             raise ValueError(f"--depth must be >= 1, got {self.depth}")
 
 
-EvaluateOptions = options_class(EvaluateSettings, "EvaluateOptions", shared=("depth",))
+EvaluateOptions = options_class(
+    EvaluateSettings, "EvaluateOptions", shared=("depth", "max_dead_letter_fraction")
+)
 
 
 def add_stage_arguments(parser: argparse.ArgumentParser, *option_classes: type[PipelineOptions]) -> None:

@@ -36,6 +36,7 @@ from pipelines.inference import TextToEncode
 from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, ModelSettings
 from pipelines.verify import check_same_model
 from schemas.manifest import ArtifactError
+from schemas.terminal_text import for_terminal
 
 # Ask the index for this many times k / (share of products a filter keeps).
 OVERFETCH = 2.0
@@ -260,12 +261,14 @@ def format_hits(result: QueryHits) -> str:
     matching = "" if not result.matching else f"; {result.matching:,} products match the filters"
     took = f"{result.seconds * 1000:.1f} ms"
     results = f"{len(result.hits)} result{'' if len(result.hits) == 1 else 's'}"
-    lines = [f'query "{result.text}": {results} in {took} ({result.how}{matching})']
+    # Query texts, ids, titles and values come from files and a model: each is escaped and cut.
+    lines = [f'query "{for_terminal(result.text)}": {results} in {took} ({result.how}{matching})']
     for hit in result.hits:
-        lines.append(f"{hit.rank:>4}  {hit.score:.4f}  {hit.product_id}  {hit.title}")
+        product, title = for_terminal(hit.product_id), for_terminal(hit.title)
+        lines.append(f"{hit.rank:>4}  {hit.score:.4f}  {product}  {title}")
         notes = []
         for aspect, filled in sorted(hit.aspects.items()):
-            value = "/".join(filled.values)
+            value = for_terminal("/".join(filled.values))
             source = "catalog" if filled.confidence is None else f"predicted {filled.confidence:.2f}"
             notes.append(f"{aspect}={value} ({source})")
         if notes:

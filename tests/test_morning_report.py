@@ -161,10 +161,13 @@ def test_the_nightly_writes_the_page_into_every_run_even_one_that_stopped(root: 
     assert "<strong>not published</strong>" in text
     assert "refused by the quality guard: quality guard: tonight is significantly below" in text
     assert "servers keep reading run tue (LATEST)" in text
+    # Thursday's judgments are no Parquet: refused before anything was embedded, and the page says why.
     thursday, _ = _page(root / "thu" / "report.html")
-    assert "failed in the evaluate stage:" in thursday and "servers keep reading run tue" in thursday
+    assert "refused by the check of the evaluation&#x27;s queries and judgments: --judgments" in thursday
+    assert "cannot be read as Parquet" in thursday and "servers keep reading run tue" in thursday
     status = json.loads((root / "thu" / "status.json").read_text())
-    assert status["state"] == "failed" and status["stage"] == "the evaluate stage"
+    assert status["state"] == "refused" and status["stage"] == "the check of the evaluation's queries and judgments"
+    assert not (root / "thu" / "embeddings").exists()
     assert not (root / "tue" / "status.json").exists()
 
 

@@ -8,6 +8,7 @@ from jobs.command_table import command
 from jobs.explain import EXPLAIN_FLAGS, NEIGHBOURS_FLAGS, ExplainConfig, NeighboursConfig
 from jobs.search import SEARCH_FLAGS, SearchCommand, run_search_command
 from pipelines import explain as views
+from schemas.terminal_text import for_terminal
 
 
 @command("explain", EXPLAIN_FLAGS)
@@ -23,11 +24,11 @@ def _neighbours(config: NeighboursConfig, beam_options: PipelineOptions) -> None
     --list, every value the model predicts for the aspect)."""
     if config.list:
         for value, count in views.vocabulary_listing(config.model, config.aspect, verify=config.verify):
-            print(f"{count:>8}  {value}")
+            print(f"{count:>8}  {for_terminal(value)}")
         return
     nearest = views.neighbours(config.model, config.aspect, config.value, config.top, verify=config.verify)
     for value, similarity in nearest:
-        print(f"({similarity:.3f}) {value}")
+        print(f"({similarity:.3f}) {for_terminal(value)}")
 
 
 @command("search", SEARCH_FLAGS)

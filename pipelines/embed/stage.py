@@ -62,6 +62,7 @@ from pipelines.catalog_io import (
     catalog_row_count,
     dead_letter,
 )
+from pipelines.dead_letter_limit import DeadLetterOptions
 from pipelines.embed.incremental import (
     EMBEDDINGS_KIND,
     REUSED,
@@ -251,6 +252,8 @@ COUNTERS = (
     "inference_batches",
     "files_dead_lettered",
     "row_groups_dead_lettered",
+    # Kept, and printed escaped (schemas.terminal_text): text holding control or bidi characters.
+    "products_with_control_characters",
 )
 
 
@@ -266,6 +269,16 @@ def check_counts(counts: dict[str, int], max_dead_letter_fraction: float, folder
     if accounted != counts["products_read"]:
         raise RuntimeError(f"counts do not reconcile: read {counts['products_read']}, accounted {accounted}")
     read, dead = counts["products_read"], counts["products_dead_lettered"]
+    unreadable = counts.get("files_dead_lettered", 0) + counts.get("row_groups_dead_lettered", 0)
+    if not read and unreadable:
+        # Refused as an empty catalog is: an output of no rows would only fail later, in build-index.
+        raise DeadLetterThresholdExceeded(
+            f"no product could be read: {counts.get('files_dead_lettered', 0)} file(s) and "
+            f"{counts.get('row_groups_dead_lettered', 0)} row group(s) of --products are unreadable (0 "
+            "bytes, not Parquet, or damaged); see the dead_letters-*.jsonl files"
+            + (f" in {folder}, which name each file" if folder else "")
+            + "; rewrite them, e.g. with `madr ingest`"
+        )
     if read and dead > max_dead_letter_fraction * read:
         invalid = counts.get("embeddings_invalid", 0)
         cause = f" ({invalid} of them for an invalid embedding: check the model)" if invalid else ""
@@ -299,6 +312,7 @@ class EmbedConfig(StageOutput):
             ThresholdOptions,
             VerifyOptions,
             OverwriteOptions,
+            DeadLetterOptions,
         )
 
     @classmethod

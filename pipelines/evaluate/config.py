@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
+from pipelines.dead_letter_limit import DeadLetterOptions
 from pipelines.depth import DepthOptions
 from pipelines.options import (
     EvaluateOptions,
@@ -67,6 +68,7 @@ class EvaluateConfig(StageOutput):
             ThresholdOptions,
             VerifyOptions,
             OverwriteOptions,
+            DeadLetterOptions,
         )
         parser.add_argument(
             "--products",

@@ -49,6 +49,7 @@ from pipelines.evaluate.calibration import (
     first_queries,
 )
 from pipelines.evaluate.config import EvaluateConfig
+from pipelines.evaluate.inputs import check_evaluation_inputs, require_scored
 from pipelines.evaluate.report import (
     RELEVANT_RANKS_SCHEMA,
     SearcherRows,
@@ -290,14 +291,22 @@ def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) ->
 
 
 def evaluate_retrieval(
-    config: EvaluateConfig, beam_options: PipelineOptions | None = None, rule: RelevanceRule | None = None
+    config: EvaluateConfig,
+    beam_options: PipelineOptions | None = None,
+    rule: RelevanceRule | None = None,
+    check_inputs: bool = True,
 ) -> dict[str, Any]:
     """Run the evaluation pipeline; write metrics.json, per_query.parquet, recall_at_k.png, run-*.parquet.
 
     ``rule`` lets code fix the relevance rule (e.g. float gains); otherwise positive_min_grade comes from
     --positive_min_grade, else the dataset manifest next to --judgments, else 2. A non-empty output is
     refused unless `overwrite`; the files appear there only when the run succeeds (`artifacts.fresh_output`).
+    The queries and judgments are checked first (`check_evaluation_inputs`) unless the caller did
+    (`check_inputs=False`: the nightly before embedding, a baseline on its main evaluation's files).
     """
+    if check_inputs:
+        opts = config.evaluate
+        check_evaluation_inputs(opts.queries, opts.judgments, opts.split, opts.max_dead_letter_fraction)
     with fresh_output(config.output, config.overwrite) as folder:
         return _run_evaluate(config, beam_options, rule, folder)
 
@@ -309,6 +318,7 @@ def _run_evaluate(
     folder, specs, primary, calibration = plan.folder, plan.specs, plan.primary, plan.calibration
     result = pipeline.run()
     result.wait_until_finish()
+    require_scored(counter_value(result, "queries_scored"), counter_value(result, "judgments_not_in_catalog"))
 
     branches = {
         name: SearcherRows(
@@ -332,7 +342,7 @@ def _run_evaluate(
         side,
         (plan.cutoffs.metrics, plan.depth, plan.rule),
         beam_options,
-        lambda baseline: evaluate_retrieval(baseline, beam_options, plan.rule),
+        lambda baseline: evaluate_retrieval(baseline, beam_options, plan.rule, check_inputs=False),
     )
     counted = [
         "queries_read",

@@ -18,7 +18,8 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines.artifacts import parquet_pattern
-from pipelines.verify import verify_model
+from pipelines.evaluate.config import EvaluateConfig
+from pipelines.evaluate.inputs import check_evaluation_inputs
 
 CATALOG_RECORD = "catalog.json"
 
@@ -76,10 +77,10 @@ def claim_run_folder(run_folder: str, catalog: CatalogFingerprint, run_id: str =
         handle.write((json.dumps(catalog.to_dict(), indent=2) + "\n").encode())
 
 
-def check_inputs(model: str, queries: str | None, judgments: str | None, verify: bool) -> None:
-    """Fail before embedding on what would fail later: the model (verified against its manifest), and
-    the query and judgment files the evaluation reads."""
-    verify_model(model, verify)
-    for flag, path in (("--queries", queries), ("--judgments", judgments)):
-        if path and not FileSystems.match([parquet_pattern(path)])[0].metadata_list:
-            raise FileNotFoundError(f"{flag} {path} matches no file")
+def check_inputs(evaluate: EvaluateConfig | None) -> None:
+    """Fail before embedding on what would fail later: the query and judgment files the evaluation reads,
+    validated as the evaluate stage will (`check_evaluation_inputs`: a night whose evaluation would score
+    nothing is refused here, and not published)."""
+    if evaluate is not None:
+        opts = evaluate.evaluate
+        check_evaluation_inputs(opts.queries, opts.judgments, opts.split, opts.max_dead_letter_fraction)

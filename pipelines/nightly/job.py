@@ -29,6 +29,7 @@ from pipelines.nightly.publish_guard import DEFAULT_MAX_SHRINK
 from pipelines.nightly.quality_guard import GUARD_MODES
 from pipelines.options import IndexSettings
 from pipelines.stage_config import flag_fields
+from schemas.names import checked_name
 
 # A stage's folder in the run: its config (whose `add_arguments` is the stage's parser, `madr embed`'s,
 # ...), its name in messages, and its command.
@@ -90,8 +91,9 @@ class NightlyJob:
     stages: NightlyStages = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not self.run_id or "/" in self.run_id or self.run_id == LATEST:
-            raise ValueError(f"run id {self.run_id!r} must be a non-empty name without '/' and not {LATEST}")
+        checked_name(self.run_id, "--run_id")
+        if self.run_id == LATEST:
+            raise ValueError(f"--run_id {LATEST} is the root's pointer to the published run: pick another")
         if not 0 <= self.max_shrink <= 1:
             raise ValueError(f"--max_shrink must be in [0, 1], got {self.max_shrink}")
         if (self.queries is None) != (self.judgments is None):

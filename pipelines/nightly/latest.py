@@ -23,6 +23,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines.artifacts import is_local
 from pipelines.object_store import PreconditionFailed, read_with_generation, write_if_generation
 from schemas.manifest import ArtifactError
+from schemas.names import UnsafeName, checked_name
 
 LATEST = "LATEST"
 
@@ -37,7 +38,13 @@ def read_latest(out: str) -> dict[str, Any] | None:
     if not FileSystems.exists(path):
         return None
     with FileSystems.open(path) as handle:
-        return json.loads(handle.read())
+        latest = json.loads(handle.read())
+    try:
+        checked_name(latest.get("run_id") if isinstance(latest, dict) else None, "its run_id")
+    except UnsafeName as error:
+        # Every folder a run reads or writes is joined from this id: one that is not a name is refused.
+        raise ArtifactError(f"{path} is not a LATEST pointer madr wrote: {error}") from None
+    return latest
 
 
 def latest_run_folder(out: str) -> str | None:

@@ -40,6 +40,7 @@ from pipelines.artifacts import read_stage_manifest, write_stage_manifest
 from pipelines.embed.enrich import enrich_catalog
 from pipelines.embed.export import export_vertex
 from pipelines.embed.stage import EMBEDDINGS_KIND, embed_catalog
+from pipelines.evaluate.inputs import EvaluationInputRefused
 from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.index.partitioned import build_partitioned
 from pipelines.layout import ZERO_SHOT_FOLDER
@@ -58,8 +59,10 @@ from pipelines.report.night import STAGE_FOLDERS
 from pipelines.report.page import write_report
 from pipelines.report.status import clear_run_status, write_run_status
 from pipelines.stage_runs import StageRunner, is_finished
+from pipelines.verify import verify_model
 from pipelines.writer_lock import exclusive_writer
 from schemas.manifest import MANIFEST_FILE, ArtifactError
+from schemas.names import require_inside
 
 LOGGER = logging.getLogger(__name__)
 RUN_KIND = "madr-nightly-run"
@@ -161,6 +164,8 @@ def _where_it_stopped(job: NightlyJob, error: Exception) -> tuple[str, str]:
         return "refused", "the quality guard"
     if isinstance(error, PublishRefused):
         return "refused", "the catalog-size guard"
+    if isinstance(error, EvaluationInputRefused):
+        return "refused", "the check of the evaluation's queries and judgments"
     if isinstance(error, LatestChanged):
         return "failed", "publishing (LATEST moved)"
     for stage, folder in STAGE_FOLDERS.items():
@@ -186,7 +191,7 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
     run_manifest = FileSystems.join(job.run_folder, MANIFEST_FILE)
     # Before the first slow stage: the inputs, and which catalog this run folder is for.
     catalog = CatalogFingerprint.of(job.catalog)
-    check_inputs(job.model, job.queries, job.judgments, job.verify)
+    verify_model(job.model, job.verify)
     latest = read_latest(job.out)
     if job.restart_run and FileSystems.exists(job.run_folder):
         if latest and latest["run_id"] == job.run_id:
@@ -194,8 +199,10 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
                 f"--restart_run: run {job.run_id} is the published one (LATEST); pass another --run_id"
             )
         LOGGER.warning("--restart_run: discarding the unpublished run folder %s", job.run_folder)
-        FileSystems.delete([job.run_folder])
+        FileSystems.delete([require_inside(job.out, job.run_folder, "--restart_run: the run folder")])
     claim_run_folder(job.run_folder, catalog, job.run_id)
+    # After the claim, so that a refused night has its status and its report; before anything is embedded.
+    check_inputs(job.stages.evaluate)
     previous = latest["run_id"] if latest and latest["run_id"] != job.run_id else None
     if latest and latest["run_id"] == job.run_id and FileSystems.exists(run_manifest):
         LOGGER.info("run %s is already published for this catalog; nothing to do", job.run_id)
@@ -242,7 +249,9 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
         evaluate = tonight.evaluate
         stages.run(
             "evaluate",
-            lambda: _summary_means(evaluate_retrieval(evaluate, PipelineOptions(job.stage_args("eval")))),
+            lambda: _summary_means(
+                evaluate_retrieval(evaluate, PipelineOptions(job.stage_args("eval")), check_inputs=False)
+            ),
             job.stage("eval"),
         )
 

@@ -1,0 +1,216 @@
+"""Issue 63: what a user or a hostile catalog gives is held to one rule, typed as a user types it.
+
+A run id never leaves the root (with or without --restart_run), catalog and query text reaches the
+terminal escaped and cut, an evaluation that would score nothing is refused before anything is embedded
+(and the nightly publishes nothing), and a catalog with no readable row is refused like an empty one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from jobs.cli import main
+from schemas import JUDGMENT_SCHEMA
+from schemas.names import UnsafeName, checked_name, require_inside
+from schemas.terminal_text import for_terminal, has_unsafe_characters, record_has_unsafe_text
+from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
+
+ESCAPES = "\x1b[2J\x1b[31mred\x1b[0m \x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\ \u202eevil\x9b"
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` with its bytes: what must not change."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("run_id", ["..", ".", "/tmp/elsewhere", "n1 ", "a\\b", "a\x00b", "../n1", ""])
+@pytest.mark.parametrize("restart", [False, True])
+def test_a_run_id_that_is_not_one_name_is_refused_and_nothing_outside_the_root_changes(
+    tmp_path, tiny_model_dir, capsys, run_id: str, restart: bool
+) -> None:
+    parent = tmp_path / "parent"
+    root = parent / "root"
+    (root / "n1").mkdir(parents=True)
+    (root / "LATEST").write_text(json.dumps({"run_id": "n1"}))
+    (parent / "unrelated.txt").write_text("keep me")
+    products = write_catalog(tmp_path / "products.parquet", catalog(10))
+    before = _tree(tmp_path)
+    argv = ["nightly", "--model", str(tiny_model_dir), "--products", products, "--output", str(root)]
+    argv += ["--run_id", run_id, *(["--restart_run"] if restart else [])]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--run_id" in err and "letters, digits" in err and "\x00" not in err
+    assert _tree(tmp_path) == before
+
+
+def test_a_latest_pointer_that_names_no_run_is_refused(tmp_path, tiny_model_dir, capsys) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "LATEST").write_text(json.dumps({"run_id": ".."}))
+    (tmp_path / "unrelated.txt").write_text("keep me")
+    products = write_catalog(tmp_path / "products.parquet", catalog(10))
+    before = _tree(tmp_path)
+    argv = ["nightly", "--model", str(tiny_model_dir), "--products", products, "--output", str(root)]
+    assert main([*argv, "--run_id", "n2"]) == 2
+    assert "is not a LATEST pointer madr wrote" in capsys.readouterr().err
+    changed = {name for name, data in _tree(tmp_path).items() if before.get(name) != data}
+    assert all(name.startswith("root/") for name in changed), changed
+
+
+def test_the_name_rule_and_the_containment_check() -> None:
+    assert checked_name("2026-12-02", "--run_id") == "2026-12-02"
+    assert checked_name("night_1.b", "--run_id") == "night_1.b"
+    for bad in ("..", ".", "", " n", "n ", "a/b", "a\\b", "c:", "a\x00", "x" * 129, None, 3):
+        with pytest.raises(UnsafeName):
+            checked_name(bad, "--run_id")
+    with pytest.raises(UnsafeName, match="is not inside"):
+        require_inside("/tmp/root", "/tmp/root/..", "the run folder")
+    with pytest.raises(UnsafeName, match="is not inside"):
+        require_inside("/tmp/root", "/tmp/root", "the run folder")
+    assert require_inside("/tmp/root", "/tmp/root/n1", "the run folder") == "/tmp/root/n1"
+
+
+def test_terminal_text_escapes_control_and_bidi_characters_and_cuts_long_values() -> None:
+    shown = for_terminal(ESCAPES)
+    assert not has_unsafe_characters(shown) and "\\x1b[2J" in shown and "\\u202e" in shown
+    assert "\\x9b" in shown  # the one-byte CSI of C1
+    long = for_terminal("x" * 1_000_000)
+    assert len(long) < 400 and long.endswith("… [999,700 more characters]")
+    assert for_terminal("Crème brûlée, 20 cm") == "Crème brûlée, 20 cm"  # letters are letters
+    assert record_has_unsafe_text({"title": "ok", "aspects": {"brand": ["A\u202e"]}})
+    assert not record_has_unsafe_text({"title": "Crème", "bullet_points": ["a"], "aspects": {"b": ["c"]}})
+
+
+def _hostile_catalog(count: int = 30) -> list[dict]:
+    rows = catalog(count)
+    rows[0]["title"] = f"Nike sock {ESCAPES}"
+    rows[1]["title"] = "Nike sock " + "very long " * 100_000  # a 1 MB title
+    rows[2]["product_id"] = "../../etc/passwd"
+    rows[3]["aspects"] = {"brand": [f"Nike{ESCAPES}"]}
+    rows[3]["brand"] = f"Nike{ESCAPES}"
+    return rows
+
+
+def test_a_hostile_catalog_reaches_the_terminal_escaped_through_embed_index_and_search(
+    tmp_path, tiny_model_dir, capsys
+) -> None:
+    products = write_catalog(tmp_path / "hostile.parquet", _hostile_catalog())
+    embed = ["embed", "--model", str(tiny_model_dir), "--products", products, "--output", str(tmp_path / "e")]
+    assert main(embed) == 0
+    manifest = json.loads((tmp_path / "e" / "manifest.json").read_text())
+    # Kept as data (the text is the catalog's), and counted.
+    assert manifest["counts"]["products_with_control_characters"] == 2
+    assert manifest["counts"]["products_dead_lettered"] == 0
+    index = ["build-index", "--embeddings", str(tmp_path / "e"), "--output", str(tmp_path / "i")]
+    assert main([*index, "--products", products]) == 0
+    queries = tmp_path / "queries.txt"
+    queries.write_text(f"nike sock {ESCAPES}\n")
+    capsys.readouterr()
+    search = ["search", "--index", str(tmp_path / "i"), "--model", str(tiny_model_dir), "--k", "30"]
+    assert main([*search, "--queries", str(queries), "--query", "sock \u202ereversed"]) == 0
+    out = capsys.readouterr().out
+    assert not has_unsafe_characters(out.replace("\n", "").replace("\t", ""))
+    assert "\\x1b[2J" in out and "\\u202e" in out and "../../etc/passwd" in out
+    assert max(len(line) for line in out.splitlines()) < 1_000 and "more characters]" in out
+    # --output keeps the data as it is.
+    run = tmp_path / "run.parquet"
+    assert main([*search, "--query", "nike", "--output", str(run)]) == 0
+    assert "../../etc/passwd" in pq.read_table(run).column("product_id").to_pylist()
+    # Nothing was written beside the given folders.
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "e",
+        "hostile.parquet",
+        "i",
+        "queries.txt",
+        "run.parquet",
+    ]
+
+
+def _bad_judgments(folder: Path) -> str:
+    """Grades stored as strings: every judgment a dead letter."""
+    rows = [{"query_id": f"q{i}", "product_id": f"p{i}", "grade": "3", "label": None} for i in range(4)]
+    schema = pa.schema([f if f.name != "grade" else pa.field("grade", pa.string()) for f in JUDGMENT_SCHEMA])
+    path = folder / "string-grades.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+    return str(path)
+
+
+def _queries_without_text(folder: Path) -> str:
+    path = folder / "no-text.parquet"
+    pq.write_table(pa.Table.from_pylist([{"query_id": f"q{i}", "split": "test"} for i in range(4)]), path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def evaluated(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("hostile-eval")
+    products = write_catalog(root / "products.parquet", catalog(30))
+    queries, judgments = write_test_queries(root)
+    assert (
+        main(["embed", "--model", str(tiny_model_dir), "--products", products, "--output", str(root / "e")])
+        == 0
+    )
+    empty = root / "empty.parquet"
+    empty.write_bytes(b"")
+    return {
+        "root": str(root),
+        "products": products,
+        "queries": queries,
+        "judgments": judgments,
+        "embeddings": str(root / "e"),
+        "string_grades": _bad_judgments(root),
+        "no_text": _queries_without_text(root),
+        "empty": str(empty),
+    }
+
+
+@pytest.mark.parametrize(
+    ("queries", "judgments", "expected"),
+    [
+        ("queries", "string_grades", "--judgments {string_grades}: 4 of 4 records rejected (first reasons: "),
+        ("no_text", "judgments", "--queries {no_text}: 4 of 4 records rejected (first reasons: 'text'"),
+        ("empty", "judgments", "--queries {empty} cannot be read as Parquet"),
+    ],
+)
+def test_an_evaluation_that_would_score_nothing_is_refused_naming_the_file(
+    evaluated, tiny_model_dir, tmp_path, capsys, queries: str, judgments: str, expected: str
+) -> None:
+    argv = ["evaluate", "--model", str(tiny_model_dir), "--embeddings", evaluated["embeddings"]]
+    argv += ["--searcher", "exact", "--queries", evaluated[queries], "--judgments", evaluated[judgments]]
+    assert main([*argv, "--depth", "10", "--output", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert expected.format(**evaluated) in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_night_whose_evaluation_would_score_nothing_is_refused_before_embedding_and_not_published(
+    evaluated, tiny_model_dir, tmp_path, capsys
+) -> None:
+    root = tmp_path / "nightly"
+    argv = ["nightly", "--model", str(tiny_model_dir), "--products", evaluated["products"]]
+    argv += ["--output", str(root), "--queries", evaluated["queries"], "--depth", "10", "--run_id", "n1"]
+    assert main([*argv, "--judgments", evaluated["string_grades"]]) == 2
+    err = capsys.readouterr().err
+    assert "4 of 4 records rejected" in err and "--max_dead_letter_fraction" in err
+    assert not (root / "LATEST").exists() and not (root / "n1" / "embeddings").exists()
+    status = json.loads((root / "n1" / "status.json").read_text())
+    assert status["state"] == "refused"
+    assert "refused by the check of the evaluation" in (root / "n1" / "report.html").read_text()
+
+
+def test_a_catalog_whose_only_file_is_unreadable_is_refused_like_an_empty_one(
+    tmp_path, tiny_model_dir, capsys
+) -> None:
+    folder = tmp_path / "catalog"
+    folder.mkdir()
+    (folder / "products.parquet").write_bytes(b"")
+    argv = ["embed", "--model", str(tiny_model_dir), "--products", str(folder / "*.parquet")]
+    assert main([*argv, "--output", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "no product could be read: 1 file(s)" in err and "dead_letters" in err
+    assert not (tmp_path / "e" / "manifest.json").exists()

@@ -41,6 +41,14 @@ from bench.reliability_cases import (
     stale_output,
     tampered_index,
 )
+from bench.reliability_hostile import (
+    escaping_run_id,
+    hostile_catalog,
+    rewritten_catalog,
+    unreadable_catalog,
+    unscorable_judgments,
+    wrong_mapping,
+)
 from bench.reliability_kit import Fixture, Outcome, embed, make_fixture
 from bench.reliability_object_store import concurrent_nightlies_on_gcs
 from bench.reliability_writers import concurrent_nightlies, damaged_weights, disk_full, symlinked_output
@@ -68,6 +76,13 @@ CASES: dict[str, Callable[[Fixture], Outcome]] = {
     "concurrent-nightlies": concurrent_nightlies,
     # Issue 50: a bucket root, its lock object and LATEST kept by compare-and-swap.
     "concurrent-nightlies-gcs": concurrent_nightlies_on_gcs,
+    # Issue 63: names that leave the root, text that drives the terminal, inputs that switch a stage off.
+    "escaping-run-id": escaping_run_id,
+    "hostile-catalog": hostile_catalog,
+    "unscorable-judgments": unscorable_judgments,
+    "unreadable-catalog": unreadable_catalog,
+    "wrong-mapping": wrong_mapping,
+    "rewritten-catalog": rewritten_catalog,
 }
 
 

@@ -9,8 +9,10 @@ gives a bad flag. The messages raised for them say what to do; an OS error gets 
 `USER_ERRORS` are those exception types. ValueError is among them because it is what configuration
 checks across madr raise (and what Arrow and JSON raise for a corrupt input file); the price is
 that a ValueError from a bug is shown as one line too. ``madr --debug`` re-raises every error, for
-its traceback. Any other exception is a bug: its traceback is printed, then a line saying how to
-report it, with exit code 1.
+its traceback. A failure of the engine (a Dask cluster that lost its workers, memory exhausted:
+`pipelines.engine_failures`) is one line too, ``madr <command>: runner failure: ...``, exit code 1.
+Any other exception is a bug: its traceback is printed, then a line saying how to report it, with
+exit code 1.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import traceback
 from typing import TextIO
 
 from pipelines.artifacts import wrapped_os_error
+from pipelines.engine_failures import engine_failure
 from pipelines.refusals import StageRefused
 from schemas.manifest import ArtifactError
 from schemas.terminal_text import for_terminal
@@ -29,7 +32,7 @@ from schemas.terminal_text import for_terminal
 # a type that is otherwise a bug's; InvalidRecord and CheckpointError are ValueErrors.
 USER_ERRORS: tuple[type[Exception], ...] = (ValueError, OSError, ArtifactError, StageRefused)
 EXIT_USER_ERROR = 2
-EXIT_BUG = 1
+EXIT_BUG = 1  # also a runner's failure (pipelines.engine_failures): the input was not at fault
 # An error line shows at most this many characters.
 ERROR_LINE_CHARS = 2000
 
@@ -65,6 +68,10 @@ def report_error(command: str, error: Exception, stream: TextIO | None = None) -
     if isinstance(error, USER_ERRORS):
         print(f"madr {command}: error: {one_line(error)}", file=stream)
         return EXIT_USER_ERROR
+    failure = engine_failure(error)
+    if failure is not None:  # the runner's, not madr's: one line, no traceback
+        print(f"madr {command}: runner failure: {for_terminal(failure, ERROR_LINE_CHARS)}", file=stream)
+        return EXIT_BUG
     traceback.print_exception(type(error), error, error.__traceback__, file=stream)
     print(
         f"madr {command}: unexpected error: {type(error).__name__}: {one_line(error)}; if your input and "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -96,6 +97,8 @@ SEARCH_FLAGS = Flags(
 def run_search_command(command: SearchCommand) -> None:
     config = command.search
     index, catalog = open_search(config)
+    if catalog.warning:
+        print(catalog.warning, file=sys.stderr)
     results = run_search(config, index, catalog)
     if command.output:
         pq.write_table(pa.Table.from_pylist(hits_table_rows(results), schema=RUN_SCHEMA), command.output)

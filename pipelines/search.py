@@ -30,6 +30,7 @@ from apache_beam.io.filesystems import FileSystems
 from index_builder import ExactSearcher, open_index
 from model.aspects.vocabulary import normalise_value
 from pipelines.artifacts import parquet_rows, read_embeddings, read_stage_manifest
+from pipelines.catalog_fingerprint import CatalogFingerprint
 from pipelines.embed.gap_fill import FilledAspect, fill_aspects
 from pipelines.evaluate.calibration import encode_queries
 from pipelines.inference import TextToEncode
@@ -95,6 +96,10 @@ class QueryHits:
     matching: int | None = None  # products the filters keep (None: no filter)
 
 
+# The title shown for an indexed product the catalog no longer has.
+NOT_IN_PRODUCTS = "(not in --products)"
+
+
 @dataclass
 class Catalog:
     """The indexed products' titles and annotated aspect values, row i being the index's row i."""
@@ -104,6 +109,8 @@ class Catalog:
     aspects: list[dict[str, FilledAspect]]
     embeddings: str
     _vectors: np.ndarray | None = field(default=None, repr=False)
+    # Said on stderr before the results: the catalog shown is not the one the vectors were made from.
+    warning: str | None = None
 
     def matching(self, filters: Sequence[tuple[str, str]]) -> np.ndarray:
         """Rows whose value of every filtered aspect is the filter's (case and accents aside)."""
@@ -177,7 +184,7 @@ def load_catalog(index_ids: Sequence[str], embeddings: str, products: str, min_c
             "the index was built from"
         )
     return Catalog(
-        index_ids, [titles.get(pid, "(not in --products)") for pid in index_ids], aspects, embeddings
+        index_ids, [titles.get(pid, NOT_IN_PRODUCTS) for pid in index_ids], aspects, embeddings
     )
 
 
@@ -198,8 +205,32 @@ def open_search(config: SearchConfig) -> tuple[Any, Catalog]:
     embeddings = (manifest.extra if manifest is not None else {}).get("embeddings")
     if not embeddings:
         raise ArtifactError(f"--index {config.index} does not record the embeddings it was built from")
-    products = config.products or read_stage_manifest(embeddings, "madr-embeddings")["products"]
-    return index, load_catalog(index.ids, embeddings, products, config.min_confidence)
+    if config.products:  # named by the user: shown as it is now, no warning
+        return index, load_catalog(index.ids, embeddings, config.products, config.min_confidence)
+    recorded = read_stage_manifest(embeddings, "madr-embeddings")
+    catalog = load_catalog(index.ids, embeddings, recorded["products"], config.min_confidence)
+    catalog.warning = catalog_changed(recorded, catalog)
+    return index, catalog
+
+
+def catalog_changed(embed_manifest: Mapping[str, Any], catalog: Catalog) -> str | None:
+    """A warning when the catalog the embed stage read was rewritten since (its files' fingerprint, which
+    the stage recorded): the titles and values shown are today's beside the vectors of then."""
+    recorded = embed_manifest.get("products_fingerprint")
+    if not recorded:
+        return None
+    then = CatalogFingerprint.from_dict(recorded)
+    now = CatalogFingerprint.maybe(then.pattern)
+    difference = "its files are gone" if now is None else then.difference(now)
+    if not difference:
+        return None
+    missing = catalog.titles.count(NOT_IN_PRODUCTS)
+    return (
+        f"warning: the catalog {then.pattern} changed since this index's products were embedded "
+        f"({difference}); titles and catalog values shown are today's, and {missing:,} of the index's "
+        f"{len(catalog.ids):,} products are no longer in it. Pass --products to name the catalog to show, "
+        "or rebuild the index"
+    )
 
 
 def run_search(config: SearchConfig, index: Any, catalog: Catalog) -> list[QueryHits]:

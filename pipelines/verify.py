@@ -137,11 +137,16 @@ def embeddings_digest(manifest: dict[str, Any]) -> str:
 
 
 def check_same_model(
-    model_dir: str, inputs: dict[str, str | None], allow: bool = False, embeddings: str | None = None
+    model_dir: str,
+    inputs: dict[str, str | None],
+    allow: bool = False,
+    embeddings: str | None = None,
+    override: str | None = None,
 ) -> list[str]:
     """Refuse `inputs` (what -> folder) made by another model than `model_dir`, and an `--index` input
     built from other embeddings than `embeddings`; with `allow`, return the mismatches instead, for the
-    output's manifest. Inputs that record no model are let through, with a warning."""
+    output's manifest. Inputs that record no model are let through, with a warning. `override`: the flag
+    of the calling command that allows a mismatch, offered in the refusal (None: the command has none)."""
     fingerprint = model_fingerprint(model_dir)
     mismatches = []
     for what, folder in inputs.items():
@@ -168,9 +173,10 @@ def check_same_model(
                 f"--embeddings {embeddings} ({given[:16]})"
             )
     if mismatches and not allow:
+        way_out = f", or pass {override} (recorded in the output's manifest)" if override else ""
         raise ModelMismatchError(
-            "; ".join(mismatches) + ". Evaluate with the model and embeddings that made them, rebuild them "
-            "with these, or pass --allow_model_mismatch (recorded in the output's manifest)"
+            "; ".join(mismatches) + ". Give --model the model that made them, or rebuild them with this "
+            f"one{way_out}"
         )
     for mismatch in mismatches:
         LOGGER.warning("allowed by --allow_model_mismatch: %s", mismatch)

@@ -9,6 +9,7 @@ traceback is shown; a bug (any other exception) keeps its traceback and says how
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import shutil
 import subprocess
@@ -17,9 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
 
 from jobs import cli
 from jobs.cli import main
+from jobs.command_table import BEAM_COMMANDS, load_command
 from jobs.commands import reports as commands
 from pipelines.nightly.publish_guard import PublishRefused
 from schemas import ArtifactError
@@ -65,7 +68,7 @@ CASES: dict[str, list[tuple[str, str]]] = {
     "evaluate": [
         (
             f"evaluate --queries {N} --judgments {N} --model {{model}} --index {N} --output {{tmp}}/v",
-            f"--index {N} has no manifest.json",
+            f"--queries {N} matches no Parquet file",  # checked first: they are read before anything runs
         ),
     ],
     "enrich": [(f"enrich --products {N} --embeddings {N} --output {{tmp}}/n", "has no manifest.json")],
@@ -117,12 +120,45 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+def known_flags(command: str) -> set[str]:
+    """The flags `madr <command>` accepts: its parser's, and for a Beam command Beam's own (a runner's;
+    the nightly passes every stage's flags on, so any of those)."""
+    actions = cli._parser(load_command(command))._actions
+    parser = next(a for a in actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    beam = argparse.ArgumentParser(add_help=False)
+    if command in BEAM_COMMANDS:
+        for options in _subclasses(PipelineOptions):
+            if command == "nightly" or options.__module__.startswith("apache_beam"):
+                options._add_argparse_args(beam)
+    return _option_strings(parser) | set(beam._option_string_actions)
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """A parser's flags, with those of its subcommands' (`madr ingest wands`)."""
+    found = set(parser._option_string_actions)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _option_strings(sub)
+    return found
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [sub for direct in cls.__subclasses__() for sub in (direct, *_subclasses(direct))]
+
+
 def assert_one_line_error(code: int, err: str, command: str, words: str) -> None:
     assert code == 2, err
     assert "Traceback" not in err, err
     last = err.strip().splitlines()[-1]
     assert last.startswith(f"madr {command}") and ": error: " in last, last
     assert words in last, last
+    # Every flag the line names (the way out it advises, or the one that was wrong) is one the command has.
+    # (A command quoted in backticks, `madr evaluate --output`, is another command's.)
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9_]*", re.sub(r"`madr [^`]*`", "", last)))
+    assert named <= known_flags(command), (
+        f"{last}: names flags madr {command} lacks: {named - known_flags(command)}"
+    )
 
 
 def test_every_subcommand_has_a_bad_input_case() -> None:

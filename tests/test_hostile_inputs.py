@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -214,3 +215,102 @@ def test_a_catalog_whose_only_file_is_unreadable_is_refused_like_an_empty_one(
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "no product could be read: 1 file(s)" in err and "dead_letters" in err
     assert not (tmp_path / "e" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("section", "expected"),
+    [
+        ({"fields": ["sku"]}, "'fields' must be an object of target field -> source column name, got list"),
+        (
+            {"separators": []},
+            "'separators' must be an object of field or aspect -> separator string, got list",
+        ),
+        ({"aspects": "brand"}, "'aspects' must be an object of aspect name -> source column name, got str"),
+        ({"fields": {"title": 3}}, "'fields' must be an object of target field -> source column name"),
+        ({"category_level": "leaf"}, "'category_level' must be an integer"),
+        ({"strip_html": "yes"}, "'strip_html' must be true or false, got str"),
+        ({"fields": {"title": ""}}, "source column of 'title' must be a non-empty string"),
+    ],
+)
+def test_a_mapping_of_the_wrong_type_is_one_line_naming_the_key_the_type_and_the_file(
+    tmp_path, capsys, section: dict, expected: str
+) -> None:
+    (tmp_path / "products.jsonl").write_text(json.dumps({"sku": "a1", "name": "Nike sock"}) + "\n")
+    mapping = tmp_path / "mapping.json"
+    mapping.write_text(json.dumps({"products": section}))
+    argv = ["ingest", "generic", f"--products={tmp_path / 'products.jsonl'}", "--mapping", str(mapping)]
+    assert main([*argv, "--out", str(tmp_path / "shop")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert f"{mapping} [products]: " in err and expected in err
+
+
+def test_a_search_over_a_catalog_rewritten_since_the_index_says_so_with_the_difference_counted(
+    tmp_path, tiny_model_dir, capsys
+) -> None:
+    products = tmp_path / "catalog.parquet"
+    write_catalog(products, catalog(20))
+    embed = [
+        "embed",
+        "--model",
+        str(tiny_model_dir),
+        "--products",
+        str(products),
+        "--output",
+        str(tmp_path / "e"),
+    ]
+    assert main(embed) == 0
+    assert main(["build-index", "--embeddings", str(tmp_path / "e"), "--output", str(tmp_path / "i")]) == 0
+    search = ["search", "--index", str(tmp_path / "i"), "--model", str(tiny_model_dir), "--query", "sock"]
+    capsys.readouterr()
+    assert main(search) == 0
+    assert "warning" not in capsys.readouterr().err
+    # Rewritten in place: 5 products gone, the rest retitled.
+    write_catalog(products, [{**row, "title": f"Retitled {row['title']}"} for row in catalog(15)])
+    assert main(search) == 0
+    captured = capsys.readouterr()
+    assert f"the catalog {products} changed since this index's products were embedded" in captured.err
+    assert "5 of the index's 20 products are no longer in it" in captured.err and "--products" in captured.err
+    assert "Retitled" in captured.out
+    # --products names the catalog to show: no warning.
+    assert main([*search, "--products", str(products)]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_cluster_that_keeps_losing_workers_ends_in_one_line_naming_the_runner_and_the_stage(
+    tmp_path, tiny_model_dir, capsys, monkeypatch
+) -> None:
+    scheduler = pytest.importorskip("distributed.scheduler", reason="the Dask runner needs the dask extra")
+    from pipelines.nightly import run
+
+    def lose_workers(*args: object, **kwargs: object) -> None:
+        worker = SimpleNamespace(address="tcp://10.0.0.7:40123")  # a WorkerState's one field it reads
+        raise scheduler.KilledWorker("('embed-batch', 3)", worker, 3)
+
+    monkeypatch.setattr(run, "embed_catalog", lose_workers)
+    products = write_catalog(tmp_path / "products.parquet", catalog(10))
+    root = tmp_path / "nightly"
+    argv = ["nightly", "--model", str(tiny_model_dir), "--products", products, "--output", str(root)]
+    assert main([*argv, "--run_id", "n1"]) == 1
+    err = capsys.readouterr().err.strip()
+    last = err.splitlines()[-1]
+    assert last.startswith(
+        "madr nightly: runner failure: in the embed stage: the Dask cluster lost its workers"
+    )
+    assert "KilledWorker" in last and "Traceback" not in err and "bug in madr" not in err
+    status = json.loads((root / "n1" / "status.json").read_text())
+    assert status["state"] == "failed" and status["stage"] == "the embed stage"
+    assert not (root / "LATEST").exists()
+
+
+def test_memory_exhausted_is_a_runner_failure_not_a_bug(monkeypatch, capsys) -> None:
+    from jobs.commands import reports
+
+    def exhausted(*args: object) -> None:
+        raise MemoryError()
+
+    monkeypatch.setattr(reports, "compare_runs", exhausted)
+    assert main(["compare", "a", "b"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines()[-1].startswith("madr compare: runner failure: out of memory (MemoryError)")
+    assert "Traceback" not in err

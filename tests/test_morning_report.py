@@ -166,7 +166,10 @@ def test_the_nightly_writes_the_page_into_every_run_even_one_that_stopped(root: 
     assert "refused by the check of the evaluation&#x27;s queries and judgments: --judgments" in thursday
     assert "cannot be read as Parquet" in thursday and "servers keep reading run tue" in thursday
     status = json.loads((root / "thu" / "status.json").read_text())
-    assert status["state"] == "refused" and status["stage"] == "the check of the evaluation's queries and judgments"
+    assert (
+        status["state"] == "refused"
+        and status["stage"] == "the check of the evaluation's queries and judgments"
+    )
     assert not (root / "thu" / "embeddings").exists()
     assert not (root / "tue" / "status.json").exists()
 

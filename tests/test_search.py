@@ -122,6 +122,8 @@ def test_an_index_built_by_another_model_is_refused(built, tmp_path, capsys) -> 
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "was made by the model with fingerprint" in err and str(other) in err
+    # The way out it names is one `madr search` has (it has no --allow_model_mismatch).
+    assert "Give --model the model that made them" in err and "--allow_model_mismatch" not in err
 
 
 def _tree_catalog(n: int = 8_000, dim: int = 32) -> tuple[object, Catalog, np.ndarray]:

@@ -53,6 +53,7 @@ from pipelines.artifacts import (
     fresh_output,
     write_stage_manifest,
 )
+from pipelines.catalog_fingerprint import CatalogFingerprint
 from pipelines.catalog_io import (
     DEAD_LETTERS,
     METRICS_NAMESPACE,
@@ -393,6 +394,8 @@ def run_embed(options: PipelineOptions) -> dict[str, int]:
 def embed_catalog(config: EmbedConfig, beam_options: PipelineOptions | None = None) -> dict[str, int]:
     """Run the embed stage; return its counts after writing the output manifest."""
     with fresh_output(config.output, config.overwrite) as folder:
+        # Before reading: what `madr search` compares with the catalog it shows titles from.
+        catalog = CatalogFingerprint.maybe(config.embed.products)
         pipeline, (identity, precision) = build_embed_pipeline(config, beam_options, folder)
         result = pipeline.run()
         result.wait_until_finish()
@@ -416,6 +419,7 @@ def embed_catalog(config: EmbedConfig, beam_options: PipelineOptions | None = No
                 "dimension": identity.dimension,
                 "precision": precision.as_json(),
                 "products": config.embed.products,
+                **({"products_fingerprint": catalog.to_dict()} if catalog else {}),
                 "previous": config.embed.previous,
                 "counts": counts,
                 "settings": settings_record(config.model, config.embed, config.threshold),

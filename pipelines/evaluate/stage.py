@@ -192,7 +192,11 @@ def build_evaluate_pipeline(
     # Vectors of another model rank nonsense without an error: refused unless explicitly allowed.
     allowed = opts.allow_model_mismatch == "true"
     mismatches = check_same_model(
-        model.model, {"--index": opts.index, "--embeddings": opts.embeddings}, allowed, opts.embeddings
+        model.model,
+        {"--index": opts.index, "--embeddings": opts.embeddings},
+        allowed,
+        opts.embeddings,
+        override="--allow_model_mismatch",
     )
     if rule is not None:
         rule_source = "the caller of run_evaluate"

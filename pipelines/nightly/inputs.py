@@ -10,14 +10,11 @@ way out (another --run_id), never reported as published.
 
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import asdict, dataclass
-from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.artifacts import parquet_pattern
+from pipelines.catalog_fingerprint import CatalogFingerprint
 from pipelines.evaluate.config import EvaluateConfig
 from pipelines.evaluate.inputs import check_evaluation_inputs
 
@@ -27,33 +24,6 @@ CATALOG_RECORD = "catalog.json"
 class CatalogChanged(ValueError):
     """The run folder was started for another catalog than tonight's: a user's error (one line, exit 2),
     whose message names the two ways on."""
-
-
-@dataclass(frozen=True)
-class CatalogFingerprint:
-    """The files a catalog pattern matched, and one digest over their paths, sizes and times."""
-
-    pattern: str
-    files: int
-    bytes: int
-    digest: str
-
-    @classmethod
-    def of(cls, products: str) -> CatalogFingerprint:
-        pattern = parquet_pattern(products)
-        matched = sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path)
-        if not matched:
-            raise FileNotFoundError(
-                f"--products {products} matches no Parquet file (give a file, a folder of .parquet "
-                "files or a glob)"
-            )
-        digest = hashlib.sha256()
-        for meta in matched:
-            digest.update(f"{meta.path}\0{meta.size_in_bytes}\0{meta.last_updated_in_seconds}\n".encode())
-        return cls(products, len(matched), sum(m.size_in_bytes for m in matched), digest.hexdigest())
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def claim_run_folder(run_folder: str, catalog: CatalogFingerprint, run_id: str = "") -> None:

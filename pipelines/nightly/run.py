@@ -37,9 +37,11 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.artifacts import read_stage_manifest, write_stage_manifest
+from pipelines.catalog_fingerprint import CatalogFingerprint
 from pipelines.embed.enrich import enrich_catalog
 from pipelines.embed.export import export_vertex
 from pipelines.embed.stage import EMBEDDINGS_KIND, embed_catalog
+from pipelines.engine_failures import in_stage
 from pipelines.evaluate.inputs import EvaluationInputRefused
 from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.index.partitioned import build_partitioned
@@ -47,7 +49,6 @@ from pipelines.layout import ZERO_SHOT_FOLDER
 from pipelines.nightly.inputs import (
     CATALOG_RECORD,
     CatalogChanged,
-    CatalogFingerprint,
     check_inputs,
     claim_run_folder,
 )
@@ -146,13 +147,16 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
         except CatalogChanged:
             raise  # the run folder is another catalog's: nothing of this run's is written into it
         except Exception as error:
-            if FileSystems.exists(FileSystems.join(job.run_folder, CATALOG_RECORD)):
-                state, stage = _where_it_stopped(job, error)
-                LOGGER.error(
-                    "run %s %s", job.run_id, write_run_status(job.run_folder, state, stage, error).line()
-                )
-                _write_report(job)
-            raise
+            if not FileSystems.exists(FileSystems.join(job.run_folder, CATALOG_RECORD)):
+                raise
+            state, stage = _where_it_stopped(job, error)
+            failed = in_stage(error, stage)  # a runner's failure names the stage it happened in
+            status = write_run_status(job.run_folder, state, stage, failed)
+            LOGGER.error("run %s %s", job.run_id, status.line())
+            _write_report(job)
+            if failed is error:
+                raise
+            raise failed from error
         if "all" not in report.skipped:
             _write_report(job)
         return report

@@ -60,6 +60,29 @@ MAPPING_KEYS: tuple[str, ...] = (
     "category_level",
     "strip_html",
 )
+# What each mapping key holds in JSON, as said in an error, and the check of it.
+_KEY_TYPES: Mapping[str, tuple[str, Any]] = {
+    "fields": ("an object of target field -> source column name", lambda v: _object_of(v, str)),
+    "aspects": ("an object of aspect name -> source column name", lambda v: _object_of(v, str)),
+    "separators": ("an object of field or aspect -> separator string", lambda v: _object_of(v, str)),
+    "label_grades": ("an object of label -> integer grade", lambda v: _object_of(v, int)),
+    "category_level": ("an integer (-1: the leaf, 0: the top) or null", lambda v: v is None or _is_int(v)),
+    "strip_html": ("true or false", lambda v: isinstance(v, bool)),
+}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _object_of(value: Any, kind: type) -> bool:
+    """A JSON object whose keys are strings and whose values are of `kind` (ints that are not bools)."""
+    if not isinstance(value, Mapping):
+        return False
+    check = _is_int if kind is int else (lambda item: isinstance(item, kind))
+    return all(isinstance(key, str) and check(item) for key, item in value.items())
+
+
 _VALIDATORS = {"products": validate_product, "queries": validate_query, "judgments": validate_judgment}
 _EXTENSIONS: Mapping[str, FileFormat] = {
     ".jsonl": "jsonl",
@@ -135,7 +158,17 @@ class ColumnMapping:
         unknown = sorted(set(data) - set(MAPPING_KEYS))
         if unknown:
             raise ValueError(f"{where}: unknown mapping key(s) {unknown}; the keys are {list(MAPPING_KEYS)}")
-        return cls(**data)
+        for key, value in data.items():
+            expected, accepts = _KEY_TYPES[key]
+            if not accepts(value):
+                raise ValueError(
+                    f"{where}: {key!r} must be {expected}, got {type(value).__name__} {value!r} (README, "
+                    "'Your own catalog')"
+                )
+        try:
+            return cls(**data)
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
 
     def column(self, target: str) -> str:
         return self.fields.get(target, target)

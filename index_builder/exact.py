@@ -26,6 +26,7 @@ cut strictly: duplicated products do not flood the merges.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -206,7 +207,12 @@ class _BlockSearch:
         corpus = self.sample if sample else self.embeddings
         assert corpus is not None
         if self.exact_torch:
-            torch.mm(torch.from_numpy(queries), torch.from_numpy(corpus[start:stop]).T, out=out)
+            with warnings.catch_warnings():
+                # A read-only (memory-mapped) corpus: torch only reads it here, so its warning that writing
+                # through the tensor is undefined says nothing, and it printed in adapt, evaluate and search.
+                warnings.filterwarnings("ignore", "The given NumPy array is not writable", UserWarning)
+                left, block = torch.from_numpy(queries), torch.from_numpy(corpus[start:stop])
+            torch.mm(left, block.T, out=out)
         else:
             np.matmul(queries, corpus[start:stop].T, out=out.numpy())
         return out

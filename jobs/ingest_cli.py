@@ -56,6 +56,9 @@ class FileReading:
     """How the text files of a generic source or a store export are read."""
 
     encoding: str = setting("utf-8", "Character set of CSV and JSONL files, e.g. cp1252")
+    delimiter: str | None = setting(
+        None, "CSV delimiter (default: a tab for .tsv, else a comma), e.g. ';' for a Dutch or German Excel"
+    )
     keep_html: bool = setting(
         False, "Keep HTML tags and entities in descriptions and bullets (default: read as plain text)"
     )
@@ -81,7 +84,6 @@ class GenericSource(FileReading):
         + ", ".join(MAPPING_KEYS)
         + " (README, 'Your own catalog'). Without one, the columns carry madr's names",
     )
-    delimiter: str | None = setting(None, "CSV delimiter, e.g. a tab for TSV")
     positive_min_grade: int | None = setting(None, "Grade from which a judgment counts")
 
     def __post_init__(self) -> None:
@@ -91,8 +93,8 @@ class GenericSource(FileReading):
 
 @dataclass(frozen=True)
 class FolderSource(FileReading):
-    """A store export folder: products.jsonl|csv|parquet (+ queries, judgments), each with its
-    mapping_<kind>.json (examples/store_export)."""
+    """A store export folder: products.jsonl|csv|parquet (+ queries, judgments) and one mapping.json
+    with a section per file (examples/store_export)."""
 
     folder: str = setting("", "The export folder", positional=True)
     positive_min_grade: int = setting(2, "Grade from which a judgment counts")
@@ -152,6 +154,7 @@ def run_ingest(config: IngestConfig) -> tuple[IngestResult, Path]:
             args.folder,
             args.positive_min_grade,
             encoding=args.encoding,
+            delimiter=args.delimiter,
             keep_html=args.keep_html,
             max_dead_letter_fraction=args.max_dead_letter_fraction,
         )

@@ -43,8 +43,9 @@ def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--restart_run",
         action="store_true",
-        help="Discard what an unpublished run folder of --run_id holds (a run started on another catalog, "
-        "say an empty --products) and run tonight's catalog there; a published run is never discarded",
+        help="Discard what the run folder of --run_id holds when it was never published (a run started on "
+        "another catalog, say an empty --products, or one that failed or was refused) and run tonight's "
+        "catalog there; a run LATEST ever pointed to is never discarded",
     )
     parser.add_argument("--queries", default=None, help="Query Parquet file, to evaluate the new index")
     parser.add_argument("--judgments", default=None, help="Judgment Parquet file, to evaluate the new index")

@@ -1,4 +1,5 @@
-"""--max_dead_letter_fraction, one flag for every stage that reads records and refuses too many bad ones.
+"""--max_dead_letter_fraction, one flag for every stage that reads records and refuses too many bad ones,
+and the commonest reasons of a stage's dead letters, which its refusal and the morning report quote.
 
 The embed stage reads products, the evaluation queries and judgments; past this share of dead letters
 each stops (exit 2) rather than go on with what is left. Beam parses every options class into one
@@ -10,14 +11,20 @@ this class (`options_class(..., shared=...)`), as `--depth` is shared (`pipeline
 from __future__ import annotations
 
 import argparse
+import json
+import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.stage_config import add_config_arguments, setting
 
 DEFAULT_MAX_DEAD_LETTER_FRACTION = 0.01
+# Reasons the morning report lists.
+TOP_REASONS = 5
 
 
 def dead_letter_limit() -> Any:
@@ -49,10 +56,30 @@ class DeadLetterOptions(PipelineOptions):
         add_config_arguments(parser, DeadLetterLimit)
 
 
+def dead_letter_reasons(paths: list[str], top: int = TOP_REASONS) -> list[tuple[str, int]]:
+    """The most frequent reasons in dead-letter files, with record ids and numbers generalised (a
+    reason names its record: "p17: title is empty" and "p18: title is empty" are one reason)."""
+    counts: Counter[str] = Counter()
+    for path in paths:
+        with FileSystems.open(path) as handle:
+            for line in handle.read().decode("utf-8").splitlines():
+                if line.strip():
+                    letter = json.loads(line)
+                    counts[_general(str(letter.get("reason", "")), letter.get("record_id"))] += 1
+    return counts.most_common(top)
+
+
+def _general(reason: str, record_id: Any) -> str:
+    if record_id:
+        reason = reason.replace(str(record_id), "<id>")
+    return re.sub(r"\d+", "N", reason)
+
+
 __all__ = [
     "DEFAULT_MAX_DEAD_LETTER_FRACTION",
     "DeadLetterLimit",
     "DeadLetterOptions",
     "check_dead_letter_limit",
     "dead_letter_limit",
+    "dead_letter_reasons",
 ]

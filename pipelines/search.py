@@ -28,6 +28,7 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
 from index_builder import ExactSearcher, open_index
+from model.abstention import folded_words
 from model.aspects.vocabulary import normalise_value
 from pipelines.artifacts import parquet_rows, read_embeddings, read_stage_manifest
 from pipelines.catalog_fingerprint import CatalogFingerprint
@@ -96,6 +97,12 @@ class QueryHits:
     matching: int | None = None  # products the filters keep (None: no filter)
 
 
+def filter_key(value: str) -> str:
+    """A value as --filter compares it: case, accents and punctuation aside ("creme" is "Crème", "t shirt"
+    is "T-Shirt"), as `--help` says; a value of no letters or digits by its case-folded spelling."""
+    return folded_words(value).strip() or normalise_value(value)
+
+
 # The title shown for an indexed product the catalog no longer has.
 NOT_IN_PRODUCTS = "(not in --products)"
 
@@ -117,10 +124,10 @@ class Catalog:
         keep = np.ones(len(self.ids), dtype=bool)
         for aspect, value in filters:
             self.check_filter(aspect, value)
-            wanted = normalise_value(value)
+            wanted = filter_key(value)
             keep &= np.array(
                 [
-                    aspect in row and any(normalise_value(v) == wanted for v in row[aspect].values)
+                    aspect in row and any(filter_key(v) == wanted for v in row[aspect].values)
                     for row in self.aspects
                 ],
                 dtype=bool,
@@ -132,7 +139,7 @@ class Catalog:
         values: dict[str, str] = {}
         for row in self.aspects:
             for value in row[aspect].values if aspect in row else ():
-                values.setdefault(normalise_value(value), value)
+                values.setdefault(filter_key(value), value)
         return values
 
     def check_filter(self, aspect: str, value: str) -> None:
@@ -142,8 +149,8 @@ class Catalog:
                 f"unknown aspect {aspect!r} in --filter: the catalog's products have {known_aspects}"
             )
         values = self.known_values(aspect)
-        if normalise_value(value) not in values:
-            close = difflib.get_close_matches(normalise_value(value), list(values), n=5, cutoff=0.6)
+        if filter_key(value) not in values:
+            close = difflib.get_close_matches(filter_key(value), list(values), n=5, cutoff=0.6)
             hint = f"; nearest known values: {', '.join(values[c] for c in close)}" if close else ""
             raise ValueError(
                 f"no product has {aspect} = {value!r} ({len(values)} known {aspect} values){hint}"

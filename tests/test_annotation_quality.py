@@ -7,6 +7,7 @@ import logging
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -15,10 +16,10 @@ from model.abstention import AbstentionRule
 from pipelines.evaluate.annotation_quality import (
     held_out_products,
     measure_annotation_quality,
-    other_catalog,
     tuned_products,
     written_annotation_accuracy,
 )
+from pipelines.evaluate.trained_products import never_trained_on
 from pipelines.layout import DatasetLayout
 from pipelines.options import ModelSettings
 from product_data.synthetic import SyntheticConfig, generate_benchmark
@@ -139,26 +140,39 @@ def test_quality_report_is_calibrated_at_min_confidence(dataset: DatasetLayout, 
     assert {line.split()[0] for line in table[2:]} == set(everything.products.accuracy)
 
 
-def test_a_catalog_the_model_never_read_is_scored_whole(
+def test_a_catalog_is_unseen_by_its_product_ids_never_by_its_folder(
     dataset: DatasetLayout, tuned: str, tmp_path: Path
 ) -> None:
-    """The same products in another dataset folder: the model never trained on that catalog, so every
-    annotated product is scored, not the 20 % the model held out of its own."""
-    other = DatasetLayout(str(tmp_path / "store"))
-    shutil.copytree(dataset.root, other.root)
+    """Issue 69: a fresh export of the same shop in a new folder holds the products the model trained on,
+    so its held-out slice is scored, as in the dataset itself; a catalog none of whose ids the model
+    trained on is scored whole."""
+    copy = DatasetLayout(str(tmp_path / "store"))
+    shutil.copytree(dataset.root, copy.root)
     own = measure_annotation_quality(tuned, dataset.products, dataset.queries, dataset.judgments)
+    same = measure_annotation_quality(tuned, copy.products, copy.queries, copy.judgments)
+    assert own is not None and same is not None
+    assert same.held_out == own.held_out and same.products_measured == own.products_measured
+    assert same.unseen and "held-out products" in same.held_out
+    # The same products under new ids: never trained on, so every annotated one is scored.
+    other = DatasetLayout(str(tmp_path / "renamed"))
+    shutil.copytree(dataset.root, other.root)
+    for path in sorted(Path(other.root, "products").glob("*.parquet")):
+        table = pq.read_table(path)
+        ids = [f"new-{pid}" for pid in table.column("product_id").to_pylist()]
+        pq.write_table(table.set_column(0, "product_id", pa.array(ids)), path)
     whole = measure_annotation_quality(tuned, other.products, other.queries, other.judgments)
-    assert own is not None and whole is not None
-    assert "the whole catalog" in whole.held_out and dataset.root in whole.held_out
+    assert whole is not None and whole.unseen
+    assert "of a catalog the model never trained on" in whole.held_out
     annotated = sum(1 for row in pq.read_table(f"{dataset.root}/products").to_pylist() if row["aspects"])
     assert whole.products_measured == annotated > own.products_measured
     # --products as a folder reads the same catalog as its glob (the nightly passes what embed was given).
     folder = measure_annotation_quality(tuned, f"{other.root}/products", other.queries, other.judgments)
     assert folder is not None and folder.products_measured == whole.products_measured
-    assert other_catalog({"dataset": dataset.root}, dataset.products) is None
-    assert other_catalog({"dataset": "gs://b/data"}, "gs://b/data/products/*.parquet") is None
-    assert other_catalog({"dataset": "gs://b/data"}, "gs://b/data2/products/*.parquet") == "gs://b/data"
-    assert other_catalog({}, other.products) is None  # no record: the held-out rule decides
+    # A model whose training data cannot be read any more assumes nothing: its held-out rule decides.
+    manifest = json.loads(Path(tuned, "manifest.json").read_text())
+    assert never_trained_on(tuned, manifest, ["new-p1"]) is True
+    assert never_trained_on(tuned, {**manifest, "dataset": str(tmp_path / "gone")}, ["new-p1"]) is False
+    assert never_trained_on(tuned, {}, ["new-p1"]) is False
 
 
 def test_a_model_without_aspect_heads_reports_none(dataset: DatasetLayout, tiny_model_dir) -> None:

@@ -18,8 +18,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from model import Side, content_hash, document_text, load_encoder
 from pipelines.artifacts import read_embeddings
 from pipelines.catalog_io import DEAD_LETTERS, VALID, ListRowGroups, ReadValidatedFn
+from pipelines.embed.counts import DeadLetterThresholdExceeded
 from pipelines.embed.stage import (
-    DeadLetterThresholdExceeded,
     EmbedConfig,
     EmbedProducts,
     embed_catalog,

@@ -27,8 +27,9 @@ from pipelines.artifacts import (
     staging_folder,
     verify_stage_folder,
 )
+from pipelines.embed.counts import DeadLetterThresholdExceeded
 from pipelines.embed.export import ExportVertexConfig, export_vertex
-from pipelines.embed.stage import DeadLetterThresholdExceeded, run_embed
+from pipelines.embed.stage import run_embed
 from pipelines.evaluate.stage import run_evaluate
 from pipelines.index.partitioned import run_build_index
 from pipelines.nightly.run import NightlyJob, run_nightly

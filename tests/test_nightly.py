@@ -144,7 +144,7 @@ def test_a_same_day_rerun_after_a_wrong_catalog_is_one_error_line_then_restart_r
     assert read_latest(str(root))["run_id"] == "2026-11-28"
     # A published run is never discarded.
     assert main([*argv, "--products", str(tmp_path / "right"), "--restart_run"]) == 2
-    assert "is the published one" in capsys.readouterr().err
+    assert "was published (LATEST) and is never discarded" in capsys.readouterr().err
     assert str(empty).endswith("catalog.parquet")
 
 

@@ -27,9 +27,10 @@ from safetensors.torch import load_file, save_file
 from jobs.cli import main
 from model import new_encoder
 from pipelines.artifacts import write_stage_manifest
+from pipelines.embed.counts import DeadLetterThresholdExceeded
 from pipelines.embed.enrich import EnrichConfig, enrich_catalog
 from pipelines.embed.export import ExportVertexConfig, export_vertex
-from pipelines.embed.stage import DeadLetterThresholdExceeded, _ToEmbeddingRow, embedding_defect, run_embed
+from pipelines.embed.stage import _ToEmbeddingRow, embedding_defect, run_embed
 from pipelines.evaluate.stage import run_evaluate
 from pipelines.index.partitioned import run_build_index
 from pipelines.inference import ModelIdentity, TextToEncode

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -64,6 +64,7 @@ from pipelines.catalog_io import (
     dead_letter,
 )
 from pipelines.dead_letter_limit import DeadLetterOptions
+from pipelines.embed.counts import check_counts, rows_held
 from pipelines.embed.incremental import (
     EMBEDDINGS_KIND,
     REUSED,
@@ -93,7 +94,6 @@ from pipelines.options import (
     add_stage_arguments,
 )
 from pipelines.parquet_shards import WriteParquetShards
-from pipelines.refusals import StageRefused
 from pipelines.runner import make_pipeline
 from pipelines.stage_config import (
     ParsedFlags,
@@ -108,10 +108,6 @@ from schemas import embedding_schema
 
 LOGGER = logging.getLogger(__name__)
 ROWS = "rows"
-
-
-class DeadLetterThresholdExceeded(StageRefused):
-    """More records were rejected than --max_dead_letter_fraction allows."""
 
 
 def embedding_defect(vector: np.ndarray) -> str | None:
@@ -256,38 +252,6 @@ COUNTERS = (
     # Kept, and printed escaped (schemas.terminal_text): text holding control or bidi characters.
     "products_with_control_characters",
 )
-
-
-def rows_held(counts: Mapping[str, Any]) -> int:
-    """The embedding rows an embed output holds, by its manifest's counts: embedded in the run plus
-    reused from --previous."""
-    return int(counts.get("products_embedded", 0)) + int(counts.get("products_reused", 0))
-
-
-def check_counts(counts: dict[str, int], max_dead_letter_fraction: float, folder: str = "") -> None:
-    """Records in = embedded + reused + dead-lettered, and not too many dead letters (written to `folder`)."""
-    accounted = counts["products_embedded"] + counts["products_reused"] + counts["products_dead_lettered"]
-    if accounted != counts["products_read"]:
-        raise RuntimeError(f"counts do not reconcile: read {counts['products_read']}, accounted {accounted}")
-    read, dead = counts["products_read"], counts["products_dead_lettered"]
-    unreadable = counts.get("files_dead_lettered", 0) + counts.get("row_groups_dead_lettered", 0)
-    if not read and unreadable:
-        # Refused as an empty catalog is: an output of no rows would only fail later, in build-index.
-        raise DeadLetterThresholdExceeded(
-            f"no product could be read: {counts.get('files_dead_lettered', 0)} file(s) and "
-            f"{counts.get('row_groups_dead_lettered', 0)} row group(s) of --products are unreadable (0 "
-            "bytes, not Parquet, or damaged); see the dead_letters-*.jsonl files"
-            + (f" in {folder}, which name each file" if folder else "")
-            + "; rewrite them, e.g. with `madr ingest`"
-        )
-    if read and dead > max_dead_letter_fraction * read:
-        invalid = counts.get("embeddings_invalid", 0)
-        cause = f" ({invalid} of them for an invalid embedding: check the model)" if invalid else ""
-        raise DeadLetterThresholdExceeded(
-            f"{dead} of {read} products are dead letters{cause}, more than --max_dead_letter_fraction="
-            f"{max_dead_letter_fraction}; see the dead_letters-*.jsonl files"
-            + (f" in {folder} (the output was not published)" if folder else "")
-        )
 
 
 @dataclass(frozen=True, kw_only=True)

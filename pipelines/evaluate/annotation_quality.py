@@ -1,17 +1,18 @@
 """How good the annotations are: aspect Accuracy@1/@3 on held-out products, on queries, and calibrated.
 
 `madr evaluate --products` runs this on the driver next to the retrieval metrics. The products are the
-ones the model never learned the aspects of: those the model's manifest records as held out by
-pre-training (`schemas.splits`), minus those judged for the train and valid queries (fine-tuning reads
-those). A model whose manifest records no held-out rule is measured on every product not judged for
-training, and the report says that pre-training may have seen them. Accuracy counts against the
-catalog's `aspects` annotations, the labels training targets (shared/notes/aspect-learning-probe.md).
+ones the model never learned the aspects of: every annotated product of a catalog none of whose products
+is in the datasets the model was trained on (compared by product id, `trained_products`), else those the
+model's manifest records as held out by pre-training (`schemas.splits`), minus those judged for the train
+and valid queries (fine-tuning reads those). A model whose manifest records no held-out rule is measured
+on every product not judged for training, and the report says that pre-training may have seen them.
+Accuracy counts against the catalog's `aspects` annotations, the labels training targets
+(shared/notes/aspect-learning-probe.md).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -26,6 +27,7 @@ from model.abstention import AbstentionRule
 from model.aspects.vocabulary import UNSEEN
 from pipelines.artifacts import parquet_rows, read_parquet_table
 from pipelines.evaluate.judged_ranking import AspectAccuracy, Forward, aspect_accuracy
+from pipelines.evaluate.trained_products import never_trained_on
 from pipelines.inference import EncoderModelHandler
 from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, ModelSettings
 from pipelines.product_reader import valid_products
@@ -46,6 +48,9 @@ class AnnotationQuality:
     products_measured: int
     # Acc@1 of the values the embed run wrote (its precision and runtime), when evaluate has --embeddings.
     written: dict[str, float] | None = None
+    # Whether the model provably never trained on the products measured (its held-out slice, or a catalog
+    # none of whose products it read): only such figures are comparable night to night.
+    unseen: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -129,9 +134,7 @@ def held_out_products(
     return chosen
 
 
-def _describe(rule: HeldOutProducts | None, count: int, trained_on: str | None) -> str:
-    if trained_on is not None:
-        return f"{count} products, the whole catalog (the model was trained on {trained_on}, never on these)"
+def _describe(rule: HeldOutProducts | None, count: int) -> str:
     if rule is None:
         return (
             f"{count} products not judged for training (the model records no held-out products: "
@@ -142,33 +145,21 @@ def _describe(rule: HeldOutProducts | None, count: int, trained_on: str | None) 
     )
 
 
-def other_catalog(manifest: Mapping[str, Any], products: str) -> str | None:
-    """The dataset a model records it was trained on, when `products` lies outside it; else None.
-
-    A model scored on a catalog it never read is scored on the whole catalog, not its held-out slice.
-    Paths are compared absolute (a manifest records the path it was given, relative to where it ran).
-    """
-    dataset = manifest.get("dataset")
-    if not dataset:
-        return None
-    if "://" in str(dataset) or "://" in products:
-        inside = products.startswith(str(dataset).rstrip("/") + "/")
-    else:
-        inside = os.path.abspath(products).startswith(os.path.abspath(dataset) + os.sep)
-    return None if inside else str(dataset)
-
-
 def _held_out_of_model(
     model_dir: str, products: str, queries: str, judgments: str, split: str, sample: int
-) -> tuple[str, list[dict[str, Any]]]:
-    """Which products are scored, in words, and those products: the model's held-out slice of the catalog
-    it was trained on (`held_out_products`), or every annotated product of a catalog it never read."""
+) -> tuple[str, bool, list[dict[str, Any]]]:
+    """Which products are scored, in words, whether the model provably never trained on them, and those
+    products: every annotated product of a catalog none of whose products the model trained on
+    (`never_trained_on`, by product id), else the model's held-out slice (`held_out_products`)."""
     path = Path(model_dir) / MANIFEST_FILE
     manifest = json.loads(path.read_text()) if path.is_file() else {}
-    trained_on = other_catalog(manifest, products)
-    if trained_on is not None:
-        chosen = held_out_products(products, None, set(), sample)
-        return _describe(None, len(chosen), trained_on), chosen
+    whole = held_out_products(products, None, set(), sample)
+    if never_trained_on(model_dir, manifest, [product["product_id"] for product in whole]):
+        described = (
+            f"{len(whole)} products of a catalog the model never trained on (none of them is in the "
+            "datasets it was trained on, compared by product id)"
+        )
+        return described, True, whole
     rule = HeldOutProducts.from_manifest(manifest)
     excluded = tuned_products(queries, judgments, split)
     chosen = held_out_products(products, rule, excluded, sample)
@@ -176,9 +167,9 @@ def _held_out_of_model(
     calibrated = HeldOutProducts.from_manifest({"held_out_products": manifest.get("calibrated_on_products")})
     if calibrated is not None:
         chosen = [product for product in chosen if not calibrated.holds(product)]
-        described = _describe(rule, len(chosen), None)
-        return f"{described}, less the {calibrated.fraction:.1%} that calibrated the confidences", chosen
-    return _describe(rule, len(chosen), None), chosen
+        less = f"less the {calibrated.fraction:.1%} that calibrated the confidences"
+        return f"{_describe(rule, len(chosen))}, {less}", True, chosen
+    return _describe(rule, len(chosen)), rule is not None, chosen
 
 
 def measure_annotation_quality(
@@ -210,7 +201,7 @@ def measure_annotation_quality(
         device = next(loaded.encoder.parameters()).device
         return lambda batch, batch_side: loaded.forward(batch.to(device), batch_side)
 
-    described, chosen = _held_out_of_model(model_dir, products, queries, judgments, split, sample)
+    described, unseen, chosen = _held_out_of_model(model_dir, products, queries, judgments, split, sample)
     annotated = aspect_accuracy(
         encoder,
         tokenizer,
@@ -232,7 +223,7 @@ def measure_annotation_quality(
         rule,
         forward(Side.QUERY),
     )
-    return AnnotationQuality(annotated, query_accuracy, described, len(chosen))
+    return AnnotationQuality(annotated, query_accuracy, described, len(chosen), unseen=unseen)
 
 
 def _as_dict(aspects: Any) -> Mapping[str, list[str]]:
@@ -261,7 +252,7 @@ def written_annotation_accuracy(
     vocabulary = getattr(encoder, "vocabulary", None)
     if vocabulary is None:
         return {}
-    _, chosen = _held_out_of_model(model_dir, products, queries, judgments, split, sample)
+    _, _, chosen = _held_out_of_model(model_dir, products, queries, judgments, split, sample)
     labels = {product["product_id"]: _as_dict(product["aspects"]) for product in chosen}
     hits: dict[str, int] = defaultdict(int)
     scored: dict[str, int] = defaultdict(int)

@@ -26,8 +26,16 @@ class CatalogChanged(ValueError):
     whose message names the two ways on."""
 
 
-def claim_run_folder(run_folder: str, catalog: CatalogFingerprint, run_id: str = "") -> None:
-    """Record `catalog` as the one `run_folder` processes, or refuse a folder started for another."""
+class PublishedRunKept(ValueError):
+    """The run id names a run that was published: it is neither rerun nor discarded, and nothing of this
+    attempt is written into its folder (one line, exit 2, naming a new --run_id)."""
+
+
+def claim_run_folder(
+    run_folder: str, catalog: CatalogFingerprint, run_id: str = "", published: bool = False
+) -> None:
+    """Record `catalog` as the one `run_folder` processes, or refuse a folder started for another
+    (`published`: the run was published, so only another --run_id is offered, never --restart_run)."""
     path = FileSystems.join(run_folder, CATALOG_RECORD)
     if FileSystems.exists(path):
         with FileSystems.open(path) as handle:
@@ -39,8 +47,12 @@ def claim_run_folder(run_folder: str, catalog: CatalogFingerprint, run_id: str =
                 f"{recorded.get('files')} files, {recorded.get('bytes')} bytes; --products "
                 f"{catalog.pattern} now: {catalog.files} files, {catalog.bytes} bytes, or the same sizes "
                 "written since), and its finished stages would publish that one: pass another --run_id "
-                f"(e.g. --run_id {name}-2) to keep it, or --restart_run to discard it and run this catalog "
-                f"as {name}"
+                f"(e.g. --run_id {name}-2) to keep it"
+                + (
+                    " (it was published, so it is kept)"
+                    if published
+                    else f", or --restart_run to discard it and run this catalog as {name}"
+                )
             )
         return
     with FileSystems.create(path) as handle:  # a local create makes the folder; a bucket needs none

@@ -66,7 +66,7 @@ class CatalogSizeCheck:
         if self.products == 0:
             return (
                 f"refusing to publish run {self.run_id}: its catalog has 0 products ({before}); "
-                "check --catalog (--allow_shrink does not apply: an empty catalog has nothing to index)"
+                "check --products (--allow_shrink does not apply: an empty catalog has nothing to index)"
             )
         if self.allow_shrink:
             return None

@@ -49,6 +49,7 @@ from pipelines.layout import ZERO_SHOT_FOLDER
 from pipelines.nightly.inputs import (
     CATALOG_RECORD,
     CatalogChanged,
+    PublishedRunKept,
     check_inputs,
     claim_run_folder,
 )
@@ -56,7 +57,7 @@ from pipelines.nightly.job import NightlyJob
 from pipelines.nightly.latest import LATEST, LatestChanged, publish_latest, read_latest
 from pipelines.nightly.publish_guard import CatalogSizeCheck, PublishRefused, catalog_size
 from pipelines.nightly.quality_guard import QualityRefused, quality_check
-from pipelines.report.night import STAGE_FOLDERS
+from pipelines.report.night import STAGE_FOLDERS, published_runs
 from pipelines.report.page import write_report
 from pipelines.report.status import clear_run_status, write_run_status
 from pipelines.stage_runs import StageRunner, is_finished
@@ -144,11 +145,11 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
     with exclusive_writer(FileSystems.join(job.out, LATEST), f"madr nightly run {job.run_id}"):
         try:
             report = _run_locked(job)
-        except CatalogChanged:
-            raise  # the run folder is another catalog's: nothing of this run's is written into it
+        except (CatalogChanged, PublishedRunKept):
+            raise  # the run folder is another catalog's or a published run's: nothing is written into it
         except Exception as error:
-            if not FileSystems.exists(FileSystems.join(job.run_folder, CATALOG_RECORD)):
-                raise
+            if not FileSystems.exists(FileSystems.join(job.run_folder, CATALOG_RECORD)) or _published(job):
+                raise  # nothing claimed yet, or a published run, whose folder is never written again
             state, stage = _where_it_stopped(job, error)
             failed = in_stage(error, stage)  # a runner's failure names the stage it happened in
             status = write_run_status(job.run_folder, state, stage, failed)
@@ -160,6 +161,14 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
         if "all" not in report.skipped:
             _write_report(job)
         return report
+
+
+def _published(job: NightlyJob) -> bool:
+    """Whether `job.run_id` is a run LATEST ever pointed to (False when LATEST cannot be read)."""
+    try:
+        return job.run_id in published_runs(job.out, read_latest(job.out))
+    except (ArtifactError, OSError, ValueError):
+        return False
 
 
 def _where_it_stopped(job: NightlyJob, error: Exception) -> tuple[str, str]:
@@ -197,14 +206,25 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
     catalog = CatalogFingerprint.of(job.catalog)
     verify_model(job.model, job.verify)
     latest = read_latest(job.out)
+    published = published_runs(job.out, latest)
+    if job.run_id in published[1:]:
+        # Run again, its finished stages would be published anew over a later run, rewriting the history.
+        raise PublishedRunKept(
+            f"run {job.run_id} was published before {published[0]} (LATEST) and is kept as it is: pass a new "
+            "--run_id for tonight"
+        )
     if job.restart_run and FileSystems.exists(job.run_folder):
-        if latest and latest["run_id"] == job.run_id:
-            raise ValueError(
-                f"--restart_run: run {job.run_id} is the published one (LATEST); pass another --run_id"
+        # Every run LATEST ever pointed to (its chain of previous runs), not only tonight's LATEST: a run
+        # servers read once is history the report and the guards compare with.
+        if job.run_id in published:
+            now = " (LATEST)" if published[0] == job.run_id else f" (LATEST is now {published[0]})"
+            raise PublishedRunKept(
+                f"--restart_run: run {job.run_id} was published{now} and is never discarded; pass another "
+                "--run_id"
             )
         LOGGER.warning("--restart_run: discarding the unpublished run folder %s", job.run_folder)
         FileSystems.delete([require_inside(job.out, job.run_folder, "--restart_run: the run folder")])
-    claim_run_folder(job.run_folder, catalog, job.run_id)
+    claim_run_folder(job.run_folder, catalog, job.run_id, published=job.run_id in published)
     # After the claim, so that a refused night has its status and its report; before anything is embedded.
     check_inputs(job.stages.evaluate)
     previous = latest["run_id"] if latest and latest["run_id"] != job.run_id else None

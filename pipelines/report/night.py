@@ -16,20 +16,18 @@ a missing file is a missing section, never a guess.
 from __future__ import annotations
 
 import json
-import re
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
 from evaluation.report import METRICS_FILE, PER_QUERY_FILE
+from pipelines.dead_letter_limit import dead_letter_reasons
 from pipelines.layout import LEXICAL_FILE, ZERO_SHOT_FILE, ZERO_SHOT_FOLDER
 from pipelines.report.status import RunStatus, read_run_status
 from schemas.manifest import MANIFEST_FILE
 
 STAGE_FOLDERS = {"embed": "embeddings", "index": "index", "evaluate": "eval"}
-TOP_REASONS = 5
 
 
 def read_json(path: str) -> dict[str, Any] | None:
@@ -80,9 +78,20 @@ class NightSummary:
 
     @property
     def annotation_precision(self) -> dict[str, float]:
-        """Per aspect, the precision of the values written at the threshold (held-out products)."""
+        """Per aspect, the precision of the values written at the threshold, when measured on products the
+        model provably never trained on (else empty: the trend never draws figures of training products
+        on the line of unseen ones)."""
+        if not self.annotation_unseen:
+            return {}
         products = (self.annotation_quality or {}).get("products") or {}
         return dict(products.get("confident_accuracy") or {})
+
+    @property
+    def annotation_unseen(self) -> bool:
+        """Whether the annotation figures are of products the model provably never trained on."""
+        quality = self.annotation_quality or {}
+        # A record written before `unseen` existed: its "whole catalog" was decided by folder paths.
+        return bool(quality.get("unseen", "the whole catalog" not in str(quality.get("held_out", ""))))
 
     @property
     def evaluation(self) -> str:
@@ -160,25 +169,6 @@ def _read_embeddings(night: NightSummary) -> None:
     letters = FileSystems.match([FileSystems.join(folder, "dead_letters-*.jsonl")])[0].metadata_list
     night.dead_letter_files = sorted(m.path for m in letters if m.size_in_bytes)
     night.dead_letter_reasons = dead_letter_reasons(night.dead_letter_files)
-
-
-def dead_letter_reasons(paths: list[str], top: int = TOP_REASONS) -> list[tuple[str, int]]:
-    """The most frequent reasons in dead-letter files, with record ids and numbers generalised (a
-    reason names its record: "p17: title is empty" and "p18: title is empty" are one reason)."""
-    counts: Counter[str] = Counter()
-    for path in paths:
-        with FileSystems.open(path) as handle:
-            for line in handle.read().decode("utf-8").splitlines():
-                if line.strip():
-                    letter = json.loads(line)
-                    counts[_general(str(letter.get("reason", "")), letter.get("record_id"))] += 1
-    return counts.most_common(top)
-
-
-def _general(reason: str, record_id: Any) -> str:
-    if record_id:
-        reason = reason.replace(str(record_id), "<id>")
-    return re.sub(r"\d+", "N", reason)
 
 
 def _read_index(night: NightSummary) -> None:

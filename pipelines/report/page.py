@@ -209,7 +209,13 @@ def _annotations(night: NightSummary) -> str:
     body = _table(header, rows)
     body += (
         f"<p class='note'>On {_e((night.annotation_quality or {}).get('held_out', 'held-out products'))}; "
-        f"written at confidence ≥ {products.get('min_confidence', '–')}.</p>"
+        f"written at confidence ≥ {products.get('min_confidence', '–')}"
+        + (
+            ""
+            if night.annotation_unseen
+            else "; the model may have trained on these, so they are left out of the trend of unseen products"
+        )
+        + ".</p>"
     )
     body += _picture(figures.reliability(products.get("reliability") or {}))
     fills = sections.fill_rows(night)

@@ -337,7 +337,13 @@ def check_dead_letter_share(
     if not 0 <= max_fraction <= 1:
         raise ValueError(f"max_dead_letter_fraction must be in [0, 1], got {max_fraction}")
     for stream, counts in result.counts.items():
-        if counts.rows_in and counts.rejected / counts.rows_in > max_fraction:
+        if not counts.rows_in:
+            # A header-only export (or an empty file) would write a dataset nothing can be built from.
+            raise ValueError(
+                f"{stream}: the file has no row (a header line alone, or nothing): export the {stream} "
+                "again, or leave the file out"
+            )
+        if counts.rejected / counts.rows_in > max_fraction:
             reasons = [letter.reason for letter in result.dead_letters if letter.stage.endswith(stream)][:3]
             raise ValueError(
                 f"{stream}: {counts.rejected} of {counts.rows_in} rows dead-lettered (more than "

@@ -57,6 +57,7 @@ def load_export_folder(
     positive_min_grade: int = 2,
     *,
     encoding: str = "utf-8",
+    delimiter: str | None = None,
     keep_html: bool = False,
     max_dead_letter_fraction: float = DEFAULT_MAX_DEAD_LETTER_FRACTION,
 ) -> IngestResult:
@@ -78,7 +79,7 @@ def load_export_folder(
         if keep_html:
             mapping = dataclasses.replace(mapping, strip_html=False)
         grade = {"positive_min_grade": positive_min_grade} if kind == "judgments" else {}
-        parts.append(load_generic(path, mapping, kind, encoding=encoding, **grade))
+        parts.append(load_generic(path, mapping, kind, delimiter=delimiter, encoding=encoding, **grade))
     result = drop_dangling_judgments(combine_results(*parts, source="generic"))
     check_dead_letter_share(result, max_dead_letter_fraction)
     return result

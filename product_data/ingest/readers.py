@@ -46,10 +46,25 @@ def missing_columns_message(path: Path | str, present: Sequence[str], wanted: Co
     )
 
 
-def _check_columns(path: Path, present: Sequence[str], required: Collection[str]) -> None:
+# Delimiters a spreadsheet export uses besides the comma (a Dutch or German Excel writes ';').
+_OTHER_DELIMITERS = (";", "\t", "|")
+
+
+def _check_columns(
+    path: Path, present: Sequence[str], required: Collection[str], delimiter: str = ","
+) -> None:
     message = missing_columns_message(path, present, required)
-    if message:
-        raise ValueError(message)
+    if not message:
+        return
+    # One column whose name holds another delimiter: the file was split on the wrong character.
+    used = [d for d in _OTHER_DELIMITERS if d != delimiter and len(present) == 1 and d in present[0]]
+    if used:
+        shown = "$'\\t'" if used[0] == "\t" else repr(used[0])
+        raise ValueError(
+            f"{path} reads as one column {present[0][:80]!r}: its fields are separated by {used[0]!r}, not "
+            f"{delimiter!r}; pass --delimiter {shown}"
+        )
+    raise ValueError(message)
 
 
 def parquet_columns(path: str | Path) -> list[str]:
@@ -130,7 +145,7 @@ def read_delimited(
         header[0] = header[0].removeprefix("\ufeff")  # a BOM written by spreadsheet exports
         if len(set(header)) != len(header):
             raise ValueError(f"{source} header repeats a column name: {header}")
-        _check_columns(source, header, required)
+        _check_columns(source, header, required, delimiter)
         last_line = reader.line_num
         while True:
             try:

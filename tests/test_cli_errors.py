@@ -68,7 +68,7 @@ CASES: dict[str, list[tuple[str, str]]] = {
     "evaluate": [
         (
             f"evaluate --queries {N} --judgments {N} --model {{model}} --index {N} --output {{tmp}}/v",
-            f"--queries {N} matches no Parquet file",  # checked first: they are read before anything runs
+            f"--queries {N} matches no Parquet file",
         ),
     ],
     "enrich": [(f"enrich --products {N} --embeddings {N} --output {{tmp}}/n", "has no manifest.json")],

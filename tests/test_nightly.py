@@ -10,6 +10,7 @@ import pytest
 
 from jobs.command_table import load_command
 from jobs.nightly_args import add_nightly_arguments, job_from_args
+from pipelines.evaluate.inputs import EvaluationInputRefused
 from pipelines.nightly.inputs import CatalogChanged
 from pipelines.nightly.latest import read_latest
 from pipelines.nightly.run import NightlyJob, run_nightly
@@ -76,16 +77,22 @@ def test_two_nights_reuse_rerun_and_crash(tmp_path, tiny_model_dir, evaluation_f
     again = run_nightly(_job(tmp_path, tiny_model_dir, tuesday_path, "tue", evaluation_files))
     assert again.skipped == ["all"] and read_latest(str(tmp_path / "nightly"))["run_id"] == "tue"
 
-    # A missing judgments file is found before anything is embedded: nothing is written for Thursday.
+    # A missing queries file is found before anything is embedded: Thursday is refused, and says why.
     missing = ("/nonexistent/queries.parquet", "/nonexistent/judgments.parquet")
-    with pytest.raises(FileNotFoundError, match=r"--queries /nonexistent/queries\.parquet matches no file"):
+    with pytest.raises(EvaluationInputRefused, match=r"--queries /nonexistent/queries\.parquet matches no"):
         run_nightly(_job(tmp_path, tiny_model_dir, tuesday_path, "thu", missing))
-    assert not (tmp_path / "nightly" / "thu").exists()
-    # Wednesday crashes in evaluation (a judgments file that is not Parquet): LATEST stays on Tuesday.
-    corrupt = tmp_path / "corrupt-judgments.parquet"
-    corrupt.write_bytes(b"not parquet")
-    with pytest.raises(Exception):  # noqa: B017 - Beam wraps the I/O error in its own exception types
-        run_nightly(_job(tmp_path, tiny_model_dir, tuesday_path, "wed", (evaluation_files[0], str(corrupt))))
+    assert not (tmp_path / "nightly" / "thu" / "embeddings").exists()
+    assert json.loads((tmp_path / "nightly" / "thu" / "status.json").read_text())["state"] == "refused"
+    # Wednesday crashes in evaluation (its inputs are sound; the stage dies): LATEST stays on Tuesday.
+    from pipelines.nightly import run as nightly_run
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the evaluation's worker died")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(nightly_run, "evaluate_retrieval", crash)
+        with pytest.raises(RuntimeError, match="worker died"):
+            run_nightly(_job(tmp_path, tiny_model_dir, tuesday_path, "wed", evaluation_files))
     assert read_latest(str(tmp_path / "nightly"))["run_id"] == "tue"
     assert not (tmp_path / "nightly" / "wed" / "manifest.json").exists()
     # The rerun with the inputs fixed skips the finished stages and publishes.
@@ -166,8 +173,8 @@ def test_the_nightly_enriches_and_exports_from_the_same_embeddings(tmp_path, tin
 
 
 def test_a_run_id_must_be_a_plain_name(tmp_path) -> None:
-    for bad in ("", "a/b", "LATEST"):
-        with pytest.raises(ValueError, match="run id"):
+    for bad in ("", "a/b", "LATEST", "..", "a b"):
+        with pytest.raises(ValueError, match="--run_id"):
             NightlyJob(catalog="c", model="m", out=str(tmp_path), run_id=bad)
 
 
@@ -345,6 +352,7 @@ STAGE_SETTINGS = {
         **{"split": "valid", "depth": 12, "metrics": "recall@10,ndcg@10", "searcher": "ann"},
         **{"compare_exact": "true", "zero_shot": "false", "lexical": "true", "allow_model_mismatch": "true"},
         **{"positive_min_grade": 2, "device": "cpu", "batch_size": 5, "chunk_size": 3, "precision": "fp32"},
+        **{"max_dead_letter_fraction": 0.2},
         **{"runtime": "torch", "min_confidence": 0.6, "stated_aspects": ["color"], "min_agreement": 0.7},
     },
 }

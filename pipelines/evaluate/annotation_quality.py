@@ -12,7 +12,9 @@ Accuracy counts against the catalog's `aspects` annotations, the labels training
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -21,11 +23,13 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from apache_beam.io.filesystems import FileSystems
 
 from model import Side, load_encoder, text_for_model
 from model.abstention import AbstentionRule
 from model.aspects.vocabulary import UNSEEN
 from pipelines.artifacts import parquet_rows, read_parquet_table
+from pipelines.evaluate.config import EvaluateConfig
 from pipelines.evaluate.judged_ranking import AspectAccuracy, Forward, aspect_accuracy
 from pipelines.evaluate.trained_products import never_trained_on
 from pipelines.inference import EncoderModelHandler
@@ -33,6 +37,8 @@ from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, ModelSettings
 from pipelines.product_reader import valid_products
 from schemas.manifest import MANIFEST_FILE
 from schemas.splits import HeldOutProducts, title_key
+
+LOGGER = logging.getLogger(__name__)
 
 # Without --min_confidence, the precision line reads at the threshold enrich and export-vertex act on.
 DEFAULT_SAMPLE = 2_000  # Accuracy@1 within about ±0.015 (95 %) at 0.9, in seconds on a CPU
@@ -270,3 +276,31 @@ def written_annotation_accuracy(
             if aspect in written:
                 hits[aspect] += vocabulary.encode(aspect, [written[aspect]], tokenizer.tokenize)[0] in classes
     return {aspect: (hits[aspect] / scored[aspect], scored[aspect]) for aspect in scored}
+
+
+def write_annotation_quality(config: EvaluateConfig, output: str) -> AnnotationQuality | None:
+    """Aspect accuracy on unseen products, written to `output`/annotation_quality.json, when --products is
+    given and the model predicts aspects (`madr evaluate`)."""
+    opts, model_dir, products = config.evaluate, config.model.model, config.products
+    if not products:
+        return None
+    quality = measure_annotation_quality(
+        model_dir,
+        products,
+        opts.queries,
+        opts.judgments,
+        opts.split,
+        config.threshold.abstention(DEFAULT_PREDICTION_THRESHOLD),
+        settings=config.model,  # at the run's precision and runtime: the values a night writes
+    )
+    if quality is None:
+        LOGGER.info("%s predicts no aspects; no annotation quality to report", model_dir)
+        return None
+    if opts.embeddings:  # what the run wrote, at its precision: the model in torch is scored above
+        written = written_annotation_accuracy(
+            model_dir, opts.embeddings, products, opts.queries, opts.judgments, opts.split
+        )
+        quality = dataclasses.replace(quality, written={aspect: acc for aspect, (acc, _) in written.items()})
+    with FileSystems.create(FileSystems.join(output, "annotation_quality.json")) as handle:
+        handle.write(json.dumps(quality.to_dict(), indent=2).encode("utf-8"))
+    return quality

@@ -61,7 +61,7 @@ def _rows(path: str, flag: str) -> Iterator[Mapping[str, Any]]:
     try:
         yield from parquet_rows(path)
     except FileNotFoundError:
-        raise FileNotFoundError(
+        raise EvaluationInputRefused(
             f"{flag} {path} matches no Parquet file; give the file `madr ingest` wrote"
         ) from None
     except (OSError, ValueError) as error:  # Arrow: "Parquet file size is 0 bytes", a corrupt footer

@@ -17,8 +17,6 @@ per_query.parquet, recall_at_k.png and a printed table.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -34,12 +32,7 @@ from evaluation.cutoffs import CutoffPlan, plan_cutoffs
 from model import Side
 from pipelines.artifacts import counter_value, fresh_output, write_stage_manifest
 from pipelines.catalog_io import DEAD_LETTERS, ValidateRecords, WriteDeadLetters
-from pipelines.evaluate.annotation_quality import (
-    DEFAULT_PREDICTION_THRESHOLD,
-    AnnotationQuality,
-    measure_annotation_quality,
-    written_annotation_accuracy,
-)
+from pipelines.evaluate.annotation_quality import write_annotation_quality
 from pipelines.evaluate.baselines import compare_with_baselines
 from pipelines.evaluate.calibration import (
     CALIBRATION_QUERIES,
@@ -108,33 +101,6 @@ def _write_rows(rows: beam.PCollection, output: str, prefix: str, schema: pa.Sch
     )
 
 
-def _annotation_quality(config: EvaluateConfig, output: str) -> AnnotationQuality | None:
-    """Aspect accuracy on held-out products, when --products is given and the model predicts aspects."""
-    opts, model_dir, products = config.evaluate, config.model.model, config.products
-    if not products:
-        return None
-    quality = measure_annotation_quality(
-        model_dir,
-        products,
-        opts.queries,
-        opts.judgments,
-        opts.split,
-        config.threshold.abstention(DEFAULT_PREDICTION_THRESHOLD),
-        settings=config.model,  # at the run's precision and runtime: the values a night writes
-    )
-    if quality is None:
-        LOGGER.info("%s predicts no aspects; no annotation quality to report", model_dir)
-        return None
-    if opts.embeddings:  # what the run wrote, at its precision: the model in torch is scored above
-        written = written_annotation_accuracy(
-            model_dir, opts.embeddings, products, opts.queries, opts.judgments, opts.split
-        )
-        quality = dataclasses.replace(quality, written={aspect: acc for aspect, (acc, _) in written.items()})
-    with FileSystems.create(FileSystems.join(output, "annotation_quality.json")) as handle:
-        handle.write(json.dumps(quality.to_dict(), indent=2).encode("utf-8"))
-    return quality
-
-
 @dataclass(frozen=True)
 class EvaluationPlan:
     """What `build_evaluate` settled on the driver, which `run_evaluate` reports after the run."""
@@ -176,6 +142,7 @@ def build_evaluate_pipeline(
     beam_options: PipelineOptions | None = None,
     rule: RelevanceRule | None = None,
     folder: str | None = None,
+    check_inputs: bool = True,
 ) -> tuple[beam.Pipeline, EvaluationPlan]:
     """The evaluation pipeline, built but not run, and what was settled on the driver to build it.
 
@@ -198,6 +165,8 @@ def build_evaluate_pipeline(
         opts.embeddings,
         override="--allow_model_mismatch",
     )
+    if check_inputs:  # after the artifacts (cheap), before any search: an evaluation that would score nothing
+        check_evaluation_inputs(opts.queries, opts.judgments, opts.split, opts.max_dead_letter_fraction)
     if rule is not None:
         rule_source = "the caller of run_evaluate"
     else:
@@ -305,20 +274,21 @@ def evaluate_retrieval(
     ``rule`` lets code fix the relevance rule (e.g. float gains); otherwise positive_min_grade comes from
     --positive_min_grade, else the dataset manifest next to --judgments, else 2. A non-empty output is
     refused unless `overwrite`; the files appear there only when the run succeeds (`artifacts.fresh_output`).
-    The queries and judgments are checked first (`check_evaluation_inputs`) unless the caller did
-    (`check_inputs=False`: the nightly before embedding, a baseline on its main evaluation's files).
+    The queries and judgments are checked after the model and artifacts (`check_evaluation_inputs`) unless
+    the caller did (`check_inputs=False`: the nightly before embedding, a baseline on its main's files).
     """
-    if check_inputs:
-        opts = config.evaluate
-        check_evaluation_inputs(opts.queries, opts.judgments, opts.split, opts.max_dead_letter_fraction)
     with fresh_output(config.output, config.overwrite) as folder:
-        return _run_evaluate(config, beam_options, rule, folder)
+        return _run_evaluate(config, beam_options, rule, folder, check_inputs)
 
 
 def _run_evaluate(
-    config: EvaluateConfig, beam_options: PipelineOptions | None, rule: RelevanceRule | None, folder: str
+    config: EvaluateConfig,
+    beam_options: PipelineOptions | None,
+    rule: RelevanceRule | None,
+    folder: str,
+    check_inputs: bool,
 ) -> dict[str, Any]:
-    pipeline, plan = build_evaluate_pipeline(config, beam_options, rule, folder)
+    pipeline, plan = build_evaluate_pipeline(config, beam_options, rule, folder, check_inputs)
     folder, specs, primary, calibration = plan.folder, plan.specs, plan.primary, plan.calibration
     result = pipeline.run()
     result.wait_until_finish()
@@ -336,7 +306,7 @@ def _run_evaluate(
         folder, branches, served, plan.depth, plan.rule, plan.rule_source, calibration, plan.cutoffs
     )
     beside = write_beside(folder, plan.systems[0], {n: b.per_query for n, b in branches.items()}, plan.rule)
-    annotations = _annotation_quality(config, folder)
+    annotations = write_annotation_quality(config, folder)
     # The served ranking is compared with the baselines; a dense one, with exact search where it ran.
     side = served if served != primary else ("exact" if "exact" in branches else primary)
     baselines = compare_with_baselines(

@@ -22,7 +22,7 @@ class LoopSettings:
     batch_size: int = cli_field(32, "Texts per step")
     learning_rate: float = cli_field(5e-5, "AdamW rate, backbone")
     head_learning_rate: float | None = cli_field(
-        None, "AdamW rate for the layers above the backbone (default: --learning_rate)"
+        None, "AdamW rate for the layers above the backbone (if none is set: --learning_rate)"
     )
     warmup_fraction: float = cli_field(0.1, "Share of the steps the learning rate warms up over")
     weight_decay: float = cli_field(0.01, "AdamW weight decay")

@@ -125,7 +125,9 @@ class AdaptReport:
         accuracy = self.held_out_accuracy
         if accuracy is not None:
             lines.append(
-                f"aspect Accuracy@1 on {self.held_out_products} held-out products (never trained on):"
+                f"aspect Accuracy@1 on {self.held_out_products} held-out products (never trained on, less "
+                "the share that calibrated the confidences; the evaluation's table also leaves out products "
+                "judged for training queries):"
             )
             for aspect, value in accuracy.accuracy.items():
                 unseen = accuracy.out_of_vocabulary.get(aspect, 0)
@@ -203,7 +205,9 @@ def _adapt(job: AdaptJob, loop: TrainingConfig) -> AdaptReport:
     temperatures = calibrate_confidences(
         job.output, [p.text for p in chosen], [p.aspects or {} for p in chosen]
     )
-    accuracy = _held_out_accuracy(job.output, held_out)
+    # Scored on the held-out products that did not calibrate the confidences, as the evaluation scores them.
+    measured = [p for p in held_out if not calibrating.holds({"product_id": p.product_id, "title": p.title})]
+    accuracy = _held_out_accuracy(job.output, measured)
     job.write_model_manifest(
         {
             "adapted_from": job.from_model or "the bundled backbone (zero-shot start)",
@@ -228,7 +232,7 @@ def _adapt(job: AdaptJob, loop: TrainingConfig) -> AdaptReport:
         result.steps,
         len(examples),
         len(valid),
-        len(held_out),
+        len(measured),
         result.best_valid_metric,
         accuracy,
         sizes,

@@ -50,7 +50,7 @@ ADAPT_FLAGS = (
 
 def add_adapt_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_argument(parser, required=True, help="Adapted model directory to write")
-    add_config_arguments(parser, AdaptJob, only=ADAPT_FLAGS)
+    add_config_arguments(parser, AdaptJob, only=ADAPT_FLAGS, enforce_required=True)
     parser.add_argument(
         "--held_out_fraction",
         type=float,

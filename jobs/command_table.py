@@ -58,7 +58,7 @@ def generated_flags(config_class: type[Config]) -> Flags[Config]:
     from pipelines.stage_config import add_config_arguments, config_from_values
 
     return Flags(
-        lambda parser: add_config_arguments(parser, config_class),
+        lambda parser: add_config_arguments(parser, config_class, enforce_required=True),
         lambda line: config_from_values(config_class, line.args),
     )
 

@@ -101,10 +101,15 @@ def _scalar_type(annotation: Any) -> type:
 
 
 def add_config_arguments(
-    parser: argparse.ArgumentParser, config_class: type, only: Collection[str] | None = None
+    parser: argparse.ArgumentParser,
+    config_class: type,
+    only: Collection[str] | None = None,
+    enforce_required: bool = False,
 ) -> None:
     """Add one `--<name>` per `setting` field of `config_class` (those named in `only` if given), with its
-    type, default, choices and help; each is parsed into the field's name."""
+    type, default, choices and help; each is parsed into the field's name. `enforce_required`: argparse
+    itself requires the required ones (its usage line shows them unbracketed); never for a parser Beam's
+    options are built from, which parses every stage's flags at once (`config_values` names them then)."""
     hints = typing.get_type_hints(config_class)
     for f in flag_fields(config_class, only):
         kind = _scalar_type(hints[f.name])
@@ -126,6 +131,8 @@ def add_config_arguments(
         else:
             # A required flag has no default to show (`config_values` names it when it is missing).
             default = argparse.SUPPRESS if f.metadata.get("required") else f.default
+            if f.metadata.get("required") and enforce_required:
+                extra["required"] = True
         parser.add_argument(
             *names,
             dest=f.name,

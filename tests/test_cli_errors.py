@@ -34,7 +34,7 @@ NOWHERE = "/nonexistent/madr"
 N = NOWHERE
 CASES: dict[str, list[tuple[str, str]]] = {
     "generate": [
-        ("generate", "missing required flag(s): --output"),
+        ("generate", "the following arguments are required: --output"),
         ("generate --out {tmp}/g --num_products 0", "num_products must be >= 1"),
         ("generate --out {tmp}/g --seed many", "invalid int value: 'many'"),
     ],
@@ -46,7 +46,7 @@ CASES: dict[str, list[tuple[str, str]]] = {
     ],
     "adapt": [
         (f"adapt --data {N} --out {{tmp}}/a", "is not a dataset folder"),
-        ("adapt --out {tmp}/a", "missing required flag(s): --data"),
+        ("adapt --out {tmp}/a", "the following arguments are required: --data"),
         (f"adapt --data {N} --out {{tmp}}/a --wise_ft_alpha 2", "wise_ft_alpha must be in [0, 1]"),
     ],
     "pretrain": [(f"pretrain --data {N} --out {{tmp}}/p", "is not a dataset folder")],

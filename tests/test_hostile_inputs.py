@@ -85,6 +85,10 @@ def test_terminal_text_escapes_control_and_bidi_characters_and_cuts_long_values(
     assert for_terminal("Crème brûlée, 20 cm") == "Crème brûlée, 20 cm"  # letters are letters
     assert record_has_unsafe_text({"title": "ok", "aspects": {"brand": ["A\u202e"]}})
     assert not record_has_unsafe_text({"title": "Crème", "bullet_points": ["a"], "aspects": {"b": ["c"]}})
+    # The morning report's cells: HTML-escaped, and a browser gets no bidi override either.
+    from pipelines.report.page import _e
+
+    assert _e(f"<b>{ESCAPES}</b>").startswith("&lt;b&gt;\\x1b[2J") and "\u202e" not in _e(ESCAPES)
 
 
 def _hostile_catalog(count: int = 30) -> list[dict]:
@@ -314,3 +318,56 @@ def test_memory_exhausted_is_a_runner_failure_not_a_bug(monkeypatch, capsys) -> 
     err = capsys.readouterr().err.strip()
     assert err.splitlines()[-1].startswith("madr compare: runner failure: out of memory (MemoryError)")
     assert "Traceback" not in err
+
+
+def test_a_hostile_catalog_through_ingest_nightly_report_and_search_as_processes(
+    tmp_path, tiny_model_dir
+) -> None:
+    """The whole path in real processes (their log lines included): nothing raw on the terminal, nothing
+    written outside the folders given, and the report's page holds the text escaped as HTML."""
+    import subprocess
+    import sys
+
+    rows = _hostile_catalog(20)
+    export = tmp_path / "export"
+    export.mkdir()
+    with (export / "products.jsonl").open("w") as handle:
+        for row in rows:
+            keep = {k: row[k] for k in ("product_id", "title", "description", "brand", "color", "locale")}
+            handle.write(json.dumps(keep) + "\n")
+    queries, judgments = write_test_queries(tmp_path, count=3, stride=4)
+    table = pq.read_table(queries)
+    texts = table.column("text").to_pylist()
+    texts[0] = f"{texts[0]} {ESCAPES}"  # a query text the report and the logs show
+    pq.write_table(table.set_column(table.schema.get_field_index("text"), "text", pa.array(texts)), queries)
+
+    def madr(*argv: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "jobs.cli", *argv]
+        done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done
+
+    shop, root = tmp_path / "shop", tmp_path / "nightly"
+    runs = [madr("ingest", "generic", f"--products={export / 'products.jsonl'}", "--out", str(shop))]
+    runs.append(
+        madr(
+            *("nightly", "--model", str(tiny_model_dir), "--products", str(shop / "products")),
+            *("--output", str(root), "--queries", queries, "--judgments", judgments, "--run_id", "n1"),
+            *("--depth", "10"),
+        )
+    )
+    runs.append(madr("report", "--root", str(root)))
+    runs.append(
+        madr(
+            "search", "--index", str(root / "n1" / "index"), "--model", str(tiny_model_dir), "--query", "sock"
+        )
+    )
+    for done in runs:
+        terminal = (done.stdout + done.stderr).replace("\n", "").replace("\t", "")
+        assert not has_unsafe_characters(terminal), terminal[:2000]
+        assert max(len(line) for line in (done.stdout + done.stderr).splitlines()) < 5_000
+    assert "\\x1b[2J" in runs[-1].stdout
+    page = (root / "n1" / "report.html").read_text()
+    assert "../../etc/passwd" in page and "\x1b" not in page and "\u202e" not in page
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == ["export", "judgments.parquet", "nightly", "queries.parquet", "shop"]

@@ -19,6 +19,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines.report import figures, sections
 from pipelines.report.figures import LAST_NIGHT, TONIGHT, ZERO_SHOT, Picture
 from pipelines.report.night import NightSummary, published_runs, read_json, read_night, run_ids
+from schemas.terminal_text import for_terminal
 
 REPORT_FILE = "report.html"
 _TEXT_CELL = ' class="text"'
@@ -322,8 +323,14 @@ def _f(value: float | None) -> str:
     return "–" if value is None else f"{value:.4f}"
 
 
+# One value on the page is cut past this many characters (a 1 MB title is one long line, not a page).
+PAGE_VALUE_CHARS = 2_000
+
+
 def _e(text: str) -> str:
-    return html.escape(str(text), quote=True)
+    # HTML-escaped, and a catalog's control and bidi characters shown as escapes: a browser obeys U+202E
+    # as a terminal obeys ESC[2J (one value is at most a long line on the page too).
+    return html.escape(for_terminal(text, PAGE_VALUE_CHARS), quote=True)
 
 
 def _now() -> str:

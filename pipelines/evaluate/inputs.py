@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from pipelines.artifacts import parquet_rows
+from pipelines.options import EvaluateSettings
 from pipelines.refusals import StageRefused
 from schemas import InvalidRecord, validate_judgment, validate_query
 
@@ -45,18 +46,6 @@ class InputFileCheck:
         return f"{self.flag} {self.path}: {self.rejected:,} of {self.read:,} records rejected{why}"
 
 
-@dataclass(frozen=True)
-class EvaluationInputs:
-    queries: InputFileCheck
-    judgments: InputFileCheck
-    # Valid queries of the evaluated split, and those of them with at least one valid judgment.
-    in_split: int
-    scorable: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def _rows(path: str, flag: str) -> Iterator[Mapping[str, Any]]:
     try:
         yield from parquet_rows(path)
@@ -72,17 +61,18 @@ def _rows(path: str, flag: str) -> Iterator[Mapping[str, Any]]:
 
 
 def _checked(
-    path: str, flag: str, validate: Callable[[Mapping[str, Any]], dict[str, Any]]
-) -> tuple[InputFileCheck, list[dict[str, Any]]]:
-    valid: list[dict[str, Any]] = []
+    path: str, flag: str, validate: Callable[[Mapping[str, Any]], Any], keep: Callable[[Any], None]
+) -> InputFileCheck:
+    """Every record of `path` validated; what `validate` returns of a valid one goes to `keep`."""
     reasons: Counter[str] = Counter()
     example: dict[str, str] = {}
-    read = 0
+    read = rejected = 0
     for row in _rows(path, flag):
         read += 1
         try:
-            valid.append(validate(row))
+            keep(validate(row))
         except InvalidRecord as error:
+            rejected += 1
             reason = str(error.reason)
             reasons[reason] += 1
             example.setdefault(reason, str(error.record_id))
@@ -90,19 +80,21 @@ def _checked(
         f"{reason} ({count:,}×, e.g. {example[reason]!r})"
         for reason, count in reasons.most_common(REASONS_SHOWN)
     )
-    return InputFileCheck(path, flag, read, read - len(valid), shown), valid
+    return InputFileCheck(path, flag, read, rejected, shown)
 
 
-def check_evaluation_inputs(
-    queries: str, judgments: str, split: str, max_dead_letter_fraction: float
-) -> EvaluationInputs:
-    """Both files read and validated as the evaluation stage will; EvaluationInputRefused when the
-    evaluation would score nothing or reject more than `max_dead_letter_fraction` of either."""
-    query_check, valid_queries = _checked(queries, "--queries", validate_query)
-    judgment_check, valid_judgments = _checked(judgments, "--judgments", _judgment_key)
+def check_evaluation_inputs(settings: EvaluateSettings) -> None:
+    """Both files of `settings` read and validated as the evaluation stage will; EvaluationInputRefused
+    when the evaluation would score nothing or reject more than --max_dead_letter_fraction of either.
+    Of a judgment only its query id is kept: a large judgments file is not held."""
+    valid_queries: list[dict[str, Any]] = []
+    judged: set[str] = set()
+    query_check = _checked(settings.queries, "--queries", validate_query, valid_queries.append)
+    judgment_check = _checked(
+        settings.judgments, "--judgments", lambda row: validate_judgment(row)["query_id"], judged.add
+    )
+    split, limit = settings.split, settings.max_dead_letter_fraction
     in_split = {q["query_id"] for q in valid_queries if q["split"] == split}
-    scorable = in_split & {j["query_id"] for j in valid_judgments}
-    checked = EvaluationInputs(query_check, judgment_check, len(in_split), len(scorable))
     fix = (
         "fix the file (`madr ingest` writes both with the types the stage reads), or raise "
         "--max_dead_letter_fraction to evaluate with what is left"
@@ -110,19 +102,19 @@ def check_evaluation_inputs(
     for check in (query_check, judgment_check):
         if check.read == 0:
             raise EvaluationInputRefused(f"{check.flag} {check.path} holds no record: nothing to evaluate")
-        if check.over(max_dead_letter_fraction):
+        if check.over(limit):
             raise EvaluationInputRefused(
-                f"{check.line()}; more than --max_dead_letter_fraction={max_dead_letter_fraction}: {fix}"
+                f"{check.line()}; more than --max_dead_letter_fraction={limit}: {fix}"
             )
-    if not scorable:
+    if not in_split & judged:
         splits = Counter(q["split"] for q in valid_queries)
+        valid_judgments = judgment_check.read - judgment_check.rejected
         raise EvaluationInputRefused(
-            f"no query can be scored: {len(in_split):,} valid queries of split {split!r} in {queries} "
-            f"(splits there: {dict(splits) or 'none'}), and {len(valid_judgments):,} valid judgments in "
-            f"{judgments}, none of them for one of those queries; check that the two files are of one "
-            "dataset, or pass the split they share with --split"
+            f"no query can be scored: {len(in_split):,} valid queries of split {split!r} in "
+            f"{settings.queries} (splits there: {dict(splits) or 'none'}), and {valid_judgments:,} valid "
+            f"judgments in {settings.judgments}, none of them for one of those queries; check that the two "
+            "files are of one dataset, or pass the split they share with --split"
         )
-    return checked
 
 
 def require_scored(queries_scored: int, judgments_not_in_catalog: int) -> None:
@@ -140,14 +132,8 @@ def require_scored(queries_scored: int, judgments_not_in_catalog: int) -> None:
         )
 
 
-def _judgment_key(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A validated judgment's query id (all the check keeps of it: a large file is not held whole)."""
-    return {"query_id": validate_judgment(row)["query_id"]}
-
-
 __all__ = [
     "EvaluationInputRefused",
-    "EvaluationInputs",
     "InputFileCheck",
     "check_evaluation_inputs",
     "require_scored",

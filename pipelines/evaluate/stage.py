@@ -166,7 +166,7 @@ def build_evaluate_pipeline(
         override="--allow_model_mismatch",
     )
     if check_inputs:  # after the artifacts (cheap), before any search: an evaluation that would score nothing
-        check_evaluation_inputs(opts.queries, opts.judgments, opts.split, opts.max_dead_letter_fraction)
+        check_evaluation_inputs(opts)
     if rule is not None:
         rule_source = "the caller of run_evaluate"
     else:

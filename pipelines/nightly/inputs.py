@@ -64,5 +64,4 @@ def check_inputs(evaluate: EvaluateConfig | None) -> None:
     validated as the evaluate stage will (`check_evaluation_inputs`: a night whose evaluation would score
     nothing is refused here, and not published)."""
     if evaluate is not None:
-        opts = evaluate.evaluate
-        check_evaluation_inputs(opts.queries, opts.judgments, opts.split, opts.max_dead_letter_fraction)
+        check_evaluation_inputs(evaluate.evaluate)

@@ -143,7 +143,84 @@ class Collapsed:
         return f"not marked † (collapsed): {', '.join(missing)}" if missing else None
 
 
-Check = Quote | Marked | NotMarked | Ahead | AtLeast | Collapsed
+def _minus(text: str) -> str:
+    return text.replace("−", "-")
+
+
+def same_p(pvalue: float, text: str) -> bool:
+    """`text` is `pvalue` to as many significant digits as it shows (`0.02`, `3e-9`, `0.0071`)."""
+    mantissa = _minus(text).lower().split("e")[0].lstrip("0.").replace(".", "") or "0"
+    digits = max(1, len(mantissa))
+    return float(f"{pvalue:.{digits - 1}e}") == float(_minus(text))
+
+
+def _no_archive(table: Table) -> str | None:
+    return None if table.archive is not None else "needs the run archive; this table was read from a document"
+
+
+@dataclass(frozen=True)
+class Paired:
+    """The claim quotes `first` − `second` in `metric` (points, `+1.8`) and its paired t-test p (`0.02`),
+    per-query values pooled over the seeds, not Holm-adjusted: recomputed from the run archive."""
+
+    first: str
+    second: str
+    metric: str
+    points: str
+    p: str | None = None
+
+    def failure(self, table: Table) -> str | None:
+        if table.archive is None:
+            return _no_archive(table)
+        points, pvalue = table.archive.paired(self.first, self.second, self.metric)
+        decimals = len(self.points.split(".")[1]) if "." in self.points else 0
+        found = f"{points:+.{decimals}f}"
+        wrong = []
+        if found != _minus(self.points) and not (float(found) == 0 and float(_minus(self.points)) == 0):
+            wrong.append(f"{self.points} points (the archive gives {found})")
+        if self.p is not None and not same_p(pvalue, self.p):
+            wrong.append(f"p {self.p} (the archive gives {pvalue:.2g})")
+        what = f"{self.first} vs {self.second} {self.metric}"
+        return f"quotes {what} as {' and '.join(wrong)}" if wrong else None
+
+
+@dataclass(frozen=True)
+class SeedMeans:
+    """The claim quotes each seed's mean of `metric` (`0.6771 / 0.6735 / 0.6566`), in seed order."""
+
+    variant: str
+    metric: str
+    text: str
+
+    def failure(self, table: Table) -> str | None:
+        if table.archive is None:
+            return _no_archive(table)
+        decimals = len(self.text.split("/")[0].strip().split(".")[1])
+        found = " / ".join(f"{m:.{decimals}f}" for m in table.archive.seed_means(self.variant, self.metric))
+        return (
+            None if found == self.text else f"quotes {self.variant}'s seeds as {self.text}; archived: {found}"
+        )
+
+
+@dataclass(frozen=True)
+class SeedMinutes:
+    """The claim quotes the range of the variant's per-seed archived stage minutes (`13.1-14.6`, `1.0`)."""
+
+    variant: str
+    text: str
+
+    def failure(self, table: Table) -> str | None:
+        if table.archive is None:
+            return _no_archive(table)
+        minutes = table.archive.seed_minutes(self.variant)
+        low, high = f"{min(minutes):.1f}", f"{max(minutes):.1f}"
+        found = low if low == high else f"{low}-{high}"
+        return (
+            None if found == self.text else f"quotes {self.variant} {self.text} min a seed; archived: {found}"
+        )
+
+
+Check = Quote | Marked | NotMarked | Ahead | AtLeast | Collapsed | Paired | SeedMeans | SeedMinutes
 
 
 @dataclass(frozen=True)

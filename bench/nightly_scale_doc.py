@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.claim_words import timing_met
 from bench.common import table
 from bench.nightly_scale import NIGHT_TWO_TARGET_S, PEAK_RSS_TARGET_MB, STAGES
 
@@ -142,6 +143,8 @@ def nightly_scale_verdicts(result: dict[str, Any] | None) -> list[tuple[str, str
     full = products >= 1_000_000 and not result["benchmark"].endswith("_quick")
     t, split = f["targets"], f["nights"][-1]["embed_split"]
     size = f"at {products:,} products (night {len(f['nights'])})"
+    # Every churn night's total (night 1 embeds the whole catalog): "met" needs the worst of them.
+    churn = [round(sum(night["seconds"].get(s, 0) for s in STAGES), 1) for night in f["nights"][1:]]
     entries = [e for shard in f["nights"][-1].get("index", {}).values() for e in shard.get("schedule") or []]
     tree_depths = [f"{e['depth']:,}" for e in entries if e["searcher"] == "tree"]
     shipped = f"tree at k = {', '.join(tree_depths)}" if tree_depths else "exact scoring at every depth"
@@ -150,8 +153,9 @@ def nightly_scale_verdicts(result: dict[str, Any] | None) -> list[tuple[str, str
         (
             "nightly_time",
             night_target,
-            f"{t['last_night_seconds']:,} s {size}",
-            t["last_night_seconds"] <= NIGHT_TWO_TARGET_S,
+            f"worst of {len(churn)} churn nights {max(churn):,} s ({', '.join(f'{s:,}' for s in churn)} s, "
+            f"nights 2-{len(f['nights'])}) at {products:,} products",
+            timing_met(churn, NIGHT_TWO_TARGET_S),
             full,
         ),
         (

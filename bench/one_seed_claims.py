@@ -95,7 +95,7 @@ ONE_SEED_CLAIMS: tuple[Claim, ...] = (
         ),
     ),
     Claim(
-        "MADRAL-ori is below BiBERT (R@100 0.684 ↓) and first-k (en-v2) recovers (0.805",
+        "MADRAL-ori is below BiBERT (R@100 0.684 ↓), and first-k (en-v2) recovers to BiBERT's level (0.805",
         (
             Marked(("madral",), ("R@100",), "↓"),
             Quote("madral", "R@100", "0.684"),

@@ -27,7 +27,7 @@ spilling, lut16 AH, int8 re-ranking) are all builder steps now (`tree(..., soar_
 """
 
 NOTES = (
-    """### Notes (29 Nov 2026, fourth session): the 1M night inside 10 minutes
+    """### Notes (29 Nov 2026, fourth session): the 1M night under 10 minutes once, over it once in three
 
 - **What the night spent outside the model.** py-spy over `madr embed --previous` with 500,000 products
   all unchanged (79.6 s in all): validating records was 31 % of it (46 us a product: each of about 12
@@ -52,7 +52,8 @@ NOTES = (
   (`--precision int8` still takes int8, as the nightly bench does). bf16 through torch autocast
   (emulated here) matched fp32 within 0.05 points. The 25 Nov VNNI run is kept as its own section.
   On 30 Nov, on a CPU with AVX-512 bf16 and VNNI: auto's bf16 2.35x sentence-transformers for the whole
-  command (fp32 1.73x), within 0.13 points of fp32 on the benchmark and the store export; int8 1.85x
+  command (fp32 1.73x), Recall@100 / NDCG@10 within 0.01 points of fp32 on the benchmark and +0.62 /
+  -0.13 points on the store export; int8 1.85x
   fp32 but 2.53 points of NDCG@10 lower on the store export, so since then auto picks int8 nowhere (a
   VNNI CPU without bf16 units gets fp32).
 - **ONNX Runtime's threads no longer spin between runs.** `bench.embed_profile` (py-spy, the main thread)
@@ -195,7 +196,8 @@ FINDINGS: dict[str, str] = {
     "547 s, night 3 638 s (embed 455 s, of which 299 s embedding the 33,051 changed products at 85/s on "
     "ONNX Runtime int8, and 155 s reading, hashing and copying the unchanged ones; index 96 s, evaluate "
     "87 s): what was over the 600 s was the embed stage; night 4, after embed's per-product overhead was "
-    "cut, took 545.8 s",
+    "cut, took 545.8 s. The target counts the worst of the churn nights, since one night's total moves by "
+    "about 15 % between runs: one run of 545.8 s does not show a 600 s target held",
     "nightly_memory": "27 Nov: at 1M the largest stage peaks were evaluate 7.4 GB (both searchers; 6.9 GB "
     "with the one the nightly now runs) and the index stage 7.0 GB on a night that trains a tree",
     "nightly_churn": "27 Nov 09:53: at 1M, 184.8 s for the 33,334 changed products against 149.2 s for the "

@@ -6,19 +6,25 @@ and what `madr explain` and `madr search` print on its outputs. Each quoted bloc
     <!-- excerpt: NAME -->        the block is runs/demo/excerpts/NAME.txt, as the demo wrote it
     <!-- excerpt: commands -->    each `$ madr ...` line of the block is run again; its output follows it
 
-`python -m bench.readme_excerpts` rewrites the blocks from RUN (default runs/demo); `--check` rewrites
-nothing and lists every quoted figure that a fresh run does not reproduce within the tolerances below
-(exit code 1), which `make demo` runs after the demo.
+`python -m bench.readme_excerpts` rewrites the blocks from RUN (default runs/demo) and keeps what it
+quoted in bench/results/demo_excerpts/ (the excerpt files and each command's output, `--keep`); `--check`
+rewrites nothing and lists every quoted figure that a fresh run does not reproduce within the tolerances
+below (exit code 1), which `make demo` runs after the demo. `--check --run bench/results/demo_excerpts`
+checks the README against the kept copy without running anything (tests/test_readme_excerpts.py does).
 
-Tolerances: the words must be the same; a number may differ by 0.01 or 2 % of itself (a figure printed
-with 4 decimals from 180 queries moves by a few thousandths between runs of the seeded demo: thread
-scheduling changes float sums); a p-value (written "p 0.32", or in a table's p-value column) need only
-keep its verdict, under 0.05 or not; times (a number before "ms" or "s") are not compared.
+Tolerances: the words must be the same; a number may differ by 2 % of itself or, for a figure near zero,
+by 0.005 (a figure printed with 4 decimals from 180 queries moves by a few thousandths between runs of the
+seeded demo: thread scheduling changes float sums), and its sign never flips (a delta of +0.0039 does not
+pass as −0.0039); a p-value (written "p 0.32", or in a table's p-value column) keeps its verdict, under
+0.05 or not, and its order of magnitude (within a factor of 10); times (a number before "ms" or "s") are
+not compared.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import re
 import shlex
@@ -31,8 +37,10 @@ from pathlib import Path
 MARKER = re.compile(r"^<!-- excerpt: (?P<name>[a-z_-]+) -->$")
 FENCE = "```"
 COMMANDS = "commands"
-ABSOLUTE_TOLERANCE = 0.01
+ABSOLUTE_TOLERANCE = 0.005  # for figures near zero, where 2 % of the figure is below what a run moves
 RELATIVE_TOLERANCE = 0.02
+KEPT = Path("bench/results/demo_excerpts")  # the excerpts and command outputs the README quotes
+COMMAND_OUTPUTS = "commands.json"
 SIGNIFICANT = 0.05  # a p-value's verdict: below it or not
 TIME_UNITS = {"ms", "s"}
 _TOKEN = re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?|[A-Za-z_']+|\S")
@@ -111,8 +119,12 @@ def _number(token: str) -> float | None:
 
 
 def _close(a: float, b: float, pvalue: bool = False) -> bool:
-    if pvalue:  # a p-value must keep its verdict; its digits move between runs
-        return (a < SIGNIFICANT) == (b < SIGNIFICANT)
+    if pvalue:  # a p-value keeps its verdict and its order of magnitude; its digits move between runs
+        if a <= 0 or b <= 0:
+            return a == b
+        return (a < SIGNIFICANT) == (b < SIGNIFICANT) and abs(math.log10(a) - math.log10(b)) < 1
+    if a * b < 0:
+        return False  # a sign never flips
     bound = max(ABSOLUTE_TOLERANCE, RELATIVE_TOLERANCE * max(abs(a), abs(b)))
     return abs(a - b) <= bound + 1e-9  # printed figures: 0.33 - 0.32 is 0.0100000000000000009
 
@@ -176,6 +188,53 @@ def check(text: str, run: Path, execute: Callable[[str], str] = run_madr) -> lis
     return problems
 
 
+def keep(text: str, run: Path, folder: Path, execute: Callable[[str], str] = run_madr) -> None:
+    """Write what the README quotes from `run` into `folder`: its excerpt files and, in commands.json,
+    the output of each `$ madr ...` line of its command blocks."""
+    lines = text.split("\n")
+    outputs: dict[str, str] = {}
+    (folder / "excerpts").mkdir(parents=True, exist_ok=True)
+    for block in blocks(lines):
+        if block.name != COMMANDS:
+            name = f"{block.name}.txt"
+            (folder / "excerpts" / name).write_text((run / "excerpts" / name).read_text())
+            continue
+        for line in lines[block.start : block.end]:
+            if line.startswith("$ "):
+                outputs[line[2:]] = execute(line[2:])
+    (folder / COMMAND_OUTPUTS).write_text(json.dumps(outputs, indent=1, ensure_ascii=False) + "\n")
+
+
+def replay(folder: Path) -> Callable[[str], str]:
+    """An `execute` that answers each command with the output kept in `folder` (see `keep`)."""
+    outputs = json.loads((folder / COMMAND_OUTPUTS).read_text())
+
+    def execute(command: str) -> str:
+        if command not in outputs:
+            raise KeyError(
+                f"{folder / COMMAND_OUTPUTS} has no output of {command!r}: keep the excerpts again"
+            )
+        return outputs[command]
+
+    return execute
+
+
+def replay_from(text: str) -> Callable[[str], str]:
+    """An `execute` answering each command with its output as a README's command blocks now quote it (the
+    run just rewrote them: running the commands again would only move their timings)."""
+    lines, outputs = text.split("\n"), {}
+    for block in blocks(lines):
+        if block.name == COMMANDS:
+            command = None
+            for line in lines[block.start : block.end]:
+                if line.startswith("$ "):
+                    command = line[2:]
+                    outputs[command] = []
+                elif command is not None:
+                    outputs[command].append(line)
+    return lambda command: "\n".join(outputs[command])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -183,16 +242,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readme", default="README.md", type=Path)
     parser.add_argument("--run", default="runs/demo", type=Path, help="A `madr demo` output folder")
     parser.add_argument("--check", action="store_true", help="Rewrite nothing; list what drifted")
+    parser.add_argument(
+        "--keep", default=str(KEPT), type=Path, help="Where a rewrite keeps what the README quotes"
+    )
     args = parser.parse_args(argv)
     text = args.readme.read_text()
     if args.check:
-        problems = check(text, args.run)
+        # A kept copy answers the commands itself; a demo run's folder has them run again.
+        kept = (args.run / COMMAND_OUTPUTS).is_file()
+        problems = check(text, args.run, replay(args.run) if kept else run_madr)
         for problem in problems:
             print(problem)
         print(f"{args.readme}: {len(problems)} quoted figure(s) differ from {args.run} beyond the tolerances")
         return 1 if problems else 0
-    args.readme.write_text(regenerate(text, args.run))
-    print(f"{args.readme}: excerpts rewritten from {args.run}")
+    text = regenerate(text, args.run)
+    args.readme.write_text(text)
+    keep(text, args.run, args.keep, replay_from(text))
+    print(f"{args.readme}: excerpts rewritten from {args.run} and kept in {args.keep}")
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.claim_words import timing_met
 from bench.common import table
 from bench.serving_bench import MADR, MADR_TUNED
 from bench.serving_harness import FINAL_BATCH, FINAL_ROUNDS
@@ -126,7 +127,7 @@ def serving_verdicts(r: dict[str, Any] | None) -> list[list[str]]:
         [
             f"serving index, k = 10 at recall >= 0.95: >= {OVER_EXACT_TARGET:.0f}x exact scoring",
             f"{over}x",
-            verdict(over and over >= OVER_EXACT_TARGET),
+            verdict(over and timing_met([over], OVER_EXACT_TARGET, higher_is_better=True)),
         ]
     )
     for k, row in (("10", at10), ("100", at100)):
@@ -135,7 +136,7 @@ def serving_verdicts(r: dict[str, Any] | None) -> list[list[str]]:
             [
                 f"serving index, k = {k}: at or ahead of the best FAISS",
                 f"{faiss}x",
-                verdict(faiss and faiss >= 1.0),
+                verdict(faiss and timing_met([faiss], 1.0, higher_is_better=True)),
             ]
         )
     sweep = at10.get("over_best_scann_sweep")
@@ -143,7 +144,7 @@ def serving_verdicts(r: dict[str, Any] | None) -> list[list[str]]:
         [
             f"serving index, k = 10: >= {SWEEP_SHARE_TARGET} of the best plain ScaNN sweep",
             f"{sweep}x",
-            verdict(sweep and sweep >= SWEEP_SHARE_TARGET),
+            verdict(sweep and timing_met([sweep], SWEEP_SHARE_TARGET, higher_is_better=True)),
         ]
     )
     return rows

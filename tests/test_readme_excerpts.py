@@ -130,3 +130,28 @@ def test_p_values_keep_their_verdict_and_small_figures_are_still_compared() -> N
     # The annotation table after a metric table has no p-value column: its second-last figure is compared.
     annotations = "aspect     products  Acc@1  written\ncategory         45  0.822  0.923"
     assert drift(same + "\n" + annotations, same + "\n" + annotations.replace("0.923", "0.700"))
+
+
+def test_a_sign_never_flips_and_a_p_value_keeps_its_order_of_magnitude() -> None:
+    # Issue 68: the old tolerance (0.01 absolute) let +0.0039 become −0.0039, and a p-value move anywhere
+    # on its side of 0.05.
+    assert drift("delta +0.0039 (p 0.32)", "delta -0.0039 (p 0.32)")
+    assert not drift("delta +0.0039 (p 0.32)", "delta +0.0061 (p 0.32)")
+    assert drift("delta +0.0609 (p 4.271e-05)", "delta +0.0609 (p 3e-07)")
+    assert not drift("delta +0.0609 (p 4.271e-05)", "delta +0.0609 (p 2.1e-05)")
+    assert drift("recall@10 0.7473 (p 0.45)", "recall@10 0.7473 (p 0.04)")  # the verdict, as before
+    assert drift("recall@10 0.7473", "recall@10 0.7800")  # 4.4 % of the figure
+
+
+def test_the_readme_equals_its_kept_demo_excerpts() -> None:
+    """The README against the committed copy of what it quotes (bench/results/demo_excerpts, written by
+    `python -m bench.readme_excerpts` when it rewrites the README), without running the demo."""
+    from bench.readme_excerpts import KEPT, replay
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "README.md").read_text()
+    kept = root / KEPT
+    assert regenerate(text, kept, replay(kept)) == text
+    edited = text.replace("recall@10     0.7222  0.7831  +0.0609", "recall@10     0.7831  0.7222  -0.0609")
+    assert edited != text
+    assert any("-0.0609 is now +0.0609" in problem for problem in check(edited, kept, replay(kept)))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -26,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.results_table import Table, main_table
+from bench.results_table import Table, main_table, table_body
 from evaluation import paired_t_test
 from evaluation.experiment_report import COLUMNS, write_report
 from evaluation.experiment_stats import paired_values, pool_seeds, power_analysis, summarise
@@ -91,10 +90,12 @@ class ArchivedExperiment:
         seeds = max(len(kept) for kept in self.runs.values())
         queries = len(results[BASELINE]["per_query"])
         config = {**settings, "seeds": seeds, "baseline": BASELINE}
+        # The archive keeps stage times, not the experiment's wall time: their sum stands in for it.
+        seconds = sum(sum(r["result"]["timings"].values()) for kept in self.runs.values() for _, r in kept)
         return {
             "power": power_analysis(summary, queries),
             "config": config,
-            "wall_seconds": 0.0,
+            "wall_seconds": round(seconds, 1),
             "summary": summary,
         }
 
@@ -144,15 +145,12 @@ def _loaded(folder: Path, stamp: tuple[tuple[str, int, int], ...]) -> ArchivedEx
 
 
 def table_rows(markdown: str) -> dict[str, str]:
-    """The body rows of the first main-style table (`| variant | R@100 |`), by variant, as written."""
-    lines = markdown.splitlines()
-    start = next(i for i, line in enumerate(lines) if re.match(r"^\|\s*variant\s*\|\s*R@100\s*\|", line))
-    rows: dict[str, str] = {}
-    for line in lines[start + 2 :]:
-        if not line.startswith("|"):
-            break
-        rows[line.strip("|").split("|")[0].strip().removesuffix(" †")] = " ".join(line.split())
-    return rows
+    """The body rows of the first main-style table (`| variant | R@100 |`), by variant, each as its cells
+    joined the way `write_report` joins them."""
+    body = table_body(markdown, "| variant | R@100 |")
+    if body is None:
+        raise ValueError("no table with a header starting '| variant | R@100 |' found")
+    return {row[0].removesuffix(" †"): "| " + " | ".join(row) + " |" for row in body}
 
 
 def row_differences(written: dict[str, str], recomputed: dict[str, str]) -> list[str]:
@@ -168,8 +166,8 @@ def row_differences(written: dict[str, str], recomputed: dict[str, str]) -> list
         if written[variant] == recomputed[variant]:
             continue
         header = [label for _, label in COLUMNS] + ["Acc@1 queries", "Acc@1 held-out", "Acc@3 held-out"]
-        mine = [cell.strip() for cell in written[variant].strip("| ").split("|")[1:]]
-        theirs = [cell.strip() for cell in recomputed[variant].strip("| ").split("|")[1:]]
+        mine = [cell.strip() for cell in written[variant].strip("| ").split(" | ")[1:]]
+        theirs = [cell.strip() for cell in recomputed[variant].strip("| ").split(" | ")[1:]]
         cells = [
             f"{label} written {a!r}, recomputed {b!r}"
             for label, a, b in zip(header, mine, theirs, strict=False)

@@ -13,8 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from bench.claim_words import SIGNIFICANCE
 from bench.results_table import DELTA, Table, main_table
+from evaluation.experiment_report import COLUMNS
 from schemas import ECOMMERCE_ASPECTS
+
+METRIC_OF = {label: metric for metric, label in COLUMNS}  # "R@100" -> "recall@100"
 
 
 @dataclass(frozen=True)
@@ -87,12 +91,15 @@ class NotMarked:
 
 @dataclass(frozen=True)
 class Ahead:
-    """`variant`'s value is above each of `others`' in every column (below where `lower` is set)."""
+    """`variant`'s value is above each of `others`' in every column (below where `lower` is set) and, on
+    a table with its run archive behind it, the difference has a paired p under 0.01 (the threshold the
+    claim's word needs, `bench.claim_words`), unless `tested` is off: the sentence says it is not."""
 
     variant: str
     others: Variants
     columns: tuple[str, ...]
     lower: bool = False
+    tested: bool = True
 
     def failure(self, table: Table) -> str | None:
         wrong = []
@@ -104,9 +111,15 @@ class Ahead:
                 if mine is None or theirs is None:
                     wrong.append(f"{column}: no value for {self.variant if mine is None else other}")
                     continue
-                if mine < theirs if self.lower else mine > theirs:
-                    continue
-                wrong.append(f"{column}: {self.variant} {mine:.4f} vs {other} {theirs:.4f}")
+                if not (mine < theirs if self.lower else mine > theirs):
+                    wrong.append(f"{column}: {self.variant} {mine:.4f} vs {other} {theirs:.4f}")
+                elif self.tested and table.archive is not None and column in METRIC_OF:
+                    if other not in table.archive.runs or self.variant not in table.archive.runs:
+                        wrong.append(f"{column}: no archived runs to test {self.variant} against {other}")
+                        continue
+                    _, pvalue = table.archive.paired(self.variant, other, METRIC_OF[column])
+                    if not pvalue < SIGNIFICANCE:
+                        wrong.append(f"{column}: {self.variant} vs {other} at p {pvalue:.2g}, not under 0.01")
         side = "below" if self.lower else "ahead of"
         return f"not {side} on {'; '.join(wrong)}" if wrong else None
 
@@ -155,7 +168,7 @@ def same_p(pvalue: float, text: str) -> bool:
 
 
 def _no_archive(table: Table) -> str | None:
-    return None if table.archive is not None else "needs the run archive; this table was read from a document"
+    return None if table.archive is not None else "needs the run archive; this table has none behind it"
 
 
 @dataclass(frozen=True)
@@ -166,18 +179,19 @@ class Paired:
     first: str
     second: str
     metric: str
-    points: str
+    points: str | None  # None: the sentence quotes only the p-value
     p: str | None = None
 
     def failure(self, table: Table) -> str | None:
         if table.archive is None:
             return _no_archive(table)
         points, pvalue = table.archive.paired(self.first, self.second, self.metric)
-        decimals = len(self.points.split(".")[1]) if "." in self.points else 0
-        found = f"{points:+.{decimals}f}"
         wrong = []
-        if found != _minus(self.points) and not (float(found) == 0 and float(_minus(self.points)) == 0):
-            wrong.append(f"{self.points} points (the archive gives {found})")
+        if self.points is not None:
+            decimals = len(self.points.split(".")[1]) if "." in self.points else 0
+            found = f"{points:+.{decimals}f}"
+            if found != _minus(self.points) and not (float(found) == 0 == float(_minus(self.points))):
+                wrong.append(f"{self.points} points (the archive gives {found})")
         if self.p is not None and not same_p(pvalue, self.p):
             wrong.append(f"p {self.p} (the archive gives {pvalue:.2g})")
         what = f"{self.first} vs {self.second} {self.metric}"

@@ -32,7 +32,7 @@ _WORD = re.compile(r"\b(" + "|".join(STRONG + LEVEL) + r")\b", re.IGNORECASE)
 _NUMBER = r"\d+(?:\.\d+)?(?:e[-−]?\d+)?"
 # `p 0.02`, `p = 0.004`, `p < 1e-19`, `p 0.0024 to 0.0054`, `p 0.05-0.11`, `p 0.13 / 0.036 / 0.062`.
 _P = re.compile(
-    rf"\bp\s*(=|<|≤|>|≥)?\s*({_NUMBER}(?:\s*(?:to|-|–|/|and)\s*{_NUMBER})*)(?![\d.])", re.IGNORECASE
+    rf"\bp\s*(=|<|≤|>|≥)?\s*({_NUMBER}(?:\s*(?:to|-|–|/|and)\s*{_NUMBER})*)(?!\d|\.\d)", re.IGNORECASE
 )
 _MET = re.compile(r"(?<!not )\bmet\b", re.IGNORECASE)
 _TIMING = re.compile(r"\d\s*(?:ms|s|min|minutes|seconds|hours|×|x)\b")
@@ -52,8 +52,8 @@ class Overstated:
 
 
 def sentences(markdown: str) -> Iterator[tuple[int, str]]:
-    """(first line, text) of each prose sentence: paragraphs and list items, code blocks and tables left
-    out, split at a full stop followed by a capital or a bracket."""
+    """(first line of its paragraph, text) of each prose sentence: paragraphs and list items, code blocks
+    and tables left out, split at a full stop followed by a capital or a bracket."""
     block: list[str] = []
     start, fenced = 0, False
     lines = markdown.splitlines()
@@ -63,11 +63,8 @@ def sentences(markdown: str) -> Iterator[tuple[int, str]]:
         item = re.match(r"^\s*(?:[-*]|\d+\.)\s", line)
         ends = fenced or not line.strip() or line.startswith(("|", "#", "```")) or item
         if ends and block:
-            text = " ".join(block)
-            offset = 0
-            for part in re.split(r"(?<=[.!?])\s+(?=[A-Z(*])", text):
+            for part in re.split(r"(?<=[.!?])\s+(?=[A-Z(*])", " ".join(block)):
                 yield start, part
-                offset += len(part)
             block = []
         if fenced or not line.strip() or line.startswith(("|", "#", "```")):
             continue
@@ -108,7 +105,8 @@ def _p_bounds(text: str) -> tuple[float, float] | None:
 def _denied(before: str) -> bool:
     """A negation between the word and the punctuation before it ("no aspect-aware variant is ahead")."""
     phrase = re.split(r"[,:()]", before)[-1]
-    return any(word in NEGATIONS for word in re.findall(r"[a-z']+", phrase.lower()))
+    # Hyphenated names stay whole: "no-fusion is ahead" is no denial.
+    return any(word in NEGATIONS for word in re.findall(r"[a-z'][a-z'-]*", phrase.lower()))
 
 
 def _inside_its_brackets(after: str) -> str:

@@ -15,9 +15,9 @@ checks the README against the kept copy without running anything (tests/test_rea
 Tolerances: the words must be the same; a number may differ by 2 % of itself or, for a figure near zero,
 by 0.005 (a figure printed with 4 decimals from 180 queries moves by a few thousandths between runs of the
 seeded demo: thread scheduling changes float sums), and its sign never flips (a delta of +0.0039 does not
-pass as −0.0039); a p-value (written "p 0.32", or in a table's p-value column) keeps its verdict, under
-0.05 or not, and its order of magnitude (within a factor of 10); times (a number before "ms" or "s") are
-not compared.
+pass as −0.0039); a p-value (written "p 0.32", or in a table's p-value column) keeps its verdicts, under
+0.01 or not and under 0.05 or not, and its order of magnitude (within a factor of 10); times (a number
+before "ms" or "s") are not compared.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ ABSOLUTE_TOLERANCE = 0.005  # for figures near zero, where 2 % of the figure is 
 RELATIVE_TOLERANCE = 0.02
 KEPT = Path("bench/results/demo_excerpts")  # the excerpts and command outputs the README quotes
 COMMAND_OUTPUTS = "commands.json"
-SIGNIFICANT = 0.05  # a p-value's verdict: below it or not
+# A p-value's verdicts: under 0.01 (the threshold the documents' words and marks use) and under 0.05.
+SIGNIFICANT = (0.01, 0.05)
 TIME_UNITS = {"ms", "s"}
 _TOKEN = re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?|[A-Za-z_']+|\S")
 
@@ -122,7 +123,8 @@ def _close(a: float, b: float, pvalue: bool = False) -> bool:
     if pvalue:  # a p-value keeps its verdict and its order of magnitude; its digits move between runs
         if a <= 0 or b <= 0:
             return a == b
-        return (a < SIGNIFICANT) == (b < SIGNIFICANT) and abs(math.log10(a) - math.log10(b)) < 1
+        same_verdicts = all((a < level) == (b < level) for level in SIGNIFICANT)
+        return same_verdicts and abs(math.log10(a) - math.log10(b)) < 1
     if a * b < 0:
         return False  # a sign never flips
     bound = max(ABSOLUTE_TOLERANCE, RELATIVE_TOLERANCE * max(abs(a), abs(b)))
@@ -219,22 +221,6 @@ def replay(folder: Path) -> Callable[[str], str]:
     return execute
 
 
-def replay_from(text: str) -> Callable[[str], str]:
-    """An `execute` answering each command with its output as a README's command blocks now quote it (the
-    run just rewrote them: running the commands again would only move their timings)."""
-    lines, outputs = text.split("\n"), {}
-    for block in blocks(lines):
-        if block.name == COMMANDS:
-            command = None
-            for line in lines[block.start : block.end]:
-                if line.startswith("$ "):
-                    command = line[2:]
-                    outputs[command] = []
-                elif command is not None:
-                    outputs[command].append(line)
-    return lambda command: "\n".join(outputs[command])
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -255,9 +241,15 @@ def main(argv: list[str] | None = None) -> int:
             print(problem)
         print(f"{args.readme}: {len(problems)} quoted figure(s) differ from {args.run} beyond the tolerances")
         return 1 if problems else 0
-    text = regenerate(text, args.run)
+    outputs: dict[str, str] = {}
+
+    def execute(command: str) -> str:  # each command run once; its output is quoted and kept
+        outputs[command] = run_madr(command)
+        return outputs[command]
+
+    text = regenerate(text, args.run, execute)
     args.readme.write_text(text)
-    keep(text, args.run, args.keep, replay_from(text))
+    keep(text, args.run, args.keep, outputs.__getitem__)
     print(f"{args.readme}: excerpts rewritten from {args.run} and kept in {args.keep}")
     return 0
 

@@ -34,7 +34,13 @@ from pathlib import Path
 from bench.archive_runs import MAIN_ARCHIVE, ArchivedExperiment, row_differences, table_rows
 from bench.claim_checks import ClaimSet, check_claims, section
 from bench.claim_words import DOCUMENTS, overstated
-from bench.json_claims import JSON_FIGURES, RESULTS, distractor_differences, zero_shot_differences
+from bench.json_claims import (
+    JSON_FIGURES,
+    RESULTS,
+    distractor_differences,
+    gap_fill_differences,
+    zero_shot_differences,
+)
 from bench.main_claims import COST_CLAIMS, MAIN_CLAIMS, PAIRED_CLAIMS
 from bench.one_seed_claims import ONE_SEED_CLAIMS
 from bench.performance_doc import DOC as PERFORMANCE
@@ -54,6 +60,8 @@ MARKER = "*Not re-checkable from this repository:"
 # Sections of docs/RESULTS.md whose figures no committed file holds: each must carry MARKER.
 NOT_RECHECKABLE = (
     "### Why the trained models fell behind",  # the ablation driver and its rows were not kept
+    "## Condenser, and one aspect removed",  # runs/experiment folders
+    "## Annotations users can trust",  # `madr explain` on a runs/ model
     "### The same models on the store export",  # the 60,000-product models' store rows
     "## The one-seed run at 20,000 products",  # before the run archive
     "## Annotations on a catalog the model never saw",  # the precision table's predictions
@@ -83,10 +91,12 @@ class Tally:
 
 def _main_table(args: argparse.Namespace, markdown: str, tally: Tally) -> Table:
     """The table the main claims are checked against, after the document's rows are compared with it."""
-    if args.results:
+    if args.results:  # a re-run's table; the figures it does not print come from --archive
         report = json.loads(Path(args.results).read_text())
         with tempfile.TemporaryDirectory() as folder:
-            return table_of_results(report, Path(folder) / "results.md")
+            table = table_of_results(report, Path(folder) / "results.md")
+        table.archive = ArchivedExperiment.load(args.archive)
+        return table
     written = table_rows(section(markdown, MAIN_TABLE))
     archive = ArchivedExperiment.load(args.archive)
     order = list(written)
@@ -130,10 +140,13 @@ def _data_figures(args: argparse.Namespace, markdown: str, tally: Tally) -> None
             tally.missing(figure.says, figure.document)
         else:
             tally.line(failure is None, f"{figure.result}: {figure.text}", failure)
-    differences = distractor_differences(markdown, Path(args.bench_results))
-    tally.line(not differences, "the distractor table, from distractor_recall.json", differences)
-    differences = zero_shot_differences(markdown, Path(args.bench_results))
-    tally.line(not differences, "the zero-shot table, from zero_shot.json and head_refit.json", differences)
+    for name, differences in (
+        ("the distractor tables, from distractor_recall.json", distractor_differences),
+        ("the zero-shot table, from zero_shot.json and head_refit.json", zero_shot_differences),
+        ("the gap-filling table, from gap_fill.json", gap_fill_differences),
+    ):
+        found = differences(markdown, Path(args.bench_results))
+        tally.line(not found, name, found)
     # docs/PERFORMANCE.md is generated from bench/results/*.json: it must be what they render now.
     same = Path(PERFORMANCE).read_text() == render(INTRO)
     fix = "it differs from its results: run `python -m bench.performance_doc`"
@@ -160,7 +173,11 @@ def main(argv: list[str] | None = None) -> int:
         "--results",
         help="A `madr experiment` results.json to check the main claims against (default: the archive)",
     )
-    parser.add_argument("--archive", default=str(MAIN_ARCHIVE), help="The main table's run archive")
+    parser.add_argument(
+        "--archive",
+        default=str(MAIN_ARCHIVE),
+        help="The main table's run archive (with --results: the re-run's, for the figures its table lacks)",
+    )
     parser.add_argument(
         "--store_results", default=str(STORE_RESULTS), help="Folder of the store benches' per-query rows"
     )

@@ -71,6 +71,21 @@ def parse_cell(text: str) -> Cell:
     return Cell(float(number.group(0)), marks, float(spread.group(1)) if spread else None)
 
 
+def table_body(markdown: str, header: str) -> list[list[str]] | None:
+    """The body rows (cells stripped) of the first Markdown table whose header line starts with `header`,
+    or None when the document has no such table."""
+    lines = markdown.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(header)), None)
+    if start is None:
+        return None
+    body = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        body.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return body
+
+
 def _rows(lines: list[str]) -> tuple[list[str], list[list[str]]]:
     """The header and body cells of the Markdown table that `lines` starts with."""
     split = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines]

@@ -112,39 +112,38 @@ def serving_section(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _slowest_round_share(r: dict[str, Any], k: str) -> float | None:
+    """madr's slowest final round over its median round at depth k: the ratios below are of medians, and a
+    target is "met" only by the slowest of the repeated rounds (`bench.claim_words.timing_met`)."""
+    finals = r["figures"].get("finals", {}).get(k, {})
+    final = finals.get(MADR_TUNED) or finals.get(MADR)
+    return final["min_qps"] / final["median_qps"] if final and final.get("median_qps") else None
+
+
 def serving_verdicts(r: dict[str, Any] | None) -> list[list[str]]:
     if r is None:
         return []
     s = r["figures"]["summary"]
-    at10, at100 = s.get("k=10", {}), s.get("k=100", {})
     rows = []
 
     def verdict(ok: bool | None) -> str:
         return "met" if ok else "not met" if ok is not None else "not measured"
 
-    over = at10.get("over_exact")
-    rows.append(
-        [
-            f"serving index, k = 10 at recall >= 0.95: >= {OVER_EXACT_TARGET:.0f}x exact scoring",
-            f"{over}x",
-            verdict(over and timing_met([over], OVER_EXACT_TARGET, higher_is_better=True)),
-        ]
-    )
-    for k, row in (("10", at10), ("100", at100)):
-        faiss = row.get("over_best_faiss")
-        rows.append(
-            [
-                f"serving index, k = {k}: at or ahead of the best FAISS",
-                f"{faiss}x",
-                verdict(faiss and timing_met([faiss], 1.0, higher_is_better=True)),
-            ]
-        )
-    sweep = at10.get("over_best_scann_sweep")
-    rows.append(
-        [
-            f"serving index, k = 10: >= {SWEEP_SHARE_TARGET} of the best plain ScaNN sweep",
-            f"{sweep}x",
-            verdict(sweep and timing_met([sweep], SWEEP_SHARE_TARGET, higher_is_better=True)),
-        ]
-    )
+    def row(target: str, k: str, key: str, goal: float) -> list[str]:
+        ratio = s.get(f"k={k}", {}).get(key)
+        if not ratio:
+            return [target, f"{ratio}x", verdict(None)]
+        share = _slowest_round_share(r, k)
+        if share is None:  # one figure per system: held to the margin a single run needs
+            return [target, f"{ratio}x", verdict(timing_met([ratio], goal, higher_is_better=True))]
+        slowest = ratio * share
+        measured = f"{ratio}x (median rounds; madr's slowest round {slowest:.2f}x)"
+        return [target, measured, verdict(timing_met([ratio, slowest], goal, higher_is_better=True))]
+
+    exact_target = f"serving index, k = 10 at recall >= 0.95: >= {OVER_EXACT_TARGET:.0f}x exact scoring"
+    rows.append(row(exact_target, "10", "over_exact", OVER_EXACT_TARGET))
+    for k in ("10", "100"):
+        rows.append(row(f"serving index, k = {k}: at or ahead of the best FAISS", k, "over_best_faiss", 1.0))
+    sweep_target = f"serving index, k = 10: >= {SWEEP_SHARE_TARGET} of the best plain ScaNN sweep"
+    rows.append(row(sweep_target, "10", "over_best_scann_sweep", SWEEP_SHARE_TARGET))
     return rows

@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
         ("The model beats BM25 (p 0.0024 to 0.054).", ["beats"]),  # a range: its worst end
         ("It is level with zero-shot (+6.4 points, p 0.001).", ["level"]),  # level beside a real difference
         ("The night is ahead of the peer (p ≥ 0.14).", ["ahead"]),
+        ("X is ahead of Y, p 0.3.", ["ahead"]),  # a p-value at the end of the sentence
+        ("no-fusion is ahead of BiBERT (p 0.3)", ["ahead"]),  # a name that starts with "no" denies nothing
         # Supported, denied, or a threshold: nothing to say.
         ("The model is ahead of zero-shot (+6.4 points, p 0.005 after Holm).", []),
         ("NDCG@10 is ahead (p < 1e-19).", []),

@@ -99,7 +99,8 @@ def test_the_main_table_changed_under_its_claims_fails_them(markdown: str, archi
     assert any(says.startswith("MADRAL-ori is level with BiBERT") for says in failed)  # R@500 not ↓
     assert any(says.startswith("no-fusion (CLS alone) is the best") for says in failed)
     assert any(says.startswith("Four trained rows are level with zero-shot") for says in failed)  # BiBERT
-    assert len(failed) == 4
+    assert any(says.startswith("zero-shot is ahead (▼ against it)") for says in failed)  # BiBERT's ▼
+    assert len(failed) == 5
     table.collapsed.clear()
     [(_, failures)] = check_claims(table, [Claim("DSSM collapses", (Collapsed(("dssm",)),))])
     assert failures == ["not marked † (collapsed): dssm"]
@@ -110,8 +111,8 @@ def test_a_claim_about_every_row_covers_a_row_added_later(markdown: str, archive
     later = {"R@100": Cell(0.70, "↑"), "R@500": Cell(0.93, "↑"), "R@10k": Cell(0.999, "↑")}
     table.cells["a-later-variant"] = later
     failed = {claim.says: failures for claim, failures in check_claims(table, MAIN.claims) if failures}
-    ahead = next(says for says in failed if says.startswith("zero-shot is ahead of every trained variant"))
-    assert any("zero-shot 0.6508 vs a-later-variant 0.7000" in f for f in failed[ahead])
+    ahead = next(says for says in failed if says.startswith("zero-shot is ahead (▼ against it) of every"))
+    assert any("not marked ▼: a-later-variant R@100" in f for f in failed[ahead])
     level = next(says for says in failed if says.startswith("Four trained rows are level"))
     assert any("a-later-variant R@100" in f for f in failed[level])  # neither level with zero-shot nor ▼
 
@@ -256,7 +257,7 @@ def test_sentence_figures_need_the_archive_and_name_what_differs(markdown: str, 
         "quotes madr 9-10 min a seed; archived: 10.6-12.2",
     ]
     [(_, failures)] = check_claims(MAIN.table(markdown), [Claim("from the document", (wrong[0],))])
-    assert failures == ["needs the run archive; this table was read from a document"]
+    assert failures == ["needs the run archive; this table has none behind it"]
 
 
 def test_a_section_without_committed_data_must_say_so(markdown: str, tmp_path: Path, capsys) -> None:
@@ -275,7 +276,8 @@ def test_figures_quoted_from_a_result_file_are_recomputed_from_it(tmp_path: Path
     results = Path(__file__).resolve().parents[1] / "bench" / "results"
     copy = tmp_path / "results"
     copy.mkdir()
-    for name in ("fusion_ablation", "serving_finals", "distractor_recall", "zero_shot", "head_refit"):
+    names = ("fusion_ablation", "serving_finals", "distractor_recall", "zero_shot", "head_refit", "gap_fill")
+    for name in names:
         shutil.copy(results / f"{name}.json", copy)
     serving = json.loads((copy / "serving_finals.json").read_text())
     serving["figures"]["summary"]["k=10"]["over_best_faiss"] = 0.65
@@ -286,7 +288,7 @@ def test_figures_quoted_from_a_result_file_are_recomputed_from_it(tmp_path: Path
     assert main(["--bench_results", str(copy)]) == 1
     out = capsys.readouterr().out
     assert "quotes 0.99x; serving_finals.json gives 0.65x" in out
-    assert "shipped: written '| shipped | +0.0637 (p 0.005) |" in out
+    assert "shipped: written ['+0.0637 (p 0.005)', '+0.0055 (p 1)', '-0.0018 (p 1)']" in out
     assert "fusion_ablation: +2.4 to +3.1 points over the hybrid (p 0.0071 to 0.00095)" in out  # still holds
 
 
@@ -338,3 +340,25 @@ def test_store_figures_are_recomputed_from_the_committed_per_query_rows(markdown
     assert ("second_store", "delta", "ndcg@10", "model") in failed
     assert all(store == "second_store" and metric == "ndcg@10" for store, _, metric, _ in failed)
     assert main(["--store_results", str(copy)]) == 1
+
+
+def test_ahead_on_the_archive_needs_a_paired_p_under_001(markdown: str, archive) -> None:
+    """The one-seed run's "MURAL is ahead of MUR on every ranking metric" held on the means; at 60,000
+    products AUC's difference has p 0.6."""
+    table = _archived_table(archive, markdown)
+    on_auc = Ahead("mural", ("mur",), ("AUC",))
+    [(_, failures)] = check_claims(table, [Claim("MURAL ahead of MUR at AUC", (on_auc,))])
+    assert failures == ["not ahead of on AUC: mural vs mur at p 0.6, not under 0.01"]
+    untested = dataclasses.replace(on_auc, tested=False)  # a sentence that says it is not significant
+    assert check_claims(table, [Claim("higher, untested", (untested,))])[0][1] == []
+    # Read from a document, the table has no per-query data: the order of the means is all it can check.
+    assert check_claims(MAIN.table(markdown), [Claim("from the document", (on_auc,))])[0][1] == []
+
+
+def test_a_rerun_is_checked_with_its_archive_beside_it(tmp_path: Path, archive, markdown: str) -> None:
+    import json
+
+    report = archive.report(list(table_rows(section(markdown, MAIN_TABLE))))
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps(report, default=float))
+    assert main(["--results", str(results)]) == 0

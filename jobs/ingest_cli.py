@@ -1,4 +1,5 @@
-"""`madr ingest`: turn ESCI, WANDS or your own catalog files into a madr dataset folder.
+"""`madr ingest`: turn ESCI, WANDS, a Shopify or WooCommerce export, or your own catalog files into a
+madr dataset folder.
 
 The folder has the layout every other command reads (products/, queries.parquet,
 judgments.parquet), a manifest with the counts and the relevance rule, and
@@ -29,6 +30,9 @@ from product_data.ingest.common import DEFAULT_MAX_DEAD_LETTER_FRACTION, check_d
 from product_data.ingest.export_folder import load_export_folder
 from product_data.ingest.generic import MAPPING_KEYS
 from product_data.ingest.mapping_file import SECTIONS, read_mapping_file
+from product_data.ingest.platform_export import BRAND_NAMES, COLOR_NAMES, PER_CHOICES, PlatformReading
+from product_data.ingest.shopify import load_shopify
+from product_data.ingest.woocommerce import load_woocommerce
 
 
 @dataclass(frozen=True)
@@ -100,13 +104,63 @@ class FolderSource(FileReading):
     positive_min_grade: int = setting(2, "Grade from which a judgment counts")
 
 
-Source = EsciSource | WandsSource | GenericSource | FolderSource
+@dataclass(frozen=True)
+class PlatformSource(FileReading):
+    """A Shopify or WooCommerce product CSV export, as the platform writes it: variants grouped under
+    their product, brand and colour read from whichever option or attribute slot holds them."""
+
+    export: str = setting("", "The platform's product export (CSV)", positional=True)
+    per: str = setting(
+        "product",
+        "One record per product (default) or per sellable variant ('variant': a Shopify variant row, a "
+        "WooCommerce variation, each with its product's text)",
+        choices=PER_CHOICES,
+    )
+    brand_attribute: str | None = setting(
+        None,
+        "Option or attribute name(s) that hold the brand, comma-separated, e.g. Merk (besides the common "
+        "names in several languages: " + ", ".join(BRAND_NAMES[:6]) + ", ...)",
+    )
+    color_attribute: str | None = setting(
+        None,
+        "Option or attribute name(s) that hold the colour, e.g. Kleur (besides "
+        + ", ".join(COLOR_NAMES[:6])
+        + ", ...)",
+    )
+    locale: str | None = setting(None, "The catalog's language and country, e.g. nl_NL (exports carry none)")
+
+    def reading(self) -> PlatformReading:
+        return PlatformReading(
+            per=self.per,  # type: ignore[arg-type]
+            brand_attribute=self.brand_attribute,
+            color_attribute=self.color_attribute,
+            locale=self.locale,
+            keep_html=self.keep_html,
+        )
+
+
+@dataclass(frozen=True)
+class ShopifySource(PlatformSource):
+    """A Shopify product export (Products > Export): one row per variant under a shared Handle; drafts,
+    archived and unpublished products left out and counted."""
+
+
+@dataclass(frozen=True)
+class WoocommerceSource(PlatformSource):
+    """A WooCommerce product export (Products > Export): simple and variable products, variations under
+    their Parent; drafts, private and grouped products left out and counted."""
+
+
+Source = EsciSource | WandsSource | GenericSource | FolderSource | ShopifySource | WoocommerceSource
 SOURCES: dict[str, type[Source]] = {
     "esci": EsciSource,
     "wands": WandsSource,
     "generic": GenericSource,
     "folder": FolderSource,
+    "shopify": ShopifySource,
+    "woocommerce": WoocommerceSource,
 }
+PLATFORMS = {ShopifySource: load_shopify, WoocommerceSource: load_woocommerce}
 
 
 @dataclass(frozen=True)
@@ -149,6 +203,10 @@ def run_ingest(config: IngestConfig) -> tuple[IngestResult, Path]:
         result = load_esci(args.products, args.examples, esci)
     elif isinstance(args, WandsSource):
         result = load_wands(args.queries, args.products, args.labels)
+    elif isinstance(args, PlatformSource):
+        load = PLATFORMS[type(args)]
+        result = load(args.export, args.reading(), encoding=args.encoding, delimiter=args.delimiter or ",")
+        check_dead_letter_share(result, args.max_dead_letter_fraction)
     elif isinstance(args, FolderSource):
         result = load_export_folder(
             args.folder,

@@ -41,6 +41,7 @@ ADAPT_FLAGS = (
     "queries_per_product",
     "max_products",
     "min_steps",
+    "step_budget",
     "aspects",
     "min_aspect_count",
     "max_query_length",

@@ -165,3 +165,40 @@ def test_madr_adapt_runs_as_the_readme_types_it(catalog, tmp_path, capsys) -> No
     assert main(argv) == 0, capsys.readouterr().err
     assert (output / "manifest.json").is_file()
     assert "held-out products" in capsys.readouterr().out
+
+
+def test_a_catalog_over_the_step_budget_adapts_on_a_sample_and_says_so(
+    catalog, tiny_backbone_dir, tmp_path, caplog
+) -> None:
+    job = AdaptJob(
+        dataset=catalog.root,
+        output=str(tmp_path / "adapted"),
+        backbone=str(tiny_backbone_dir),
+        max_document_length=32,
+        step_budget=5,
+        min_steps=0,
+    )
+    loop = TrainingConfig(batch_size=8, show_progress=False, learning_rate=1e-4)
+    with caplog.at_level("INFO"):
+        report = run_adapt(job, loop)
+    assert report.train_queries == 40 and report.steps == 5  # 5 steps of 8, one epoch
+    assert "the 5-step budget takes 40 of them, drawn across its" in caplog.text
+    assert "the first step took" in caplog.text and "minutes for the 5 steps" in caplog.text
+
+
+def test_max_minutes_ends_training_at_the_step_it_passes(
+    catalog, tiny_backbone_dir, tmp_path, caplog
+) -> None:
+    job = AdaptJob(
+        dataset=catalog.root,
+        output=str(tmp_path / "adapted"),
+        backbone=str(tiny_backbone_dir),
+        max_document_length=32,
+        step_budget=10,
+        min_steps=0,
+    )
+    loop = TrainingConfig(batch_size=8, show_progress=False, learning_rate=1e-4, max_minutes=1e-6)
+    with caplog.at_level("INFO"):
+        report = run_adapt(job, loop)
+    assert report.steps == 1 and report.best_valid_mrr is not None  # the last step is validated
+    assert "--max_minutes 1e-06 reached at step 1 of 10" in caplog.text

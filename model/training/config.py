@@ -19,6 +19,11 @@ class LoopSettings:
 
     epochs: int = cli_field(1, "Passes over the training data (a ceiling)")
     max_steps: int | None = cli_field(None, "Stop after this many optimiser steps")
+    max_minutes: float | None = cli_field(
+        None,
+        "Stop after this many minutes of training steps; the model kept is the best validated by then "
+        "(the last step is validated)",
+    )
     batch_size: int = cli_field(32, "Texts per step")
     learning_rate: float = cli_field(5e-5, "AdamW rate, backbone")
     head_learning_rate: float | None = cli_field(
@@ -52,6 +57,8 @@ class LoopSettings:
             raise ValueError(f"epochs must be >= 1, got {self.epochs}")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1 when set, got {self.max_steps}")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise ValueError(f"max_minutes must be > 0 when set, got {self.max_minutes}")
         for name in ("learning_rate", "head_learning_rate"):
             rate = getattr(self, name)
             if rate is not None and not 0 < rate < 1:

@@ -18,7 +18,9 @@ Its settings are `LoopSettings` (`model.training.config`), the base of both trai
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,8 @@ from model.encoder import DenseEncoder
 from model.training.checkpoints import checkpoint_dir, resume_from_checkpoint, save_checkpoint
 from model.training.config import LoopSettings
 from model.training.optimizer import adamw_with_head_rate, freeze_lower_layers
+
+LOGGER = logging.getLogger(__name__)
 
 
 class StepLoop:
@@ -74,6 +78,7 @@ class StepLoop:
         self.progress = tqdm(
             total=total_steps, initial=self.step, desc=self.name, disable=not cfg.show_progress, mininterval=2
         )
+        self._started, self._first_step = time.monotonic(), self.step
         return state
 
     @property
@@ -98,6 +103,34 @@ class StepLoop:
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         self.progress.update(1)
+        self._pace()
+
+    def _pace(self) -> None:
+        """After the run's first step, what the whole run will take at that pace; once `max_minutes` have
+        passed, end the run at this step (it is then validated and checkpointed as a last step)."""
+        elapsed = time.monotonic() - self._started
+        left = self.total_steps - self.step
+        if self.step == self._first_step + 1 and left:
+            limit = self.config.max_minutes
+            LOGGER.info(
+                "%s: the first step took %.1f s; about %.0f minutes for the %d steps at that pace%s",
+                self.name,
+                elapsed,
+                elapsed * (left + 1) / 60,
+                self.total_steps - self._first_step,
+                f" (--max_minutes {limit:g} stops it sooner)"
+                if limit and elapsed * (left + 1) > 60 * limit
+                else "",
+            )
+        if self.config.max_minutes and left and elapsed >= 60 * self.config.max_minutes:
+            LOGGER.info(
+                "%s: --max_minutes %g reached at step %d of %d; stopping",
+                self.name,
+                self.config.max_minutes,
+                self.step,
+                self.total_steps,
+            )
+            self.stop_after_this_step()
 
     def checkpoint_due(self) -> bool:
         every = self.config.checkpoint_every

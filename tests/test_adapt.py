@@ -167,17 +167,21 @@ def test_madr_adapt_runs_as_the_readme_types_it(catalog, tmp_path, capsys) -> No
     assert "held-out products" in capsys.readouterr().out
 
 
+def _budget_job(catalog, backbone, tmp_path, step_budget: int) -> AdaptJob:
+    return AdaptJob(
+        dataset=catalog.root,
+        output=str(tmp_path / "adapted"),
+        backbone=str(backbone),
+        max_document_length=32,
+        step_budget=step_budget,
+        min_steps=0,
+    )
+
+
 def test_a_catalog_over_the_step_budget_adapts_on_a_sample_and_says_so(
     catalog, tiny_backbone_dir, tmp_path, caplog
 ) -> None:
-    job = AdaptJob(
-        dataset=catalog.root,
-        output=str(tmp_path / "adapted"),
-        backbone=str(tiny_backbone_dir),
-        max_document_length=32,
-        step_budget=5,
-        min_steps=0,
-    )
+    job = _budget_job(catalog, tiny_backbone_dir, tmp_path, step_budget=5)
     loop = TrainingConfig(batch_size=8, show_progress=False, learning_rate=1e-4)
     with caplog.at_level("INFO"):
         report = run_adapt(job, loop)
@@ -189,14 +193,7 @@ def test_a_catalog_over_the_step_budget_adapts_on_a_sample_and_says_so(
 def test_max_minutes_ends_training_at_the_step_it_passes(
     catalog, tiny_backbone_dir, tmp_path, caplog
 ) -> None:
-    job = AdaptJob(
-        dataset=catalog.root,
-        output=str(tmp_path / "adapted"),
-        backbone=str(tiny_backbone_dir),
-        max_document_length=32,
-        step_budget=10,
-        min_steps=0,
-    )
+    job = _budget_job(catalog, tiny_backbone_dir, tmp_path, step_budget=10)
     loop = TrainingConfig(batch_size=8, show_progress=False, learning_rate=1e-4, max_minutes=1e-6)
     with caplog.at_level("INFO"):
         report = run_adapt(job, loop)

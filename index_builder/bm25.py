@@ -28,12 +28,15 @@ import numpy as np
 
 from index_builder.analyzer import AUTO, DEFAULT_LANGUAGE, analyze, analyzer, check_language
 from index_builder.product_keys import id_keys
+from index_builder.term_counts import TermCounts, load_counts
 
 SETTINGS_FILE = "bm25.json"
 VOCABULARY_FILE = "vocabulary.json"
 MATRIX_FILES = ("scores.npy", "rows.npy", "column_starts.npy")
 FORMAT = "madr-bm25"
-FORMAT_VERSION = 2  # 1 was bm25s' own files, scored with the shard's statistics
+# 1 was bm25s' own files, scored with the shard's statistics; 2 saved no term counts (still read).
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (2, 3)
 
 
 @dataclass(frozen=True)
@@ -124,37 +127,19 @@ class LexicalStatistics:
         }
 
 
-def _score_matrix(
-    words: Sequence[Sequence[str]], statistics: LexicalStatistics, settings: Bm25Settings
-) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-    """The vocabulary (sorted) and the column matrix (scores, rows, column starts) of Lucene's BM25."""
+def _scores(terms: TermCounts, statistics: LexicalStatistics, settings: Bm25Settings) -> np.ndarray:
+    """Lucene's BM25 of each (word, product) pair of `terms`, in the matrix's order, from the catalog's
+    `statistics` (float64 arithmetic, float32 scores)."""
     if statistics.documents < 1 or statistics.average_length <= 0:
         raise ValueError("BM25 needs text: every product's text is empty")
-    postings: dict[str, list[tuple[int, int]]] = {}
-    for row, document in enumerate(words):
-        for word, count in Counter(document).items():
-            postings.setdefault(word, []).append((row, count))
-    vocabulary = sorted(postings)
-    lengths = np.fromiter((len(document) for document in words), dtype=np.float64, count=len(words))
-    norms = settings.k1 * (1 - settings.b + settings.b * lengths / statistics.average_length)
-    scores, rows, starts = [], [], [0]
-    for word in vocabulary:
-        found = np.asarray(postings[word], dtype=np.int64)
-        df = statistics.document_frequency.get(word, 0)
-        if df < 1:
-            raise ValueError(f"the catalog's statistics lack {word!r}: they were counted on other products")
-        idf = np.log(1 + (statistics.documents - df + 0.5) / (df + 0.5))
-        tf = found[:, 1].astype(np.float64)
-        scores.append((idf * tf / (tf + norms[found[:, 0]])).astype(np.float32))
-        rows.append(found[:, 0].astype(np.int32))
-        starts.append(starts[-1] + len(found))
-    empty = [np.empty(0, np.float32)], [np.empty(0, np.int32)]
-    return (
-        vocabulary,
-        np.concatenate(scores or empty[0]),
-        np.concatenate(rows or empty[1]),
-        np.asarray(starts, dtype=np.int64),
-    )
+    df = np.array([statistics.document_frequency.get(word, 0) for word in terms.vocabulary], dtype=np.float64)
+    if (df < 1).any():
+        word = terms.vocabulary[int(np.argmax(df < 1))]
+        raise ValueError(f"the catalog's statistics lack {word!r}: they were counted on other products")
+    idf = np.log(1 + (statistics.documents - df + 0.5) / (df + 0.5))
+    norms = settings.k1 * (1 - settings.b + settings.b * terms.lengths / statistics.average_length)
+    tf = terms.counts.astype(np.float64)
+    return (idf[terms.columns] * tf / (tf + norms[terms.rows])).astype(np.float32)
 
 
 class Bm25Index:
@@ -172,6 +157,7 @@ class Bm25Index:
         statistics: Mapping[str, Any],
         vocabulary: list[str],
         matrix: tuple[np.ndarray, np.ndarray, np.ndarray],
+        terms: TermCounts | None = None,
     ) -> None:
         scores, rows, starts = matrix
         if len(starts) != len(vocabulary) + 1 or starts[-1] != len(scores) or len(rows) != len(scores):
@@ -182,6 +168,9 @@ class Bm25Index:
         self.statistics = dict(statistics)
         self.vocabulary = vocabulary
         self._scores, self._rows, self._starts = scores, rows, starts
+        # The term counts the scores were computed from, which the next build of this shard reuses for
+        # products whose text did not change (`index_builder.term_counts`); None when not loaded.
+        self.terms = terms
         self._columns = {word: i for i, word in enumerate(vocabulary)}
         # Ties are ordered by the products' keys, so that a ranking does not depend on the sharding.
         self.keys = id_keys(self.product_ids)
@@ -212,13 +201,33 @@ class Bm25Index:
         analyzed in `query_language` (default: the settings' language, else the catalog's main one)."""
         if len(product_ids) != len(words):
             raise ValueError(f"{len(product_ids)} product ids for {len(words)} texts")
+        return cls.of_terms(product_ids, TermCounts.of_words(words), statistics, settings, query_language)
+
+    @classmethod
+    def of_terms(
+        cls,
+        product_ids: Sequence[str],
+        terms: TermCounts,
+        statistics: LexicalStatistics,
+        settings: Bm25Settings,
+        query_language: str | None = None,
+    ) -> Bm25Index:
+        """BM25 over products' term counts (a row per product id), scored with `statistics`."""
+        if len(product_ids) != len(terms):
+            raise ValueError(f"{len(product_ids)} product ids for {len(terms)} rows of term counts")
         if not product_ids:
             raise ValueError("BM25 needs at least one product")
         default = settings.language if settings.language != AUTO else statistics.main_language
-        vocabulary, *matrix = _score_matrix(words, statistics, settings)
+        matrix = (_scores(terms, statistics, settings), terms.rows, terms.starts)
         return cls(
-            product_ids, settings, query_language or default, statistics.summary(), vocabulary, tuple(matrix)
-        )  # type: ignore[arg-type]
+            product_ids,
+            settings,
+            query_language or default,
+            statistics.summary(),
+            terms.vocabulary,
+            matrix,
+            terms,
+        )
 
     def __len__(self) -> int:
         return len(self.product_ids)
@@ -229,6 +238,8 @@ class Bm25Index:
         directory.mkdir(parents=True, exist_ok=True)
         for name, array in zip(MATRIX_FILES, (self._scores, self._rows, self._starts), strict=True):
             np.save(directory / name, array, allow_pickle=False)
+        if self.terms is not None:
+            self.terms.save(directory)
         (directory / VOCABULARY_FILE).write_text(json.dumps(self.vocabulary, ensure_ascii=False), "utf-8")
         document = {
             "format": FORMAT,
@@ -241,14 +252,15 @@ class Bm25Index:
         (directory / SETTINGS_FILE).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
 
     @classmethod
-    def load(cls, directory: str | Path, product_ids: Sequence[str]) -> Bm25Index:
-        """The index `save` wrote, over `product_ids` in the order it was built with (checked by count)."""
+    def load(cls, directory: str | Path, product_ids: Sequence[str], counts: bool = False) -> Bm25Index:
+        """The index `save` wrote, over `product_ids` in the order it was built with (checked by count);
+        with `counts`, its term counts too (None in an index of format 2, which saved none)."""
         directory = Path(directory)
         document = json.loads((directory / SETTINGS_FILE).read_text(encoding="utf-8"))
-        if (document.get("format"), document.get("format_version")) != (FORMAT, FORMAT_VERSION):
+        version = document.get("format_version")
+        if document.get("format") != FORMAT or version not in READABLE_VERSIONS:
             raise ValueError(
-                f"format {document.get('format')!r} v{document.get('format_version')!r}, "
-                f"expected {FORMAT!r} v{FORMAT_VERSION}"
+                f"format {document.get('format')!r} v{version!r}, expected {FORMAT!r} v{FORMAT_VERSION}"
             )
         if document["count"] != len(product_ids):
             raise ValueError(
@@ -256,6 +268,9 @@ class Bm25Index:
             )
         matrix = tuple(np.load(directory / name, allow_pickle=False) for name in MATRIX_FILES)
         vocabulary = json.loads((directory / VOCABULARY_FILE).read_text(encoding="utf-8"))
+        terms = None
+        if counts and version >= 3:
+            terms = load_counts(directory, vocabulary, matrix[2], matrix[1])
         return cls(
             product_ids,
             Bm25Settings(**document["settings"]),
@@ -263,6 +278,7 @@ class Bm25Index:
             document["statistics"],
             vocabulary,
             matrix,  # type: ignore[arg-type]
+            terms,
         )
 
     def query_words(self, queries: Sequence[str]) -> list[list[str]]:

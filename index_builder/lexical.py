@@ -111,25 +111,28 @@ LEXICAL_DIR = "lexical"  # inside an index artifact: the Bm25Index over the arti
 FUSION_DEPTH = 100  # each ranking fused to at least this depth: RRF's terms past it are ≤ 1/160
 
 
-def load_lexical(directory: Path, manifest: IndexManifest, ids: Sequence[str]) -> Bm25Index | None:
-    """The artifact's BM25 index, loaded from a private copy of the bytes its manifest vouches for."""
+def load_lexical(
+    directory: Path, manifest: IndexManifest, ids: Sequence[str], counts: bool = False
+) -> Bm25Index | None:
+    """The artifact's BM25 index, loaded from a private copy of the bytes its manifest vouches for (with
+    `counts`, its term counts too: what the next build of the shard reuses)."""
     if not any(name.startswith(f"{LEXICAL_DIR}/") for name in manifest.files):
         return None
     with tempfile.TemporaryDirectory(prefix="madr-lexical-") as private:
         copy_verified_files(directory, manifest, f"{LEXICAL_DIR}/", Path(private))
         try:
-            return Bm25Index.load(Path(private) / LEXICAL_DIR, ids)
+            return Bm25Index.load(Path(private) / LEXICAL_DIR, ids, counts)
         except (OSError, ValueError, KeyError) as err:
             raise IndexArtifactError(
                 f"{directory / LEXICAL_DIR} cannot be loaded: {err}; {REBUILD_HINT}"
             ) from err
 
 
-def load_shard_lexical(directory: Path) -> Bm25Index | None:
+def load_shard_lexical(directory: Path, counts: bool = False) -> Bm25Index | None:
     """One index artifact's BM25 and ids, verified, without its vectors: what a worker that ranks a shard
-    by BM25 only needs (`pipelines.evaluate.sharded`)."""
+    by BM25 only needs (`pipelines.evaluate.sharded`), or with `counts` what the shard's next build reuses."""
     manifest, ids = read_verified_ids(directory)
-    return load_lexical(directory, manifest, ids)
+    return load_lexical(directory, manifest, ids, counts)
 
 
 def hybrid_search(

@@ -96,6 +96,17 @@ def test_bm25_scores_equal_bm25s_lucene_on_a_catalog() -> None:
         assert len(ranking.rows) == int((expected > 0).sum())
 
 
+def test_the_analyzer_finds_the_words_bm25s_finds_in_awkward_text() -> None:
+    """madr's word pattern drops bm25s' boundary tests; on text made to tell them apart it must not."""
+    texts = ["naïve café-au-lait x y ab_c 12 3 ä ß", "日本語のテキスト a1 _a __ I", "",
+             "élan—über 'it's' 3x4cm", "e-mail: a.b@c.de; 1,5 kg / 2.5l",
+             "ÉCRAN LCD 27\" (Noir)"]  # fmt: skip
+    stemmer = Stemmer.Stemmer("english")
+    expected = bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)
+    words, _ = analyze(texts, [None] * len(texts), "english")
+    assert words == [list(tokens) for tokens in expected]
+
+
 def test_a_locale_picks_the_analyzer_and_queries_take_the_catalogs_main_language() -> None:
     assert [language_of_locale(x) for x in ("nl_nl", "de-AT", "us", "en_gb", "ja_jp", None, "xx")] == [
         "dutch", "german", "english", "english", "none", "english", "english",

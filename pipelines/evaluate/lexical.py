@@ -28,12 +28,12 @@ from evaluation import MetricSpec, RelevanceRule, aggregate, format_table, write
 from evaluation.comparison import ComparisonReport, by_query, compare_query_rows
 from evaluation.ranked import CorpusIds, score_query
 from evaluation.report import PER_QUERY_FILE
-from index_builder.bm25 import Bm25Index, Bm25Settings, LexicalStatistics, Ranking
+from index_builder.bm25 import Bm25Index, Bm25Settings, Ranking
 from index_builder.lexical import RRF_K, reciprocal_rank_fusion
 from pipelines.artifacts import list_files, parquet_rows, read_parquet_table
 from pipelines.evaluate.corpus_parts import index_parts
 from pipelines.evaluate.report import read_per_query
-from pipelines.index.lexical_build import catalog_words
+from pipelines.index.lexical_build import catalog_terms
 from pipelines.layout import LEXICAL_FILE, LEXICAL_FOLDER
 from pipelines.local_copies import local_output
 from schemas.manifest import MANIFEST_FILE
@@ -108,15 +108,14 @@ class LexicalComparison:
 def catalog_bm25(products: str, searched: set[str] | None, settings: Bm25Settings) -> Bm25Index:
     """BM25 over the catalog's products with a title (the `searched` ones when given), each analyzed in its
     locale's language, scored with their own statistics."""
-    (chunk,), _ = catalog_words(products, settings)
-    keep = [i for i, pid in enumerate(chunk.ids) if searched is None or pid in searched]
+    counted, _ = catalog_terms(products, settings)
+    keep = [i for i, pid in enumerate(counted.ids) if searched is None or pid in searched]
     if searched is not None and len(keep) < len(searched):
         LOGGER.info("BM25: %d searched products have no title in %s", len(searched) - len(keep), products)
     if not keep:
         raise ValueError(f"BM25: --products {products} holds none of the searched products with a title")
-    words = [chunk.words[i] for i in keep]
-    statistics = LexicalStatistics.of(words, [chunk.languages[i] for i in keep])
-    return Bm25Index.of_words([chunk.ids[i] for i in keep], words, statistics, settings)
+    chosen = counted.subset(keep)
+    return Bm25Index.of_terms(chosen.ids, chosen.terms, chosen.statistics(), settings)
 
 
 def split_queries(queries: str, split: str) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """The partitioned index build, in Beam: catalogs beyond one worker's memory.
 
     embedding rows --KeyByShard--> (shard, (ids, vectors) chunk) --+--CoGroupByKey--> BuildShard
-    products --AnalyzeProducts--> (shard, words chunk) --------------+                   ^ catalog statistics
+    products --CatalogLexical--> (shard, its term counts) ----------+                   ^ catalog statistics
         --> output/shard-0000i-of-0000S/   (a complete, verified ScannIndex artifact per shard, with BM25)
     driver, after the pipeline: output/manifest.json (written last, see `index_builder.partitioned`)
 
@@ -48,8 +48,8 @@ from pipelines.index.manifest import (
     write_partitioned_manifest,
 )
 from pipelines.index.shard_build import (
+    TERMS,
     VECTORS,
-    WORDS,
     BuildShardFn,
     ShardBuild,
     build_one_shard,
@@ -165,12 +165,12 @@ class BuildPartitionedIndex(beam.PTransform):
             grouped = (
                 vectors
                 | "GroupByShard" >> beam.GroupByKey()
-                | "AsGroups" >> beam.MapTuple(lambda shard, chunks: (shard, {VECTORS: chunks, WORDS: []}))
+                | "AsGroups" >> beam.MapTuple(lambda shard, chunks: (shard, {VECTORS: chunks, TERMS: []}))
             )
             return grouped | "BuildShard" >> beam.ParDo(BuildShardFn(build))
-        catalog = CatalogLexical(build.products, build.num_shards, build.lexical)
+        catalog = CatalogLexical(build.products, build.num_shards, build.lexical, build.previous_shards)
         lexical = rows.pipeline | "CatalogLexical" >> catalog
-        grouped = {VECTORS: vectors, WORDS: lexical["words"]} | "GroupByShard" >> beam.CoGroupByKey()
+        grouped = {VECTORS: vectors, TERMS: lexical["terms"]} | "GroupByShard" >> beam.CoGroupByKey()
         statistics = beam.pvalue.AsSingleton(lexical["statistics"])
         return grouped | "BuildShard" >> beam.ParDo(BuildShardFn(build), statistics=statistics)
 

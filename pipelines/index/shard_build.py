@@ -39,7 +39,7 @@ from index_builder.tuned import sizing_depth
 from index_builder.update import update_or_train
 from pipelines.artifacts import list_files
 from pipelines.catalog_io import METRICS_NAMESPACE
-from pipelines.index.lexical_build import ProductWords, catalog_words, shard_bm25
+from pipelines.index.lexical_build import ShardTerms, catalog_terms, shard_bm25
 from schemas.manifest import MANIFEST_FILE
 
 LOGGER = logging.getLogger(__name__)
@@ -89,11 +89,11 @@ class ShardBuild:
             raise ValueError("model_id and model_version are required: an index is valid for one encoder")
 
 
-VECTORS, WORDS = "vectors", "words"
+VECTORS, TERMS = "vectors", "terms"
 
 
 class BuildShardFn(beam.DoFn):
-    """(shard, {"vectors": (ids, matrix) chunks, "words": `ProductWords` chunks}) -> a saved ScannIndex
+    """(shard, {"vectors": (ids, matrix) chunks, "terms": its `ShardTerms`}) -> a saved ScannIndex
     artifact in ``output/shard-...`` (with BM25 when the build has products, scored with the catalog's
     `statistics`, a side input), and a summary dict."""
 
@@ -109,7 +109,7 @@ class BuildShardFn(beam.DoFn):
     ) -> Iterator[dict[str, Any]]:
         shard, grouped = element
         chunks: list[tuple[list[str], np.ndarray]] = list(grouped[VECTORS])
-        words: Iterable[ProductWords] = grouped.get(WORDS, ())
+        counted: list[ShardTerms] = list(grouped.get(TERMS, ()))  # none, or the shard's one
         if not chunks:  # catalog products only: none of them has a vector, so no shard of them either
             LOGGER.warning("shard %d: the catalog has products here, but the embeddings none", shard)
             return
@@ -156,7 +156,8 @@ class BuildShardFn(beam.DoFn):
         if build.products:
             if statistics is None:
                 raise ValueError("a build with products needs the catalog's BM25 statistics")
-            index = index.with_lexical(shard_bm25(ids, words, statistics, build.lexical, build.products))
+            terms = counted[0] if counted else None
+            index = index.with_lexical(shard_bm25(ids, terms, statistics, build.lexical, build.products))
         seconds = time.perf_counter() - started
         name = shard_dir_name(shard, build.num_shards)
         target = FileSystems.join(build.output_dir, name)
@@ -228,8 +229,12 @@ def build_one_shard(build: ShardBuild, embeddings: str, dimension: int) -> dict[
     # An iterator: once the DoFn has read it, the DoFn holds the only reference to the matrix.
     chunks = iter([(sorted_ids, matrix)])
     del sorted_ids, matrix
-    words, statistics = catalog_words(build.products, build.lexical) if build.products else ([], None)
-    (summary,) = BuildShardFn(build).process((0, {VECTORS: chunks, WORDS: words}), statistics)
+    terms, statistics = [], None
+    if build.products:
+        previous = build.previous_shards[0] if build.previous_shards else None
+        counted, statistics = catalog_terms(build.products, build.lexical, previous)
+        terms = [counted]
+    (summary,) = BuildShardFn(build).process((0, {VECTORS: chunks, TERMS: terms}), statistics)
     return summary
 
 

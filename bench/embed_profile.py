@@ -49,11 +49,11 @@ MADR_PARTS: list[tuple[str, tuple[str, ...]]] = [
     ("model load", ("EncoderModelHandler.load_model", "verify_model")),
     ("encode", ("OnnxRuntimeEncoder.__call__", "LoadedEncoder.forward")),
     ("tokenize", ("tokenize",)),
-    ("annotations", ("annotate",)),
+    ("annotations", ("annotate", "ColumnAnnotator.__call__", "_merged")),
     ("validate", ("validate_product",)),
     ("read", ("read_row_group", "batch_records")),
     ("plan", ("_PlanFn.plan", "dedupe.py", "key_index.py")),
-    ("write", ("parquet_shards.py", "ParquetWriter.write_table")),
+    ("write", ("parquet_shards.py", "ParquetWriter.write_table", "_ToEmbeddingTable.process")),
     ("construction", ("build_embed_pipeline",)),
 ]
 PEER_PARTS: list[tuple[str, tuple[str, ...]]] = [

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+import pyarrow as pa
 import torch
 
 from model.abstention import EVERY_PREDICTION, AbstentionRule, folded_words
@@ -87,3 +89,97 @@ def annotate(
     return [
         RecordAnnotations(values[row], confidences[row], presence[row], weights[row]) for row in range(rows)
     ]
+
+
+def _map_column(
+    keys: Sequence[str], items: np.ndarray, present: np.ndarray, item_type: pa.DataType
+) -> pa.Array:
+    """A map column of `rows` maps from a (rows, len(keys)) grid of items, each row holding the keys it
+    has `present`, in `keys`' order; a row with none is null, as `RecordAnnotations.as_row` writes it."""
+    rows = present.shape[0]
+    counts = present.sum(axis=1, dtype=np.int32)
+    offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+    flat = present.ravel()
+    key_array = pa.array(np.tile(np.asarray(keys, dtype=object), rows)[flat], pa.string())
+    item_array = pa.array(items.ravel()[flat], item_type)
+    map_type = pa.map_(pa.string(), item_type)
+    return pa.MapArray.from_arrays(offsets, key_array, item_array, type=map_type, mask=pa.array(counts == 0))
+
+
+def _rounded(values: torch.Tensor) -> np.ndarray:
+    # As `annotate` rounds (6 decimals), before the float32 the schema stores.
+    return np.round(values.float().numpy().astype(np.float64), 6)
+
+
+class ColumnAnnotator:
+    """`annotate`'s annotations of a batch as the embedding schema's four map columns, built column-wise:
+    the same values as `RecordAnnotations.as_row` of each row, without a Python object per record.
+
+    Made once per loaded model: it keeps each aspect's class names and each name's folded words, looked
+    up once per class rather than once per row.
+    """
+
+    def __init__(self, encoder: DenseEncoder, rule: AbstentionRule | None = None) -> None:
+        self.encoder = encoder
+        self.rule = rule or EVERY_PREDICTION
+        self.vocabulary = getattr(encoder, "vocabulary", None)
+        self.names: dict[str, np.ndarray] = {}
+        self.folded_values: dict[str, str] = {}
+
+    def _names(self, aspect: str, index: np.ndarray) -> np.ndarray:
+        if self.vocabulary is None:  # a class id, which no text states: confidence alone decides
+            return index.astype(str).astype(object)
+        if aspect not in self.names:
+            size = len(self.vocabulary.values(aspect))
+            spelled = [self.vocabulary.spell(aspect, i) for i in range(size)]
+            self.names[aspect] = np.asarray(spelled, dtype=object)
+        return self.names[aspect][index]
+
+    def _stated(self, folded_text: str, value: str) -> bool:
+        # `states_value`, with the value's folded words kept
+        if value not in self.folded_values:
+            self.folded_values[value] = folded_words(value)
+        words = self.folded_values[value]
+        return words.strip() != "" and words in folded_text
+
+    @torch.no_grad()
+    def __call__(self, output: EncoderOutput, texts: Sequence[str] | None = None) -> dict[str, pa.Array]:
+        rows = output.embedding.shape[0]
+        if texts is not None and len(texts) != rows:
+            raise ValueError(f"{len(texts)} texts for {rows} encoded rows")
+        temperatures = self.encoder.config.aspect_temperatures
+        aspects = list(output.aspect_logits)
+        names = np.empty((rows, len(aspects)), dtype=object)
+        confidences = np.zeros((rows, len(aspects)), dtype=np.float64)
+        kept = np.zeros((rows, len(aspects)), dtype=bool)
+        folded: list[str] | None = None
+        for column, (aspect, logits) in enumerate(output.aspect_logits.items()):
+            # P(x) = softmax(E_a U_a^T + b_a), §5, over the aspect's fitted temperature.
+            best, index = aspect_probabilities(logits, temperatures.get(aspect, 1.0)).max(dim=-1)
+            names[:, column] = self._names(aspect, index.numpy())
+            keep = best.float().numpy() >= self.rule.min_confidence  # unrounded, as `annotate` compares
+            if texts is not None and self.vocabulary is not None and aspect in self.rule.stated_aspects:
+                folded = folded or [folded_words(text) for text in texts]
+                pairs = zip(keep.tolist(), folded, names[:, column].tolist(), strict=True)
+                keep = np.fromiter((k and self._stated(f, name) for k, f, name in pairs), bool, rows)
+            kept[:, column] = keep
+            confidences[:, column] = _rounded(best)
+        every = np.ones((rows, len(aspects)), dtype=bool)
+        columns = {
+            "aspect_values": _map_column(aspects, names, kept, pa.string()),
+            "aspect_confidences": _map_column(aspects, confidences, every, pa.float32()),
+            "aspect_presence": pa.nulls(rows, pa.map_(pa.string(), pa.float32())),
+            "fusion_weights": pa.nulls(rows, pa.map_(pa.string(), pa.float32())),
+        }
+        if output.presence_logits is not None:
+            presence = _rounded(torch.sigmoid(output.presence_logits.float()))
+            present = np.ones(presence.shape, dtype=bool)
+            columns["aspect_presence"] = _map_column(
+                self.encoder.config.aspects, presence, present, pa.float32()
+            )
+        slots = output.fusion_slots
+        if output.fusion_weights is not None and slots:
+            weights = _rounded(output.fusion_weights)
+            present = np.ones(weights.shape, dtype=bool)
+            columns["fusion_weights"] = _map_column(list(slots), weights, present, pa.float32())
+        return {name: columns[name] for name in ANNOTATION_COLUMNS}

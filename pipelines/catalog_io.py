@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam import pvalue
@@ -43,7 +44,7 @@ from apache_beam.metrics import Metrics
 
 from pipelines.artifacts import parquet_pattern
 from schemas import InvalidRecord
-from schemas.terminal_text import record_has_unsafe_text
+from schemas.terminal_text import record_has_unsafe_text, rows_with_unsafe_text
 
 VALID = "valid"
 DEAD_LETTERS = "dead_letters"
@@ -75,11 +76,13 @@ class _ValidateFn(beam.DoFn):
         self.rejected = Metrics.counter(METRICS_NAMESPACE, f"{plural}_dead_lettered")
         self.control = Metrics.counter(METRICS_NAMESPACE, f"{plural}_with_control_characters")
 
-    def process(self, record: Mapping[str, Any]) -> Iterator[Any]:
+    def process(self, record: Mapping[str, Any], screened_clean: bool = False) -> Iterator[Any]:
+        """`screened_clean`: the raw record was found to hold no control or bidi character
+        (`rows_with_unsafe_text`), so its validated form holds none either and is not searched again."""
         self.read.inc()
         try:
             valid = self.validate(record)
-            if isinstance(valid, Mapping) and record_has_unsafe_text(valid):
+            if not screened_clean and isinstance(valid, Mapping) and record_has_unsafe_text(valid):
                 self.control.inc()  # kept as data; every command prints it escaped (schemas.terminal_text)
             yield valid
         except InvalidRecord as error:
@@ -323,13 +326,17 @@ class ReadValidatedFn(ArrowDoFn):
         done = 0
         try:
             for batch in read_row_group(group, self.columns):
-                for record in batch_records(batch):
+                records = batch_records(batch)
+                # Screened column-wise where every string decoded: most rows then skip the search per value.
+                decoded = not any(isinstance(record, Undecodable) for record in records)
+                unsafe = rows_with_unsafe_text(batch) if decoded else np.ones(len(records), dtype=bool)
+                for record, marked in zip(records, unsafe.tolist(), strict=True):
                     position = (group.path, group.first_row + done)
                     done += 1
                     if isinstance(record, Undecodable):
                         yield self._undecodable(position, record)
                         continue
-                    for out in self.validate.process(record):
+                    for out in self.validate.process(record, screened_clean=not marked):
                         yield out if isinstance(out, pvalue.TaggedOutput) else Positioned(position, out)
         except UnreadableRowGroup as error:
             yield self._unreadable(group, done, str(error))

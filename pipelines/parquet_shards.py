@@ -91,10 +91,39 @@ class _RowsToTables(beam.DoFn):
         return table
 
 
+class _GatherTables(beam.DoFn):
+    """Arrow tables -> tables of at least `rows_per_table` rows (the last of a bundle smaller): batches
+    of a few hundred rows would otherwise each become a row group of their own."""
+
+    def __init__(self, rows_per_table: int) -> None:
+        super().__init__()
+        self.rows_per_table = rows_per_table
+        self.tables: list[pa.Table] = []
+        self.rows = 0
+
+    def process(self, table: pa.Table) -> Iterator[pa.Table]:
+        if table.num_rows >= self.rows_per_table and not self.tables:
+            yield table
+            return
+        self.tables.append(table)
+        self.rows += table.num_rows
+        if self.rows >= self.rows_per_table:
+            yield self._table()
+
+    def finish_bundle(self) -> Iterator[window.WindowedValue]:
+        if self.tables:
+            yield window.GlobalWindows.windowed_value(self._table())
+
+    def _table(self) -> pa.Table:
+        table = pa.concat_tables(self.tables).combine_chunks()
+        self.tables, self.rows = [], 0
+        return table
+
+
 class WriteParquetShards(beam.PTransform):
     """Arrow tables (`batched`) or row dicts in `schema` -> `<prefix>-SSSSS-of-NNNNN.parquet`.
 
-    Row dicts are gathered into tables of about `row_group_bytes`, reckoned from `row_bytes` a row.
+    Either is gathered into tables of about `row_group_bytes`, reckoned from `row_bytes` a row.
     """
 
     def __init__(
@@ -115,7 +144,8 @@ class WriteParquetShards(beam.PTransform):
         self.rows_per_table = max(1, row_group_bytes // row_bytes)
 
     def expand(self, rows: beam.PCollection) -> beam.pvalue.PDone:
-        tables = rows
-        if not self.batched:
+        if self.batched:
+            tables = rows | "GatherTables" >> beam.ParDo(_GatherTables(self.rows_per_table))
+        else:
             tables = rows | "RowsToTables" >> beam.ParDo(_RowsToTables(self.schema, self.rows_per_table))
         return tables | "Write" >> beam.io.Write(ParquetTableSink(self.prefix, self.schema, self.num_shards))

@@ -9,8 +9,12 @@ shows the rest of the line reversed. Everything madr prints from such a source p
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 # Shown at most this many characters of one value: a 1 MB title is one cut line, not a screenful.
 TERMINAL_VALUE_CHARS = 300
@@ -59,3 +63,44 @@ def record_has_unsafe_text(record: Mapping[str, Any]) -> bool:
         ):
             return True
     return False
+
+
+# `_UNSAFE` in RE2's syntax, for Arrow's regex kernels.
+_UNSAFE_RE2 = "[\\x00-\\x1f\\x7f-\\x9f" + "".join(f"\\x{{{ord(c):x}}}" for c in sorted(BIDI_CONTROLS)) + "]"
+
+
+def rows_with_unsafe_text(batch: pa.RecordBatch) -> np.ndarray:
+    """For each row of `batch`, whether any of its strings (in string, list and map columns, keys and
+    values) holds a control or bidi character: Arrow's regex over each column, not Python per value.
+
+    A row without one cannot gain one in validation (which strips and NFC-normalises), so only the rows
+    marked here need `record_has_unsafe_text`."""
+    marked = np.zeros(batch.num_rows, dtype=bool)
+    for column in batch.columns:
+        for strings, rows in _strings_of(column):
+            hits = (
+                pc.match_substring_regex(strings, _UNSAFE_RE2).fill_null(False).to_numpy(zero_copy_only=False)
+            )
+            marked[rows[hits]] = True
+    return marked
+
+
+def _strings_of(column: pa.Array) -> Iterator[tuple[pa.Array, np.ndarray]]:
+    """Each string array nested in `column`, with the row each of its values belongs to."""
+    kind = column.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        yield column, np.arange(len(column))
+    elif pa.types.is_map(kind):
+        # As a list of (key, value) structs: Arrow's list kernels take no maps, and a map's `keys` ignore
+        # a slice's offset where its `offsets` do not.
+        entries = pa.StructArray.from_arrays([column.keys, column.items], ["key", "value"])
+        pairs = pa.ListArray.from_arrays(column.offsets, entries)
+        parents = pc.list_parent_indices(pairs).to_numpy()
+        flat = pc.list_flatten(pairs)
+        for part in (flat.field("key"), flat.field("value")):
+            for strings, rows in _strings_of(part):
+                yield strings, parents[rows]
+    elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        parents = pc.list_parent_indices(column).to_numpy()
+        for strings, rows in _strings_of(pc.list_flatten(column)):
+            yield strings, parents[rows]

@@ -18,6 +18,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from model import Side, content_hash, document_text, load_encoder
 from pipelines.artifacts import read_embeddings
 from pipelines.catalog_io import DEAD_LETTERS, VALID, ListRowGroups, ReadValidatedFn
+from pipelines.embed.batches import ProductBatchHandler
 from pipelines.embed.counts import DeadLetterThresholdExceeded
 from pipelines.embed.stage import (
     EmbedConfig,
@@ -109,11 +110,12 @@ def test_embed_products_matches_the_model_run_directly(tiny_model_dir, local_run
     expected = encoder.embed_texts(tokenizer, texts, Side.DOCUMENT).embedding.numpy()
     identity = ModelIdentity.of(str(tiny_model_dir))
     # Small chunks force length-sorted sub-batches; results must not depend on them.
-    handler = EncoderModelHandler(
+    handler = ProductBatchHandler(
         ModelSettings(str(tiny_model_dir), batch_size=10, chunk_size=3), Side.DOCUMENT
     )
 
-    def check(rows: list[dict]) -> None:
+    def check(tables: list[pa.Table]) -> None:
+        rows = [row for table in tables for row in table.to_pylist()]
         assert sorted(r["product_id"] for r in rows) == sorted(p["product_id"] for p in products)
         for row in rows:
             i = int(row["product_id"][1:])
@@ -127,13 +129,13 @@ def test_embed_products_matches_the_model_run_directly(tiny_model_dir, local_run
         assert_that(embedded["dead_letters"], equal_to([]), label="no dead letters")
 
 
-class _FailingHandler(EncoderModelHandler):
+class _FailingHandler(ProductBatchHandler):
     """A model that raises for any batch holding a product whose text says BOOM."""
 
-    def encode_batch(self, batch, model):
-        if any("BOOM" in example.text for example in batch):
+    def encode_texts(self, texts, model):
+        if any("BOOM" in text for text in texts):
             raise RuntimeError("simulated inference failure")
-        return super().encode_batch(batch, model)
+        return super().encode_texts(texts, model)
 
 
 def test_a_failing_batch_keeps_its_good_records_and_dead_letters_the_bad_one(
@@ -145,16 +147,15 @@ def test_a_failing_batch_keeps_its_good_records_and_dead_letters_the_bad_one(
     handler = _FailingHandler(ModelSettings(str(tiny_model_dir), batch_size=4), Side.DOCUMENT)
     with TestPipeline(runner=local_runner) as pipeline:
         embedded = pipeline | beam.Create(products) | EmbedProducts(handler, identity)
-        assert_that(embedded["rows"] | beam.Map(lambda r: r["product_id"]), equal_to(["p0", "p1", "p2"]))
+        rows = embedded["rows"] | beam.FlatMap(lambda table: table.to_pylist())
+        assert_that(rows | beam.Map(lambda r: r["product_id"]), equal_to(["p0", "p1", "p2"]))
         assert_that(
             embedded["dead_letters"]
             | beam.Map(lambda d: (d["record_id"], "simulated inference" in d["reason"])),
             equal_to([("boom", True)]),
             label="dead letters",
         )
-        assert_that(
-            embedded["rows"] | beam.combiners.Count.Globally(), equal_to([3]), label="each good record once"
-        )
+        assert_that(rows | beam.combiners.Count.Globally(), equal_to([3]), label="each good record once")
 
 
 def test_run_embed_writes_shards_dead_letters_and_a_manifest(tmp_path, tiny_model_dir) -> None:

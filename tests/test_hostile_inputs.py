@@ -16,9 +16,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.cli import main
-from schemas import JUDGMENT_SCHEMA
+from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, validate_product
 from schemas.names import UnsafeName, checked_name, require_inside
-from schemas.terminal_text import for_terminal, has_unsafe_characters, record_has_unsafe_text
+from schemas.terminal_text import (
+    for_terminal,
+    has_unsafe_characters,
+    record_has_unsafe_text,
+    rows_with_unsafe_text,
+)
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 
 ESCAPES = "\x1b[2J\x1b[31mred\x1b[0m \x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\ \u202eevil\x9b"
@@ -89,6 +94,23 @@ def test_terminal_text_escapes_control_and_bidi_characters_and_cuts_long_values(
     from pipelines.report.page import _e
 
     assert _e(f"<b>{ESCAPES}</b>").startswith("&lt;b&gt;\\x1b[2J") and "\u202e" not in _e(ESCAPES)
+
+
+def test_the_column_screen_marks_every_row_the_record_search_finds_and_reads_slices() -> None:
+    """`rows_with_unsafe_text` lets the embed stage skip `record_has_unsafe_text` for rows it clears:
+    it must clear none that the search per record would count, in any column type or slice."""
+    rows = _hostile_catalog(12)
+    rows[5]["bullet_points"] = ["fine", "bad\x1b"]
+    rows[6]["category_path"] = ["Home", "Kitchen\u2066"]
+    rows[7]["description"] = "line one\nline two"
+    rows[8]["aspects"] = {"colo\tr": ["red"]}  # a name: marked, though validated names are not searched
+    batch = pa.RecordBatch.from_pylist(rows, schema=PRODUCT_SCHEMA)
+    counted = [record_has_unsafe_text(validate_product(row)) for row in batch.to_pylist()]
+    assert sum(counted) == 5
+    for start, stop in ((0, 12), (3, 12), (4, 9)):
+        marked = rows_with_unsafe_text(batch.slice(start, stop - start))
+        assert all(marked[counted[start:stop]]), (start, stop)
+        assert marked.tolist() == [bool(c) or i + start == 8 for i, c in enumerate(counted[start:stop])]
 
 
 def _hostile_catalog(count: int = 30) -> list[dict]:

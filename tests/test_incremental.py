@@ -13,11 +13,12 @@ from model import content_hash, document_text, load_encoder
 from model.annotations import ANNOTATION_COLUMNS
 from pipelines.artifacts import read_embeddings, read_parquet_table
 from pipelines.catalog_io import Positioned
+from pipelines.embed.batches import ProductBatch
 from pipelines.embed.dedupe import KeptCopy
 from pipelines.embed.incremental import TonightKeys, _PlanFn, embedding_table
 from pipelines.embed.key_index import KeyIndex, content_key, id_key
 from pipelines.embed.stage import run_embed
-from pipelines.inference import ModelIdentity, TextToEncode
+from pipelines.inference import ModelIdentity
 from schemas import ArtifactError, embedding_schema, write_manifest
 from tests.test_embed_pipeline import catalog, write_catalog
 
@@ -97,7 +98,8 @@ def test_a_kept_copy_whose_key_another_id_shares_is_embedded_not_reused(tiny_mod
     key, digest = id_key("p0"), content_key(content_hash(document_text(product)))
     previous = KeyIndex(np.array([key], dtype=np.uint64), np.array([digest], dtype=np.uint64))
     candidates = KeyIndex(repeated=np.array([key], dtype=np.uint64))
-    plan = _PlanFn(identity, with_previous=True)
+    plan = _PlanFn(identity, with_previous=True, batch_size=1)
+    plan.start_bundle()
 
     def planned(sole_id: bool) -> list:
         kept = {"p0": KeptCopy(("f", 0), "h", sole_id)}
@@ -107,7 +109,8 @@ def test_a_kept_copy_whose_key_another_id_shares_is_embedded_not_reused(tiny_mod
         return outputs
 
     assert planned(sole_id=True) == []  # reused: nothing to embed
-    assert planned(sole_id=False) == [TextToEncode("p0", document_text(product))]
+    text = document_text(product)
+    assert planned(sole_id=False) == [ProductBatch(["p0"], [text], [content_hash(text)])]
 
 
 def test_a_new_model_version_re_embeds_everything(tmp_path, tiny_model_dir) -> None:

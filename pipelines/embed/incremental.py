@@ -49,6 +49,8 @@ import pyarrow.compute as pc
 from apache_beam import pvalue
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindows
+from apache_beam.utils.windowed_value import WindowedValue
 
 from model import content_hash
 from pipelines.artifacts import previous_embeddings_folder
@@ -61,9 +63,10 @@ from pipelines.catalog_io import (
     dead_letter,
     read_row_group,
 )
+from pipelines.embed.batches import ProductBatcher
 from pipelines.embed.dedupe import CANDIDATES, KEPT, FindDuplicates, KeptCopy, canonical_json
 from pipelines.embed.key_index import IndexKeys, KeyIndex, as_side_input, content_key, id_key
-from pipelines.inference import ModelIdentity, TextToEncode
+from pipelines.inference import ModelIdentity
 from pipelines.verify import model_fingerprint, verified_stage_manifest
 from schemas import embedding_schema, validate_product
 
@@ -185,13 +188,24 @@ class _PlanFn(ArrowDoFn):
     would then hold every product it read until the side inputs are ready.
     """
 
-    def __init__(self, identity: ModelIdentity, with_previous: bool) -> None:
+    def __init__(self, identity: ModelIdentity, with_previous: bool, batch_size: int) -> None:
         super().__init__()
         self.identity = identity
         self.with_previous = with_previous
+        self.batch_size = batch_size
         self.read = ReadValidatedFn("product", validate_product)
         self.duplicates = Metrics.counter(METRICS_NAMESPACE, "products_dead_lettered")
         self.changed = Metrics.counter(METRICS_NAMESPACE, "products_new_or_changed")
+
+    def start_bundle(self) -> None:
+        # Products to embed gathered across the bundle's row groups, so a night that changed a few
+        # products of each group still sends full batches to the model.
+        self.batcher = ProductBatcher(self.batch_size)
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        rest = self.batcher.flush()
+        if rest:
+            yield GlobalWindows.windowed_value(rest)
 
     def process(
         self,
@@ -227,8 +241,9 @@ class _PlanFn(ArrowDoFn):
     ) -> Iterator[Any]:
         ids = [product.record["product_id"] for product in products]
         texts = [self.identity.text_of(product.record) for product in products]
+        hashes = [content_hash(text) for text in texts]
         keys = np.fromiter(map(id_key, ids), np.uint64, len(ids))
-        digests = np.fromiter((content_key(content_hash(text)) for text in texts), np.uint64, len(texts))
+        digests = np.fromiter(map(content_key, hashes), np.uint64, len(texts))
         candidate = candidates.repeated_each(keys)
         if previous is not None:
             once, previous_digests = previous.values_of(keys)
@@ -250,7 +265,9 @@ class _PlanFn(ArrowDoFn):
                 continue  # unchanged: `_ReusedRowsFn` writes the previous row
             else:
                 self.changed.inc()
-                yield TextToEncode(ids[n], texts[n])
+                full = self.batcher.add(ids[n], texts[n], hashes[n])
+                if full:
+                    yield full
         if self.with_previous:
             tonight.add(keys[planned], digests[planned])
 
@@ -300,14 +317,16 @@ def embedding_table(batch: pa.RecordBatch, dimension: int) -> pa.Table:
 
 class PlanEmbedding(beam.PTransform):
     """{groups: product RowGroups[, previous: previous embedding RowGroups]}
-    -> {to_embed: TextToEncode, reused: embedding rows, dead_letters: invalid and duplicate products}.
+    -> {to_embed: ProductBatches of up to `batch_size`, reused: embedding rows, dead_letters: invalid and
+    duplicate products}.
 
     Without `previous`, every kept product is embedded and `reused` is empty.
     """
 
-    def __init__(self, identity: ModelIdentity) -> None:
+    def __init__(self, identity: ModelIdentity, batch_size: int) -> None:
         super().__init__()
         self.identity = identity
+        self.batch_size = batch_size
 
     def expand(self, inputs: dict[str, beam.PCollection]) -> dict[str, beam.PCollection]:
         duplicates = inputs["groups"] | FindDuplicates(self.identity)
@@ -324,7 +343,7 @@ class PlanEmbedding(beam.PTransform):
             )
             side_inputs["previous"] = as_side_input(previous_index)
         planned = inputs["groups"] | "Plan" >> beam.ParDo(
-            _PlanFn(self.identity, with_previous=previous_groups is not None), **side_inputs
+            _PlanFn(self.identity, previous_groups is not None, self.batch_size), **side_inputs
         ).with_outputs(TONIGHT, DEAD_LETTERS, main=TO_EMBED)
         if previous_groups is None:
             reused = inputs["groups"].pipeline | "NothingReused" >> beam.Create([])

@@ -3,7 +3,8 @@
 Composite transforms, each testable alone on a TestPipeline:
 
     ListRowGroups -> PlanEmbedding (read, validate, dedupe, reuse unchanged rows of --previous)
-                  -> EmbedTexts (RunInference; a failed batch is retried record by record)
+                  -> EmbedBatches (RunInference on batches of products; a failed batch is retried
+                     record by record; rows leave as Arrow tables, `pipelines.embed.batches`)
                   -> WriteEmbeddings (+ the reused rows, + WriteDeadLetters)
 
 `build_embed` verifies the model (and --previous) against their manifests first
@@ -33,20 +34,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import apache_beam as beam
-import numpy as np
 from apache_beam import pvalue
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics import Metrics
-from apache_beam.ml.inference.base import PredictionResult, RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from model import Side, content_hash, pick_device
-from model.annotations import ANNOTATION_COLUMNS
+from model import Side, pick_device
 from model.hardware import PrecisionChoice
 from pipelines.artifacts import (
     counter_value,
@@ -56,14 +52,19 @@ from pipelines.artifacts import (
 from pipelines.catalog_fingerprint import CatalogFingerprint
 from pipelines.catalog_io import (
     DEAD_LETTERS,
-    METRICS_NAMESPACE,
     REQUIRED_PRODUCT_COLUMNS,
     ListRowGroups,
     WriteDeadLetters,
     catalog_row_count,
-    dead_letter,
 )
 from pipelines.dead_letter_limit import DeadLetterOptions
+from pipelines.embed.batches import (
+    ROWS,
+    EmbedBatches,
+    GatherProducts,
+    ProductBatchHandler,
+    embedding_defect,
+)
 from pipelines.embed.counts import check_counts, rows_held
 from pipelines.embed.incremental import (
     EMBEDDINGS_KIND,
@@ -73,14 +74,7 @@ from pipelines.embed.incremental import (
     previous_pattern,
     reusable_previous,
 )
-from pipelines.inference import (
-    AnnotatedEmbedding,
-    EncoderModelHandler,
-    EncodingFailed,
-    ModelIdentity,
-    TextToEncode,
-    resolve_precision,
-)
+from pipelines.inference import ModelIdentity, resolve_precision
 from pipelines.options import (
     EmbedOptions,
     EmbedSettings,
@@ -107,106 +101,28 @@ from pipelines.verify import model_fingerprint, verify_model
 from schemas import embedding_schema
 
 LOGGER = logging.getLogger(__name__)
-ROWS = "rows"
-
-
-def embedding_defect(vector: np.ndarray) -> str | None:
-    """Why a vector must not be written, or None for a usable one.
-
-    A damaged model does not raise: one with a byte of its weights flipped was seen to write all-zero
-    vectors and exit 0, and exact search and the Vertex export take such rows as they are. Non-finite
-    values poison every dot product they enter. Both are caught here, per vector, as dead letters.
-    """
-    finite = np.isfinite(vector)
-    if not finite.all():
-        return (
-            f"invalid embedding: {int(vector.size - finite.sum())} of {vector.size} values are not finite "
-            "(NaN or infinity); is the model damaged?"
-        )
-    if not vector.any():
-        return "invalid embedding: every value is zero; is the model damaged?"
-    return None
-
-
-class _ToEmbeddingRow(beam.DoFn):
-    """Inference results -> embedding rows; a record that failed alone, or whose vector is
-    non-finite or all zeros -> `dead_letters`."""
-
-    def __init__(self, identity: ModelIdentity) -> None:
-        self.identity = identity
-        self.embedded = Metrics.counter(METRICS_NAMESPACE, "products_embedded")
-        self.rejected = Metrics.counter(METRICS_NAMESPACE, "products_dead_lettered")
-        self.invalid = Metrics.counter(METRICS_NAMESPACE, "embeddings_invalid")
-
-    def process(self, result: PredictionResult) -> Iterator[Any]:
-        example: TextToEncode = result.example
-        if isinstance(result.inference, EncodingFailed):
-            yield self._dead_letter(example, f"inference failed: {result.inference.error}")
-            return
-        if isinstance(result.inference, AnnotatedEmbedding):
-            vector, annotations = result.inference.embedding, result.inference.annotations.as_row()
-        else:  # a handler built without annotate=True
-            vector, annotations = result.inference, dict.fromkeys(ANNOTATION_COLUMNS)
-        defect = embedding_defect(vector)
-        if defect:
-            self.invalid.inc()
-            yield self._dead_letter(example, defect)
-            return
-        self.embedded.inc()
-        yield {
-            "product_id": example.key,
-            "embedding": vector,  # float32 numpy: Arrow takes it as is, no Python floats
-            "model_id": self.identity.model_id,
-            "model_version": self.identity.model_version,
-            "content_hash": content_hash(example.text),
-            **annotations,
-        }
-
-    def _dead_letter(self, example: TextToEncode, reason: str) -> pvalue.TaggedOutput:
-        self.rejected.inc()
-        record = {"product_id": example.key, "text": example.text}
-        return pvalue.TaggedOutput(DEAD_LETTERS, dead_letter("embed", record, reason, example.key))
-
-
-class EmbedTexts(beam.PTransform):
-    """TextToEncode -> {"rows": embedding rows, "dead_letters": products that cannot be embedded}.
-
-    A batch that raises must not take its good records down with it: the handler retries
-    its records one at a time (`with_failures_isolated`), and only those that fail alone
-    become dead letters. Both leave one ParDo, so rows flow on to the writer unmerged.
-    """
-
-    def __init__(self, handler: EncoderModelHandler, identity: ModelIdentity) -> None:
-        super().__init__()
-        self.handler = handler.with_failures_isolated()
-        self.identity = identity
-
-    def expand(self, texts: beam.PCollection) -> dict[str, beam.PCollection]:
-        results = texts | "Encode" >> RunInference(self.handler)
-        rows = results | "ToRows" >> beam.ParDo(_ToEmbeddingRow(self.identity)).with_outputs(
-            DEAD_LETTERS, main=ROWS
-        )
-        return {ROWS: rows[ROWS], DEAD_LETTERS: rows[DEAD_LETTERS]}
+__all__ = ["ROWS", "EmbedProducts", "WriteEmbeddings", "embed_catalog", "embedding_defect", "run_embed"]
 
 
 class EmbedProducts(beam.PTransform):
-    """Validated products -> {"rows", "dead_letters"}: every product embedded, no reuse."""
+    """Validated products -> {"rows": Arrow tables of embedding rows, "dead_letters"}: every product
+    embedded, no reuse, --batch_size products a batch."""
 
-    def __init__(self, handler: EncoderModelHandler, identity: ModelIdentity):
+    def __init__(self, handler: ProductBatchHandler, identity: ModelIdentity):
         super().__init__()
-        self.embed = EmbedTexts(handler, identity)
+        self.embed = EmbedBatches(handler, identity)
 
     def expand(self, products: beam.PCollection) -> dict[str, beam.PCollection]:
-        identity = self.embed.identity
-        texts = products | "ToText" >> beam.Map(lambda p: TextToEncode(p["product_id"], identity.text_of(p)))
-        return texts | self.embed
+        size = self.embed.handler.batch_size
+        batches = products | "ToBatches" >> beam.ParDo(GatherProducts(self.embed.identity, size))
+        return batches | self.embed
 
 
 class WriteEmbeddings(beam.PTransform):
     """Embedding rows -> `<prefix>-SSSSS-of-NNNNN.parquet` shards; readers take every `embeddings*` file.
 
-    `batched`: the elements are Arrow tables in the embedding schema (the reused rows, copied column-wise),
-    each written as it comes; otherwise row dicts, gathered into row groups of `row_group_mb`.
+    The elements are Arrow tables in the embedding schema (`batched`: the embedded batches, the reused
+    rows copied column-wise) or row dicts, gathered into row groups of about `row_group_mb`.
     """
 
     def __init__(
@@ -320,7 +236,7 @@ def build_embed_pipeline(
     identity = ModelIdentity.of(model.model)
     precision = resolve_precision(model.precision, pick_device(model.device), model.runtime)
     previous_folder = reusable_previous(settings.previous, model.model, config.verify, precision.precision)
-    handler = EncoderModelHandler(
+    handler = ProductBatchHandler(
         model,
         Side.DOCUMENT,
         annotate=True,
@@ -336,10 +252,10 @@ def build_embed_pipeline(
     inputs = {"groups": pipeline | "ListProducts" >> products}
     if previous_folder:
         inputs["previous"] = pipeline | "ListPrevious" >> ListRowGroups(previous_pattern(previous_folder))
-    plan = inputs | PlanEmbedding(identity)
-    embedded = plan[TO_EMBED] | EmbedTexts(handler, identity)
+    plan = inputs | PlanEmbedding(identity, model.batch_size)
+    embedded = plan[TO_EMBED] | EmbedBatches(handler, identity)
     write = (folder, identity.dimension, settings.num_shards, settings.row_group_mb)
-    _ = embedded[ROWS] | WriteEmbeddings(*write)
+    _ = embedded[ROWS] | WriteEmbeddings(*write, batched=True)
     if previous_folder:
         _ = plan[REUSED] | "WriteReused" >> WriteEmbeddings(*write, prefix="embeddings-reused", batched=True)
     _ = (

@@ -27,13 +27,14 @@ from safetensors.torch import load_file, save_file
 from jobs.cli import main
 from model import new_encoder
 from pipelines.artifacts import write_stage_manifest
+from pipelines.embed.batches import EncodedBatch, ProductBatch, _ToEmbeddingTable, embedding_defect
 from pipelines.embed.counts import DeadLetterThresholdExceeded
 from pipelines.embed.enrich import EnrichConfig, enrich_catalog
 from pipelines.embed.export import ExportVertexConfig, export_vertex
-from pipelines.embed.stage import _ToEmbeddingRow, embedding_defect, run_embed
+from pipelines.embed.stage import run_embed
 from pipelines.evaluate.stage import run_evaluate
 from pipelines.index.partitioned import run_build_index
-from pipelines.inference import ModelIdentity, TextToEncode
+from pipelines.inference import ModelIdentity
 from pipelines.verify import ModelMismatchError, model_fingerprint
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, ArtifactError, embedding_schema, write_manifest
@@ -240,17 +241,26 @@ def test_embedding_defect_names_non_finite_and_zero_vectors() -> None:
 
 
 def test_bad_vectors_become_dead_letters_and_good_ones_rows(tiny_model_dir: Path) -> None:
-    to_row = _ToEmbeddingRow(ModelIdentity.of(str(tiny_model_dir)))
-    vectors = {"good": np.array([0.6, 0.8]), "nan": np.array([np.nan, 1.0]), "zero": np.zeros(2)}
-    out = {
-        key: list(to_row.process(PredictionResult(TextToEncode(key, f"text {key}"), v.astype(np.float32))))
-        for key, v in vectors.items()
-    }
-    assert out["good"][0]["product_id"] == "good"
-    for key, reason in (("nan", "not finite"), ("zero", "every value is zero")):
-        (letter,) = out[key]
-        assert letter.tag == "dead_letters"
-        assert letter.value["record_id"] == key and reason in letter.value["reason"]
+    identity = ModelIdentity.of(str(tiny_model_dir))
+    to_table = _ToEmbeddingTable(identity)
+    keys = ["good", "nan", "zero", "failed", "good2"]
+    vectors = np.zeros((5, identity.dimension), dtype=np.float32)
+    vectors[0, 0] = vectors[4, 1] = 1.0
+    vectors[1, :2] = [np.nan, 1.0]
+    products = ProductBatch(keys, [f"text {key}" for key in keys], [f"hash {key}" for key in keys])
+    encoded = EncodedBatch(vectors, None, {3: "RuntimeError('boom')"})
+    out = list(to_table.process(PredictionResult(products, encoded)))
+    letters = {letter.value["record_id"]: letter.value["reason"] for letter in out if hasattr(letter, "tag")}
+    assert all(letter.tag == "dead_letters" for letter in out if hasattr(letter, "tag"))
+    assert "not finite" in letters["nan"] and "every value is zero" in letters["zero"]
+    assert "inference failed: RuntimeError('boom')" in letters["failed"] and len(letters) == 3
+    (table,) = [item for item in out if isinstance(item, pa.Table)]
+    assert table.schema == embedding_schema(identity.dimension)
+    assert table.column("product_id").to_pylist() == ["good", "good2"]
+    assert table.column("content_hash").to_pylist() == ["hash good", "hash good2"]
+    np.testing.assert_array_equal(
+        np.stack(table.column("embedding").to_numpy(zero_copy_only=False)), vectors[[0, 4]]
+    )
 
 
 def _broken_model(tmp_path: Path, source: Path, value: float) -> Path:

@@ -63,7 +63,6 @@ from pipelines.embed.batches import (
     EmbedBatches,
     GatherProducts,
     ProductBatchHandler,
-    embedding_defect,
 )
 from pipelines.embed.counts import check_counts, rows_held
 from pipelines.embed.incremental import (
@@ -101,7 +100,6 @@ from pipelines.verify import model_fingerprint, verify_model
 from schemas import embedding_schema
 
 LOGGER = logging.getLogger(__name__)
-__all__ = ["ROWS", "EmbedProducts", "WriteEmbeddings", "embed_catalog", "embedding_defect", "run_embed"]
 
 
 class EmbedProducts(beam.PTransform):

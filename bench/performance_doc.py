@@ -18,8 +18,10 @@ from typing import Any
 
 from bench.claim_words import timing_met
 from bench.common import RESULTS, table
+from bench.embed_cpu_peers import embed_cpu_peers_section, embed_cpu_peers_verdicts
 from bench.embed_peer_bench import embed_peer_section, embed_peer_verdicts
 from bench.embed_profile import embed_profile_section
+from bench.embed_stage_cost import embed_stage_cost_section, embed_stage_cost_verdicts
 from bench.exact_search_bench import exact_search_section
 from bench.index_stage_bench import index_stage_section
 from bench.nightly_scale_doc import nightly_scale_section, nightly_scale_verdicts
@@ -67,6 +69,16 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
         "embed_profile",
         "Where `madr embed` spends its time, part by part, beside sentence-transformers",
         embed_profile_section,
+    ),
+    (
+        "embed_stage_cost",
+        "The embed stage's own cost per product, with a negligible model, before and after batching",
+        embed_stage_cost_section,
+    ),
+    (
+        "embed_cpu_peers",
+        "`madr embed` against sentence-transformers' torch and ONNX Runtime backends on this CPU",
+        embed_cpu_peers_section,
     ),
     (
         "embed_peer_vnni",
@@ -139,6 +151,10 @@ def verdicts(results: dict[str, dict[str, Any] | None]) -> list[list[str]]:
         rows.append([target, measured, verdict + finding])
 
     for key, target, measured, met in embed_peer_verdicts(results.get("embed_peer")):
+        add(key, target, measured, met)
+    for key, target, measured, met in embed_stage_cost_verdicts(results.get("embed_stage_cost")):
+        add(key, target, measured, met)
+    for key, target, measured, met in embed_cpu_peers_verdicts(results.get("embed_cpu_peers")):
         add(key, target, measured, met)
     # The seeded run is the later one, with the per-depth index build; the unseeded one is older.
     nightly = results.get("nightly_scale_seeded") or results.get("nightly_scale")

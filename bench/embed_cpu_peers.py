@@ -29,6 +29,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -64,14 +65,15 @@ model.max_seq_length = int(max_length)
 np.save(output, model.encode(texts, batch_size=32, convert_to_numpy=True))
 """
 EXPORT_SCRIPT = """
-import sys, json, sentence_transformers, onnxruntime, optimum
+import sys, json
+from importlib.metadata import version
 from sentence_transformers import SentenceTransformer, export_optimized_onnx_model
 folder = sys.argv[1]
 model = SentenceTransformer(folder, device="cpu", backend="onnx")
 model.save_pretrained(folder)
 export_optimized_onnx_model(model, "O3", folder)
-print(json.dumps({"sentence_transformers": sentence_transformers.__version__,
-                  "onnxruntime": onnxruntime.__version__, "optimum": getattr(optimum, "__version__", "?")}))
+names = ("sentence-transformers", "optimum", "optimum-onnx", "onnxruntime", "transformers", "torch")
+print(json.dumps({name: version(name) for name in names}))
 """
 
 
@@ -167,6 +169,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "model": "MtBERT on the bundled MiniLM, untrained heads" if made else args.model,
         "max_length": identity.config.max_document_length,
         "peer_versions": versions,
+        "madr_versions": {
+            name: version(name) for name in ("onnxruntime", "transformers", "tokenizers", "torch")
+        },
         "peer": "SentenceTransformer(bundled MiniLM[, backend='onnx'[, O3 file]]).encode(batch_size=32)",
     }
     return {"path": str(report("embed_cpu_peers" + ("_quick" if args.quick else ""), config, figures))}
@@ -189,6 +194,7 @@ def embed_cpu_peers_section(r: dict[str, Any]) -> str:
         rows,
     )
     versions = ", ".join(f"{k} {v}" for k, v in c["peer_versions"].items())
+    versions += "; madr: " + ", ".join(f"{k} {v}" for k, v in c.get("madr_versions", {}).items())
     return text + (
         f"\n\n{c['full']:,} generated products ({c['small']:,} for the small slice), {c['threads']} threads, "
         f"max length {c['max_length']}; model: {c['model']}. Peers: {versions}."

@@ -13,6 +13,7 @@ non-finite or all zeros (`embedding_defect`), becomes a dead letter, the rest of
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -134,6 +135,18 @@ class ProductBatchHandler(EncoderModelHandler):
 
     def batch_elements_kwargs(self) -> dict[str, Any]:
         return {"min_batch_size": 1, "max_batch_size": 1}
+
+    def load_model(self) -> LoadedEncoder:
+        loaded = super().load_model()
+        # Python's cyclic collector scans every tracked object at each full collection: with torch,
+        # transformers, Beam and the model loaded, a few of those cost 0.29 s over 10,000 products, about
+        # 30 us a product (a negligible model). Frozen, the objects alive now are left out of those scans
+        # (they are still freed when no longer referenced); once a process, after one collection, so
+        # garbage of before is not kept.
+        if gc.get_freeze_count() == 0:
+            gc.collect()
+            gc.freeze()
+        return loaded
 
     def get_num_bytes(self, batch: Sequence[ProductBatch]) -> int:  # type: ignore[override]
         return sum(len(text) for products in batch for text in products.texts)

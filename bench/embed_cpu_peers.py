@@ -46,11 +46,14 @@ from bench.support import command_line
 from model import new_encoder
 from model.aspects.vocabulary import AspectVocabulary
 from model.backbone import bundled_backbone_path
+from model.hardware import auto_precision
 from pipelines.inference import ModelIdentity
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import write_manifest
 
 PEERS = ("torch", "onnx", "onnx_O3")
+# fp32 is the target's; auto is what the command picks unasked on this CPU (bf16 where it is native).
+MADR_PRECISIONS = ("fp32", "auto")
 PEER_SCRIPT = """
 import sys, numpy as np, pyarrow.parquet as pq, torch
 from sentence_transformers import SentenceTransformer
@@ -134,9 +137,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
         versions = json.loads(exported.stdout.strip().splitlines()[-1])
 
-        def embed(name: str) -> list[str]:
+        def embed(precision: str, name: str) -> list[str]:
             flags = ["--products", str(scratch / f"{name}.parquet"), "--model", str(model)]
-            return madr("embed", *flags, "--output", str(scratch / f"madr-{name}"), "--overwrite")
+            flags += ["--precision", precision, "--output", str(scratch / f"madr-{precision}-{name}")]
+            return madr("embed", *flags, "--overwrite")
 
         def peer(backend: str, name: str) -> list[str]:
             paths = (
@@ -148,21 +152,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             output = scratch / f"peer-{backend}-{name}.npy"
             return [args.peer_python, "-c", PEER_SCRIPT, *map(str, paths), str(args.threads), str(output)]
 
-        timed(embed("small"), args.threads)  # madr's ONNX graph, exported into the cache: untimed
-        contenders = {"madr_fp32": embed} | {
+        for precision in MADR_PRECISIONS:  # each one's ONNX graph exported into the cache: untimed
+            timed(embed(precision, "small"), args.threads)
+        contenders = {f"madr_{p}": (lambda name, p=p: embed(p, name)) for p in MADR_PRECISIONS} | {
             f"sentence_transformers_{backend}": (lambda name, b=backend: peer(b, name)) for backend in PEERS
         }
         for contender, command in contenders.items():
             seconds = {name: timed(command(name), args.threads) for name in sizes}
             figures[contender] = rates(args.small, args.full, seconds["small"], seconds["full"])
             print(f"{contender}: {figures[contender]}", flush=True)
-    mine = figures["madr_fp32"]
-    for backend in PEERS:
-        peer_figures = figures[f"sentence_transformers_{backend}"]
-        mine[f"whole_vs_{backend}"] = round(peer_figures["whole_command_s"] / mine["whole_command_s"], 3)
-        mine[f"steady_vs_{backend}"] = round(
-            mine["steady_products_per_s"] / peer_figures["steady_products_per_s"], 3
-        )
+    for precision in MADR_PRECISIONS:
+        mine = figures[f"madr_{precision}"]
+        for backend in PEERS:
+            peer_figures = figures[f"sentence_transformers_{backend}"]
+            mine[f"whole_vs_{backend}"] = round(peer_figures["whole_command_s"] / mine["whole_command_s"], 3)
+            mine[f"steady_vs_{backend}"] = round(
+                mine["steady_products_per_s"] / peer_figures["steady_products_per_s"], 3
+            )
+    figures["auto_picks"] = auto_precision(torch.device("cpu")).as_json()
     config = {
         "command": command_line("bench.embed_cpu_peers", argv),
         **vars(args),
@@ -180,29 +187,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 def embed_cpu_peers_section(r: dict[str, Any]) -> str:
     """The PERFORMANCE.md table of a results file of this benchmark."""
     f, c = r["figures"], r["config"]
-    names = ["madr_fp32"] + [f"sentence_transformers_{backend}" for backend in PEERS]
+    names = [f"madr_{p}" for p in MADR_PRECISIONS] + [f"sentence_transformers_{b}" for b in PEERS]
     rows = []
     for name in names:
-        versus = (
-            None if name == "madr_fp32" else f["madr_fp32"][f"whole_vs_{name.rsplit('transformers_', 1)[1]}"]
-        )
-        rows.append(
-            [name, f[name]["whole_command_s"], f[name]["steady_products_per_s"], f[name]["startup_s"], versus]
-        )
-    text = table(
-        ["contender", f"whole command s ({c['full']:,})", "steady products/s", "start-up s", "madr whole ×"],
-        rows,
-    )
+        row = [name, f[name]["whole_command_s"], f[name]["steady_products_per_s"], f[name]["startup_s"]]
+        rows.append(row + [f[name].get(f"whole_vs_{b}") for b in PEERS])  # a peer has none
+    head = ["contender", f"whole command s ({c['full']:,})", "steady products/s", "start-up s"]
+    text = table(head + [f"whole × ST {b}" for b in PEERS], rows)
     versions = ", ".join(f"{k} {v}" for k, v in c["peer_versions"].items())
     versions += "; madr: " + ", ".join(f"{k} {v}" for k, v in c.get("madr_versions", {}).items())
     return text + (
         f"\n\n{c['full']:,} generated products ({c['small']:,} for the small slice), {c['threads']} threads, "
-        f"max length {c['max_length']}; model: {c['model']}. Peers: {versions}."
+        f"max length {c['max_length']}; model: {c['model']}; `--precision auto` picks "
+        f"{f['auto_picks']['precision']} here ({f['auto_picks']['reason']}). Versions: {versions}."
     )
-
-
-if __name__ == "__main__":
-    main()
 
 
 def embed_cpu_peers_verdicts(r: dict[str, Any] | None) -> list[tuple[str, str, str, bool | None]]:
@@ -220,3 +218,7 @@ def embed_cpu_peers_verdicts(r: dict[str, Any] | None) -> list[tuple[str, str, s
         timing_met([ratio], 1.0, higher_is_better=True) for ratio in onnx
     )
     return [("embed_cpu_peers", target, measured, met and full >= 10_000)]
+
+
+if __name__ == "__main__":
+    main()

@@ -42,6 +42,7 @@ from bench.precision_quality import madr, timed
 from bench.support import command_line
 from model import new_encoder
 from model.aspects.vocabulary import AspectVocabulary
+from model.hardware import auto_precision
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import write_manifest
 
@@ -174,6 +175,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             seconds = {name: timed(command(name), threads) for name in slices}
             figures[contender] = steady_us(args.small, args.products, seconds["small"], seconds["full"])
             print(f"{contender}: {figures[contender]}", flush=True)
+    figures["auto_picks"] = auto_precision(torch.device("cpu")).as_json()  # what "at its defaults" ran at
     name = "embed_stage_cost" + ("_quick" if args.quick else "") + (f"_{args.label}" if args.label else "")
     config = {
         "command": command_line("bench.embed_stage_cost", argv),
@@ -222,12 +224,24 @@ def embed_stage_cost_section(after: dict[str, Any]) -> str:
         theirs = after["figures"]["sentence_transformers"]["steady_us_per_product"] if key else None
         rows.append([label, *mine, theirs])
     c = after["config"]
-    return table(header, rows) + (
-        f"\n\n{c['products']:,} generated products ({c['small']:,} in the small slice of the wall rows), "
-        f"{c['threads']} threads; model: {c['model']} over the MiniLM tokenizer, so that the forward pass "
-        "(encode) is small and the rest is the stage's own work. The per-part rows are py-spy samples of the "
-        "main thread (start-up left out); the wall rows are (full s - small s) / (full - small)."
+    note = (
+        f"{c['products']:,} generated products ({c['small']:,} in the small slice of the wall rows), "
+        f"{c['threads']} threads; model: {c['model']} over the MiniLM tokenizer, so that the forward "
+        "pass (encode) is small and the rest is the stage's own work. The per-part rows are py-spy samples "
+        "of the main thread (start-up left out); the wall rows are (full s - small s) / (full - small)."
     )
+    picked = _picked(after)
+    return (
+        table(header, rows)
+        + "\n\n"
+        + note
+        + (f" `madr embed` ran at its defaults: {picked}." if picked else "")
+    )
+
+
+def _picked(run: dict[str, Any]) -> str:
+    picks = run["figures"].get("auto_picks")
+    return f"{picks['precision']} ({picks['reason']})" if picks else ""
 
 
 if __name__ == "__main__":

@@ -79,3 +79,30 @@ def test_rows_and_tables_are_written_once_each_and_vectors_plainly(tmp_path: Pat
             encodings = {column.path_in_schema: column.encodings for column in columns}
             assert "RLE_DICTIONARY" not in encodings["embedding.list.element"]
             assert "RLE_DICTIONARY" in encodings["model_id"]
+
+
+def test_small_tables_are_gathered_into_row_groups_of_about_the_size_asked(tmp_path: Path) -> None:
+    """The embed stage sends one table per inference batch: a row group each would be far smaller than
+    --row_group_mb asks, and readers pay per row group."""
+    schema = embedding_schema(DIMENSION)
+    source = rows(1_000)
+    elements = [pa.Table.from_pylist(source[i : i + 30], schema=schema) for i in range(0, 1_000, 30)]
+    with TestPipeline() as pipeline:
+        _ = (
+            pipeline
+            | beam.Create(elements, reshuffle=False)
+            | WriteParquetShards(
+                str(tmp_path / "embeddings"), schema, batched=True, row_group_bytes=100 * 64, row_bytes=64
+            )
+        )
+    assert sorted(written(tmp_path).column("product_id").to_pylist()) == sorted(
+        r["product_id"] for r in source
+    )
+    sizes = [
+        pq.ParquetFile(path).metadata.row_group(group).num_rows
+        for path in tmp_path.glob("*.parquet")
+        for group in range(pq.ParquetFile(path).metadata.num_row_groups)
+    ]
+    # Each gathered group holds 100 rows or a few more (whole tables of 30); only a bundle's last is smaller.
+    assert sum(size < 100 for size in sizes) <= len(list(tmp_path.glob("*.parquet")))
+    assert max(sizes) < 130 and len(sizes) < 1_000 // 30

@@ -40,16 +40,13 @@ import torch
 from bench.claim_words import timing_met
 from bench.common import report, table
 from bench.embed_peer_bench import rates
-from bench.embed_stage_cost import ASPECTS, VARIANT
+from bench.embed_stage_cost import catalog_model
 from bench.precision_quality import madr, timed
 from bench.support import command_line
-from model import new_encoder
-from model.aspects.vocabulary import AspectVocabulary
 from model.backbone import bundled_backbone_path
 from model.hardware import auto_precision
 from pipelines.inference import ModelIdentity
 from product_data.synthetic import SyntheticConfig, generate_benchmark
-from schemas import write_manifest
 
 PEERS = ("torch", "onnx", "onnx_O3")
 # fp32 is the target's; auto is what the command picks unasked on this CPU (bf16 where it is native).
@@ -80,22 +77,6 @@ print(json.dumps({name: version(name) for name in names}))
 """
 
 
-def minilm_model(directory: Path, products: Path) -> Path:
-    """An MtBERT on the bundled MiniLM's weights, aspect heads sized from `products` and untrained."""
-    aspects = pq.read_table(str(products), columns=["aspects"]).column("aspects").to_pylist()
-    vocabulary = AspectVocabulary.from_records((dict(pairs or []) for pairs in aspects), ASPECTS)
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        encoder, tokenizer = new_encoder(
-            VARIANT, vocabulary=vocabulary, model_id="minilm-heads", model_version="1"
-        )
-    encoder.save_pretrained(directory, tokenizer)
-    write_manifest(
-        directory, "madr-model", {"variant": VARIANT, "model_version": "1", "untrained_heads": True}
-    )
-    return directory
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -121,7 +102,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         model = Path(args.model)
         made = not (model / "config.json").is_file()
         if made:
-            model = minilm_model(scratch / "model", scratch / "catalog.parquet")
+            model = catalog_model(scratch / "model", scratch / "catalog.parquet")
         identity = ModelIdentity.of(str(model))
         texts = [identity.text_of(product) for product in catalog.to_pylist()]
         sizes = {"small": args.small, "full": args.full}

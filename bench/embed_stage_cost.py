@@ -74,20 +74,25 @@ def negligible_backbone() -> dict[str, Any]:
     ).to_dict()
 
 
-def negligible_model(directory: Path, products: Path) -> Path:
-    """A saved random MtBERT of `negligible_backbone`, its aspect heads sized from `products`' aspects."""
+def catalog_model(directory: Path, products: Path, backbone: dict[str, Any] | None = None) -> Path:
+    """A saved MtBERT, its aspect heads sized from `products`' aspects and untrained: random weights over
+    `backbone` (a BERT config), or, without one, the bundled MiniLM's weights."""
     aspects = pq.read_table(str(products), columns=["aspects"]).column("aspects").to_pylist()
     vocabulary = AspectVocabulary.from_records((dict(pairs or []) for pairs in aspects), ASPECTS)
+    shape = {"pretrained": False, "backbone": backbone} if backbone else {}
     with torch.random.fork_rng():
         torch.manual_seed(0)
         encoder, tokenizer = new_encoder(
-            VARIANT, pretrained=False, backbone=negligible_backbone(), vocabulary=vocabulary,
-            model_id="negligible", model_version="1",
-        )  # fmt: skip
+            VARIANT, vocabulary=vocabulary, model_id="bench", model_version="1", **shape
+        )
     encoder.save_pretrained(directory, tokenizer)
-    write_manifest(
-        directory, "madr-model", {"variant": VARIANT, "model_version": "1", "random_weights": True}
-    )
+    info = {
+        "variant": VARIANT,
+        "model_version": "1",
+        "untrained_heads": True,
+        "random_weights": bool(backbone),
+    }
+    write_manifest(directory, "madr-model", info)
     return directory
 
 
@@ -142,7 +147,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         slices = {"small": args.small, "full": args.products}
         for name, size in slices.items():
             pq.write_table(catalog.slice(0, size), str(scratch / f"{name}.parquet"))
-        model = negligible_model(scratch / "model", scratch / "full.parquet")
+        model = catalog_model(scratch / "model", scratch / "full.parquet", negligible_backbone())
         backbone = peer_backbone(model, scratch)
         # A first run exports the ONNX graph into the cache (a first run's cost, not the subject).
         timed(embed_command(scratch / "small.parquet", model, scratch / "warm", 1), args.threads)

@@ -58,7 +58,7 @@ class ProductBatcher:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.flush()
+        self.pending = ProductBatch([], [], [])
 
     def add(self, key: str, text: str, digest: str) -> ProductBatch | None:
         self.pending.keys.append(key)
@@ -67,9 +67,8 @@ class ProductBatcher:
         return self.flush() if len(self.pending.keys) >= self.size else None
 
     def flush(self) -> ProductBatch | None:
-        full = getattr(self, "pending", None)
-        self.pending = ProductBatch([], [], [])
-        return full if full and full.keys else None
+        gathered, self.pending = self.pending, ProductBatch([], [], [])
+        return gathered if gathered.keys else None
 
 
 class GatherProducts(beam.DoFn):
@@ -149,7 +148,7 @@ class ProductBatchHandler(EncoderModelHandler):
         return loaded
 
     def get_num_bytes(self, batch: Sequence[ProductBatch]) -> int:  # type: ignore[override]
-        return sum(len(text) for products in batch for text in products.texts)
+        return sum(len(text.encode("utf-8")) for products in batch for text in products.texts)
 
     def run_inference(  # type: ignore[override]
         self,

@@ -14,6 +14,7 @@ import copy
 import dataclasses
 import importlib.util
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -211,6 +212,9 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         self.precision, self.runtime = self.precision_choice.precision, model.runtime
         self.expected_total = expected_total
         self.progress: ProgressLog | None = None  # per worker, made when the model is loaded
+        # Per worker: seconds in the forward calls (on a GPU, up to the copy back) since the first batch.
+        self.model_seconds = 0.0
+        self.first_batch_at: float | None = None
         # Fixed batches, not BatchElements' adaptive sizes (which start at 1): every batch gets the
         # same room to sort texts by length, and memory per batch is the same from the first on.
         super().__init__(min_batch_size=model.batch_size, max_batch_size=model.batch_size)
@@ -238,7 +242,9 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
             torch.set_num_threads(self.num_threads)
         device = pick_device(self.device)
         runtime = resolve_runtime(self.runtime, self.precision, device)
-        self.progress = ProgressLog(f"{self.side.value} texts encoded", self.expected_total)
+        self.progress = ProgressLog(
+            f"{self.side.value} texts encoded", self.expected_total, detail=self.model_share
+        )
         LOGGER.info(
             "encoding %s texts with %s, %s (%s), on %s",
             self.side.value,
@@ -313,6 +319,8 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
         """The model's output on `texts`, chunk by length-sorted chunk: each chunk's indices into `texts`
         and its output (on the model's device)."""
         self.batches.inc()
+        if self.first_batch_at is None:
+            self.first_batch_at = time.perf_counter()
         if self.progress is not None:
             self.progress.add(len(texts))
         # The model's own tokenize (MURAL adds guiding tokens), padded to the batch's longest text;
@@ -335,7 +343,19 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, LoadedEnc
                     torch.from_numpy(np.ascontiguousarray(input_ids[chunk, :width])),
                     torch.from_numpy(np.ascontiguousarray(mask[:, :width])),
                 )
-                yield chunk, model.forward(chunk_tokens.to(device), self.side)
+                started = time.perf_counter()
+                output = model.forward(chunk_tokens.to(device), self.side)
+                self.model_seconds += time.perf_counter() - started
+                yield chunk, output
+
+    def model_share(self) -> str:
+        """How much of the time since the first batch the model ran: the rest, the device (a GPU, or the
+        CPU's cores the model uses) waited on this process's reading, tokenizing and writing."""
+        if self.first_batch_at is None:
+            return ""
+        elapsed = max(time.perf_counter() - self.first_batch_at, 1e-9)
+        share = min(self.model_seconds / elapsed, 1.0)
+        return f"the model ran {share:.0%} of the time, it waited on this process the rest"
 
     def get_num_bytes(self, batch: Sequence[TextToEncode]) -> int:
         return sum(len(example.text.encode("utf-8")) for example in batch)

@@ -29,6 +29,7 @@ class ProgressLog:
         total: how many there are in all, when known.
         interval_s: the shortest time between two lines.
         clock, log: injectable for tests.
+        detail: more to say at the end of each line (e.g. how busy the model kept the device), or "".
     """
 
     def __init__(
@@ -38,10 +39,12 @@ class ProgressLog:
         interval_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         log: Callable[[str], None] | None = None,
+        detail: Callable[[], str] | None = None,
     ) -> None:
         self.what, self.total, self.interval_s = what, total, interval_s
         self.clock = clock
         self.log = log or LOGGER.info
+        self.detail = detail
         self.done = 0
         self.started = self.last_logged = clock()
 
@@ -59,7 +62,8 @@ class ProgressLog:
         text = f"{self.what}: {count} ({pace}"
         if self.total and rate > 0 and self.done < self.total:
             text += f", ETA {format_duration((self.total - self.done) / rate)}"
-        return text + ")"
+        more = self.detail() if self.detail else ""
+        return text + ")" + (f"; {more}" if more else "")
 
     def skip(self, count: int) -> None:
         """Takes work that cost nothing (found finished) out of the total, so it does not pace the ETA."""

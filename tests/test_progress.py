@@ -60,3 +60,33 @@ def test_skipped_work_leaves_the_total_and_does_not_pace_the_eta() -> None:
     clock.now += 600
     progress.add(1)  # one per 10 minutes, 2 of the 3 left: 20 minutes
     assert lines == ["runs done: 1 of 3 (6.0/h, ETA 20m00s)"]
+
+
+def test_a_detail_ends_the_line_and_an_empty_one_adds_nothing() -> None:
+    clock, lines, detail = FakeClock(), [], ["the model ran 40% of the time"]
+    progress = ProgressLog("texts", interval_s=0, clock=clock, log=lines.append, detail=lambda: detail[0])
+    clock.now += 1
+    progress.add(10)
+    detail[0] = ""
+    clock.now += 1
+    progress.add(10)
+    assert lines == ["texts: 10 (10.0/s); the model ran 40% of the time", "texts: 20 (10.0/s)"]
+
+
+def test_the_embed_handler_says_how_much_of_the_time_the_model_ran(tiny_model_dir) -> None:
+    from model import Side
+    from pipelines.embed.batches import ProductBatch, ProductBatchHandler
+    from pipelines.options import ModelSettings
+
+    handler = ProductBatchHandler(
+        ModelSettings(str(tiny_model_dir), batch_size=8), Side.DOCUMENT, annotate=True
+    )
+    assert handler.model_share() == ""  # nothing encoded yet
+    loaded = handler.load_model()
+    texts = [f"wool socks size {i}" for i in range(8)]
+    handler.encode_products(ProductBatch([f"p{i}" for i in range(8)], texts, ["h"] * 8), loaded)
+    share = handler.model_share()
+    assert share.startswith("the model ran ") and share.endswith(
+        "% of the time, it waited on this process the rest"
+    )
+    assert handler.model_seconds > 0 and 0 <= int(share.split()[3].rstrip("%")) <= 100

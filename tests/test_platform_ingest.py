@@ -88,6 +88,26 @@ def test_a_woocommerce_export_reads_brand_and_colour_from_whichever_slot_holds_t
     ]
 
 
+def test_a_woocommerce_published_value_the_platform_never_writes_is_a_dead_letter(tmp_path: Path) -> None:
+    """Neither for sale nor left out: "yes" (a hand-edited export) is named, not guessed, and its
+    variations go with it; the counts still reconcile."""
+    path = tmp_path / "edited.csv"
+    path.write_text(
+        WOOCOMMERCE.read_text().replace(
+            "101,variable,RJ-STORM,Regenjas Storm,1,", "101,variable,RJ-STORM,Regenjas Storm,yes,"
+        )
+    )
+    result = load_woocommerce(path, PlatformReading())
+    assert "RJ-STORM" not in _by_id(result)
+    reasons = [letter.reason for letter in result.dead_letters]
+    wrong = (
+        "product RJ-STORM: 'Published' is 'yes'; WooCommerce writes 1 (published), 0 (private) or -1 (draft)"
+    )
+    assert sum(wrong in reason for reason in reasons) == 3  # the product and its two variations
+    counts = result.counts["products"].to_json()
+    assert counts["rows_in"] == counts["records_out"] + counts["rejected"] + sum(counts["skipped"].values())
+
+
 def test_woocommerce_variations_inherit_their_parents_text_brand_and_category() -> None:
     result = load_woocommerce(WOOCOMMERCE, PlatformReading(per="variant"))
     products = _by_id(result)

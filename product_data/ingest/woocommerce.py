@@ -77,8 +77,15 @@ def _identity(row: Mapping[str, Any]) -> str:
 
 
 def _left_out(row: Mapping[str, Any]) -> str | None:
+    """Why a product is not for sale (private, draft), or None; a `Published` WooCommerce never writes is
+    a dead letter, not a guess either way."""
     published = value(row.get("Published")) or "1"
-    return PUBLISHED.get(published, f"published {published!r}")
+    if published not in PUBLISHED:
+        raise ValueError(
+            f"product {_identity(row)}: 'Published' is {published!r}; WooCommerce writes 1 (published), "
+            "0 (private) or -1 (draft): fix the export or the column"
+        )
+    return PUBLISHED[published]
 
 
 def _record(

@@ -12,7 +12,8 @@ from bench.performance_history import EARLIER_NOTES
 INTRO = """## How these figures were taken
 
 The machine: 2 CPU cores, no GPU, 23 GB RAM; its CPU has changed between sessions (AMD EPYC with AVX-512
-VNNI for the 25 Nov embedding comparison; AMD EPYC with AVX2 only, no VNNI or bf16, from 28 Nov on). Each
+VNNI for the 25 Nov embedding comparison; AMD EPYC with AVX2 only, no VNNI or bf16, from 28 Nov on; an AMD
+EPYC with AVX-512 bf16 and VNNI on 2 Dec, for the embed stage's cost and the CPU side by side). Each
 table records the 1-minute load average at its start; the embedding comparison with sentence-transformers
 was run on 25 Nov 2026 on an otherwise idle machine, fastest of two interleaved runs. Earlier tables: on
 21 Nov 2026 other engineers' test suites and benchmarks shared the 2 cores for most of the day, so

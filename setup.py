@@ -22,6 +22,7 @@ setup(
             "pipelines*",
             "jobs*",
             "index_builder*",
+            "serving*",
             "product_data*",
         ]
     ),

@@ -33,8 +33,8 @@ import numpy as np
 
 from index_builder.artifact import FORMAT_NAME as SINGLE_FORMAT
 from index_builder.artifact import REBUILD_HINT, IndexArtifactError, file_entry
-from index_builder.inverted import INVERTED_FORMAT, InvertedIndex
 from index_builder.lexical import LexicalIndex, ShardedBm25, hybrid_search
+from index_builder.scann_assets import ExactMaker, torch_exact
 from index_builder.scann_index import ScannIndex
 from index_builder.searcher import (
     CorpusRows,
@@ -223,8 +223,8 @@ class PartitionedIndex(CorpusRows):
                 raise IndexArtifactError(f"{err}: shards of different builds; {REBUILD_HINT}") from err
 
     @classmethod
-    def load(cls, directory: str | Path) -> PartitionedIndex:
-        """Verify the top-level manifest, then load (and verify) every shard.
+    def load(cls, directory: str | Path, exact: ExactMaker = torch_exact) -> PartitionedIndex:
+        """Verify the top-level manifest, then load (and verify) every shard (`exact` as `ScannIndex.load`).
 
         Raises:
             IndexArtifactError: a manifest is missing, invalid or altered, a shard file was
@@ -236,7 +236,7 @@ class PartitionedIndex(CorpusRows):
         manifest = read_verified_partitioned_manifest(directory)
         shards = []
         for entry in manifest.shards:
-            shard = ScannIndex.load(directory / entry.path)
+            shard = ScannIndex.load(directory / entry.path, exact)
             inner = shard.manifest
             found = (inner.model_id, inner.model_version, inner.dimension, inner.count)
             wanted = (manifest.model_id, manifest.model_version, manifest.dimension, entry.count)
@@ -309,8 +309,9 @@ class PartitionedIndex(CorpusRows):
         return merged_indices[:, :k], merged_scores[:, :k]
 
 
-def open_index(directory: str | Path) -> Searcher:
-    """Load whichever index artifact ``directory`` holds (single, partitioned, inverted) from its manifest."""
+def open_index(directory: str | Path, exact: ExactMaker = torch_exact) -> Searcher:
+    """Load whichever index artifact ``directory`` holds (single, partitioned, inverted) from its manifest;
+    a dense one scores exactly with what `exact` makes (`ScannIndex.load`)."""
     directory = Path(directory)
     path = directory / MANIFEST_FILE
     if not path.is_file():
@@ -323,9 +324,12 @@ def open_index(directory: str | Path) -> Searcher:
     except (json.JSONDecodeError, AttributeError) as err:
         raise IndexArtifactError(f"{path} is not a JSON object ({err}); {REBUILD_HINT}") from err
     if kind == SINGLE_FORMAT:
-        return ScannIndex.load(directory)
+        return ScannIndex.load(directory, exact)
     if kind == PARTITIONED_FORMAT:
-        return PartitionedIndex.load(directory)
+        return PartitionedIndex.load(directory, exact)
+    # The inverted index's exact searcher is torch's: imported only for an artifact of its kind.
+    from index_builder.inverted import INVERTED_FORMAT, InvertedIndex
+
     if kind == INVERTED_FORMAT:
         return InvertedIndex.load(directory)
     raise IndexArtifactError(

@@ -13,6 +13,7 @@ import errno
 import io
 import os
 import shutil
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,12 @@ from scann.scann_ops.py.scann_builder import ReorderType
 
 from index_builder.artifact import IDS_FILE, REBUILD_HINT, SCANN_DIR, IndexArtifactError
 from index_builder.config import ReorderPrecision, ScannIndexConfig, Scoring
-from index_builder.exact import ExactSearcher
+from index_builder.searcher import Searcher
 
 SCANN_CONFIG_FILE = "scann_config.pb"
+# What scores a corpus exactly, from its float32 vectors and ids: `torch_exact` (`ExactSearcher`) by default,
+# `NumpyExactSearcher` where a process runs without torch (`madr serve`).
+ExactMaker = Callable[[np.ndarray, Sequence[str]], Searcher]
 # ScaNN's default k for a search call that names none: a search server's first page.
 SERVING_NUM_NEIGHBORS = 10
 
@@ -45,9 +49,18 @@ def npy_array(contents: bytearray) -> np.ndarray:
     return array.reshape(shape, order="F" if fortran_order else "C")
 
 
-def exact_searcher(contents: bytearray, ids: list[str], directory: Path) -> ExactSearcher:
-    """The exact searcher over the float32 vectors (``scann/dataset.npy``) of a ScaNN artifact: a
-    brute-force one, or a tree whose schedule scores some depths exactly (its hashed bytes)."""
+def torch_exact(embeddings: np.ndarray, ids: Sequence[str]) -> Searcher:
+    """`ExactSearcher` (torch's matrix products), imported when an index first scores exactly."""
+    from index_builder.exact import ExactSearcher
+
+    return ExactSearcher(embeddings, ids)
+
+
+def exact_searcher(
+    contents: bytearray, ids: list[str], directory: Path, make: ExactMaker = torch_exact
+) -> Searcher:
+    """The exact searcher `make` makes over the float32 vectors (``scann/dataset.npy``) of a ScaNN
+    artifact: a brute-force one, or a tree whose schedule scores some depths exactly (its hashed bytes)."""
     try:
         vectors = npy_array(contents)
     except ValueError as err:
@@ -57,7 +70,7 @@ def exact_searcher(contents: bytearray, ids: list[str], directory: Path) -> Exac
             f"{directory / SCANN_DIR / 'dataset.npy'} holds {vectors.shape} vectors for {len(ids)} ids; "
             f"{REBUILD_HINT}"
         )
-    return ExactSearcher(vectors, ids)
+    return make(vectors, ids)
 
 
 def scann_version() -> str:

@@ -38,9 +38,9 @@ from index_builder.artifact import (
 )
 from index_builder.bm25 import Bm25Index
 from index_builder.config import ScannIndexConfig
-from index_builder.exact import ExactSearcher
 from index_builder.lexical import LEXICAL_DIR, hybrid_search, load_lexical
 from index_builder.scann_assets import (
+    ExactMaker,
     available_cores,
     exact_searcher,
     load_scann_searcher,
@@ -48,11 +48,13 @@ from index_builder.scann_assets import (
     scann_version,
     scores_every_vector,
     serialize_searcher,
+    torch_exact,
     write_serving_defaults,
 )
 from index_builder.schedule import EXACT, DepthEntry, SearchSchedule
 from index_builder.searcher import (
     CorpusRows,
+    Searcher,
     SearchResult,
     as_corpus,
     as_query_matrix,
@@ -91,7 +93,7 @@ class ScannIndex(CorpusRows):
         config: ScannIndexConfig,
         manifest: IndexManifest | None = None,
         search_threads: int | None = None,
-        exact: ExactSearcher | None = None,
+        exact: Searcher | None = None,
         schedule: SearchSchedule | None = None,
         lexical: Bm25Index | None = None,
     ) -> None:
@@ -141,7 +143,7 @@ class ScannIndex(CorpusRows):
                 f"embeddings must be L2-normalised (dot product = cosine); a norm is off by {worst:.3g}"
             )
         if scores_every_vector(config):  # nothing to train: ScaNN's searcher is made when saved
-            return cls(None, id_array.tolist(), config, exact=ExactSearcher(matrix, id_array.tolist()))
+            return cls(None, id_array.tolist(), config, exact=torch_exact(matrix, id_array.tolist()))
         started = time.perf_counter()
         searcher = scann_builder(config, matrix).build()
         logger.info("trained ScaNN index %s in %.1f s", config, time.perf_counter() - started)
@@ -152,7 +154,7 @@ class ScannIndex(CorpusRows):
         return self._config
 
     @property
-    def exact_searcher(self) -> ExactSearcher | None:
+    def exact_searcher(self) -> Searcher | None:
         """The exact searcher an exact config searches with, or a tree's for the depths its schedule
         scores exactly (None for a tree or hashing index that has none)."""
         return self._exact
@@ -321,7 +323,7 @@ class ScannIndex(CorpusRows):
         config = replace(self._config, num_vectors=len(mutable.docids))
         return ScannIndex(searcher, mutable.docids, config, None, self._search_threads)
 
-    def with_schedule(self, schedule: SearchSchedule, exact: ExactSearcher | None) -> ScannIndex:
+    def with_schedule(self, schedule: SearchSchedule, exact: Searcher | None) -> ScannIndex:
         """The same trained tree searched by `schedule`; its stored settings (a plain ScaNN caller's
         defaults) become the shallowest tuned entry's. `exact` scores the depths the schedule scores
         exactly (None when it has none)."""
@@ -390,8 +392,9 @@ class ScannIndex(CorpusRows):
         return manifest
 
     @classmethod
-    def load(cls, directory: str | Path) -> ScannIndex:
-        """Verify an index directory against its manifest, then load it.
+    def load(cls, directory: str | Path, exact: ExactMaker = torch_exact) -> ScannIndex:
+        """Verify an index directory against its manifest, then load it; what it scores exactly, `exact`
+        scores (torch's `ExactSearcher` unless a torch-free process gives `NumpyExactSearcher`).
 
         Raises:
             IndexArtifactError: the manifest is missing or invalid, a listed file is
@@ -405,15 +408,15 @@ class ScannIndex(CorpusRows):
             # madr's exact searcher parses the vectors from the bytes it hashed; ScaNN reads nothing.
             contents = read_verified_files(directory, manifest)
             ids = read_ids(directory, manifest.count, contents.pop(IDS_FILE))
-            exact = exact_searcher(contents[f"{SCANN_DIR}/dataset.npy"], ids, directory)
+            searcher = exact_searcher(contents[f"{SCANN_DIR}/dataset.npy"], ids, directory, exact)
             lexical = load_lexical(directory, manifest, ids)
-            return cls(None, ids, manifest.config, manifest, exact=exact, lexical=lexical)
+            return cls(None, ids, manifest.config, manifest, exact=searcher, lexical=lexical)
         # ScaNN reads from a private copy made of the bytes it hashed while copying: nothing planted or
         # swapped in the artifact after the check (a pickle ScaNN would unpickle) reaches it.
         with tempfile.TemporaryDirectory(prefix="madr-index-") as private:
             copy_verified_files(directory, manifest, "", Path(private))
             ids = read_ids(Path(private), manifest.count)
-            schedule, exact = _schedule_of(manifest, directory), None
+            schedule, scorer = _schedule_of(manifest, directory), None
             if schedule is not None and schedule.uses_exact:
                 vectors = Path(private) / SCANN_DIR / "dataset.npy"
                 if not vectors.is_file():
@@ -421,10 +424,10 @@ class ScannIndex(CorpusRows):
                         f"{directory / 'manifest.json'} scores some depths exactly, but {scann_dir} keeps "
                         f"no float32 vectors (dataset.npy); {REBUILD_HINT}"
                     )
-                exact = exact_searcher(bytearray(vectors.read_bytes()), ids, directory)
+                scorer = exact_searcher(bytearray(vectors.read_bytes()), ids, directory, exact)
             searcher = load_scann_searcher(Path(private), directory, manifest.count)
         lexical = load_lexical(directory, manifest, ids)
-        return cls(searcher, ids, manifest.config, manifest, exact=exact, schedule=schedule, lexical=lexical)
+        return cls(searcher, ids, manifest.config, manifest, exact=scorer, schedule=schedule, lexical=lexical)
 
 
 def _schedule_of(manifest: IndexManifest, directory: Path) -> SearchSchedule | None:

@@ -90,6 +90,8 @@ INDEX: tuple[CommandEntry, ...] = (
     CommandEntry("explain", "inspect", "Table 8: per-aspect predictions of a query and product"),
     CommandEntry("neighbours", "inspect", "Table 9: nearest values in an aspect value table"),
     CommandEntry("search", "inspect", "search an index with a query in words (filters)"),
+    CommandEntry("export-serving", "serve", "a serving bundle: query encoder, index, BM25, filters"),
+    CommandEntry("serve", "serve", "an HTTP search server on a serving bundle (no torch)"),
     CommandEntry("nightly", "runs", "the nightly job: embed, index, evaluate, publish", beam=True),
     CommandEntry("compare", "reports", "compare two evaluations query by query (paired t-test)"),
     CommandEntry("report", "reports", "a nightly run's morning report, as one HTML page"),

@@ -13,26 +13,12 @@ options (`pipelines.options`) declare the rule's flags without importing torch.
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from dataclasses import dataclass
+
+from schemas.value_folding import folded_words
 
 # Aspects whose values a listing states in words; a category is inferred ("Kettles" from "Electric Kettle").
 STATED_ASPECTS = ("brand", "color")
-# Runs of anything but word characters: one space each gives the words with one space between.
-_NON_WORD = re.compile(r"\W+")
-
-
-def folded_words(text: str) -> str:
-    """`text` as its words, case-folded, accents dropped, spaces around each ("Wüsthof," -> " wusthof ")."""
-    plain = text.casefold()
-    if not plain.isascii():
-        # NFKD splits "ü" into "u" and a combining mark, dropped here. Only for non-ASCII text: the
-        # per-character pass was 80% of annotating a batch, and an ASCII text is already NFKD.
-        decomposed = unicodedata.normalize("NFKD", plain)
-        plain = "".join(char for char in decomposed if not unicodedata.combining(char))
-    # As " ".join(re.findall(r"\w+", plain)), 40 % faster: no list of words.
-    return f" {_NON_WORD.sub(' ', plain).strip()} "
 
 
 def states_value(folded_text: str, value: str) -> bool:

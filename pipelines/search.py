@@ -9,27 +9,23 @@ above the enrich threshold, with its confidence (`pipelines.embed.gap_fill.fill_
 enrich and export-vertex follow). Filters match those same values, so a filter finds what `madr enrich`
 would write.
 
-A filter leaves a share of the catalog. The index is asked for k / share x `OVERFETCH` neighbours and
-the matching ones kept; where that finds fewer than k though more match, or the share is below
-`EXACT_BELOW_SHARE`, the matching products are scored exactly (their vectors from the embed output),
-so a selective filter still returns k results when k exist.
+Filtering, over-fetching and fusing are `serving.search.search_one`'s, which `madr serve` answers with
+too; the catalog view is `serving.catalog.Catalog`, here read from the catalog and the embed output.
 """
 
 from __future__ import annotations
 
-import difflib
-import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from index_builder import ExactSearcher, open_index
-from model.abstention import folded_words
-from model.aspects.vocabulary import normalise_value
+from index_builder import open_index
+from index_builder.numpy_exact import NumpyExactSearcher
 from pipelines.artifacts import parquet_rows, read_embeddings, read_stage_manifest
 from pipelines.catalog_fingerprint import CatalogFingerprint
 from pipelines.embed.gap_fill import FilledAspect, fill_aspects
@@ -39,11 +35,9 @@ from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, ModelSettings
 from pipelines.verify import check_same_model
 from schemas.manifest import ArtifactError
 from schemas.terminal_text import for_terminal
+from serving.catalog import NOT_IN_PRODUCTS, Catalog
+from serving.search import search_one
 
-# Ask the index for this many times k / (share of products a filter keeps).
-OVERFETCH = 2.0
-# Below this share of the catalog, a filter's products are scored exactly instead of over-fetched.
-EXACT_BELOW_SHARE = 0.01
 ANNOTATED_ASPECTS = ("category", "brand", "color")
 
 
@@ -97,74 +91,6 @@ class QueryHits:
     matching: int | None = None  # products the filters keep (None: no filter)
 
 
-def filter_key(value: str) -> str:
-    """A value as --filter compares it: case, accents and punctuation aside ("creme" is "Crème", "t shirt"
-    is "T-Shirt"), as `--help` says; a value of no letters or digits by its case-folded spelling."""
-    return folded_words(value).strip() or normalise_value(value)
-
-
-# The title shown for an indexed product the catalog no longer has.
-NOT_IN_PRODUCTS = "(not in --products)"
-
-
-@dataclass
-class Catalog:
-    """The indexed products' titles and annotated aspect values, row i being the index's row i."""
-
-    ids: Sequence[str]
-    titles: list[str]
-    aspects: list[dict[str, FilledAspect]]
-    embeddings: str
-    _vectors: np.ndarray | None = field(default=None, repr=False)
-    # Said on stderr before the results: the catalog shown is not the one the vectors were made from.
-    warning: str | None = None
-
-    def matching(self, filters: Sequence[tuple[str, str]]) -> np.ndarray:
-        """Rows whose value of every filtered aspect is the filter's (case and accents aside)."""
-        keep = np.ones(len(self.ids), dtype=bool)
-        for aspect, value in filters:
-            self.check_filter(aspect, value)
-            wanted = filter_key(value)
-            keep &= np.array(
-                [
-                    aspect in row and any(filter_key(v) == wanted for v in row[aspect].values)
-                    for row in self.aspects
-                ],
-                dtype=bool,
-            )
-        return np.flatnonzero(keep)
-
-    def known_values(self, aspect: str) -> dict[str, str]:
-        """Normalised -> spelt value of `aspect` over the catalog."""
-        values: dict[str, str] = {}
-        for row in self.aspects:
-            for value in row[aspect].values if aspect in row else ():
-                values.setdefault(filter_key(value), value)
-        return values
-
-    def check_filter(self, aspect: str, value: str) -> None:
-        known_aspects = sorted({name for row in self.aspects for name in row})
-        if aspect not in known_aspects:
-            raise ValueError(
-                f"unknown aspect {aspect!r} in --filter: the catalog's products have {known_aspects}"
-            )
-        values = self.known_values(aspect)
-        if filter_key(value) not in values:
-            close = difflib.get_close_matches(filter_key(value), list(values), n=5, cutoff=0.6)
-            hint = f"; nearest known values: {', '.join(values[c] for c in close)}" if close else ""
-            raise ValueError(
-                f"no product has {aspect} = {value!r} ({len(values)} known {aspect} values){hint}"
-            )
-
-    def vectors(self, rows: np.ndarray) -> np.ndarray:
-        """The embeddings of `rows` (read from the embed output once, on first use)."""
-        if self._vectors is None:
-            ids, matrix, _ = read_embeddings(self.embeddings)
-            position = {pid: i for i, pid in enumerate(ids)}
-            self._vectors = matrix[[position[pid] for pid in self.ids]]
-        return self._vectors[rows]
-
-
 def load_catalog(index_ids: Sequence[str], embeddings: str, products: str, min_confidence: float) -> Catalog:
     """Titles and annotations of the indexed products: catalog values from `products`, predictions
     from the embed output's rows."""
@@ -190,32 +116,49 @@ def load_catalog(index_ids: Sequence[str], embeddings: str, products: str, min_c
             f"none of the index's {len(wanted):,} products is in --products {products}: give the catalog "
             "the index was built from"
         )
-    return Catalog(
-        index_ids, [titles.get(pid, NOT_IN_PRODUCTS) for pid in index_ids], aspects, embeddings
-    )
+    titles_by_row = [titles.get(pid, NOT_IN_PRODUCTS) for pid in index_ids]
+    return Catalog(index_ids, titles_by_row, aspects, partial(embedding_rows, embeddings, index_ids))
+
+
+def embedding_rows(embeddings: str, index_ids: Sequence[str]) -> np.ndarray:
+    """The embed output's vectors in the index's row order."""
+    ids, matrix, _ = read_embeddings(embeddings)
+    position = {pid: i for i, pid in enumerate(ids)}
+    return matrix[[position[pid] for pid in index_ids]]
 
 
 def open_search(config: SearchConfig) -> tuple[Any, Catalog]:
     """The index (refused when another model made it) and its catalog view."""
-    manifest_path = FileSystems.join(config.index, "manifest.json")
+    return open_index_and_catalog(config.index, config.model, config.products, config.min_confidence)
+
+
+def open_index_and_catalog(
+    index_dir: str, model: str, products: str | None, min_confidence: float
+) -> tuple[Any, Catalog]:
+    """The dense index at `index_dir` (refused when another model than `model` made it) and its catalog
+    view: `products` (default: the catalog its embeddings were made from, with a warning if it changed)."""
+    manifest_path = FileSystems.join(index_dir, "manifest.json")
     if not FileSystems.exists(manifest_path):
         raise ArtifactError(
-            f"--index {config.index} has no manifest.json: give the folder `madr build-index` wrote"
+            f"--index {index_dir} has no manifest.json: give the folder `madr build-index` wrote"
         )
-    check_same_model(config.model, {"--index": config.index})
-    index = open_index(config.index)
+    check_same_model(model, {"--index": index_dir})
+    # Exact scoring in NumPy, as `madr serve` scores: a few queries need no blocked torch products, and one
+    # scorer means a server ranks near-tied products as this command does (torch's and NumPy's float32
+    # products round differently).
+    index = open_index(index_dir, exact=NumpyExactSearcher)
     if not hasattr(index, "dimension"):
         raise ArtifactError(
-            f"--index {config.index} is a sparse (UHD) inverted index: madr search reads dense ones"
+            f"--index {index_dir} is a sparse (UHD) inverted index: madr search reads dense ones"
         )
     manifest = index.manifest
     embeddings = (manifest.extra if manifest is not None else {}).get("embeddings")
     if not embeddings:
-        raise ArtifactError(f"--index {config.index} does not record the embeddings it was built from")
-    if config.products:  # named by the user: shown as it is now, no warning
-        return index, load_catalog(index.ids, embeddings, config.products, config.min_confidence)
+        raise ArtifactError(f"--index {index_dir} does not record the embeddings it was built from")
+    if products:  # named by the user: shown as it is now, no warning
+        return index, load_catalog(index.ids, embeddings, products, min_confidence)
     recorded = read_stage_manifest(embeddings, "madr-embeddings")
-    catalog = load_catalog(index.ids, embeddings, recorded["products"], config.min_confidence)
+    catalog = load_catalog(index.ids, embeddings, recorded["products"], min_confidence)
     catalog.warning = catalog_changed(recorded, catalog)
     return index, catalog
 
@@ -243,12 +186,14 @@ def catalog_changed(embed_manifest: Mapping[str, Any], catalog: Catalog) -> str 
 def run_search(config: SearchConfig, index: Any, catalog: Catalog) -> list[QueryHits]:
     """Encode the queries, search, filter; one `QueryHits` per query, in order."""
     allowed = catalog.matching(config.filters) if config.filters else None  # a bad filter fails first
-    vectors = encode_queries(list(config.queries), ModelSettings(config.model))
+    # fp32 whatever the CPU: a handful of queries gains nothing from bf16, whose rounding reorders near-tied
+    # products, and fp32 is what a serving bundle's graph encodes (`madr serve` answers these results).
+    vectors = encode_queries(list(config.queries), ModelSettings(config.model, precision="fp32"))
     results = []
     for query, vector in zip(config.queries, vectors, strict=True):
         started = time.perf_counter()
         hybrid = query.text if config.lexical and index.lexical is not None else None
-        rows, scores, how = _search_one(index, catalog, vector[None, :], config.k, allowed, hybrid)
+        rows, scores, how = search_one(index, catalog, vector[None, :], config.k, allowed, hybrid)
         seconds = time.perf_counter() - started
         hits = [
             Hit(rank, float(score), catalog.ids[row], catalog.titles[row], catalog.aspects[row])
@@ -257,41 +202,6 @@ def run_search(config: SearchConfig, index: Any, catalog: Catalog) -> list[Query
         matching = None if allowed is None else len(allowed)
         results.append(QueryHits(query.key, query.text, hits, seconds, how, matching))
     return results
-
-
-def _search_one(
-    index: Any,
-    catalog: Catalog,
-    query: np.ndarray,
-    k: int,
-    allowed: np.ndarray | None,
-    text: str | None = None,
-) -> tuple[list[int], list[float], str]:
-    """Rows and scores of one query's results, and how they were found. With `text`, the index's
-    ranking is fused with its BM25 ranking of the text (scores then the fused ones)."""
-    n = len(catalog.ids)
-    if text is not None:
-        index_search, source = (lambda q, depth: index.search_hybrid(q, [text], depth)), "index + BM25, RRF"
-    else:
-        index_search, source = index.search, "index"
-    if allowed is None:
-        found = index_search(query, k)
-        return found.indices[0].tolist(), found.scores[0].tolist(), source
-    want = min(k, len(allowed))
-    if not want:
-        return [], [], "no product matches every filter"
-    share = len(allowed) / n
-    if share >= EXACT_BELOW_SHARE:
-        fetch = min(n, math.ceil(k / share * OVERFETCH))
-        found = index_search(query, fetch)
-        keep = np.isin(found.indices[0], allowed)
-        rows, scores = found.indices[0][keep][:k], found.scores[0][keep][:k]
-        if len(rows) >= want:
-            return rows.tolist(), scores.tolist(), f"{source}, over-fetched {fetch:,}"
-    exact = ExactSearcher(catalog.vectors(allowed), [catalog.ids[row] for row in allowed])
-    found = exact.search(query, want)
-    rows = allowed[found.indices[0]]
-    return rows.tolist(), found.scores[0].tolist(), f"scored exactly over the {len(allowed):,} matching"
 
 
 def format_hits(result: QueryHits) -> str:

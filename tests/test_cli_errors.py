@@ -98,6 +98,18 @@ CASES: dict[str, list[tuple[str, str]]] = {
         ("search --index {tmp} --model {model} --query x --k 0", "--k must be >= 1"),
         ("search --index {tmp} --model {model} --query x --filter brand", "--filter takes ASPECT=VALUE"),
     ],
+    "export-serving": [
+        (
+            f"export-serving --index {N} --model {{model}} --output {{tmp}}/b",
+            f"--index {N} has no manifest.json",
+        ),
+        ("export-serving --index {tmp} --model {model}", "--output"),
+        ("export-serving --index {tmp} --model {model} --output {model}", "already holds files"),
+    ],
+    "serve": [
+        (f"serve --bundle {N}", "not a madr-serving-bundle artifact"),
+        ("serve --bundle {tmp} --port 70000", "--port must be in [0, 65535]"),
+    ],
     "demo": [("demo --out {tmp}/d --num_products 0", "num_products must be >= 1")],
     "report": [
         (f"report --root {N}", "holds no nightly run"),

@@ -15,7 +15,8 @@ import pytest
 
 from jobs.cli import main
 from pipelines.embed.gap_fill import FilledAspect
-from pipelines.search import Catalog, filter_key
+from schemas.value_folding import filter_key
+from serving.catalog import Catalog
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 
 
@@ -65,7 +66,7 @@ def test_filters_are_case_and_accent_blind_on_catalog_values_and_predictions() -
         {"color": FilledAspect(("Bleu foncé",), "predicted", 0.9)},
         {"color": FilledAspect(("Black",), "catalog")},
     ]
-    shop = Catalog(["a", "b", "c"], ["a", "b", "c"], aspects, embeddings="")
+    shop = Catalog(["a", "b", "c"], ["a", "b", "c"], aspects, load_vectors=lambda: np.zeros((3, 1)))
     assert shop.matching([("color", "creme")]).tolist() == [0]
     assert shop.matching([("color", "BLEU FONCE")]).tolist() == [1]
     with pytest.raises(ValueError, match="nearest known values: Crème"):

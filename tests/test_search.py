@@ -16,8 +16,9 @@ from index_builder import ExactSearcher, ScannIndexBuilder
 from jobs.cli import main
 from model import new_encoder
 from pipelines.embed.gap_fill import fill_aspects
-from pipelines.search import Catalog, _search_one
 from schemas import PRODUCT_SCHEMA, RUN_SCHEMA, write_manifest
+from serving.catalog import Catalog
+from serving.search import search_one
 from tests.conftest import tiny_backbone
 
 BRANDS = ("Nike", "Adidas", "Puma", "Asics")
@@ -143,7 +144,7 @@ def _tree_catalog(n: int = 8_000, dim: int = 32) -> tuple[object, Catalog, np.nd
         aspects.append(
             fill_aspects(catalog, {"brand": predicted} if predicted else {}, confidence, ["brand"], 0.7)
         )
-    catalog = Catalog(ids, [f"title {i}" for i in range(n)], aspects, "unused", vectors)
+    catalog = Catalog(ids, [f"title {i}" for i in range(n)], aspects, lambda: vectors)
     return index, catalog, vectors
 
 
@@ -154,11 +155,11 @@ def test_selective_filters_over_fetch_or_score_exactly_on_a_real_tree() -> None:
     common = catalog.matching([("brand", "common")])
     # Predictions at 0.9 count, those at 0.5 do not, and a catalog value is never overridden (40 Rare).
     assert len(common) == 2_400 - 40
-    rows, scores, how = _search_one(index, catalog, query, 10, common)
+    rows, scores, how = search_one(index, catalog, query, 10, common)
     assert how.startswith("index, over-fetched") and len(rows) == 10 and set(rows) <= set(common.tolist())
     rare = catalog.matching([("brand", "RARE")])
     assert len(rare) == 40
-    rows, scores, how = _search_one(index, catalog, query, 10, rare)
+    rows, scores, how = search_one(index, catalog, query, 10, rare)
     assert how == "scored exactly over the 40 matching"
     truth = ExactSearcher(vectors[rare], [str(r) for r in rare]).search(query, 10)
     assert rows == rare[truth.indices[0]].tolist() and np.allclose(scores, truth.scores[0])

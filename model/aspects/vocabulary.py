@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from schemas.value_folding import normalise_value
+
 VOCABULARY_FILE = "aspect_vocabulary.json"
 FORMAT = "madr-aspect-vocabulary"
 FORMAT_VERSION = 1
@@ -46,10 +48,6 @@ class Granularity(str, enum.Enum):
     PHRASE = "phrase"  # the whole value, e.g. "kitchen & dining"
     WORD = "word"  # split on spaces and punctuation: "kitchen", "dining"
     TOKEN = "token"  # the backbone's wordpieces: needs a tokenize function
-
-
-def normalise_value(value: str) -> str:
-    return " ".join(value.casefold().split())
 
 
 def most_frequent_spelling(spellings: Mapping[str, int]) -> str:

@@ -1,0 +1,104 @@
+"""A query in words to its vector with ONNX Runtime and the Rust tokenizer alone: no torch, no transformers.
+
+The bundle's graph is the query side of the model exported to ONNX (`model.onnx_runtime.export_graph`, the
+graph `madr embed --runtime onnxruntime` runs), and its tokenizer the model's own Rust tokenizer
+(`tokenizer.json`). Texts are tokenized as `model.batch_tokenizer.BatchTokenizer` does (truncated to the
+model's query length, special tokens included, padded on the right), then padded to the graph's shortest
+input (`min_length`, for encoders that read the first k positions), so the vector is the one `madr search`
+encodes, to float32 rounding.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class QueryEncoderSpec:
+    """How the bundle's graph reads its input: as `serving.bundle` records it in the manifest."""
+
+    graph: str  # file in the bundle
+    tokenizer: str  # file in the bundle
+    precision: str  # fp32 or int8 (ONNX Runtime's dynamic quantisation)
+    max_length: int  # wordpieces, special tokens included
+    min_length: int  # the graph's shortest input
+    pad_id: int
+    dimension: int
+
+    def to_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> QueryEncoderSpec:
+        return cls(
+            str(data["graph"]),
+            str(data["tokenizer"]),
+            str(data["precision"]),
+            int(data["max_length"]),  # type: ignore[arg-type]
+            int(data["min_length"]),  # type: ignore[arg-type]
+            int(data["pad_id"]),  # type: ignore[arg-type]
+            int(data["dimension"]),  # type: ignore[arg-type]
+        )
+
+
+class OnnxQueryEncoder:
+    """Queries to unit-length float32 vectors (one row each) with the bundle's graph and tokenizer.
+
+    `graph` and `tokenizer_json` are the bytes the bundle's manifest vouched for, read once: the session
+    runs what was checked. `threads`: ONNX Runtime's intra-op threads for one call.
+    """
+
+    def __init__(self, spec: QueryEncoderSpec, graph: bytes, tokenizer_json: str, threads: int = 1) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        self.spec = spec
+        self.tokenizer = Tokenizer.from_str(tokenizer_json)
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(spec.max_length)
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # A server's requests come one after another on a few threads each: a session that spins between
+        # runs holds a core the next request's tokenizing and search need.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+
+    @classmethod
+    def from_files(cls, spec: QueryEncoderSpec, root: Path, threads: int = 1) -> OnnxQueryEncoder:
+        graph = (root / spec.graph).read_bytes()
+        return cls(spec, graph, (root / spec.tokenizer).read_text(encoding="utf-8"), threads)
+
+    def tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(input_ids, attention_mask), int64, padded on the right to the longest text (at least
+        `min_length`)."""
+        ids = [encoding.ids for encoding in self.tokenizer.encode_batch_fast(list(texts))]
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        width = max(int(lengths.max(initial=0)), self.spec.min_length)
+        mask = np.arange(width) < lengths[:, None]
+        input_ids = np.full((len(ids), width), self.spec.pad_id, dtype=np.int64)
+        input_ids[mask] = np.fromiter(itertools.chain.from_iterable(ids), np.int64, int(lengths.sum()))
+        return input_ids, mask.astype(np.int64)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """(len(texts), dimension) float32, each row of unit length."""
+        input_ids, attention_mask = self.tokenize(texts)
+        (embedding,) = self.session.run(
+            ["embedding"], {"input_ids": input_ids, "attention_mask": attention_mask}
+        )
+        # The graph normalises, as the model's forward does: renormalising here would move the last bit and
+        # reorder products tied to it, away from what `madr search` ranks.
+        return np.asarray(embedding, dtype=np.float32)
+
+
+def default_threads() -> int:
+    """ONNX Runtime threads per query: the cores this process may use, at most 4 (a query of a few
+    wordpieces gains nothing from more, and concurrent requests want the rest)."""
+    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))

@@ -1,0 +1,188 @@
+"""`madr serve`: an HTTP JSON server on a serving bundle alone (ONNX Runtime, ScaNN, bm25s; no torch or Beam).
+
+    GET  /health    200 with the bundle served (its digest, products, precision), requests and swaps so far
+    POST /search    {"query": "red running shoes", "k": 10, "filters": {"brand": "Nike"}, "mode": "fused"}
+                    ("queries": [...] for several; "mode": "dense" skips BM25) -> {"results": [...]}
+    POST /reload    {"bundle": "PATH"} (default: the --bundle folder again): the new bundle is verified and
+                    loaded beside the one serving, then swapped in; a request is answered by the bundle it
+                    started on, so none fails during a swap. A bundle that fails verification is refused
+                    (409) and the old one keeps serving. PATH must lie inside --bundles_root.
+
+Every request is answered by one thread of a `ThreadingHTTPServer`; the encoder and the index run with one
+thread each per request, so concurrent requests spread over the cores instead of fighting over them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from schemas.manifest import ArtifactError
+from schemas.names import UnsafeName, require_inside
+from serving.bundle import ServingBundle, open_bundle
+from serving.search import answer_queries
+
+LOGGER = logging.getLogger(__name__)
+# A request body larger than this is refused: a search request is a few queries and filters.
+MAX_BODY_BYTES = 1 << 20
+MAX_QUERIES_PER_REQUEST = 256
+MAX_K = 10_000
+
+
+@dataclass
+class BundleHolder:
+    """The bundle being served, swapped whole under a lock; readers take the reference once per request."""
+
+    current: ServingBundle
+    bundles_root: Path
+    threads: int = 1
+    requests: int = 0
+    failures: int = 0
+    swaps: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _loading: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def take(self) -> ServingBundle:
+        with self._lock:
+            self.requests += 1
+            return self.current
+
+    def failed(self) -> None:
+        with self._lock:
+            self.failures += 1
+
+    def swap_to(self, directory: str | None) -> ServingBundle:
+        """Load and verify the bundle at `directory` (default: the one served, read again) and serve it."""
+        target = Path(directory) if directory else self.current.root
+        require_inside(str(self.bundles_root), str(target), "the bundle to reload")
+        with self._loading:  # one load at a time: two nights' bundles never race for the swap
+            bundle = open_bundle(target, self.threads)
+            single_threaded(bundle)
+            with self._lock:
+                self.current = bundle
+                self.swaps += 1
+        LOGGER.info("now serving %s", target)
+        return bundle
+
+
+def single_threaded(bundle: ServingBundle) -> None:
+    """Search each request on one thread: a server's concurrency is its requests."""
+    shards = getattr(bundle.index, "shards", None) or (bundle.index,)
+    for shard in shards:
+        if hasattr(shard, "set_search_threads"):
+            shard.set_search_threads(1)
+
+
+def parse_filters(value: Any) -> list[tuple[str, str]]:
+    """{"brand": "Nike"} or [["brand", "Nike"], ...] as (aspect, value) pairs, aspect case-folded."""
+    pairs = value.items() if isinstance(value, dict) else value or []
+    parsed = []
+    for pair in pairs:
+        if not (isinstance(pair, list | tuple) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
+            raise ValueError(f'a filter is an aspect and a value, e.g. {{"brand": "Nike"}}; got {pair!r}')
+        aspect, wanted = pair[0].strip().casefold(), pair[1].strip()
+        if not aspect or not wanted:
+            raise ValueError(f"a filter needs an aspect and a value, got {pair!r}")
+        parsed.append((aspect, wanted))
+    return parsed
+
+
+def search_request(holder: BundleHolder, body: dict[str, Any]) -> dict[str, Any]:
+    """The /search answer to a parsed request body; ValueError for a request that cannot be answered."""
+    texts = body.get("queries", [body["query"]] if "query" in body else None)
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        raise ValueError('give "query": TEXT or "queries": [TEXT, ...]')
+    if len(texts) > MAX_QUERIES_PER_REQUEST:
+        raise ValueError(f"at most {MAX_QUERIES_PER_REQUEST} queries a request, got {len(texts)}")
+    k = body.get("k", 10)
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        raise ValueError(f'"k" must be an integer in [1, {MAX_K}], got {k!r}')
+    mode = body.get("mode", "fused")
+    if mode not in ("fused", "dense"):
+        raise ValueError(f'"mode" is "fused" or "dense", got {mode!r}')
+    bundle = holder.take()
+    answers = answer_queries(bundle, texts, k, parse_filters(body.get("filters")), fused=mode == "fused")
+    return {"bundle": bundle.manifest.get("files_digest"), "results": [a.to_dict() for a in answers]}
+
+
+class SearchHandler(BaseHTTPRequestHandler):
+    """One request; `holder` is set on the class `make_server` builds."""
+
+    holder: BundleHolder
+    protocol_version = "HTTP/1.1"  # keep-alive: a load test's clients reuse their connections
+
+    def log_message(self, format: str, *args: Any) -> None:
+        LOGGER.debug("%s " + format, self.address_string(), *args)
+
+    def _reply(self, status: HTTPStatus, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            raise ValueError(f"the request body is {length:,} bytes; at most {MAX_BODY_BYTES:,}")
+        body = json.loads(self.rfile.read(length) or b"{}")
+        if not isinstance(body, dict):
+            raise ValueError("the request body is a JSON object")
+        return body
+
+    def do_GET(self) -> None:
+        if self.path != "/health":
+            self._reply(
+                HTTPStatus.NOT_FOUND, {"error": f"no {self.path}: GET /health, POST /search or /reload"}
+            )
+            return
+        holder = self.holder
+        status = {"status": "ok", **holder.current.describe()}
+        self._reply(HTTPStatus.OK, {**status, "requests": holder.requests, "swaps": holder.swaps})
+
+    def do_POST(self) -> None:
+        try:
+            body = self._body()
+            if self.path == "/search":
+                self._reply(HTTPStatus.OK, search_request(self.holder, body))
+            elif self.path == "/reload":
+                self._reload(body)
+            else:
+                self._reply(HTTPStatus.NOT_FOUND, {"error": f"no {self.path}: POST /search or /reload"})
+        except (ValueError, KeyError, TypeError) as error:  # json.JSONDecodeError is a ValueError
+            self.holder.failed()
+            self._reply(HTTPStatus.BAD_REQUEST, {"error": str(error)})
+
+    def _reload(self, body: dict[str, Any]) -> None:
+        try:
+            bundle = self.holder.swap_to(body.get("bundle"))
+        except (ArtifactError, UnsafeName, OSError) as error:
+            self._reply(
+                HTTPStatus.CONFLICT, {"error": f"bundle not swapped, still serving the last: {error}"}
+            )
+            return
+        self._reply(HTTPStatus.OK, {"status": "swapped", **bundle.describe()})
+
+
+def make_server(holder: BundleHolder, host: str, port: int) -> ThreadingHTTPServer:
+    """A threading HTTP server answering from `holder` (port 0: any free one, `server_address` says which)."""
+    handler = type("BoundSearchHandler", (SearchHandler,), {"holder": holder})
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    return server
+
+
+def load_holder(bundle: str | Path, bundles_root: str | Path | None = None, threads: int = 1) -> BundleHolder:
+    """The first bundle, verified and loaded, in a holder whose reloads stay inside `bundles_root`
+    (default: the folder that holds the bundle)."""
+    served = open_bundle(bundle, threads)
+    single_threaded(served)
+    root = Path(bundles_root) if bundles_root else Path(bundle).resolve().parent
+    return BundleHolder(served, root, threads)

@@ -1,0 +1,209 @@
+"""Issue 66: `madr export-serving` and `madr serve`, as a user types them: the bundle answers what `madr
+search` prints (dense, fused with BM25, filtered), loads without torch or Beam, refuses a swapped or
+planted file, and swaps to the next bundle under concurrent load without failing a request."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from index_builder import ExactSearcher
+from index_builder.numpy_exact import NumpyExactSearcher
+from jobs.cli import main
+from schemas import PRODUCT_SCHEMA
+from schemas.manifest import ArtifactError
+from serving.bundle import open_bundle
+from serving.server import load_holder, make_server
+from tests.test_search import _catalog_rows
+
+QUERIES = ("nike running shoe 17", "blue adidas", "a light shoe for road running")
+
+
+@pytest.fixture(scope="module")
+def bundle(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """40 products embedded, indexed with BM25 and exported, each by its command as typed."""
+    root = tmp_path_factory.mktemp("serving")
+    products = root / "products.parquet"
+    pq.write_table(pa.Table.from_pylist(_catalog_rows(40), schema=PRODUCT_SCHEMA), products)
+    model = str(tiny_model_dir)
+    assert main(["embed", "--model", model, "--products", str(products), "--output", str(root / "emb")]) == 0
+    index = ["build-index", "--embeddings", str(root / "emb"), "--output", str(root / "index")]
+    assert main([*index, "--products", str(products)]) == 0
+    export = ["export-serving", "--index", str(root / "index"), "--model", model]
+    assert main([*export, "--output", str(root / "bundles" / "night-1")]) == 0
+    return {
+        "root": str(root),
+        "model": model,
+        "index": str(root / "index"),
+        "bundle": str(root / "bundles" / "night-1"),
+    }
+
+
+def _post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def _search_run(bundle: dict[str, str], tmp_path: Path, *flags: str) -> dict[str, list[tuple[str, float]]]:
+    """`madr search`'s results for QUERIES, by query text, as (product_id, score) in rank order."""
+    queries = tmp_path / "queries.txt"
+    queries.write_text("\n".join(QUERIES) + "\n")
+    run = tmp_path / f"run{len(list(tmp_path.iterdir()))}.parquet"
+    argv = ["search", "--index", bundle["index"], "--model", bundle["model"], "--queries", str(queries)]
+    assert main([*argv, "--k", "5", "--output", str(run), *flags]) == 0
+    rows = sorted(pq.read_table(run).to_pylist(), key=lambda r: (r["query_id"], r["rank"]))
+    by_key: dict[str, list[tuple[str, float]]] = {}
+    for row in rows:
+        by_key.setdefault(row["query_id"], []).append((row["product_id"], row["score"]))
+    return {text: by_key[f"q{i}"] for i, text in enumerate(QUERIES, start=1)}  # a text file's ids
+
+
+@pytest.fixture(scope="module")
+def served(bundle: dict[str, str]):
+    """`madr serve --bundle B --port 0` in its own process, as typed; its base URL."""
+    argv = ["serve", "--bundle", bundle["bundle"], "--port", "0"]  # what main() reads from the console
+    command = [sys.executable, "-m", "jobs.cli", *argv]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = process.stdout.readline()
+    assert "on http://" in line, (line, process.stderr.read() if process.poll() is not None else "")
+    url = line.split("on ", 1)[1].split()[0]
+    yield url
+    process.terminate()
+    process.wait(timeout=10)
+
+
+@pytest.mark.parametrize(("mode", "flags"), [("fused", ()), ("dense", ("--lexical", "false"))])
+def test_madr_serve_answers_what_madr_search_prints(bundle, served, tmp_path, mode, flags) -> None:
+    printed = _search_run(bundle, tmp_path, *flags)
+    for text in QUERIES:
+        status, answer = _post(f"{served}/search", {"query": text, "k": 5, "mode": mode})
+        assert status == 200, answer
+        (result,) = answer["results"]
+        assert [h["product_id"] for h in result["hits"]] == [pid for pid, _ in printed[text]]
+        assert np.allclose([h["score"] for h in result["hits"]], [s for _, s in printed[text]], atol=1e-5)
+        assert result["how"] == ("index + BM25, RRF" if mode == "fused" else "index")
+
+
+def test_a_filtered_request_answers_what_a_filtered_search_prints(bundle, served, tmp_path) -> None:
+    printed = _search_run(bundle, tmp_path, "--filter", "brand=nike")
+    status, answer = _post(
+        f"{served}/search", {"queries": list(QUERIES), "k": 5, "filters": {"brand": "NIKE"}}
+    )
+    assert status == 200, answer
+    for text, result in zip(QUERIES, answer["results"], strict=True):
+        assert [h["product_id"] for h in result["hits"]] == [pid for pid, _ in printed[text]]
+        assert all(h["aspects"]["brand"]["values"] == ["Nike"] for h in result["hits"])
+        assert result["matching"] == 10
+
+
+def test_bad_requests_are_answered_400_naming_the_fix(served) -> None:
+    status, answer = _post(f"{served}/search", {"query": "shoe", "filters": {"brand": "Nikey"}})
+    assert status == 400 and "nearest known values: Nike" in answer["error"]
+    assert _post(f"{served}/search", {"query": "shoe", "k": 0})[0] == 400
+    assert _post(f"{served}/search", {"k": 3})[0] == 400
+    with urllib.request.urlopen(f"{served}/health", timeout=10) as response:
+        health = json.loads(response.read())
+    assert health["status"] == "ok" and health["products"] == 40 and health["lexical"] is True
+
+
+def test_the_bundle_loads_and_answers_without_torch_transformers_or_beam(bundle) -> None:
+    script = (
+        "import sys\n"
+        "from serving.bundle import open_bundle\n"
+        "from serving.search import answer_queries\n"
+        f"served = open_bundle({bundle['bundle']!r})\n"
+        "answers = answer_queries(served, ['blue shoe'], 40, [('brand', 'nike')])\n"
+        "assert answers[0].how.startswith('scored exactly') or len(answers[0].hits) == 10, answers[0].how\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'apache_beam') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("change", ["swapped graph", "edited catalog", "planted file"])
+def test_a_bundle_whose_files_fail_verification_is_refused(bundle, tmp_path, change) -> None:
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle["bundle"], copy)
+    if change == "swapped graph":
+        graph = copy / "encoder" / "query.onnx"
+        graph.write_bytes(graph.read_bytes()[:-8] + b"\0" * 8)
+    elif change == "edited catalog":
+        table = pq.read_table(copy / "catalog.parquet")
+        titles = pa.array(["cheap " + t for t in table.column("title").to_pylist()])
+        pq.write_table(table.set_column(1, "title", titles), copy / "catalog.parquet")
+    else:
+        (copy / "index" / "extra.pkl").write_bytes(b"planted")
+    with pytest.raises(ArtifactError, match=r"export the bundle again|not listed"):
+        open_bundle(copy)
+
+
+def test_a_swap_under_concurrent_requests_fails_none(bundle, tmp_path) -> None:
+    bundles = Path(bundle["bundle"]).parent
+    shutil.copytree(bundle["bundle"], bundles / "night-2", dirs_exist_ok=True)
+    tampered = bundles / "night-3"
+    shutil.copytree(bundle["bundle"], tampered, dirs_exist_ok=True)
+    (tampered / "vectors.npy").write_bytes(b"not the vectors")
+    holder = load_holder(bundle["bundle"])
+    server = make_server(holder, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    failures, answered, stop = [], [0], threading.Event()
+
+    def client(i: int) -> None:
+        while not stop.is_set():
+            status, answer = _post(f"{url}/search", {"query": QUERIES[i % 3], "k": 5})
+            if status != 200 or len(answer["results"][0]["hits"]) != 5:
+                failures.append((status, answer))
+            answered[0] += 1
+
+    clients = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+    for thread in clients:
+        thread.start()
+    try:
+        time.sleep(0.5)
+        assert _post(f"{url}/reload", {"bundle": str(bundles / "night-2")})[0] == 200
+        status, refused = _post(f"{url}/reload", {"bundle": str(tampered)})
+        assert status == 409 and "still serving" in refused["error"]
+        status, escaped = _post(f"{url}/reload", {"bundle": str(tmp_path)})
+        assert status == 409 and "inside" in escaped["error"]
+        assert _post(f"{url}/reload", {})[0] == 200
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        for thread in clients:
+            thread.join()
+        server.shutdown()
+    assert not failures and answered[0] > 8
+    assert holder.swaps == 2 and holder.current.root == bundles / "night-2"
+
+
+def test_numpy_exact_search_is_exact_search_ties_and_all() -> None:
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(300, 8)).astype(np.float32)
+    vectors[150:200] = vectors[100:150]  # ties, which go to the lower row
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = [f"p{i}" for i in range(300)]
+    queries = np.concatenate([vectors[100:105], rng.normal(size=(5, 8)).astype(np.float32)])
+    for k in (1, 10, 300, 1000):
+        ours, truth = (
+            NumpyExactSearcher(vectors, ids).search(queries, k),
+            ExactSearcher(vectors, ids).search(queries, k),
+        )
+        assert (ours.indices == truth.indices).all() and np.allclose(ours.scores, truth.scores, atol=1e-6)

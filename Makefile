@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint reliability bench bench-quick report-screenshot readme-excerpts clean
+.PHONY: install demo test test-serving lint reliability bench bench-quick report-screenshot readme-excerpts clean
 
 install: $(STAMP)
 
@@ -33,6 +33,21 @@ readme-excerpts:
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
+
+# The `serving` extra (TensorFlow, pinned to what scann's TF ops were built for) in its own venv, so that
+# `make test` never installs TensorFlow: the SavedModel export and `madr export-serving --saved_model`.
+SERVING_VENV ?= .venv-serving
+SERVING_STAMP := $(SERVING_VENV)/.installed
+$(SERVING_STAMP): setup.py
+	$(PYTHON) -m venv $(SERVING_VENV)
+	$(SERVING_VENV)/bin/pip install --quiet --upgrade pip
+	$(SERVING_VENV)/bin/pip install --quiet torch==2.13.0
+	$(SERVING_VENV)/bin/pip install --quiet -e '.[test,serving]'
+	touch $(SERVING_STAMP)
+
+test-serving: $(SERVING_STAMP)
+	$(SERVING_VENV)/bin/python -m pytest -q tests/test_serving.py \
+		tests/test_index_partitioned.py -k "saved_model or tf_ or tensorflow or serve"
 
 lint: install
 	$(BIN)/ruff check .
@@ -60,4 +75,4 @@ report-screenshot:
 		--screenshot=docs/morning-report.png file://$(CURDIR)/runs/demo/report.html
 
 clean:
-	rm -rf runs build dist *.egg-info
+	rm -rf runs build dist *.egg-info $(SERVING_VENV)

@@ -63,7 +63,9 @@ setup(
         ],
         # `--runner dask`: madr's Beam runner on dask.distributed (pipelines/cluster/dask_runner.py).
         "dask": ["dask[distributed]>=2024.1"],
-        "serving": ["tensorflow>=2.16"],
+        # ScaNN's TensorFlow ops (the SavedModel export) are built against one TensorFlow minor: scann 1.4.2's
+        # own `tf` extra pins ~=2.20.0, and on 2.21 `_scann_ops.so` fails to load (an undefined absl symbol).
+        "serving": ["tensorflow~=2.20.0"],
         "bench": ["faiss-cpu>=1.8", "sentence-transformers>=3", "py-spy>=0.3"],
     },
     entry_points={"console_scripts": ["madr=jobs.cli:main"]},

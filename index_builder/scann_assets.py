@@ -84,7 +84,7 @@ def scann_version() -> str:
 def scann_builder(config: ScannIndexConfig, embeddings: np.ndarray) -> Any:
     """ScaNN's own builder, configured from `config`: the one place our config becomes ScaNN calls.
 
-    `ScannIndex.train` builds from it; the TF export asks it for ScaNN's text config.
+    `ScannIndex.train` builds from it.
     """
     # num_neighbors is only ScaNN's default for calls that omit it; search() never omits it.
     builder = scann.scann_ops_pybind.builder(embeddings, min(10, config.num_vectors), config.distance)

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
+from index_builder.tf_export import export_saved_model, require_tensorflow
 from model import load_encoder
 from model.batch import Side
 from model.encoder import DenseEncoder
@@ -35,6 +36,10 @@ from schemas.manifest import ArtifactError, write_manifest
 from serving import bundle as layout
 from serving.bundle import BUNDLE_KIND, BUNDLE_VERSION, CATALOG_SCHEMA, open_bundle
 from serving.query_encoder import QueryEncoderSpec
+
+# --saved_model: the index as a TensorFlow SavedModel inside the bundle, one signature per depth.
+SAVED_MODEL_DIR = "saved_model"
+SAVED_MODEL_DEPTHS = (10, 100)
 
 PRECISION_REASONS = {
     "fp32": "fp32: the query vectors `madr search` encodes, to float32 rounding (--precision int8 is "
@@ -66,6 +71,11 @@ class ExportServingConfig:
     min_confidence: float = setting(
         DEFAULT_PREDICTION_THRESHOLD,
         "Lowest confidence of a predicted aspect value the bundle shows and filters on (as `madr search`)",
+    )
+    saved_model: bool = setting(
+        False,
+        "Also write saved_model/: the index's own trees as a TensorFlow SavedModel (signatures top_10, "
+        "top_100; needs the serving extra: pip install 'madr[serving]')",
     )
 
     def __post_init__(self) -> None:
@@ -136,6 +146,11 @@ def probe_cosine(bundle_dir: Path, encoder: Any, tokenizer: Any) -> float:
 
 def export_serving(config: ExportServingConfig) -> dict[str, Any]:
     """Write the bundle of `config.index` and `config.model` to `config.output`; its manifest's info."""
+    if config.saved_model:  # before any work: the error names the TensorFlow to install
+        try:
+            require_tensorflow()
+        except ImportError as error:
+            raise ValueError(f"--saved_model: {error}") from error
     index, catalog = open_index_and_catalog(
         config.index, config.model, config.products, config.min_confidence
     )
@@ -150,6 +165,8 @@ def export_serving(config: ExportServingConfig) -> dict[str, Any]:
         )
         shutil.copytree(config.index, staging / layout.INDEX_DIR, symlinks=False)
         write_catalog(catalog, staging)
+        if config.saved_model:
+            export_saved_model(staging / layout.INDEX_DIR, staging / SAVED_MODEL_DIR, SAVED_MODEL_DEPTHS)
         info = {
             "format_version": BUNDLE_VERSION,
             "model": str(config.model),
@@ -162,6 +179,11 @@ def export_serving(config: ExportServingConfig) -> dict[str, Any]:
             },
             "catalog": {"products": config.products, "min_confidence": config.min_confidence},
         }
+        if config.saved_model:
+            info["saved_model"] = {
+                "path": SAVED_MODEL_DIR,
+                "signatures": [f"top_{k}" for k in SAVED_MODEL_DEPTHS],
+            }
         write_manifest(staging, BUNDLE_KIND, info)
         cosine = probe_cosine(staging, encoder, tokenizer)
         if cosine < PROBE_MIN_COSINE[config.precision]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,7 +19,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import scann
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 
@@ -340,42 +340,62 @@ def test_rows_of_another_model_are_refused(local_runner, tmp_path: Path) -> None
 
 
 def test_tf_export_without_tensorflow_names_the_extra(
-    corpus, monkeypatch: pytest.MonkeyPatch, tmp_path
+    built: Path, monkeypatch: pytest.MonkeyPatch, tmp_path
 ) -> None:
     from index_builder import tf_export
 
     monkeypatch.setitem(sys.modules, "tensorflow", None)  # what a missing TensorFlow looks like to import
-    embeddings, ids, _ = corpus
-    config = ScannIndexBuilder.for_corpus(100, DIM).create_config()
     with pytest.raises(ImportError, match=r"pip install madr\[serving\]"):
-        tf_export.export_saved_model(config, embeddings[:100], ids[:100], tmp_path / "model")
+        tf_export.export_saved_model(built, tmp_path / "model")
 
 
-def test_scann_text_config_is_the_index_recipe(corpus) -> None:
-    """The TF export trains from this text; the pybind searcher built from it must match ScannIndex."""
-    from index_builder.tf_export import scann_text_config
+def test_another_tensorflow_minor_than_scann_was_built_for_is_named_with_the_pin() -> None:
+    """Issue 66: scann 1.4.2's ops fail to load on TensorFlow 2.21 with an absl symbol error; the export
+    names the version to install instead."""
+    from index_builder.tf_export import scann_tensorflow_requirement, tensorflow_mismatch
 
-    embeddings, ids, queries = corpus
-    builder = ScannIndexBuilder.for_corpus(2_000, DIM, max_k=10)
-    text = scann_text_config(builder.create_config(), embeddings[:2_000])
-    assert "brute_force" in text
-    searcher = scann.scann_ops_pybind.create_searcher(embeddings[:2_000], text)
-    found, _ = searcher.search_batched(queries[:10], final_num_neighbors=10)
-    reference = builder.build(embeddings[:2_000], ids[:2_000]).search(queries[:10], 10)
-    assert np.array_equal(np.sort(found, axis=1), np.sort(reference.indices, axis=1))
-    tree = ScannIndexBuilder.for_corpus(N, DIM, max_k=MAX_K).create_config()
-    assert f"num_children: {tree.num_leaves}" in scann_text_config(tree, embeddings)
+    wanted = scann_tensorflow_requirement()
+    assert wanted and wanted.startswith("~="), wanted  # read from the installed scann's own `tf` extra
+    assert tensorflow_mismatch("2.20.3", "~=2.20.0") is None
+    message = tensorflow_mismatch("2.21.0", "~=2.20.0")
+    assert message and "pip install 'tensorflow~=2.20.0'" in message and "2.21.0" in message
 
 
-def test_tf_saved_model_round_trip(corpus, tmp_path: Path) -> None:
-    tf = pytest.importorskip("tensorflow")
+def test_the_published_tree_as_a_saved_model_finds_what_the_artifact_finds(
+    corpus, built: Path, index: PartitionedIndex, tmp_path: Path
+) -> None:
+    """Issue 66: the SavedModel holds the artifact's own trees (every shard's partitions, codebooks and
+    codes), searched at its schedule's settings; loaded by `tf.saved_model.load` in a fresh process."""
+    pytest.importorskip("tensorflow")
     from index_builder.tf_export import export_saved_model
 
     embeddings, ids, queries = corpus
-    config = ScannIndexBuilder.for_corpus(3_000, DIM, max_k=10).create_config()
-    directory = export_saved_model(config, embeddings[:3_000], ids[:3_000], tmp_path / "model", k=10)
-    served = tf.saved_model.load(str(directory)).signatures["serving_default"](
-        queries=tf.constant(queries[:5])
+    directory = export_saved_model(built, tmp_path / "saved", depths=(10, 100))
+    np.save(tmp_path / "queries.npy", queries[:100])
+    script = (
+        "import sys, json, numpy as np, tensorflow as tf\n"
+        "from scann.scann_ops.py import scann_ops  # registers the Scann ops the graph calls\n"
+        "model = tf.saved_model.load(sys.argv[1])\n"
+        "q = tf.constant(np.load(sys.argv[2]))\n"
+        "out = {k: [[v.decode() for v in row] for row in model.signatures[k](queries=q)['ids'].numpy()]\n"
+        "       for k in ('serving_default', 'top_100')}\n"
+        "print(json.dumps(out))\n"
     )
-    truth = ExactSearcher(embeddings[:3_000], ids[:3_000]).search(queries[:5], 10)
-    assert [[v.decode() for v in row] for row in served["ids"].numpy().tolist()] == truth.ids
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(directory), str(tmp_path / "queries.npy")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    served = json.loads(done.stdout.strip().splitlines()[-1])
+    exact = ExactSearcher(embeddings, ids)
+    for k, name in ((10, "serving_default"), (100, "top_100")):
+        mine = index.search(queries[:100], k)
+        truth = exact.search(queries[:100], k)
+        assert all(len(row) == k for row in served[name])
+        theirs = float(
+            np.mean([len(set(a) & set(b)) / k for a, b in zip(served[name], truth.ids, strict=True)])
+        )
+        assert theirs >= recall(mine, truth) - 0.01, (k, theirs, recall(mine, truth))
+        same = np.mean([len(set(a) & set(b)) / k for a, b in zip(served[name], mine.ids, strict=True)])
+        assert same >= 0.98, (k, same)

@@ -207,3 +207,29 @@ def test_numpy_exact_search_is_exact_search_ties_and_all() -> None:
             ExactSearcher(vectors, ids).search(queries, k),
         )
         assert (ours.indices == truth.indices).all() and np.allclose(ours.scores, truth.scores, atol=1e-6)
+
+
+def test_export_serving_saved_model_without_tensorflow_names_the_extra(bundle, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "tensorflow", None)  # what a missing TensorFlow looks like to import
+    argv = ["export-serving", "--index", bundle["index"], "--model", bundle["model"], "--saved_model"]
+    assert main([*argv, "--output", str(tmp_path / "b")]) == 2
+    assert "pip install madr[serving]" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
+def test_export_serving_saved_model_holds_the_index_as_a_tf_graph(bundle, tmp_path) -> None:
+    """With the serving extra: saved_model/ in the bundle, listed in its manifest; loaded by TensorFlow it
+    finds what the bundle's index finds."""
+    tf = pytest.importorskip("tensorflow")
+    from scann.scann_ops.py import scann_ops  # noqa: F401 - registers the Scann ops the graph calls
+
+    argv = ["export-serving", "--index", bundle["index"], "--model", bundle["model"], "--saved_model"]
+    assert main([*argv, "--output", str(tmp_path / "b")]) == 0
+    served = open_bundle(tmp_path / "b")
+    assert served.manifest["saved_model"]["signatures"] == ["top_10", "top_100"]
+    vectors = served.catalog.vectors(np.arange(5))
+    graph = tf.saved_model.load(str(tmp_path / "b" / "saved_model")).signatures["serving_default"]
+    found = graph(queries=tf.constant(vectors))["ids"].numpy()
+    mine = served.index.search(vectors, 10)
+    for theirs, ours in zip(found, mine.ids, strict=True):
+        assert len({v.decode() for v in theirs} & set(ours)) >= 9  # exact scoring: ties may differ in order

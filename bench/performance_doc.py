@@ -34,7 +34,9 @@ from bench.performance_sections import (
     recall10k_section,
     scaling_section,
 )
+from bench.saved_model_bench import saved_model_section
 from bench.serving_doc import serving_section, serving_verdicts
+from bench.serving_load import serving_load_section, serving_load_verdicts
 from bench.sharded_eval_doc import sharded_eval_section, sharded_eval_verdicts
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "PERFORMANCE.md"
@@ -130,6 +132,16 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
         "serving_isotropic",
         "The serving index on isotropic vectors (where trees are weakest)",
         serving_section,
+    ),
+    (
+        "serving_load",
+        "`madr serve` under concurrent load, beside sentence-transformers + plain ScaNN in a process",
+        serving_load_section,
+    ),
+    (
+        "saved_model",
+        "The index as a TensorFlow SavedModel against the artifact it was made from",
+        saved_model_section,
     ),
 ]
 
@@ -234,6 +246,8 @@ def verdicts(results: dict[str, dict[str, Any] | None]) -> list[list[str]]:
         )
     rows += serving_verdicts(results.get("serving_finals"))
     rows += sharded_eval_verdicts(results.get("sharded_eval"))
+    for key, target, measured, met in serving_load_verdicts(results.get("serving_load")):
+        add(key, target, measured, met)
     return rows
 
 

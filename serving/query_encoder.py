@@ -11,7 +11,6 @@ encodes, to float32 rounding.
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,9 +95,3 @@ class OnnxQueryEncoder:
         # The graph normalises, as the model's forward does: renormalising here would move the last bit and
         # reorder products tied to it, away from what `madr search` ranks.
         return np.asarray(embedding, dtype=np.float32)
-
-
-def default_threads() -> int:
-    """ONNX Runtime threads per query: the cores this process may use, at most 4 (a query of a few
-    wordpieces gains nothing from more, and concurrent requests want the rest)."""
-    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))

@@ -43,6 +43,7 @@ class ServeConfig:
     host: str = setting("127.0.0.1", "Address to listen on (0.0.0.0: every interface)")
     port: int = setting(8080, "Port to listen on (0: any free one, printed)")
     threads: int = setting(1, "ONNX Runtime threads per request (requests run side by side)")
+    workers: int | None = setting(None, "Requests encoded and searched at once (default: the cores)")
     bundles_root: str | None = setting(
         None, "Folder /reload may load bundles from (default: the folder that holds --bundle)"
     )
@@ -52,6 +53,8 @@ class ServeConfig:
             raise ValueError(f"--port must be in [0, 65535], got {self.port}")
         if self.threads < 1:
             raise ValueError(f"--threads must be >= 1, got {self.threads}")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"--workers must be >= 1, got {self.workers}")
 
 
 @command("serve", generated_flags(ServeConfig), show_defaults=True)
@@ -60,7 +63,7 @@ def _serve(config: ServeConfig, beam_options: PipelineOptions) -> None:
     "mode": "fused" or "dense"} answers what `madr search` prints; GET /health; POST /reload {"bundle": DIR}
     swaps to another bundle (the next night's) without failing a request. Needs no torch and no Beam."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    holder = load_holder(config.bundle, config.bundles_root, config.threads)
+    holder = load_holder(config.bundle, config.bundles_root, config.threads, config.workers)
     server = make_server(holder, config.host, config.port)
     host, port = server.server_address[:2]
     described = holder.current.describe()

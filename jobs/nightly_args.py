@@ -105,6 +105,12 @@ def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
         help="Also write Vertex AI Vector Search files (vertex/, as `madr export-vertex`; --restricts, "
         "--vertex_aspects and --vertex_num_files apply)",
     )
+    parser.add_argument(
+        "--export_serving",
+        action="store_true",
+        help="Also write the serving bundle of tonight's index (serving/, as `madr export-serving`), which "
+        "`madr serve --bundle` loads and /reload swaps in",
+    )
 
 
 def job_from_args(args: argparse.Namespace, beam_args: Sequence[str]) -> NightlyJob:
@@ -127,6 +133,7 @@ def job_from_args(args: argparse.Namespace, beam_args: Sequence[str]) -> Nightly
         allow_shrink=args.allow_shrink,
         enrich=args.enrich,
         export_vertex=args.export_vertex,
+        export_serving=args.export_serving,
         restart_run=args.restart_run,
         quality_guard=args.quality_guard,
         report=args.report == "true",

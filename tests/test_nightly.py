@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from jobs.cli import main
 from jobs.command_table import load_command
 from jobs.nightly_args import add_nightly_arguments, job_from_args
 from pipelines.evaluate.inputs import EvaluationInputRefused
@@ -131,7 +132,6 @@ def test_a_same_day_rerun_after_a_wrong_catalog_is_one_error_line_then_restart_r
 ) -> None:
     """As a new user met it: a nightly over an empty catalog (not published), then the same day with the
     right folder. The refusal is one `error:` line, exit 2, naming both ways on; --restart_run takes one."""
-    from jobs.cli import main
 
     for folder in ("empty", "right"):
         (tmp_path / folder).mkdir()
@@ -170,6 +170,21 @@ def test_the_nightly_enriches_and_exports_from_the_same_embeddings(tmp_path, tin
     assert list((run / "enriched").glob("enriched-*.parquet")) and list((run / "vertex").glob("vectors-*"))
     # A rerun of the finished night skips everything, the extra stages too.
     assert run_nightly(job).skipped == ["all"]
+
+
+def test_the_nightly_writes_the_serving_bundle_of_its_index(tmp_path, tiny_model_dir, capsys) -> None:
+    """Issue 66: `--export_serving` writes serving/, the bundle `madr serve` loads, from tonight's index."""
+    from serving.bundle import open_bundle
+    from serving.search import answer_queries
+
+    path = write_catalog(tmp_path / "catalog.parquet", catalog(12))
+    root = tmp_path / "nightly"
+    argv = ["nightly", "--model", str(tiny_model_dir), "--products", str(path), "--output", str(root)]
+    assert main([*argv, "--run_id", "night", "--export_serving"]) == 0
+    bundle = open_bundle(root / "night" / "serving")
+    assert len(bundle.catalog.ids) == 12 and bundle.lexical
+    (answer,) = answer_queries(bundle, ["a product"], 3)
+    assert len(answer.hits) == 3 and answer.how == "index + BM25, RRF"
 
 
 def test_a_run_id_must_be_a_plain_name(tmp_path) -> None:

@@ -80,6 +80,8 @@ class NightlyJob:
     allow_shrink: bool = False
     enrich: bool = False
     export_vertex: bool = False
+    # The serving bundle of tonight's index (serving/, as `madr export-serving`).
+    export_serving: bool = False
     # Discard the run folder of `run_id` when it was started, and not published, for another catalog.
     restart_run: bool = False
     # Tonight against last night and zero-shot before publishing: warn, refuse or off

@@ -60,11 +60,13 @@ from pipelines.nightly.quality_guard import QualityRefused, quality_check
 from pipelines.report.night import STAGE_FOLDERS, published_runs
 from pipelines.report.page import write_report
 from pipelines.report.status import clear_run_status, write_run_status
+from pipelines.serving_export import ExportServingConfig, export_serving
 from pipelines.stage_runs import StageRunner, is_finished
 from pipelines.verify import verify_model
 from pipelines.writer_lock import exclusive_writer
 from schemas.manifest import MANIFEST_FILE, ArtifactError
 from schemas.names import require_inside
+from serving.bundle import BUNDLE_KIND
 
 LOGGER = logging.getLogger(__name__)
 RUN_KIND = "madr-nightly-run"
@@ -311,13 +313,22 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
 
 
 def _extra_stages(job: NightlyJob, stages: StageRunner) -> None:
-    """enriched/ and vertex/ from tonight's embeddings, when asked for."""
+    """enriched/ and vertex/ from tonight's embeddings, and serving/ from tonight's index, when asked for."""
     options = PipelineOptions(list(job.beam_args))
     enrich, export = job.stages.enrich, job.stages.export
     if enrich is not None:
         stages.run("enrich", lambda: enrich_catalog(enrich, options), enrich.output)
     if export is not None:
         stages.run("export-vertex", lambda: export_vertex(export, options), export.output)
+    if job.export_serving:  # the config checks its folder is empty: made only when the stage runs
+        serving = job.stage("serving")
+
+        def bundle() -> dict[str, Any]:
+            return export_serving(
+                ExportServingConfig(index=job.stage("index"), model=job.model, output=serving)
+            )
+
+        stages.run("export-serving", bundle, serving, BUNDLE_KIND)
 
 
 def _summary_means(result: dict[str, Any]) -> dict[str, float]:

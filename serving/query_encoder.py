@@ -10,10 +10,10 @@ encodes, to float32 rounding.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -31,19 +31,13 @@ class QueryEncoderSpec:
     dimension: int
 
     def to_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> QueryEncoderSpec:
-        return cls(
-            str(data["graph"]),
-            str(data["tokenizer"]),
-            str(data["precision"]),
-            int(data["max_length"]),  # type: ignore[arg-type]
-            int(data["min_length"]),  # type: ignore[arg-type]
-            int(data["pad_id"]),  # type: ignore[arg-type]
-            int(data["dimension"]),  # type: ignore[arg-type]
-        )
+        """The spec a manifest records (its other keys, such as the precision's reason, left out)."""
+        kinds = {"int": int, "str": str}
+        return cls(**{f.name: kinds[str(f.type)](data[f.name]) for f in dataclasses.fields(cls)})
 
 
 class OnnxQueryEncoder:
@@ -69,11 +63,6 @@ class OnnxQueryEncoder:
         # runs holds a core the next request's tokenizing and search need.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
-
-    @classmethod
-    def from_files(cls, spec: QueryEncoderSpec, root: Path, threads: int = 1) -> OnnxQueryEncoder:
-        graph = (root / spec.graph).read_bytes()
-        return cls(spec, graph, (root / spec.tokenizer).read_text(encoding="utf-8"), threads)
 
     def tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(input_ids, attention_mask), int64, padded on the right to the longest text (at least

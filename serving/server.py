@@ -54,15 +54,11 @@ class BundleHolder:
     swaps: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _loading: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _working: threading.BoundedSemaphore | None = field(default=None, repr=False)
+    # Held by a request while it encodes and searches: `workers` at once.
+    working: threading.BoundedSemaphore = field(init=False, repr=False)
 
-    def turn(self) -> threading.BoundedSemaphore:
-        """The semaphore a request holds while it encodes and searches (`workers` at once)."""
-        if self._working is None:
-            with self._lock:
-                if self._working is None:
-                    self._working = threading.BoundedSemaphore(self.workers)
-        return self._working
+    def __post_init__(self) -> None:
+        self.working = threading.BoundedSemaphore(self.workers)
 
     def take(self) -> ServingBundle:
         with self._lock:
@@ -123,7 +119,7 @@ def search_request(holder: BundleHolder, body: dict[str, Any]) -> dict[str, Any]
     if mode not in ("fused", "dense"):
         raise ValueError(f'"mode" is "fused" or "dense", got {mode!r}')
     filters = parse_filters(body.get("filters"))
-    with holder.turn():
+    with holder.working:
         bundle = holder.take()
         answers = answer_queries(bundle, texts, k, filters, fused=mode == "fused")
     return {"bundle": bundle.manifest.get("files_digest"), "results": [a.to_dict() for a in answers]}

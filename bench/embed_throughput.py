@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import torch
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from bench.common import report
 from bench.support import command_line
+from jobs.cli import parse_command
 from model import Side, document_text, new_encoder
-from pipelines.embed.stage import run_embed
+from pipelines.embed.stage import embed_catalog
 from pipelines.layout import DatasetLayout
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import write_manifest
@@ -54,7 +54,7 @@ def beam_pipeline(model_dir: str, products: str, out: str, batch_size: int, *mod
         *mode,
     ]
     started = time.perf_counter()
-    counts = run_embed(PipelineOptions(flags))
+    counts = embed_catalog(*parse_command("embed", flags))
     return counts["products_embedded"] / (time.perf_counter() - started)
 
 

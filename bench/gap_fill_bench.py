@@ -24,14 +24,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from bench.common import report
 from bench.support import command_line
+from jobs.cli import parse_command
 from model.aspects.vocabulary import UNSEEN, AspectVocabulary, normalise_value
 from pipelines.artifacts import read_parquet_table
 from pipelines.embed.enrich import PREDICTION_COLUMNS, EnrichConfig, enrich_catalog
-from pipelines.embed.stage import run_embed
+from pipelines.embed.stage import embed_catalog
 from pipelines.options import PredictionThreshold
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import ECOMMERCE_ASPECTS
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         pq.write_table(hidden_table, work / "catalog" / "products.parquet")
         catalog = str(work / "catalog" / "products.parquet")
         embed = ["--products", catalog, "--model", args.model, "--output", str(work / "embeddings")]
-        counts = run_embed(PipelineOptions(embed))
+        counts = embed_catalog(*parse_command("embed", embed))
         predictions = read_parquet_table(
             str(work / "embeddings"), "embeddings", PREDICTION_COLUMNS
         ).to_pylist()

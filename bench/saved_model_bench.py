@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from bench.common import report, table
 from bench.support import clustered_unit_vectors, command_line, shared_machine_note
 from index_builder import ExactSearcher, open_index
 from index_builder.tf_export import export_saved_model, require_tensorflow
-from pipelines.index.partitioned import run_build_index
+from jobs.cli import parse_command
+from pipelines.index.partitioned import build_partitioned
 from tests.test_index_partitioned import write_embeddings
 
 DEPTHS = (10, 100)
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         write_embeddings(Path(root) / "embeddings", ids, corpus)
         flags = ["--embeddings", f"{root}/embeddings", "--output", f"{root}/index", "--depth", "100"]
         started = time.perf_counter()
-        run_build_index(PipelineOptions([*flags, "--serving_depths", "10,100"]))
+        build_partitioned(*parse_command("build-index", [*flags, "--serving_depths", "10,100"]))
         figures["build_s"] = round(time.perf_counter() - started, 1)
         index = open_index(f"{root}/index")
         started = time.perf_counter()

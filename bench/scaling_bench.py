@@ -1,8 +1,9 @@
 """Scaling: generate, then embed → build-index → evaluate at growing catalog sizes; time and peak RSS.
 
 Each stage runs in a subprocess of its own (``python -m bench.scaling_bench --stage NAME ...``) calling
-the real stage function (`pipelines.embed.stage.run_embed`, `pipelines.index.partitioned.build_partitioned`,
-`pipelines.evaluate.stage.run_evaluate`), so its peak RSS is its own: the parent reads it from the child's
+the real stage function (`pipelines.embed.stage.embed_catalog`,
+`pipelines.index.partitioned.build_partitioned`, `pipelines.evaluate.stage.evaluate_retrieval`, each with
+its command line parsed as `madr` parses it), so its peak RSS is its own: the parent reads it from the child's
 own VmHWM, which the child prints last (rusage would count the parent's RSS at fork, see
 `_HIGH_WATER_TAG`). The encoder is a tiny random BiBERT (2 layers, hidden 32, the real
 MiniLM wordpiece vocabulary, projection 128) at every size, and the catalog is the synthetic
@@ -30,16 +31,15 @@ from typing import Any
 
 from bench.common import report
 from bench.support import TINY_BACKBONE, command_line, shared_machine_note, tiny_model
+from jobs.cli import parse_command
+from pipelines.embed.stage import embed_catalog
+from pipelines.evaluate.stage import evaluate_retrieval
 
 
 def _stage(stage: str, arguments: list[str]) -> None:
     """Child process: run one real stage with the given flags."""
     if stage == "embed":
-        from apache_beam.options.pipeline_options import PipelineOptions
-
-        from pipelines.embed.stage import run_embed
-
-        print(json.dumps(run_embed(PipelineOptions(arguments))))
+        print(json.dumps(embed_catalog(*parse_command("embed", arguments))))
     elif stage == "index":
         from pipelines.index.config import IndexBuildConfig
         from pipelines.index.partitioned import build_partitioned
@@ -47,11 +47,7 @@ def _stage(stage: str, arguments: list[str]) -> None:
         embeddings, out = arguments
         print(build_partitioned(IndexBuildConfig(embeddings=embeddings, output=out)).config)
     elif stage == "evaluate":
-        from apache_beam.options.pipeline_options import PipelineOptions
-
-        from pipelines.evaluate.stage import run_evaluate
-
-        print(run_evaluate(PipelineOptions(arguments))["table"])
+        print(evaluate_retrieval(*parse_command("evaluate", arguments))["table"])
     else:
         raise ValueError(f"unknown stage {stage!r}")
 

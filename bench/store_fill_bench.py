@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from bench.common import report
+from jobs.cli import parse_command
 from pipelines.embed.enrich import EnrichConfig, enrich_catalog
-from pipelines.embed.stage import run_embed
+from pipelines.embed.stage import embed_catalog
 from pipelines.layout import DatasetLayout
 from pipelines.options import PredictionThreshold
 from pipelines.train.adapt import AdaptJob, run_adapt
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     embeddings = root / "embeddings"
     shutil.rmtree(embeddings, ignore_errors=True)
     argv_embed = ["--products", data.products, "--model", str(adapted.model_dir), "--output", str(embeddings)]
-    run_embed(PipelineOptions(argv_embed))
+    embed_catalog(*parse_command("embed", argv_embed))
     levels: dict[str, Any] = {}
     for level in LEVELS:
         output = root / f"enriched-{level}"

@@ -14,8 +14,12 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from jobs.command_table import BEAM_COMMANDS, INDEX, Command, CommandLine, load_command
+from jobs.command_table import BEAM_COMMANDS, INDEX, Command, CommandLine, load_all, load_command
+
+if TYPE_CHECKING:  # Beam is imported when a command runs, not for `madr --help`
+    from apache_beam.options.pipeline_options import PipelineOptions
 
 EPILOG = (
     f"The Beam commands ({', '.join(BEAM_COMMANDS)}) accept "
@@ -88,25 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, beam_args = parser.parse_known_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _quiet_libraries()
-    if beam_args and args.command not in BEAM_COMMANDS:
-        parser.error(f"unrecognised arguments for {args.command}: {' '.join(beam_args)}")
-    if beam_args:
-        from pipelines.beam_flags import refused_flags  # Beam's options: only for flags left to Beam
-
-        # The nightly passes madr's stage flags on to every stage; another command would not read them.
-        refused = refused_flags(beam_args, args.command, stage_flags_allowed=args.command == "nightly")
-        if refused:
-            parser.error(f"{'; '.join(refused)} (`madr {args.command} --help` lists its flags)")
+    _refuse_leftovers(parser, args.command, beam_args)
     line = CommandLine(args, tuple(beam_args), tuple(argv[argv.index(args.command) + 1 :]))
     try:
-        from apache_beam.options.pipeline_options import PipelineOptions  # after --help: it takes a second
-
-        beam_options = PipelineOptions(beam_args)
-        if beam_args:
-            from pipelines.runner import refuse_unusable_runner
-
-            refuse_unusable_runner(beam_options)  # before the command reads or writes anything
-        args.run(args.chosen.config(line), beam_options)
+        args.run(args.chosen.config(line), _beam_options(beam_args))
     except Exception as error:
         if args.debug:
             raise
@@ -116,6 +105,60 @@ def main(argv: Sequence[str] | None = None) -> int:
         # traceback and how to report it, exit code 1 (jobs/cli_errors.py).
         return report_error(args.command, error)
     return 0
+
+
+def parse_command(name: str, argv: Sequence[str]) -> tuple[Any, PipelineOptions]:
+    """`madr NAME ARGV`'s config and Beam options, parsed and checked as `main` does before it runs the
+    command: what tests and benchmarks call a stage with, as a user types it."""
+    full = [name, *argv]
+    parser = parser_for(full)
+    args, beam_args = parser.parse_known_args(full)
+    _refuse_leftovers(parser, name, beam_args)
+    return args.chosen.config(CommandLine(args, tuple(beam_args), tuple(argv))), _beam_options(beam_args)
+
+
+def _refuse_leftovers(parser: argparse.ArgumentParser, name: str, beam_args: Sequence[str]) -> None:
+    """Exit (argparse's error) when a flag the command's parser left would reach no one: a typo, or another
+    command's flag, named with its owners. The nightly passes its stages' flags on to them."""
+    if beam_args and name not in BEAM_COMMANDS:
+        parser.error(f"unrecognised arguments for {name}: {' '.join(beam_args)}")
+    if not beam_args:
+        return
+    from pipelines.beam_flags import refused_flags  # Beam's options: only for flags left to Beam
+
+    passed_on: set[str] = set()
+    if name == "nightly":
+        from pipelines.nightly.job import passed_on_flags
+
+        passed_on = {flag.lstrip("-") for flags in passed_on_flags().values() for flag in flags}
+    if refused_flags(beam_args, name, passed_on=passed_on):  # then name whose flag it is
+        refused = refused_flags(beam_args, name, _flag_owners(name), passed_on)
+        parser.error(f"{'; '.join(refused)} (`madr {name} --help` lists its flags)")
+
+
+def _flag_owners(but: str) -> dict[str, str]:
+    """Each flag of a command but `but`, and the commands that declare it ("build-index, evaluate")."""
+    owners: dict[str, list[str]] = {}
+    for command in load_all().values():
+        if command.name != but:
+            probe = argparse.ArgumentParser(add_help=False)
+            command.add_arguments(probe)
+            for option in {o.lstrip("-") for action in probe._actions for o in action.option_strings}:
+                owners.setdefault(option, []).append(command.name)
+    return {option: ", ".join(names) for option, names in owners.items()}
+
+
+def _beam_options(beam_args: Sequence[str]) -> PipelineOptions:
+    """The Beam pipeline options of the flags left to Beam; a runner that cannot run here is refused before
+    the command reads or writes anything."""
+    from apache_beam.options.pipeline_options import PipelineOptions  # after --help: it takes a second
+
+    options = PipelineOptions(list(beam_args))
+    if beam_args:
+        from pipelines.runner import refuse_unusable_runner
+
+        refuse_unusable_runner(options)
+    return options
 
 
 if __name__ == "__main__":

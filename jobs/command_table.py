@@ -7,10 +7,12 @@ all the CLI needs until it knows which command runs, so `madr --help` imports no
 transformers and ScaNN in front of each command, even of `--help`.
 
 Every command is one contract: a frozen config dataclass and a run function. `Flags` says how a
-command line becomes the config (the flags it declares, mostly generated from the config's `setting`
-fields, and how the parsed flags build it, where the config validates them); the run is called as
-``run(config, beam_options)``, with the Beam pipeline options the command line gave (only commands
-with ``beam=True`` accept any). Drivers and tests build the same config and call the same run.
+command line becomes the config (the flags it declares and how the parsed flags build it, where the
+config validates them): `generated_flags` for a config whose `setting` and `nested` fields are all its
+flags (every Beam stage's), a hand-written pair for the rest. The run is called as
+``run(config, beam_options)``, with the Beam pipeline options of the flags the command's parser left
+(only commands with ``beam=True`` accept any; `jobs.cli.parse_command` parses a command line the same
+way). Drivers build the same config and call the same run.
 
 In its module, each command's run registers it with `@command(NAME, flags)` (its docstring is the
 description of `madr NAME --help`); `COMMANDS` holds those registered so far. Adding a command means
@@ -23,7 +25,7 @@ import argparse
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 if TYPE_CHECKING:  # Beam is imported when a command runs, not for `madr --help`
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -100,21 +102,6 @@ INDEX: tuple[CommandEntry, ...] = (
 )
 ENTRIES = {entry.name: entry for entry in INDEX}
 BEAM_COMMANDS = tuple(entry.name for entry in INDEX if entry.beam)
-
-
-class StageConfig(Protocol):
-    """A Beam stage's config, which declares its own flags (the nightly parses its stages with them)."""
-
-    @staticmethod
-    def add_arguments(parser: argparse.ArgumentParser) -> None: ...
-
-    @classmethod
-    def from_options(cls, options: Any) -> Any: ...
-
-
-def stage_flags(config_class: type[StageConfig]) -> Flags[Any]:
-    """The flags a stage's config declares, and the config it builds of them."""
-    return Flags(config_class.add_arguments, lambda line: config_class.from_options(line.args))
 
 
 @dataclass(frozen=True)
@@ -211,5 +198,4 @@ __all__ = [
     "generated_flags",
     "load_all",
     "load_command",
-    "stage_flags",
 ]

@@ -14,19 +14,18 @@ model both retrieves and annotates, so no second model pass is needed.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
 from jobs.adapt import evaluate_model
-from jobs.command_table import CommandLine, Flags
+from jobs.command_table import generated_flags
 from pipelines.artifacts import read_parquet_table
-from pipelines.depth import DepthOptions
+from pipelines.depth import retrieval_depth
 from pipelines.embed.enrich import PREDICTION_COLUMNS, EnrichConfig, enrich_catalog, format_counts
 from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.evaluate.config import EvaluateConfig
@@ -34,21 +33,15 @@ from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import build_partitioned
 from pipelines.layout import DatasetLayout, RunLayout
-from pipelines.options import (
-    EmbedSettings,
-    EvaluateSettings,
-    IndexSettings,
-    ModelSettings,
-    add_stage_arguments,
-)
+from pipelines.options import EmbedSettings, EvaluateSettings, IndexSettings, ModelSettings
 from pipelines.report.page import write_report
-from pipelines.stage_config import add_config_arguments, config_from_values, config_values, setting
+from pipelines.stage_config import nested, setting
 from pipelines.stage_runs import StageRunner
 from pipelines.train.adapt import AdaptJob, run_adapt
 from pipelines.train.shipped_recipe import ShippedRecipe, adapt_loop, train_shipped_model
 from product_data.ingest.export_folder import ingest_export_folder
 from product_data.synthetic import SyntheticConfig, generate_benchmark
-from schemas import ECOMMERCE_ASPECTS, RETRIEVAL_DEPTH
+from schemas import ECOMMERCE_ASPECTS
 from schemas.splits import HeldOutProducts
 
 ANNOTATED_EXAMPLES = 3
@@ -99,22 +92,11 @@ class DemoConfig:
         "A store export folder (products, queries, judgments, mappings) the model never saw: the demo "
         "evaluates the model there and adapts it with `madr adapt`; empty skips it",
     )
-    recipe: ShippedRecipe = field(default_factory=ShippedRecipe)
-    depth: int = RETRIEVAL_DEPTH
+    recipe: ShippedRecipe = nested(ShippedRecipe)
+    depth: int = retrieval_depth()
 
 
-def _demo_arguments(parser: argparse.ArgumentParser) -> None:
-    add_config_arguments(parser, DemoConfig)
-    add_config_arguments(parser, ShippedRecipe)
-    add_stage_arguments(parser, DepthOptions)
-
-
-def _demo_config(line: CommandLine) -> DemoConfig:
-    recipe = config_from_values(ShippedRecipe, line.args)
-    return DemoConfig(**config_values(DemoConfig, line.args), recipe=recipe, depth=line.args.depth)
-
-
-DEMO_FLAGS = Flags(_demo_arguments, _demo_config)
+DEMO_FLAGS = generated_flags(DemoConfig)
 
 
 def annotated_examples(catalog: str, embeddings: str, count: int, held_out: HeldOutProducts) -> list[str]:

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
-from typing import Any
 
-from jobs.command_table import CommandLine, Flags
-from pipelines.options import VerifyOptions, add_stage_arguments
-from pipelines.stage_config import add_config_arguments, config_values, setting
+from pipelines.stage_config import input_checks, setting
 
 
 @dataclass(frozen=True)
@@ -18,7 +14,7 @@ class ExplainConfig:
     product: str | None = setting(None, "Product title, or a product record as JSON in madr's field names")
     product_id: str | None = setting(None, "A product of the catalog --products, by its id")
     products: str | None = setting(None, "Catalog Parquet file, folder or glob that holds --product_id")
-    verify: bool = True
+    verify: bool = input_checks()
 
     def __post_init__(self) -> None:
         if (self.product is None) == (self.product_id is None):
@@ -32,25 +28,8 @@ class NeighboursConfig:
     value: str | None = setting(None, "Aspect value, e.g. Bedding")
     list: bool = setting(False, "List the aspect's values, most frequent first, with counts")
     top: int = setting(5, "How many neighbours to list (5)")
-    verify: bool = True
+    verify: bool = input_checks()
 
     def __post_init__(self) -> None:
         if (self.value is None) == (not self.list):
             raise ValueError("give one of --value and --list")
-
-
-def _verified_flags(config_class: type) -> Flags:
-    """`config_class`'s flags and --no_verify."""
-
-    def add_arguments(parser: argparse.ArgumentParser) -> None:
-        add_config_arguments(parser, config_class)
-        add_stage_arguments(parser, VerifyOptions)
-
-    def build(line: CommandLine) -> Any:
-        return config_class(**config_values(config_class, line.args), verify=not line.args.no_verify)
-
-    return Flags(add_arguments, build)
-
-
-EXPLAIN_FLAGS = _verified_flags(ExplainConfig)
-NEIGHBOURS_FLAGS = _verified_flags(NeighboursConfig)

@@ -8,17 +8,11 @@ import datetime as dt
 import shlex
 from collections.abc import Sequence
 
-from pipelines.depth import DepthOptions
 from pipelines.nightly.job import NightlyJob
 from pipelines.nightly.publish_guard import DEFAULT_MAX_SHRINK
 from pipelines.nightly.quality_guard import GUARD_MODES, GUARDED_METRICS, MARGIN, MAX_PVALUE
-from pipelines.options import (
-    DEFAULT_PREDICTION_THRESHOLD,
-    IndexOptions,
-    IndexSettings,
-    add_stage_arguments,
-)
-from pipelines.stage_config import add_output_argument, config_from_values
+from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, IndexSettings
+from pipelines.stage_config import InputChecks, add_config_arguments, add_output_argument, config_from_values
 
 
 def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +43,10 @@ def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--queries", default=None, help="Query Parquet file, to evaluate the new index")
     parser.add_argument("--judgments", default=None, help="Judgment Parquet file, to evaluate the new index")
-    add_stage_arguments(parser, IndexOptions, DepthOptions)
+    # The index stage's settings are the job's own (the nightly's index is what it publishes); --no_verify
+    # is every stage's.
+    add_config_arguments(parser, IndexSettings)
+    add_config_arguments(parser, InputChecks)
     parser.add_argument(
         "--max_shrink",
         type=float,
@@ -114,9 +111,6 @@ def add_nightly_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def job_from_args(args: argparse.Namespace, beam_args: Sequence[str]) -> NightlyJob:
-    # --no_verify reaches each stage the way the Beam flags do.
-    if getattr(args, "no_verify", False):
-        beam_args = [*beam_args, "--no_verify"]
     return NightlyJob(
         catalog=args.catalog,
         model=args.model,
@@ -125,6 +119,7 @@ def job_from_args(args: argparse.Namespace, beam_args: Sequence[str]) -> Nightly
         queries=args.queries,
         judgments=args.judgments,
         index=config_from_values(IndexSettings, args),
+        verify=args.verify,
         beam_args=tuple(beam_args),
         embed_flags=tuple(args.embed_flags),
         index_flags=tuple(args.index_flags),

@@ -2,25 +2,21 @@
 and the commonest reasons of a stage's dead letters, which its refusal and the morning report quote.
 
 The embed stage reads products, the evaluation queries and judgments; past this share of dead letters
-each stops (exit 2) rather than go on with what is left. Beam parses every options class into one
-parser, so the flag is declared once, here (`DeadLetterOptions`); each settings class that reads it
-(`EmbedSettings`, `EvaluateSettings`) has a field made by `dead_letter_limit()` and leaves the flag to
-this class (`options_class(..., shared=...)`), as `--depth` is shared (`pipelines.depth`).
+each stops (exit 2) rather than go on with what is left. Each settings class that reads it
+(`EmbedSettings`, `EvaluateSettings`) has a field made by `dead_letter_limit()`; a command whose config
+holds both declares the flag once, as `--depth` (`pipelines.depth`).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.stage_config import add_config_arguments, setting
+from pipelines.stage_config import setting
 
 DEFAULT_MAX_DEAD_LETTER_FRACTION = 0.01
 # Reasons the morning report lists.
@@ -39,21 +35,6 @@ def dead_letter_limit() -> Any:
 def check_dead_letter_limit(fraction: float) -> None:
     if not 0 <= fraction <= 1:
         raise ValueError(f"--max_dead_letter_fraction must be in [0, 1], got {fraction}")
-
-
-@dataclass(frozen=True)
-class DeadLetterLimit:
-    """The field that declares --max_dead_letter_fraction (DeadLetterOptions)."""
-
-    max_dead_letter_fraction: float = dead_letter_limit()
-
-
-class DeadLetterOptions(PipelineOptions):
-    """--max_dead_letter_fraction, read by embed, evaluate and the nightly's stages."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_config_arguments(parser, DeadLetterLimit)
 
 
 def dead_letter_reasons(paths: list[str], top: int = TOP_REASONS) -> list[tuple[str, int]]:
@@ -77,8 +58,6 @@ def _general(reason: str, record_id: Any) -> str:
 
 __all__ = [
     "DEFAULT_MAX_DEAD_LETTER_FRACTION",
-    "DeadLetterLimit",
-    "DeadLetterOptions",
     "check_dead_letter_limit",
     "dead_letter_limit",
     "dead_letter_reasons",

@@ -1,20 +1,15 @@
-"""Pipeline options of every Beam stage, one class per concern.
+"""The settings of the Beam stages, one frozen dataclass per concern, shared by the stages that read it.
 
-Beam parses every `PipelineOptions` subclass into one parser, so a flag is
-declared exactly once (here) and no flag is `required=True`: each stage checks
-the flags it needs when it runs. Where a concern has a settings dataclass
-(`ModelSettings`, `EmbedSettings`), its options class generates its flags from
-the dataclass's fields (`pipelines.stage_config`), and drivers build the
-dataclass instead of flags.
+A stage's config holds these as `nested` fields (`pipelines.stage_config`): each field is a flag of every
+command whose config holds it, declared once, here, with its default and help, and the command's parser
+is generated from the config. None of them is a Beam `PipelineOptions`: Beam receives only the flags
+left over (its own, --runner and the like). Drivers build the dataclasses instead of flags.
 """
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, fields
 from typing import Any
-
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from evaluation import DEFAULT_METRICS
 from index_builder.config import DEFAULT_TARGET_RECALL, ReorderPrecision, ScannIndexConfig, Scoring
@@ -22,7 +17,7 @@ from index_builder.schedule import DEFAULT_SERVING_DEPTHS, parse_depths
 from model.abstention import STATED_ASPECTS, AbstentionRule
 from pipelines.dead_letter_limit import check_dead_letter_limit, dead_letter_limit
 from pipelines.depth import retrieval_depth
-from pipelines.stage_config import options_class, setting, switch
+from pipelines.stage_config import setting, switch
 from schemas import ECOMMERCE_ASPECTS
 
 DEFAULT_METRICS_FLAG = ",".join(DEFAULT_METRICS)
@@ -67,45 +62,6 @@ class ModelSettings:
         if self.precision not in PRECISIONS or self.runtime not in RUNTIMES:
             raise ValueError(f"precision must be one of {PRECISIONS} and runtime one of {RUNTIMES}")
 
-
-ModelOptions = options_class(ModelSettings, "ModelOptions")
-
-
-class VerifyOptions(PipelineOptions):
-    """Whether a stage checks its input artifacts against their manifests (`pipelines.verify`)."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--no_verify",
-            action="store_true",
-            help="For experts: do not check the sha256 of the input artifacts (model, tokenizer, "
-            "vocabularies, embeddings) against their manifests; a warning names what was not checked. "
-            "Index artifacts are always checked when they are opened",
-        )
-
-
-class OutputOptions(PipelineOptions):
-    @classmethod
-    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--output", help="(required) Output folder, local or gs://")
-
-
-class OverwriteOptions(PipelineOptions):
-    """Whether a stage may replace an output folder that already holds files (`artifacts.fresh_output`).
-
-    One flag for every stage, Beam or not: the non-Beam commands add it with `add_stage_arguments`.
-    """
-
-    @classmethod
-    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--overwrite",
-            action="store_true",
-            help="Replace the output folder if it already holds files (without it, such a folder is "
-            "refused, so no stale file can mix with the new ones). Either way the new output is written "
-            "beside it and moved into place only when the run succeeds",
-        )
 
 
 @dataclass(frozen=True)
@@ -187,10 +143,6 @@ class PredictionThreshold:
         return AbstentionRule(self.or_default(default), self.stated_aspects)
 
 
-ThresholdOptions = options_class(PredictionThreshold, "ThresholdOptions")
-
-
-EmbedOptions = options_class(EmbedSettings, "EmbedOptions", shared=("max_dead_letter_fraction",))
 
 
 @dataclass(frozen=True)
@@ -256,16 +208,6 @@ class EvaluateSettings:
         if self.depth < 1:
             raise ValueError(f"--depth must be >= 1, got {self.depth}")
 
-
-EvaluateOptions = options_class(
-    EvaluateSettings, "EvaluateOptions", shared=("depth", "max_dead_letter_fraction")
-)
-
-
-def add_stage_arguments(parser: argparse.ArgumentParser, *option_classes: type[PipelineOptions]) -> None:
-    """Show a stage's own flags in its `--help` (Beam's flags are accepted too)."""
-    for option_class in option_classes:
-        option_class._add_argparse_args(parser)
 
 
 @dataclass(frozen=True)
@@ -350,14 +292,6 @@ SCANN_FIELDS = tuple(
 )
 
 
-IndexOptions = options_class(
-    IndexSettings,
-    "IndexOptions",
-    """The flags of `IndexSettings` but --depth (DepthOptions). The partitioned build's input and output
-    reuse --embeddings (EvaluateOptions) and --output (OutputOptions).""",
-    shared=("depth",),
-)
-
 
 # Vertex AI Vector Search reads at most this many files from one folder.
 MAX_VERTEX_FILES = 5_000
@@ -387,4 +321,3 @@ class ExportSettings:
             )
 
 
-ExportOptions = options_class(ExportSettings, "ExportOptions")

@@ -78,10 +78,3 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     ):
         refuse_if_lossy(runner, options)
     return beam.Pipeline(runner=runner, options=options)
-
-
-def require_options(options: PipelineOptions, *names: str) -> None:
-    """Beam parses every options class at once, so required flags are checked here, per stage."""
-    missing = [f"--{name}" for name in names if not getattr(options, name, None)]
-    if missing:
-        raise ValueError(f"missing required flag(s): {', '.join(missing)} (see --help)")

@@ -14,15 +14,14 @@ import argparse
 import dataclasses
 import types
 import typing
+import warnings
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from apache_beam.options.pipeline_options import PipelineOptions
-
 Config = TypeVar("Config")
-# Flags as Beam parsed them, as argparse did, or as a mapping of their destinations.
-ParsedFlags = PipelineOptions | argparse.Namespace | Mapping[str, Any]
+# Flags as argparse parsed them, or as a mapping of their destinations.
+ParsedFlags = argparse.Namespace | Mapping[str, Any]
 _SCALARS = (str, int, float, bool)
 
 
@@ -35,6 +34,8 @@ def setting(
     bare: str | None = None,
     flag: str | None = None,
     aliases: Sequence[str] = (),
+    old_names: Sequence[str] = (),
+    negated: bool = False,
     positional: bool = False,
 ) -> Any:
     """A dataclass field that is also a flag `--<field name>` (or `--<flag>`, parsed into the field's name).
@@ -43,8 +44,10 @@ def setting(
     are checked by `config_from_values`, which names the flag that is missing. `bare` is the
     value of the flag given without one (`--compare_exact` alone means "true"). `flag` keeps a
     command line's established name for a field named otherwise in code (`--data` for `dataset`);
-    `aliases` are further names of the flag (`--out`, the name of earlier releases for `--output`).
-    A `positional` field is an argument without a flag (`madr compare RUN_A RUN_B`).
+    `aliases` are further names of the flag (`--out`, the name of earlier releases for `--output`);
+    `old_names` still parse, with a warning naming the flag (`--max_k` for `--depth`). A `negated` bool
+    defaults to True and its flag sets it False (`--no_verify` for `verify`). A `positional` field is an
+    argument without a flag (`madr compare RUN_A RUN_B`).
     """
     metadata = {
         "help": help,
@@ -53,9 +56,20 @@ def setting(
         "bare": bare,
         "flag": flag,
         "aliases": tuple(aliases),
+        "old_names": tuple(old_names),
+        "negated": negated,
         "positional": positional,
     }
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def nested(settings_class: type | None = None) -> Any:
+    """A config field holding a settings dataclass whose flags are the command's own: `add_config_arguments`
+    declares them with the config's and `config_values` builds the settings from them. With
+    `settings_class` the field defaults to its defaults; without, the field must be given."""
+    if settings_class is None:
+        return dataclasses.field(metadata={"nested": True})
+    return dataclasses.field(default_factory=settings_class, metadata={"nested": True})
 
 
 def switch(help: str) -> Any:
@@ -65,12 +79,30 @@ def switch(help: str) -> Any:
 
 
 def flag_fields(config_class: type, only: Collection[str] | None = None) -> list[dataclasses.Field]:
-    """The fields of `config_class` that are flags (declared with `setting`); those in `only` if given."""
-    return [
-        f
-        for f in dataclasses.fields(config_class)
-        if "help" in f.metadata and (only is None or f.name in only)
-    ]
+    """The fields of `config_class` that are flags (declared with `setting`), its `nested` settings' too,
+    each name once (one flag sets every field of its name); those in `only` if given."""
+    found: dict[str, dataclasses.Field] = {}
+    hints = typing.get_type_hints(config_class)
+    for f in dataclasses.fields(config_class):
+        if f.metadata.get("nested"):
+            for inner in flag_fields(hints[f.name], only):
+                found.setdefault(inner.name, inner)
+        elif "help" in f.metadata and (only is None or f.name in only):
+            found.setdefault(f.name, f)
+    return list(found.values())
+
+
+def _field_types(config_class: type) -> dict[str, Any]:
+    """Each flag field's annotation, its `nested` settings' included (the first of a name)."""
+    hints = typing.get_type_hints(config_class)
+    types_: dict[str, Any] = {}
+    for f in dataclasses.fields(config_class):
+        if f.metadata.get("nested"):
+            for name, hint in _field_types(hints[f.name]).items():
+                types_.setdefault(name, hint)
+        else:
+            types_.setdefault(f.name, hints[f.name])
+    return types_
 
 
 def flag_name(field: dataclasses.Field) -> str:
@@ -110,7 +142,7 @@ def add_config_arguments(
     type, default, choices and help; each is parsed into the field's name. `enforce_required`: argparse
     itself requires the required ones (its usage line shows them unbracketed); never for a parser Beam's
     options are built from, which parses every stage's flags at once (`config_values` names them then)."""
-    hints = typing.get_type_hints(config_class)
+    hints = _field_types(config_class)
     for f in flag_fields(config_class, only):
         kind = _scalar_type(hints[f.name])
         if f.metadata.get("positional"):
@@ -119,9 +151,11 @@ def add_config_arguments(
         text = ("(required) " if f.metadata.get("required") else "") + f.metadata["help"]
         names = (flag_name(f), *f.metadata.get("aliases", ()))
         if kind is bool:
-            if f.default is not False:
-                raise TypeError(f"{config_class.__name__}.{f.name}: a bool flag must default to False")
-            parser.add_argument(*names, dest=f.name, action="store_true", help=text)
+            if f.default is not bool(f.metadata.get("negated")):
+                where = f"{config_class.__name__}.{f.name}"
+                raise TypeError(f"{where}: a bool flag defaults to False (True if negated)")
+            action = "store_false" if f.metadata.get("negated") else "store_true"
+            parser.add_argument(*names, dest=f.name, action=action, help=text)
             continue
         extra = {"nargs": "?", "const": f.metadata["bare"]} if f.metadata.get("bare") is not None else {}
         if f.metadata.get("flag") or f.metadata.get("aliases"):
@@ -142,34 +176,30 @@ def add_config_arguments(
             help=text,
             **extra,
         )
+        for old in f.metadata.get("old_names", ()):
+            parser.add_argument(
+                old,
+                dest=f.name,
+                type=kind,
+                action=_OldFlagName,
+                default=argparse.SUPPRESS,
+                help=f"Deprecated: the old name of {flag_name(f)}",
+            )
 
 
-def options_class(
-    config_class: type, name: str, doc: str | None = None, shared: Collection[str] = ()
-) -> type[PipelineOptions]:
-    """The Beam `PipelineOptions` subclass `name` whose flags are `config_class`'s `setting` fields, so
-    that a runner's own arguments and the stage's are parsed together (`get_all_options`).
+class _OldFlagName(argparse.Action):
+    """An old flag name: parsed into the new one's field, with a warning naming the new flag."""
 
-    `shared` names fields whose flag another options class declares: Beam parses every options class
-    into one parser, so a flag that two stages read (`--depth`) is declared by one class for both.
-    """
-    own = [f.name for f in flag_fields(config_class) if f.name not in shared]
-
-    def add_arguments(cls: type, parser: argparse.ArgumentParser) -> None:
-        add_config_arguments(parser, config_class, only=own)
-
-    namespace = {
-        "__doc__": doc or f"The flags of `{config_class.__name__}`.",
-        "__module__": config_class.__module__,
-        "_add_argparse_args": classmethod(add_arguments),
-    }
-    return type(name, (PipelineOptions,), namespace)
+    def __call__(
+        self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: Any = None
+    ) -> None:
+        warnings.warn(f"{option_string} is deprecated: it is now --{self.dest}", FutureWarning, stacklevel=2)
+        setattr(namespace, self.dest, values)
 
 
-def config_from_values(
-    config_class: type[Config], values: PipelineOptions | argparse.Namespace | Mapping[str, Any]
-) -> Config:
-    """`config_class` built from parsed flags (Beam options, an argparse namespace or a mapping).
+def config_from_values(config_class: type[Config], values: ParsedFlags) -> Config:
+    """`config_class` built from parsed flags (an argparse namespace or a mapping), its `nested`
+    settings built from the same flags.
 
     Raises ValueError naming every required flag that was not given.
     """
@@ -177,67 +207,110 @@ def config_from_values(
 
 
 def config_values(
-    config_class: type,
-    values: PipelineOptions | argparse.Namespace | Mapping[str, Any],
-    only: Collection[str] | None = None,
+    config_class: type, values: ParsedFlags, only: Collection[str] | None = None
 ) -> dict[str, Any]:
-    """The `setting` fields of `config_class` (those named in `only` if given) that parsed flags give,
-    for a config that also has fields no flag sets. Raises ValueError naming every missing required flag."""
+    """The fields of `config_class` that parsed flags give: its `setting` fields (those named in `only`
+    if given) and, without `only`, its `nested` settings built from the same flags; for a config that
+    also has fields no flag sets. Raises ValueError naming every missing required flag."""
     values = parsed_flags(values)
-    fields = flag_fields(config_class, only)
-    missing = [flag_name(f) for f in fields if f.metadata.get("required") and not values.get(f.name)]
+    missing = [
+        flag_name(f)
+        for f in flag_fields(config_class, only)
+        if f.metadata.get("required") and not values.get(f.name)
+    ]
     if missing:
         raise ValueError(f"missing required flag(s): {', '.join(missing)} (see --help)")
-    return {f.name: values[f.name] for f in fields if values.get(f.name) is not None}
+    return _given(config_class, values, only)
+
+
+def _given(config_class: type, values: Mapping[str, Any], only: Collection[str] | None) -> dict[str, Any]:
+    hints = typing.get_type_hints(config_class)
+    given: dict[str, Any] = {}
+    for f in dataclasses.fields(config_class):
+        if f.metadata.get("nested"):
+            if only is None:
+                given[f.name] = hints[f.name](**_given(hints[f.name], values, None))
+        elif "help" in f.metadata and (only is None or f.name in only) and values.get(f.name) is not None:
+            given[f.name] = values[f.name]
+    return given
 
 
 def parsed_flags(values: ParsedFlags) -> dict[str, Any]:
-    """Parsed flags as a mapping, whether Beam or argparse parsed them; `add_output_argument`'s `out`
-    is also `output`, the field every stage config calls it."""
-    if isinstance(values, PipelineOptions):
-        values = values.get_all_options(drop_default=False)
-    elif isinstance(values, argparse.Namespace):
-        values = vars(values)
-    values = dict(values)
+    """Parsed flags as a mapping; `add_output_argument`'s `out` is also `output`, the field every stage
+    config calls it."""
+    values = dict(vars(values) if isinstance(values, argparse.Namespace) else values)
     if values.get("output") is None and values.get("out") is not None:
         values["output"] = values["out"]
     return values
 
 
 def settings_record(*configs: Any) -> dict[str, Any]:
-    """Every flag field of `configs` with its value, for a stage's manifest to say what the stage ran with
-    (a later config's field of the same name wins)."""
-    return {f.name: getattr(config, f.name) for config in configs for f in flag_fields(type(config))}
+    """Every flag field of the settings `configs` with its value, for a stage's manifest to say what the
+    stage ran with (a later config's field of the same name wins)."""
+    return {
+        f.name: getattr(config, f.name)
+        for config in configs
+        for f in dataclasses.fields(config)
+        if "help" in f.metadata
+    }
 
 
-def require_flags(values: Mapping[str, Any], *names: str) -> None:
-    """Raise ValueError naming every flag of `names` that `values` (parsed flags) lacks or leaves empty."""
-    missing = [f"--{name}" for name in names if not values.get(name)]
-    if missing:
-        raise ValueError(f"missing required flag(s): {', '.join(missing)} (see --help)")
+def output_setting(help: str) -> Any:
+    """`--output`, every command's name for the folder it writes (also `--out`, the name of earlier
+    releases): a required `setting`."""
+    return setting("", help, required=True, aliases=("--out",))
+
+
+def input_checks() -> Any:
+    """`verify`, False under `--no_verify`: whether a command checks its input artifacts against their
+    manifests (`pipelines.verify`)."""
+    return setting(
+        True,
+        "For experts: do not check the sha256 of the input artifacts (model, tokenizer, vocabularies, "
+        "embeddings) against their manifests; a warning names what was not checked. Index artifacts are "
+        "always checked when they are opened",
+        flag="no_verify",
+        negated=True,
+    )
+
+
+def overwrite_setting() -> Any:
+    """`--overwrite`: whether a command may replace an output folder that already holds files."""
+    return setting(
+        False,
+        "Replace the output folder if it already holds files (without it, such a folder is refused, so no "
+        "stale file can mix with the new ones). Either way the new output is written beside it and moved "
+        "into place only when the run succeeds",
+    )
+
+
+@dataclass(frozen=True)
+class InputChecks:
+    """`--no_verify` for a command whose config is not generated whole (`madr train --init_from`)."""
+
+    verify: bool = input_checks()
+
+
+@dataclass(frozen=True)
+class OutputReplacement:
+    """`--overwrite` for a command whose config is not generated whole (`madr train`, `pretrain`)."""
+
+    overwrite: bool = overwrite_setting()
 
 
 @dataclass(frozen=True, kw_only=True)
 class StageOutput:
-    """Where a stage writes, shared by the stage configs: `output` (required), `overwrite` (a folder
-    that already holds files is refused without it) and `verify` (False is `--no_verify`)."""
+    """Where a stage writes, shared by the stage configs: `output` (required; a stage redeclares it with
+    its own help), `overwrite` (a folder that already holds files is refused without it) and `verify`
+    (False is `--no_verify`)."""
 
-    output: str
-    overwrite: bool = False
-    verify: bool = True
+    output: str = output_setting("Output folder, local or gs://")
+    overwrite: bool = overwrite_setting()
+    verify: bool = input_checks()
 
     def __post_init__(self) -> None:
         if not self.output:
             raise ValueError("missing required flag(s): --output (see --help)")
-
-    @staticmethod
-    def values_from(values: Mapping[str, Any]) -> dict[str, Any]:
-        """The `StageOutput` fields that a stage's parsed flags give."""
-        return {
-            "output": values.get("output"),
-            "overwrite": bool(values.get("overwrite")),
-            "verify": not values.get("no_verify"),
-        }
 
 
 def add_output_argument(parser: argparse.ArgumentParser, help: str, **settings: Any) -> None:

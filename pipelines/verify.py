@@ -12,7 +12,8 @@ What is checked where:
   again. On the local runners the workers load the very files the driver hashed; on a cluster they
   load the same path from their container, which must be built from the verified folder.
 - a model directory read outside Beam: `verify_model` too, by explain, neighbours,
-  build-sparse-index and train --init_from, which add the same --no_verify with `add_stage_arguments`.
+  build-sparse-index and train --init_from, whose configs have the same --no_verify
+  (`pipelines.stage_config.input_checks`).
 - an embed output (shards and dead letters): `verified_stage_manifest`, by build-index, evaluate
   (--embeddings), enrich, export-vertex and embed (--previous). Workers that read the shards later
   trust the driver's check too.
@@ -20,8 +21,8 @@ What is checked where:
   driver and on workers alike; --no_verify does not skip that, since ScaNN would otherwise load
   (and unpickle) whatever files it finds.
 
-`--no_verify` (`pipelines.options.VerifyOptions`) skips the first two, with a WARNING that names
-what was used unchecked.
+`--no_verify` (a config's `verify` field, `pipelines.stage_config.input_checks`) skips the first two,
+with a WARNING that names what was used unchecked.
 """
 
 from __future__ import annotations
@@ -32,11 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from model.weights_file import WEIGHTS_FILE, check_weights_readable
 from pipelines.artifacts import read_stage_manifest, verify_stage_folder
-from pipelines.options import VerifyOptions
 from schemas.manifest import (
     FILES_DIGEST,
     MANIFEST_FILE,
@@ -52,11 +51,6 @@ MODEL_FIX = "copy the model directory again from where `madr train` wrote it, or
 # What to do about a changed stage folder, by manifest kind; other kinds get the generic advice.
 STAGE_FIXES = {"madr-embeddings": "run `madr embed` again into a new folder"}
 GENERIC_FIX = "run the stage that wrote it again, into a new folder"
-
-
-def verification_wanted(options: PipelineOptions | None) -> bool:
-    """False only when the stage was given --no_verify (no options: a library call, which verifies)."""
-    return options is None or not options.view_as(VerifyOptions).no_verify
 
 
 def _unchecked(what: str, path: str) -> None:

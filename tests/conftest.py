@@ -13,6 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from jobs.cli import parse_command
+from pipelines.embed.stage import embed_catalog
+from pipelines.evaluate.stage import evaluate_retrieval
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -109,18 +113,16 @@ def index_embeddings(embeddings: str | Path, output: str | Path, max_k: int = 10
 
 def embed_and_evaluate(store: dict[str, str], model: Path, output: Path, metrics: str, *flags: str) -> dict:
     """`madr embed` of store["products"] beside `output`, then `madr evaluate` of it exactly with `flags`."""
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    from pipelines.embed.stage import run_embed
-    from pipelines.evaluate.stage import run_evaluate
 
     embeddings = output.parent / f"{output.name}-embeddings"
-    run_embed(
-        PipelineOptions(["--products", store["products"], "--model", str(model), "--output", str(embeddings)])
+    embed_catalog(
+        *parse_command(
+            "embed", ["--products", store["products"], "--model", str(model), "--output", str(embeddings)]
+        )
     )
     argv = ["--queries", store["queries"], "--judgments", store["judgments"], "--model", str(model)]
     argv += ["--output", str(output), "--searcher", "exact", "--embeddings", str(embeddings)]
-    return run_evaluate(PipelineOptions([*argv, "--metrics", metrics, *flags]))
+    return evaluate_retrieval(*parse_command("evaluate", [*argv, "--metrics", metrics, *flags]))
 
 
 # Six kinds of product, two brands each, in twelve products: product i is of kind i % 6.

@@ -15,15 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from bench.reliability_binding import swap_in
 from index_builder import ScannIndex, ScannIndexBuilder
 from index_builder.artifact import IndexArtifactError
+from jobs.cli import parse_command
 from model import new_encoder
 from pipelines.artifacts import verify_stage_folder
-from pipelines.embed.stage import run_embed
-from pipelines.evaluate.stage import run_evaluate
+from pipelines.embed.stage import embed_catalog
+from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.verify import ModelMismatchError, verify_model
 from schemas import ArtifactError, write_manifest
 from schemas.manifest import files_digest
@@ -112,8 +112,10 @@ def test_evaluate_refuses_an_index_built_from_other_embeddings(tmp_path: Path, t
     model = str(tiny_model_dir)
     for name, count in (("first", 12), ("second", 10)):
         products = write_catalog(tmp_path / f"{name}.parquet", catalog(count))
-        run_embed(
-            PipelineOptions(["--products", products, "--model", model, "--output", str(tmp_path / name)])
+        embed_catalog(
+            *parse_command(
+                "embed", ["--products", products, "--model", model, "--output", str(tmp_path / name)]
+            )
         )
     index_embeddings(str(tmp_path / "first"), str(tmp_path / "index"), max_k=10)
     manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
@@ -134,13 +136,16 @@ def test_evaluate_refuses_an_index_built_from_other_embeddings(tmp_path: Path, t
     ]
     flags += ["--searcher", "ann", "--depth", "10"]
 
-    run_evaluate(
-        PipelineOptions([*flags, "--embeddings", str(tmp_path / "first"), "--output", str(tmp_path / "ok")])
+    evaluate_retrieval(
+        *parse_command(
+            "evaluate", [*flags, "--embeddings", str(tmp_path / "first"), "--output", str(tmp_path / "ok")]
+        )
     )
     with pytest.raises(ModelMismatchError, match=r"was built from the embeddings with digest") as refused:
-        run_evaluate(
-            PipelineOptions(
-                [*flags, "--embeddings", str(tmp_path / "second"), "--output", str(tmp_path / "no")]
+        evaluate_retrieval(
+            *parse_command(
+                "evaluate",
+                [*flags, "--embeddings", str(tmp_path / "second"), "--output", str(tmp_path / "no")],
             )
         )
     assert str(tmp_path / "second") in str(refused.value) and not (tmp_path / "no").exists()
@@ -153,16 +158,18 @@ def test_embed_reuses_nothing_from_previous_embeddings_of_other_weights(
     fingerprint decides whether the previous run's vectors are this model's."""
     other = _other_model(tmp_path / "other")
     products = write_catalog(tmp_path / "products.parquet", catalog(8))
-    run_embed(
-        PipelineOptions(["--products", products, "--model", str(other), "--output", str(tmp_path / "old")])
+    embed_catalog(
+        *parse_command(
+            "embed", ["--products", products, "--model", str(other), "--output", str(tmp_path / "old")]
+        )
     )
     flags = ["--products", products, "--model", str(tiny_model_dir), "--previous", str(tmp_path / "old")]
-    counts = run_embed(PipelineOptions([*flags, "--output", str(tmp_path / "new")]))
+    counts = embed_catalog(*parse_command("embed", [*flags, "--output", str(tmp_path / "new")]))
     assert counts["products_embedded"] == 8 and counts.get("products_reused", 0) == 0
     assert "was embedded by another model" in caplog.text
 
-    again = run_embed(
-        PipelineOptions([*flags[:-1], str(tmp_path / "new"), "--output", str(tmp_path / "newer")])
+    again = embed_catalog(
+        *parse_command("embed", [*flags[:-1], str(tmp_path / "new"), "--output", str(tmp_path / "newer")])
     )
     assert again.get("products_reused", 0) == 8  # the same weights: everything reused
 

@@ -44,8 +44,11 @@ def test_each_subcommand_help_documents_its_flags(
 
 
 def test_missing_required_beam_flags_are_named(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["embed", "--model", "/nowhere"]) == 2
-    assert "madr embed: error: missing required flag" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main(["embed", "--model", "/nowhere"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "madr embed: error: the following arguments are required: --output/--out, --products" in err
 
 
 def test_unknown_flags_of_non_beam_commands_are_rejected(capsys: pytest.CaptureFixture[str]) -> None:

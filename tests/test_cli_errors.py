@@ -55,7 +55,7 @@ CASES: dict[str, list[tuple[str, str]]] = {
         (f"train --data {N} --out {{tmp}}/t --epochs x", "invalid int value"),
     ],
     "embed": [
-        ("embed --model {model}", "missing required flag(s): --products"),
+        ("embed --model {model}", "arguments are required: --output/--out, --products"),
         (f"embed --products '{N}/*.parquet' --model {{model}} --output {{tmp}}/e", "no files match"),
     ],
     "build-index": [
@@ -72,7 +72,9 @@ CASES: dict[str, list[tuple[str, str]]] = {
         ),
     ],
     "enrich": [(f"enrich --products {N} --embeddings {N} --output {{tmp}}/n", "has no manifest.json")],
-    "export-vertex": [(f"export-vertex --products {N}", "missing required flag(s): --embeddings")],
+    "export-vertex": [
+        (f"export-vertex --products {N}", "arguments are required: --output/--out, --embeddings")
+    ],
     "experiment": [("experiment --out {tmp}/x --variants nosuch", "must be one of the variants")],
     "explain": [
         (f"explain --model {N} --query juicer --product Juicer", "not a madr-model artifact"),

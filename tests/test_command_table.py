@@ -135,9 +135,9 @@ def test_every_flag_a_command_accepts_is_in_its_help(name: str, capsys, monkeypa
     for argv, each in parsers.items():
         accepted = _accepted(each)
         if name == "nightly":
-            from pipelines.nightly.job import stage_flags
+            from pipelines.nightly.job import passed_on_flags
 
-            accepted |= {flag for flags in stage_flags().values() for flag in flags}
+            accepted |= {flag for flags in passed_on_flags().values() for flag in flags}
         assert not _undocumented(accepted, _help(argv.split(), capsys, monkeypatch)), argv
 
 

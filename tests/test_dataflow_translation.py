@@ -29,6 +29,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import apache_beam as beam
 import pytest
@@ -38,9 +39,10 @@ from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 from apache_beam.runners.runner import PipelineState
 
-from pipelines.embed.stage import build_embed, build_embed_pipeline, run_embed
-from pipelines.evaluate.stage import build_evaluate, build_evaluate_pipeline
-from pipelines.index.partitioned import build_partitioned_index, build_partitioned_index_pipeline
+from jobs.cli import parse_command
+from pipelines.embed.stage import build_embed_pipeline, embed_catalog
+from pipelines.evaluate.stage import build_evaluate_pipeline
+from pipelines.index.partitioned import build_partitioned_index_pipeline
 from pipelines.nightly.run import NightlyJob
 from pipelines.options import IndexSettings
 from pipelines.runner import make_pipeline
@@ -131,13 +133,18 @@ def _options(*flags: str) -> PipelineOptions:
     return PipelineOptions([*flags, *DATAFLOW_FLAGS])
 
 
+def _as_typed(command: str, *flags: str) -> tuple[Any, PipelineOptions]:
+    """`madr COMMAND` with `flags` and the Dataflow flags, parsed as the CLI parses them."""
+    return parse_command(command, [*flags, *DATAFLOW_FLAGS])
+
+
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> dict[str, str]:
     """A catalog, last night's embeddings and index built from it (locally), queries and judgments."""
     root = tmp_path_factory.mktemp("dataflow-inputs")
     paths = {"model": str(tiny_model_dir), "products": write_catalog(root / "products.parquet", catalog(30))}
     paths["embeddings"] = str(root / "embeddings")
-    run_embed(PipelineOptions(["--products", paths["products"], "--model", paths["model"],
+    embed_catalog(*parse_command("embed", ["--products", paths["products"], "--model", paths["model"],
                                "--output", paths["embeddings"]]))  # fmt: skip
     paths["index"] = str(root / "index")
     index_embeddings(paths["embeddings"], paths["index"], max_k=50)
@@ -153,7 +160,7 @@ def test_embed_translates_for_dataflow(inputs, tmp_path, variant) -> None:
         "incremental": ["--previous", inputs["embeddings"]],  # the reuse plan: side inputs, a second writer
     }[variant]
     flags = ["--products", inputs["products"], "--model", inputs["model"], "--output", str(tmp_path / "out")]
-    pipeline, _ = build_embed(_options(*flags, *extra))
+    pipeline, _ = build_embed_pipeline(*_as_typed("embed", *flags, *extra))
     print(f"\nembed ({variant}): {translate(pipeline).summary()}")
 
 
@@ -166,7 +173,7 @@ def test_partitioned_build_index_translates_for_dataflow(inputs, tmp_path) -> No
         "--num_index_shards",
         "4",
     ]
-    pipeline, plan = build_partitioned_index(_options(*flags, "--depth", "50"))
+    pipeline, plan = build_partitioned_index_pipeline(*_as_typed("build-index", *flags, "--depth", "50"))
     assert plan.num_shards == 4
     print(f"\nbuild-index --num_index_shards 4: {translate(pipeline).summary()}")
 
@@ -175,8 +182,8 @@ def test_partitioned_build_index_translates_for_dataflow(inputs, tmp_path) -> No
 def test_evaluate_translates_for_dataflow(inputs, tmp_path, searcher) -> None:
     flags = ["--queries", inputs["queries"], "--judgments", inputs["judgments"], "--model", inputs["model"],
              "--index", inputs["index"], "--embeddings", inputs["embeddings"], "--depth", "50"]  # fmt: skip
-    pipeline, plan = build_evaluate(
-        _options(*flags, "--output", str(tmp_path / "eval"), "--searcher", searcher)
+    pipeline, plan = build_evaluate_pipeline(
+        *_as_typed("evaluate", *flags, "--output", str(tmp_path / "eval"), "--searcher", searcher)
     )
     print(f"\nevaluate --searcher {searcher} ({', '.join(plan.specs)}): {translate(pipeline).summary()}")
 

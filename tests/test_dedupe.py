@@ -8,17 +8,17 @@ from pathlib import Path
 import apache_beam as beam
 import numpy as np
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.worker import bundle_processor
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from jobs.cli import parse_command
 from model import content_hash, document_text
 from pipelines.artifacts import read_parquet_table
 from pipelines.embed.dedupe import KeptCopy, _Copy, _kept_copies, raw_product_id
 from pipelines.embed.key_index import CollectKeys, IndexKeys, KeyIndex, as_side_input
-from pipelines.embed.stage import build_embed, run_embed
+from pipelines.embed.stage import build_embed_pipeline, embed_catalog
 from schemas import InvalidRecord, validate_product
 from tests.test_embed_pipeline import catalog, write_catalog
 
@@ -93,7 +93,9 @@ def _embed(tmp_path: Path, model: Path, name: str, rows: list[dict]) -> tuple[di
     flags = ["--products", str(folder / "*.parquet"), "--model", str(model), "--output", str(out),
              "--max_dead_letter_fraction", "0.5"]  # fmt: skip
     # How many inference batches there are depends on how bundles were cut; records must not.
-    counts = {k: v for k, v in run_embed(PipelineOptions(flags)).items() if k.startswith("products_")}
+    counts = {
+        k: v for k, v in embed_catalog(*parse_command("embed", flags)).items() if k.startswith("products_")
+    }
     table = read_parquet_table(str(out), "embeddings", ["product_id", "content_hash"]).to_pylist()
     hashes = {row["product_id"]: row["content_hash"] for row in table}
     assert len(hashes) == len(table)  # every id written once
@@ -133,9 +135,9 @@ def test_products_go_from_reading_to_writing_in_one_stage(tmp_path, tiny_model_d
     products = write_catalog(tmp_path / "products.parquet", catalog(6))
     flags = ["--products", products, "--model", str(tiny_model_dir)]
     if with_previous:
-        run_embed(PipelineOptions([*flags, "--output", str(tmp_path / "mon")]))
+        embed_catalog(*parse_command("embed", [*flags, "--output", str(tmp_path / "mon")]))
         flags += ["--previous", str(tmp_path / "mon")]
-    pipeline, _ = build_embed(PipelineOptions([*flags, "--output", str(tmp_path / "tue")]))
+    pipeline, _ = build_embed_pipeline(*parse_command("embed", [*flags, "--output", str(tmp_path / "tue")]))
     _, stages = FnApiRunner().create_stages(pipeline.to_runner_api())
     # reading step -> (its writer, what else may leave: dead letters, the 16-byte-per-product keys)
     plan_outputs = ("AllDeadLetters/Write/", "PlanEmbedding/IndexTonight/")

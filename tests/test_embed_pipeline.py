@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from apache_beam.ml.inference.base import PredictionResult, RunInference
-from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from jobs.cli import parse_command
 from model import Side, content_hash, document_text, load_encoder
 from pipelines.artifacts import read_embeddings
 from pipelines.catalog_io import DEAD_LETTERS, VALID, ListRowGroups, ReadValidatedFn
@@ -24,11 +24,11 @@ from pipelines.embed.stage import (
     EmbedConfig,
     EmbedProducts,
     embed_catalog,
-    run_embed,
 )
 from pipelines.evaluate.calibration import encode_queries
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode, length_sorted_chunks
 from pipelines.options import EmbedSettings, ModelSettings, PredictionThreshold
+from pipelines.stage_config import config_from_values
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA, validate_product
 
 
@@ -162,8 +162,9 @@ def test_run_embed_writes_shards_dead_letters_and_a_manifest(tmp_path, tiny_mode
     rows = [*catalog(40), {**catalog(1)[0], "product_id": "", "title": "no id"}]
     path = write_catalog(tmp_path / "products.parquet", rows)
     out = tmp_path / "embeddings"
-    counts = run_embed(
-        PipelineOptions(
+    counts = embed_catalog(
+        *parse_command(
+            "embed",
             [
                 "--products",
                 path,
@@ -175,7 +176,7 @@ def test_run_embed_writes_shards_dead_letters_and_a_manifest(tmp_path, tiny_mode
                 "3",
                 "--max_dead_letter_fraction",
                 "0.05",
-            ]
+            ],
         )
     )
     assert counts["products_read"] == 41
@@ -201,7 +202,7 @@ def test_too_many_dead_letters_fail_the_job_after_writing_them(tmp_path, tiny_mo
     out = tmp_path / "embeddings"
     flags = ["--products", path, "--model", str(tiny_model_dir), "--output", str(out)]
     with pytest.raises(DeadLetterThresholdExceeded, match="2 of 12 products are dead letters") as failed:
-        run_embed(PipelineOptions([*flags, "--max_dead_letter_fraction", "0.1"]))
+        embed_catalog(*parse_command("embed", [*flags, "--max_dead_letter_fraction", "0.1"]))
     # The output is not published: the dead letters stay in the staging folder the message names.
     staging = tmp_path / ".embeddings.staging"
     assert f"in {staging} (the output was not published)" in str(failed.value)
@@ -269,16 +270,14 @@ def test_a_driver_embeds_from_a_config_and_a_catalog_folder_reads_its_parquet_fi
 
 def test_the_flags_build_the_same_config_a_driver_would(tmp_path, tiny_model_dir) -> None:
     flags = ["--products", "p.parquet", "--model", str(tiny_model_dir), "--output", str(tmp_path / "out")]
-    config = EmbedConfig.from_options(
-        PipelineOptions([*flags, "--precision", "int8", "--min_confidence", "0.4"])
-    )
+    config, _ = parse_command("embed", [*flags, "--precision", "int8", "--min_confidence", "0.4"])
     assert config == EmbedConfig(
         model=ModelSettings(model=str(tiny_model_dir), precision="int8"),
         embed=EmbedSettings(products="p.parquet"),
         threshold=PredictionThreshold(0.4),
         output=str(tmp_path / "out"),
     )
-    with pytest.raises(ValueError, match=r"missing required flag\(s\): --products, --output"):
-        EmbedConfig.from_options(PipelineOptions(["--model", str(tiny_model_dir)]))
+    with pytest.raises(ValueError, match=r"missing required flag\(s\): --output, --products"):
+        config_from_values(EmbedConfig, {"model": str(tiny_model_dir)})
     with pytest.raises(ValueError, match="max_dead_letter_fraction must be in"):
-        EmbedConfig.from_options(PipelineOptions([*flags, "--max_dead_letter_fraction", "2"]))
+        parse_command("embed", [*flags, "--max_dead_letter_fraction", "2"])

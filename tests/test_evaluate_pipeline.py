@@ -9,13 +9,13 @@ import ir_measures
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 from ir_measures import RR, R, nDCG
 
 from evaluation import parse_metrics
 from evaluation.cutoffs import plan_cutoffs
-from pipelines.embed.stage import run_embed
-from pipelines.evaluate.stage import run_evaluate
+from jobs.cli import parse_command
+from pipelines.embed.stage import embed_catalog
+from pipelines.evaluate.stage import evaluate_retrieval
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
 from tests.conftest import index_embeddings
 
@@ -64,9 +64,17 @@ def collection(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -
     pq.write_table(pa.Table.from_pylist(queries, schema=QUERY_SCHEMA), paths["queries"])
     pq.write_table(pa.Table.from_pylist(judgments, schema=JUDGMENT_SCHEMA), paths["judgments"])
     paths["embeddings"] = str(root / "embeddings")
-    run_embed(
-        PipelineOptions(
-            ["--products", paths["products"], "--model", str(tiny_model_dir), "--output", paths["embeddings"]]
+    embed_catalog(
+        *parse_command(
+            "embed",
+            [
+                "--products",
+                paths["products"],
+                "--model",
+                str(tiny_model_dir),
+                "--output",
+                paths["embeddings"],
+            ],
         )
     )
     paths["model"] = str(tiny_model_dir)
@@ -74,8 +82,9 @@ def collection(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -
 
 
 def _evaluate(collection: dict[str, str], out: Path, *flags: str) -> dict:
-    return run_evaluate(
-        PipelineOptions(
+    return evaluate_retrieval(
+        *parse_command(
+            "evaluate",
             [
                 "--queries",
                 collection["queries"],
@@ -91,7 +100,7 @@ def _evaluate(collection: dict[str, str], out: Path, *flags: str) -> dict:
                 "--max_dead_letter_fraction",
                 "0.1",
                 *flags,
-            ]
+            ],
         )
     )
 

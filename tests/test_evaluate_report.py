@@ -16,17 +16,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from evaluation.plot import k_grid, recall_curve
 from index_builder import ExactSearcher, ScannIndexBuilder
+from jobs.cli import parse_command
 from pipelines.artifacts import read_embeddings
-from pipelines.embed.stage import run_embed
+from pipelines.embed.stage import embed_catalog
 from pipelines.evaluate.calibration import calibrate, choose
 from pipelines.evaluate.report import resolve_rule
 from pipelines.evaluate.searchers import searcher_specs
-from pipelines.evaluate.stage import SearcherSpec, run_evaluate
-from pipelines.options import EvaluateOptions
+from pipelines.evaluate.stage import SearcherSpec, evaluate_retrieval
+from pipelines.options import EvaluateSettings
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
 
 ITEMS = ["juicer", "blender", "socks", "sneakers", "lamp", "toaster"]
@@ -81,9 +81,10 @@ def collection(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -
     }
     pq.write_table(pa.Table.from_pylist(products, schema=PRODUCT_SCHEMA), paths["products"])
     pq.write_table(pa.Table.from_pylist(queries, schema=QUERY_SCHEMA), paths["queries"])
-    run_embed(
-        PipelineOptions(
-            ["--products", paths["products"], "--model", paths["model"], "--output", paths["embeddings"]]
+    embed_catalog(
+        *parse_command(
+            "embed",
+            ["--products", paths["products"], "--model", paths["model"], "--output", paths["embeddings"]],
         )
     )
     ids, matrix, manifest = read_embeddings(paths["embeddings"])
@@ -93,12 +94,9 @@ def collection(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -
 
 
 def _evaluate(collection: dict[str, str], out: Path, judgments: str, *flags: str) -> dict[str, Any]:
-    return run_evaluate(
-        PipelineOptions(
-            ["--queries", collection["queries"], "--judgments", judgments, "--model", collection["model"],
-             "--output", str(out), "--metrics", METRICS, *flags]
-        )
-    )  # fmt: skip
+    typed = ["--queries", collection["queries"], "--judgments", judgments, "--model", collection["model"],
+             "--output", str(out), "--metrics", METRICS, *flags]  # fmt: skip
+    return evaluate_retrieval(*parse_command("evaluate", typed))
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +183,7 @@ def test_one_job_reports_exact_ann_and_the_loss_per_recall(compared_run, exact_r
 
 def test_compare_exact_flag_defaults_and_refusals() -> None:
     def specs(*flags: str) -> list[str]:
-        return list(searcher_specs(PipelineOptions(list(flags)).view_as(EvaluateOptions)))
+        return list(searcher_specs(_settings(*flags)))
 
     assert specs("--index", "i", "--embeddings", "e") == ["ann", "exact"]
     assert specs("--index", "i") == ["ann"]
@@ -365,8 +363,15 @@ def test_choose_needs_recall_and_speed() -> None:
 
 
 def test_auto_needs_both_searchers() -> None:
-    options = PipelineOptions(["--searcher", "auto", "--index", "i"]).view_as(EvaluateOptions)
     with pytest.raises(ValueError, match="--searcher auto needs both --index and --embeddings"):
-        searcher_specs(options)
-    options = PipelineOptions(["--searcher", "auto", "--index", "i", "--embeddings", "e"])
-    assert list(searcher_specs(options.view_as(EvaluateOptions))) == ["ann", "exact"]
+        searcher_specs(_settings("--searcher", "auto", "--index", "i"))
+    assert list(searcher_specs(_settings("--searcher", "auto", "--index", "i", "--embeddings", "e"))) == [
+        "ann",
+        "exact",
+    ]
+
+
+def _settings(*flags: str) -> EvaluateSettings:
+    """`madr evaluate`'s settings of `flags` (its required inputs made up)."""
+    required = ["--queries", "q", "--judgments", "j", "--model", "m", "--output", "o"]
+    return parse_command("evaluate", [*required, *flags])[0].evaluate

@@ -12,16 +12,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from jobs.cli import parse_command
 from pipelines.artifacts import write_stage_manifest
 from pipelines.embed.export import (
     ExportVertexConfig,
     ExportVertexJsonl,
     export_vertex,
-    run_export_vertex,
     vertex_record,
     vertex_restricts,
 )
@@ -119,7 +118,7 @@ def inputs(vectors: dict[str, np.ndarray], tmp_path_factory: pytest.TempPathFact
 def export(inputs: tuple[str, str], output: Path, *extra: str) -> dict[str, int]:
     products, embeddings = inputs
     flags = ["--products", products, "--embeddings", embeddings, "--output", str(output), *extra]
-    return run_export_vertex(PipelineOptions(flags))
+    return export_vertex(*parse_command("export-vertex", flags))
 
 
 def test_one_line_per_embedded_product_with_its_restricts(inputs, vectors, tmp_path: Path) -> None:
@@ -160,7 +159,7 @@ def test_refuses_a_non_empty_target_and_bad_flags(inputs, tmp_path: Path) -> Non
     with pytest.raises(ValueError, match="snake_case"):
         export(inputs, tmp_path / "new", "--vertex_aspects", "Brand")
     with pytest.raises(ValueError, match="missing required flag"):
-        run_export_vertex(PipelineOptions(["--output", str(tmp_path / "new")]))
+        export_vertex(*parse_command("export-vertex", ["--output", str(tmp_path / "new")]))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["vertex"]  # nothing staged was left behind
 
 

@@ -18,10 +18,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 
+from jobs.cli import parse_command
 from pipelines.artifacts import read_embeddings, verify_stage_folder
-from pipelines.embed.stage import run_embed
+from pipelines.embed.stage import embed_catalog
 from schemas import PRODUCT_SCHEMA
 from tests.test_embed_pipeline import catalog, write_catalog
 
@@ -159,7 +159,7 @@ CASES = {
 
 def _embed(products: str, model: Path, output: Path) -> dict[str, int]:
     flags = ["--products", products, "--model", str(model), "--output", str(output)]
-    return run_embed(PipelineOptions([*flags, "--max_dead_letter_fraction", "1"]))
+    return embed_catalog(*parse_command("embed", [*flags, "--max_dead_letter_fraction", "1"]))
 
 
 def _dead_letters(folder: Path) -> list[dict]:

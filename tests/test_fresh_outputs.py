@@ -14,10 +14,9 @@ import logging
 from pathlib import Path
 
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 
 import model.training.loop as loop_module
-from jobs.cli import main
+from jobs.cli import main, parse_command
 from model.training import TrainingConfig
 from pipelines.artifacts import (
     OutputNotEmpty,
@@ -29,9 +28,9 @@ from pipelines.artifacts import (
 )
 from pipelines.embed.counts import DeadLetterThresholdExceeded
 from pipelines.embed.export import ExportVertexConfig, export_vertex
-from pipelines.embed.stage import run_embed
-from pipelines.evaluate.stage import run_evaluate
-from pipelines.index.partitioned import run_build_index
+from pipelines.embed.stage import embed_catalog
+from pipelines.evaluate.stage import evaluate_retrieval
+from pipelines.index.partitioned import build_partitioned
 from pipelines.nightly.run import NightlyJob, run_nightly
 from pipelines.options import IndexSettings
 from pipelines.train.finetune import TrainJob, run_training
@@ -173,7 +172,7 @@ def embedded(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> 
     """A catalog of 40 products, its embed output, and queries and judgments over it."""
     root = tmp_path_factory.mktemp("inputs")
     products = write_catalog(root / "products.parquet", catalog(40))
-    run_embed(PipelineOptions(_embed_flags(products, tiny_model_dir, root / "embeddings")))
+    embed_catalog(*parse_command("embed", _embed_flags(products, tiny_model_dir, root / "embeddings")))
     queries, judgments = write_test_queries(root)
     return {
         "products": products,
@@ -217,11 +216,11 @@ def test_embed_refuses_a_folder_holding_old_shards_and_overwrite_replaces_them(
 
 def test_a_failed_embed_leaves_the_published_output_as_it_was(embedded, tiny_model_dir, tmp_path) -> None:
     out = tmp_path / "embeddings"
-    run_embed(PipelineOptions(_embed_flags(embedded["products"], tiny_model_dir, out)))
+    embed_catalog(*parse_command("embed", _embed_flags(embedded["products"], tiny_model_dir, out)))
     before = {name: (out / name).read_bytes() for name in _files(out)}
     bad = write_catalog(tmp_path / "bad.parquet", [{**row, "title": ""} for row in catalog(5)])
     with pytest.raises(DeadLetterThresholdExceeded):
-        run_embed(PipelineOptions(_embed_flags(bad, tiny_model_dir, out, "--overwrite")))
+        embed_catalog(*parse_command("embed", _embed_flags(bad, tiny_model_dir, out, "--overwrite")))
     assert {name: (out / name).read_bytes() for name in _files(out)} == before
     verify_stage_folder(str(out), "madr-embeddings", "rerun the embed stage")
 
@@ -239,8 +238,8 @@ def test_build_index_single_and_partitioned_refuse_and_overwrite(embedded, tmp_p
     partitioned = _stale_folder(tmp_path / "partitioned", "shard-00009-of-00010/stale.npy")
     flags = ["--embeddings", embedded["embeddings"], "--output", str(partitioned), "--num_index_shards", "2"]
     with pytest.raises(OutputNotEmpty):
-        run_build_index(PipelineOptions([*flags, "--depth", "20"]))
-    report = run_build_index(PipelineOptions([*flags, "--depth", "20", "--overwrite"]))
+        build_partitioned(*parse_command("build-index", [*flags, "--depth", "20"]))
+    report = build_partitioned(*parse_command("build-index", [*flags, "--depth", "20", "--overwrite"]))
     assert report.directory == str(partitioned) and report.count == 40
     assert {name.split("/")[0] for name in _files(partitioned)} == {
         MANIFEST_FILE,
@@ -269,8 +268,8 @@ def test_evaluate_refuses_and_overwrite_lists_only_its_own_files(embedded, tiny_
         str(out),
     ]
     with pytest.raises(OutputNotEmpty):
-        run_evaluate(PipelineOptions(flags))
-    result = run_evaluate(PipelineOptions([*flags, "--overwrite"]))
+        evaluate_retrieval(*parse_command("evaluate", flags))
+    result = evaluate_retrieval(*parse_command("evaluate", [*flags, "--overwrite"]))
     assert result["counts"]["queries_scored"] == 4
     manifest = _exactly_listed(out)
     assert "run-00000-of-00009.parquet" not in manifest["files"]

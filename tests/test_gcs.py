@@ -22,9 +22,10 @@ from gcs_emulator import EmulatorError, GcsEmulator, pointed_at, running_emulato
 from google.auth.credentials import AnonymousCredentials
 
 from index_builder import open_index
+from jobs.cli import parse_command
 from pipelines.artifacts import read_embeddings, read_stage_manifest
-from pipelines.embed.stage import run_embed
-from pipelines.evaluate.stage import SearcherSpec, run_evaluate
+from pipelines.embed.stage import embed_catalog
+from pipelines.evaluate.stage import SearcherSpec, evaluate_retrieval
 from pipelines.local_copies import local_output, localize, publish
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
 from tests.conftest import index_embeddings
@@ -90,21 +91,16 @@ def _dataset(root: Path) -> dict[str, Path]:
 
 def _embed(products: str, model: Path, output: str) -> dict[str, int]:
     # One product of 37 is a dead letter on purpose: allow it.
-    return run_embed(
-        PipelineOptions(
-            ["--products", products, "--model", str(model), "--output", output, "--num_shards", "2",
-             "--max_dead_letter_fraction", "0.5", *ONE_AT_A_TIME]
-        )
-    )  # fmt: skip
+    flags = ["--products", products, "--model", str(model), "--output", output, "--num_shards", "2",
+             "--max_dead_letter_fraction", "0.5", *ONE_AT_A_TIME]  # fmt: skip
+    return embed_catalog(*parse_command("embed", flags))
 
 
 def _evaluate(queries: str, judgments: str, model: Path, embeddings: str, output: str) -> dict:
-    return run_evaluate(
-        PipelineOptions(
-            ["--queries", queries, "--judgments", judgments, "--model", str(model), "--output", output,
-             "--searcher", "exact", "--embeddings", embeddings, "--metrics", METRICS, *ONE_AT_A_TIME]
-        )
-    )  # fmt: skip
+    flags = ["--queries", queries, "--judgments", judgments, "--model", str(model), "--output", output,
+             "--searcher", "exact", "--embeddings", embeddings, "--metrics", METRICS,
+             *ONE_AT_A_TIME]  # fmt: skip
+    return evaluate_retrieval(*parse_command("evaluate", flags))
 
 
 def _blobs(gcs: GcsEmulator, prefix: str) -> set[str]:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from apache_beam.options.pipeline_options import PipelineOptions
 
+from jobs.cli import parse_command
 from model import Side
 from model.hardware import CPU_FLAGS_ENV, PrecisionChoice, auto_precision, cpu_flags
-from pipelines.embed.stage import run_embed
+from pipelines.embed.stage import embed_catalog
 from pipelines.inference import EncoderModelHandler, resolve_precision
 from pipelines.options import ModelSettings
 from tests.test_embed_pipeline import catalog, write_catalog
@@ -83,8 +83,10 @@ def test_the_embed_manifest_says_which_precision_auto_picked_and_why(
     monkeypatch.setenv(CPU_FLAGS_ENV, flags)
     products = write_catalog(tmp_path / "catalog.parquet", catalog(6))
     out = tmp_path / "out"
-    counts = run_embed(
-        PipelineOptions(["--products", products, "--model", str(tiny_model_dir), "--output", str(out)])
+    counts = embed_catalog(
+        *parse_command(
+            "embed", ["--products", products, "--model", str(tiny_model_dir), "--output", str(out)]
+        )
     )
     assert counts["products_embedded"] == 6
     recorded = json.loads((out / "manifest.json").read_text())["precision"]

@@ -7,8 +7,8 @@ import shutil
 import numpy as np
 import pyarrow as pa
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 
+from jobs.cli import parse_command
 from model import content_hash, document_text, load_encoder
 from model.annotations import ANNOTATION_COLUMNS
 from pipelines.artifacts import read_embeddings, read_parquet_table
@@ -17,7 +17,7 @@ from pipelines.embed.batches import ProductBatch
 from pipelines.embed.dedupe import KeptCopy
 from pipelines.embed.incremental import TonightKeys, _PlanFn, embedding_table
 from pipelines.embed.key_index import KeyIndex, content_key, id_key
-from pipelines.embed.stage import run_embed
+from pipelines.embed.stage import embed_catalog
 from pipelines.inference import ModelIdentity
 from schemas import ArtifactError, embedding_schema, write_manifest
 from tests.test_embed_pipeline import catalog, write_catalog
@@ -25,7 +25,7 @@ from tests.test_embed_pipeline import catalog, write_catalog
 
 def _embed(products: str, model: str, out: str, *flags: str) -> dict[str, int]:
     options = ["--products", products, "--model", model, "--output", out, "--max_dead_letter_fraction", "0.2"]
-    return run_embed(PipelineOptions([*options, *flags]))
+    return embed_catalog(*parse_command("embed", [*options, *flags]))
 
 
 @pytest.mark.parametrize("plan_chunk", [1024, 4])  # 4: the changed, new and duplicate fall in other chunks

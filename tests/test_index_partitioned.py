@@ -19,7 +19,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 
 from index_builder import (
@@ -35,9 +34,12 @@ from index_builder import (
     shard_of,
 )
 from index_builder.partitioned import PartitionedManifest, shard_dir_name
+from jobs.cli import parse_command
 from pipelines.artifacts import write_stage_manifest
 from pipelines.evaluate.stage import SearcherSpec
-from pipelines.index.partitioned import BuildPartitionedIndex, run_build_index
+from pipelines.index.config import IndexBuildConfig
+from pipelines.index.partitioned import BuildPartitionedIndex, build_partitioned
+from pipelines.stage_config import config_from_values
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, embedding_schema, verify_manifest
 
 N, DIM, CLUSTERS, SHARDS, MAX_K = 18_000, 32, 50, 3, 100
@@ -100,13 +102,10 @@ def built(corpus, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("partitioned")
     write_embeddings(root / "embeddings", ids, embeddings)
     flags = ["--embeddings", str(root / "embeddings"), "--output", str(root / "index")]
-    report = run_build_index(
-        # Target 0.99: each shard's schedule takes the cheapest settings reaching the target, so the
-        # default 0.95 leaves fresh queries near 0.95, under RECALL_MIN's 0.98 (flaky since schedules).
-        PipelineOptions(
-            [*flags, "--num_index_shards", str(SHARDS), "--depth", str(MAX_K), "--target_recall", "0.99"]
-        )
-    )
+    # Target 0.99: each shard's schedule takes the cheapest settings reaching the target, so the
+    # default 0.95 leaves fresh queries near 0.95, under RECALL_MIN's 0.98 (flaky since schedules).
+    shape = ["--num_index_shards", str(SHARDS), "--depth", str(MAX_K), "--target_recall", "0.99"]
+    report = build_partitioned(*parse_command("build-index", [*flags, *shape]))
     assert (report.count, report.dimension, report.num_shards) == (N, DIM, SHARDS)
     return root / "index"
 
@@ -227,9 +226,10 @@ def test_one_shard_searches_like_its_single_index(built: Path, corpus, tmp_path:
     embeddings, ids, queries = corpus
     root = tmp_path / "one"
     write_embeddings(root / "embeddings", ids[:6_000], embeddings[:6_000], files=1)
-    run_build_index(
-        PipelineOptions(
-            ["--embeddings", str(root / "embeddings"), "--output", str(root / "index"), "--depth", "10"]
+    build_partitioned(
+        *parse_command(
+            "build-index",
+            ["--embeddings", str(root / "embeddings"), "--output", str(root / "index"), "--depth", "10"],
         )
     )
     partitioned = open_index(root / "index")
@@ -320,9 +320,9 @@ def test_manifest_validation_and_build_refusals(built: Path, corpus, tmp_path: P
     with pytest.raises(IndexArtifactError, match="disagree"):
         PartitionedManifest.from_json(json.dumps(data), "m.json")
     with pytest.raises(FileExistsError):  # never builds into a folder with stale files
-        run_build_index(PipelineOptions(["--embeddings", "unused", "--output", str(built)]))
-    with pytest.raises(ValueError, match="missing required flag"):
-        run_build_index(PipelineOptions(["--output", str(tmp_path / "x")]))
+        build_partitioned(*parse_command("build-index", ["--embeddings", "unused", "--output", str(built)]))
+    with pytest.raises(ValueError, match=r"missing required flag\(s\): --embeddings"):
+        config_from_values(IndexBuildConfig, {"output": str(tmp_path / "x")})
     with pytest.raises(ValueError, match="num_shards"):
         BuildPartitionedIndex(str(tmp_path), 0, 10, *MODEL)
 

@@ -29,7 +29,8 @@ from index_builder import (
 )
 from index_builder import tuned as tuned_builds
 from index_builder.recall import DEFAULT_TARGET_RECALL, measure_recall, recall_queries
-from jobs.cli import main
+from jobs.cli import main, parse_command
+from pipelines.index.partitioned import build_partitioned
 from tests.conftest import ONE_SHARD, index_embeddings
 from tests.test_index_partitioned import write_embeddings
 
@@ -261,17 +262,15 @@ def test_partitioned_build_tunes_each_shard_to_the_target_on_a_diffuse_corpus(
     """The nightly's index (pipelines.index.partitioned): each shard widened until it meets the target on
     its own vectors; the shards searched as one are measured too. Without tuning, diffuse shards fall
     short."""
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    from pipelines.index.partitioned import run_build_index
 
     write_embeddings(tmp_path / "embeddings", IDS, diffuse)
     measured = {}
     for target in ("0", str(DEFAULT_TARGET_RECALL)):
         flags = ["--embeddings", str(tmp_path / "embeddings"), "--output", str(tmp_path / f"index-{target}")]
-        run_build_index(
-            PipelineOptions(
-                [*flags, "--num_index_shards", "2", "--depth", str(MAX_K), "--target_recall", target]
+        build_partitioned(
+            *parse_command(
+                "build-index",
+                [*flags, "--num_index_shards", "2", "--depth", str(MAX_K), "--target_recall", target],
             )
         )
         top = json.loads((tmp_path / f"index-{target}" / "manifest.json").read_text())
@@ -315,9 +314,6 @@ def test_a_nightly_index_reuses_last_nights_exact_choice_until_the_corpus_size_m
     """Night 1 trains and times a tree and ships exact scoring; night 2, given night 1's index, ships exact
     again without training a tree or timing anything; night 3's corpus is 30 % smaller than the one timed,
     so it is timed afresh."""
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    from pipelines.index.partitioned import run_build_index
 
     timed, trained = _timed_as(monkeypatch, approximate=176.0, exact=2_000.0), []
     training = tuned_builds.ScannIndex.train
@@ -334,7 +330,7 @@ def test_a_nightly_index_reuses_last_nights_exact_choice_until_the_corpus_size_m
         flags += (
             ["--depth", str(MAX_K), "--previous_index", previous] if previous else ["--depth", str(MAX_K)]
         )
-        run_build_index(PipelineOptions(flags))
+        build_partitioned(*parse_command("build-index", flags))
         shard = json.loads((tmp_path / name / ONE_SHARD / "manifest.json").read_text())["recall"]
         top = json.loads((tmp_path / name / "manifest.json").read_text())["extra"]["recall"]
         assert top == shard and shard["choice"] == "exact" and shard["recall_at_k"] == 1.0

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from index_builder import ExactSearcher, ScannIndex, depth_tuning
 from index_builder.config import ScannIndexConfig
 from index_builder.update import MAX_CHANGED_SINCE_TRAINING, same_recipe, tree_changes
-from pipelines.index.partitioned import run_build_index
+from jobs.cli import parse_command
+from pipelines.index.partitioned import build_partitioned
 from tests.test_index_partitioned import clustered_unit_vectors, write_embeddings
 
 N, DIM, MAX_K = 8_000, 32, 100
@@ -34,7 +34,7 @@ def _night(
         *(("--previous_index", previous) if previous else ()),
         *extra,
     ]
-    run_build_index(PipelineOptions(flags))
+    build_partitioned(*parse_command("build-index", flags))
     shard = root / name / "index" / "shard-00000-of-00001"
     return json.loads((shard / "manifest.json").read_text())["recall"]
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from index_builder import InvertedIndex
-from pipelines.embed.stage import run_embed
-from pipelines.index.partitioned import run_build_index
+from jobs.cli import parse_command
+from pipelines.embed.stage import embed_catalog
+from pipelines.index.partitioned import build_partitioned
 from pipelines.nightly.run import run_nightly
 from product_data.ingest.export_folder import ingest_export_folder
 from product_data.synthetic import SyntheticConfig, generate_benchmark
@@ -50,15 +50,16 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) ->
     benchmark = root / "benchmark"
     generate_benchmark(SyntheticConfig(num_products=120, num_queries=6, seed=2), str(benchmark))
     products = str(benchmark / "products" / "*.parquet")
-    run_embed(
-        PipelineOptions(
-            ["--products", products, "--model", str(tiny_model_dir), "--output", str(root / "emb")]
+    embed_catalog(
+        *parse_command(
+            "embed", ["--products", products, "--model", str(tiny_model_dir), "--output", str(root / "emb")]
         )
     )
     index_embeddings(str(root / "emb"), str(root / "index"), max_k=10)
-    run_build_index(
-        PipelineOptions(
-            ["--embeddings", str(root / "emb"), "--output", str(root / "parts"), "--num_index_shards", "2"]
+    build_partitioned(
+        *parse_command(
+            "build-index",
+            ["--embeddings", str(root / "emb"), "--output", str(root / "parts"), "--num_index_shards", "2"],
         )
     )
     vectors = [[np.array([i % 4]), np.array([(i + 1) % 4])] for i in range(6)]

@@ -237,7 +237,8 @@ def test_a_stages_own_flags_reach_that_stage_only_and_override_the_jobs() -> Non
     embed, evaluate = job.stages.embed, job.stages.evaluate
     assert (embed.model.precision, embed.model.batch_size) == ("int8", 64)
     assert (evaluate.model.precision, evaluate.model.batch_size) == ("auto", 8)
-    assert job.stage_args("index") == ["--batch_size", "8"]
+    # A stage's Beam options hold no stage's flag: --batch_size is embed's and evaluate's, read there.
+    assert job.stage_args("index") == [] and job.stage_args("embeddings") == []
 
 
 def test_one_min_confidence_reaches_every_stage_of_the_nightly_and_every_command() -> None:
@@ -428,7 +429,10 @@ def test_a_stage_flag_of_another_stage_in_a_stages_own_flags_is_an_error_naming_
     add_nightly_arguments(parser)
     flags = ["--products", "p", "--model", "m", "--output", "o", "--run_id", "r"]
     args, beam_args = parser.parse_known_args([*flags, "--index_flags", "--precision int8"])
-    with pytest.raises(ValueError, match=r"--index_flags: --precision is another stage's flag .*index stage"):
+    message = (
+        r"--index_flags: --precision is a flag of the embed stage and the evaluate stage: the index stage"
+    )
+    with pytest.raises(ValueError, match=message):
         job_from_args(args, beam_args)
     # Beam's own options are each stage's to have.
     args, beam_args = parser.parse_known_args([*flags, "--index_flags", "--direct_num_workers 2"])

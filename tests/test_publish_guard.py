@@ -8,10 +8,10 @@ import re
 from pathlib import Path
 
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 
+from jobs.cli import parse_command
 from pipelines.artifacts import read_stage_manifest
-from pipelines.embed.stage import run_embed
+from pipelines.embed.stage import embed_catalog
 from pipelines.nightly.latest import LATEST, read_latest
 from pipelines.nightly.publish_guard import CatalogSizeCheck, PublishRefused
 from pipelines.nightly.run import NightlyJob, run_nightly
@@ -96,8 +96,10 @@ def test_a_missing_shard_of_tonights_embeddings_is_named_and_the_stage_run_again
     that is gone), so the rerun names the file and embeds again, rather than skip it and fail later."""
     products = write_catalog(tmp_path / "mon.parquet", catalog(40))
     embeddings = tmp_path / "nightly" / "mon" / "embeddings"
-    run_embed(
-        PipelineOptions(["--products", products, "--model", str(tiny_model_dir), "--output", str(embeddings)])
+    embed_catalog(
+        *parse_command(
+            "embed", ["--products", products, "--model", str(tiny_model_dir), "--output", str(embeddings)]
+        )
     )
     lost = _shards(embeddings)[0]
     lost.unlink()

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.options.pipeline_options import PipelineOptions
 
+from jobs.cli import parse_command
 from pipelines.artifacts import list_files, read_parquet_table, read_stage_manifest
-from pipelines.embed.stage import run_embed
+from pipelines.embed.stage import embed_catalog
 from schemas import PRODUCT_SCHEMA
 
 # What two runs' manifests may differ in: the creation time, the files of the shard split (see above)
@@ -75,7 +75,7 @@ def _embed(products: str, model: Path, output: Path, *mode: str) -> dict:
     # Texts encoded one per chunk: the numbers then do not depend on how batches were cut (padding).
     flags = ["--products", products, "--model", str(model), "--output", str(output), "--batch_size", "5",
              "--chunk_size", "1", "--max_dead_letter_fraction", "0.1"]  # fmt: skip
-    counts = run_embed(PipelineOptions([*flags, *mode]))
+    counts = embed_catalog(*parse_command("embed", [*flags, *mode]))
     manifest = read_stage_manifest(str(output), "madr-embeddings")  # the manifest is written after the run
     table = read_parquet_table(str(output), "embeddings")
     return {

@@ -6,12 +6,12 @@ import argparse
 from dataclasses import dataclass
 
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 
+from jobs.cli import parse_command
 from jobs.experiment import PROFILES, ExperimentConfig, add_experiment_arguments, config_from_args
 from model.training import TrainingConfig
-from pipelines.options import EmbedSettings, IndexSettings, ModelSettings
-from pipelines.stage_config import add_config_arguments, config_from_values, setting
+from pipelines.options import EmbedSettings, EvaluateSettings, IndexSettings, ModelSettings
+from pipelines.stage_config import add_config_arguments, config_from_values, nested, setting
 from pipelines.train.encoder_job import encoder_job_fields
 from pipelines.train.finetune import TrainJob, add_train_arguments
 from pipelines.train.presets import explicit_flags
@@ -66,14 +66,44 @@ def test_a_flag_of_an_unsupported_type_is_refused() -> None:
         add_config_arguments(argparse.ArgumentParser(), Bad)
 
 
-def test_beam_options_hold_every_stage_flag_once_with_the_dataclass_defaults() -> None:
-    options = PipelineOptions(
-        ["--model", "m", "--products", "p", "--num_leaves", "64", "--runner", "DirectRunner"]
+def test_a_stage_config_is_built_whole_from_its_flags_and_beam_gets_only_the_rest() -> None:
+    embed, beam = parse_command(
+        "embed", ["--model", "m", "--products", "p", "--out", "o", "--runner", "Direct"]
     )
-    assert config_from_values(ModelSettings, options) == ModelSettings(model="m")
-    assert config_from_values(EmbedSettings, options) == EmbedSettings(products="p")
-    index = config_from_values(IndexSettings, options)
-    assert index == IndexSettings(num_leaves=64) and index.scann_settings() == {"num_leaves": 64}
+    assert (embed.model, embed.embed, embed.output) == (
+        ModelSettings(model="m"),
+        EmbedSettings(products="p"),
+        "o",
+    )
+    assert embed.verify and not embed.overwrite and beam.get_all_options()["runner"] == "Direct"
+    typed = ["--embeddings", "e", "--output", "o", "--num_leaves", "64", "--no_verify", "--overwrite"]
+    index, beam = parse_command("build-index", typed)
+    assert index.index == IndexSettings(num_leaves=64)
+    assert index.index.scann_settings() == {"num_leaves": 64}
+    assert (index.verify, index.overwrite, beam.get_all_options()["runner"]) == (False, True, None)
+
+
+def test_one_flag_sets_every_nested_field_of_its_name_and_an_old_name_still_parses() -> None:
+    """--depth is the evaluation's and the index's: in a config holding both, declared once, set in both."""
+
+    @dataclass(frozen=True, kw_only=True)
+    class Both:
+        index: IndexSettings = nested(IndexSettings)
+        evaluate: EvaluateSettings = nested()
+
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, Both)
+    both = config_from_values(
+        Both, parser.parse_args(["--depth", "50", "--queries", "q", "--judgments", "j"])
+    )
+    assert both.index.depth == both.evaluate.depth == 50
+    with pytest.warns(FutureWarning, match="--max_k is deprecated: it is now --depth"):
+        old = config_from_values(
+            Both, parser.parse_args(["--max_k", "7", "--queries", "q", "--judgments", "j"])
+        )
+    assert old.index.depth == old.evaluate.depth == 7
+    with pytest.raises(ValueError, match=r"missing required flag\(s\): --queries, --judgments"):
+        config_from_values(Both, parser.parse_args([]))
 
 
 def test_madr_experiment_flags_come_from_its_config_and_a_profile_yields_to_explicit_flags() -> None:

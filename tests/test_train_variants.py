@@ -6,13 +6,13 @@ import json
 
 import numpy as np
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 
+from jobs.cli import parse_command
 from model import load_encoder
 from model.registry import learns_aspects_by_default
 from model.training import TrainingConfig
 from pipelines.artifacts import read_embeddings, read_parquet_table
-from pipelines.embed.stage import run_embed
+from pipelines.embed.stage import embed_catalog
 from pipelines.layout import DatasetLayout
 from pipelines.train.encoder_job import parse_variant_options
 from pipelines.train.finetune import TrainJob, run_training
@@ -58,8 +58,9 @@ def test_variant_trains_saves_and_embeds(variant: str, dataset: str, tiny_backbo
     encoder, _ = load_encoder(tmp_path / "model")
     assert encoder.config.variant == variant
     out = tmp_path / "embeddings"
-    counts = run_embed(
-        PipelineOptions(
+    counts = embed_catalog(
+        *parse_command(
+            "embed",
             [
                 "--products",
                 DatasetLayout(dataset).products,
@@ -67,7 +68,7 @@ def test_variant_trains_saves_and_embeds(variant: str, dataset: str, tiny_backbo
                 str(tmp_path / "model"),
                 "--output",
                 str(out),
-            ]
+            ],
         )
     )
     assert counts["products_embedded"] == 300

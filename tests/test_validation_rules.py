@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 
+from jobs.cli import parse_command
 from model import content_hash, document_text
-from pipelines.embed.stage import run_embed
+from pipelines.embed.stage import embed_catalog
 from schemas import InvalidRecord, validate_judgment, validate_product, validate_query
 from schemas.validation import MAX_ID_BYTES, clean_text
 from tests.test_embed_pipeline import write_catalog
@@ -251,7 +251,7 @@ def test_the_embed_stage_dead_letters_each_broken_rule_and_embeds_nfc_text(
     path = write_catalog(tmp_path / "products.parquet", [*bad.values(), *good])
     out = tmp_path / "embeddings"
     flags = ["--products", path, "--model", str(tiny_model_dir), "--output", str(out)]
-    counts = run_embed(PipelineOptions([*flags, "--max_dead_letter_fraction", "1"]))
+    counts = embed_catalog(*parse_command("embed", [*flags, "--max_dead_letter_fraction", "1"]))
 
     assert counts["products_read"] == len(bad) + len(good)
     assert counts["products_read"] == counts["products_embedded"] + counts["products_dead_lettered"]

@@ -21,19 +21,18 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from apache_beam.ml.inference.base import PredictionResult
-from apache_beam.options.pipeline_options import PipelineOptions
 from safetensors.torch import load_file, save_file
 
-from jobs.cli import main
+from jobs.cli import main, parse_command
 from model import new_encoder
 from pipelines.artifacts import write_stage_manifest
 from pipelines.embed.batches import EncodedBatch, ProductBatch, _ToEmbeddingTable, embedding_defect
 from pipelines.embed.counts import DeadLetterThresholdExceeded
 from pipelines.embed.enrich import EnrichConfig, enrich_catalog
 from pipelines.embed.export import ExportVertexConfig, export_vertex
-from pipelines.embed.stage import run_embed
-from pipelines.evaluate.stage import run_evaluate
-from pipelines.index.partitioned import run_build_index
+from pipelines.embed.stage import embed_catalog
+from pipelines.evaluate.stage import evaluate_retrieval
+from pipelines.index.partitioned import build_partitioned
 from pipelines.inference import ModelIdentity
 from pipelines.verify import ModelMismatchError, model_fingerprint
 from product_data.synthetic import SyntheticConfig, generate_benchmark
@@ -85,7 +84,7 @@ def test_a_flipped_byte_in_the_weights_is_refused_by_embed(tmp_path: Path, tiny_
     model = _copy(tiny_model_dir, tmp_path / "model")
     weights = _flip_first_weight_byte(model)
     with pytest.raises(ArtifactError) as refused:
-        run_embed(PipelineOptions(_embed_flags(tmp_path, model)))
+        embed_catalog(*parse_command("embed", _embed_flags(tmp_path, model)))
     _assert_names_file_and_both_hashes(refused, weights, _listed_sha256(tiny_model_dir, WEIGHTS))
     assert "madr train" in str(refused.value)  # the fix
     assert not (tmp_path / "embeddings").exists()  # refused before anything was written
@@ -102,7 +101,9 @@ def test_a_swapped_tokenizer_is_refused_by_evaluate(tmp_path: Path, tiny_model_d
     # The queries and judgments are never opened: the model is checked before anything else.
     flags = ["--queries", "q.parquet", "--judgments", "j.parquet", "--model", str(model)]
     with pytest.raises(ArtifactError) as refused:
-        run_evaluate(PipelineOptions([*flags, "--output", str(tmp_path / "eval"), "--searcher", "exact"]))
+        evaluate_retrieval(
+            *parse_command("evaluate", [*flags, "--output", str(tmp_path / "eval"), "--searcher", "exact"])
+        )
     _assert_names_file_and_both_hashes(
         refused, model / "tokenizer.json", _listed_sha256(model, "tokenizer.json")
     )
@@ -113,11 +114,11 @@ def test_an_added_file_or_a_missing_manifest_is_refused(tmp_path: Path, tiny_mod
     # The tokenizer loader would read this file by name; the manifest never saw it.
     (model / "special_tokens_map.json").write_text('{"cls_token": "[SEP]"}')
     with pytest.raises(ArtifactError, match=r"special_tokens_map\.json is not listed in the manifest\.json"):
-        run_embed(PipelineOptions(_embed_flags(tmp_path, model)))
+        embed_catalog(*parse_command("embed", _embed_flags(tmp_path, model)))
     (model / "special_tokens_map.json").unlink()
     (model / "manifest.json").unlink()
     with pytest.raises(ArtifactError, match=r"has no manifest\.json: it is not a finished madr-model"):
-        run_embed(PipelineOptions(_embed_flags(tmp_path, model)))
+        embed_catalog(*parse_command("embed", _embed_flags(tmp_path, model)))
 
 
 def test_no_verify_embeds_with_a_changed_model_and_warns(
@@ -126,7 +127,7 @@ def test_no_verify_embeds_with_a_changed_model_and_warns(
     model = _copy(tiny_model_dir, tmp_path / "model")
     _flip_first_weight_byte(model)
     with caplog.at_level(logging.WARNING, logger="pipelines.verify"):
-        counts = run_embed(PipelineOptions([*_embed_flags(tmp_path, model), "--no_verify"]))
+        counts = embed_catalog(*parse_command("embed", [*_embed_flags(tmp_path, model), "--no_verify"]))
     assert counts["products_embedded"] == 6
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("--no_verify" in w and str(model) in w for w in warnings), warnings
@@ -172,8 +173,11 @@ def _products(tmp_path: Path) -> str:
 # Every stage that reads an embed output, called as its command calls it.
 READERS: dict[str, Callable[[Path, Path], object]] = {
     "build-index": lambda emb, tmp: index_embeddings(str(emb), str(tmp / "index")),
-    "build-index --num_index_shards": lambda emb, tmp: run_build_index(
-        PipelineOptions(["--embeddings", str(emb), "--output", str(tmp / "index"), "--num_index_shards", "2"])
+    "build-index --num_index_shards": lambda emb, tmp: build_partitioned(
+        *parse_command(
+            "build-index",
+            ["--embeddings", str(emb), "--output", str(tmp / "index"), "--num_index_shards", "2"],
+        )
     ),
     "enrich": lambda emb, tmp: enrich_catalog(
         EnrichConfig(products=_products(tmp), embeddings=str(emb), output=str(tmp / "enriched"))
@@ -202,7 +206,7 @@ def test_evaluate_refuses_tampered_embeddings(tmp_path: Path, tiny_model_dir: Pa
     flags = ["--queries", "q.parquet", "--judgments", "j.parquet", "--model", str(tiny_model_dir)]
     flags += ["--embeddings", str(embeddings), "--searcher", "exact", "--output", str(tmp_path / "eval")]
     with pytest.raises(ArtifactError) as refused:
-        run_evaluate(PipelineOptions(flags))
+        evaluate_retrieval(*parse_command("evaluate", flags))
     _assert_names_file_and_both_hashes(refused, shard, expected)
 
 
@@ -291,7 +295,7 @@ def test_a_model_writing_bad_vectors_fails_the_job_with_them_dead_lettered(
     with pytest.raises(
         DeadLetterThresholdExceeded, match=r"6 of 6 products .*6 of them for an invalid embedding"
     ):
-        run_embed(PipelineOptions(flags))
+        embed_catalog(*parse_command("embed", flags))
     # The failed output is not published: its dead letters wait in the staging folder (fresh_output).
     letters = _letters(tmp_path / ".embeddings.staging")
     assert sorted(letter["record_id"] for letter in letters) == [f"p{i}" for i in range(6)]
@@ -299,7 +303,7 @@ def test_a_model_writing_bad_vectors_fails_the_job_with_them_dead_lettered(
     assert not (tmp_path / "embeddings").exists()  # so no later stage can read it
 
     if value == 0.0:  # under the threshold the job succeeds, and the counts still reconcile
-        counts = run_embed(PipelineOptions([*flags, "--max_dead_letter_fraction", "1"]))
+        counts = embed_catalog(*parse_command("embed", [*flags, "--max_dead_letter_fraction", "1"]))
         assert (counts["products_read"], counts["products_embedded"]) == (6, 0)
         assert counts["products_dead_lettered"] == counts["embeddings_invalid"] == 6
 
@@ -392,7 +396,7 @@ def test_evaluate_refuses_an_index_and_embeddings_of_another_model(
     write_manifest(model_b, "madr-model", {"variant": "bibert", "model_version": "test"})
     assert model_fingerprint(str(model_b)) != model_fingerprint(str(tiny_model_dir))
 
-    run_embed(PipelineOptions(_embed_flags(tmp_path, model_b, count=12)))
+    embed_catalog(*parse_command("embed", _embed_flags(tmp_path, model_b, count=12)))
     embeddings = tmp_path / "embeddings"
     assert json.loads((embeddings / "manifest.json").read_text())["model_fingerprint"] == model_fingerprint(
         str(model_b)
@@ -405,14 +409,18 @@ def test_evaluate_refuses_an_index_and_embeddings_of_another_model(
     with pytest.raises(
         ModelMismatchError, match=r"--index .* was made by the model with fingerprint"
     ) as refused:
-        run_evaluate(
-            PipelineOptions([*flags, "--model", str(tiny_model_dir), "--output", str(tmp_path / "a")])
+        evaluate_retrieval(
+            *parse_command(
+                "evaluate", [*flags, "--model", str(tiny_model_dir), "--output", str(tmp_path / "a")]
+            )
         )
     assert "--embeddings" in str(refused.value) and "--allow_model_mismatch" in str(refused.value)
     assert not (tmp_path / "a").exists()
 
     # The model that made them passes; another one passes only when asked, and the output says so.
-    run_evaluate(PipelineOptions([*flags, "--model", str(model_b), "--output", str(tmp_path / "b")]))
+    evaluate_retrieval(
+        *parse_command("evaluate", [*flags, "--model", str(model_b), "--output", str(tmp_path / "b")])
+    )
     assert "allowed_model_mismatches" not in json.loads((tmp_path / "b" / "manifest.json").read_text())
     allowed = [
         *flags,
@@ -422,6 +430,6 @@ def test_evaluate_refuses_an_index_and_embeddings_of_another_model(
         str(tmp_path / "c"),
         "--allow_model_mismatch",
     ]
-    run_evaluate(PipelineOptions(allowed))
+    evaluate_retrieval(*parse_command("evaluate", allowed))
     recorded = json.loads((tmp_path / "c" / "manifest.json").read_text())["allowed_model_mismatches"]
     assert len(recorded) == 2 and all(str(tiny_model_dir) in line for line in recorded)

@@ -10,15 +10,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-from apache_beam.options.pipeline_options import PipelineOptions
 from sentence_transformers import SentenceTransformer
 
 from evaluation import paired_t_test
+from jobs.cli import parse_command
 from model import Side, load_encoder, new_encoder
 from model.backbone import bundled_backbone_path
 from model.interpolation import average_with_backbone
 from model.pooling import Pooling, pool
-from pipelines.embed.stage import run_embed
+from pipelines.embed.stage import embed_catalog
 from pipelines.zero_shot import zero_shot_model
 from schemas import PRODUCT_SCHEMA
 from tests.conftest import STORE_ITEMS, embed_and_evaluate, tiny_backbone, write_judged_store
@@ -62,7 +62,9 @@ def test_embed_stage_writes_sentence_transformers_vectors(sentence_transformer, 
     pq.write_table(pa.Table.from_pylist(products, schema=PRODUCT_SCHEMA), path)
     model = zero_shot_model(max_query_length=32, max_document_length=128)
     assert zero_shot_model(max_query_length=32, max_document_length=128) == model  # made once, then reused
-    run_embed(PipelineOptions(["--products", str(path), "--model", model, "--output", str(tmp_path / "e")]))
+    embed_catalog(
+        *parse_command("embed", ["--products", str(path), "--model", model, "--output", str(tmp_path / "e")])
+    )
     rows = pq.read_table(list((tmp_path / "e").glob("embeddings-*.parquet"))).to_pylist()
     written = {row["product_id"]: np.asarray(row["embedding"]) for row in rows}
     sentence_transformer.max_seq_length = 128

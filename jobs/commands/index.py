@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs.command_table import Flags, command, stage_flags
+from jobs.command_table import command, generated_flags
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import build_partitioned
 from pipelines.index.sparse import build_inverted_index, default_checkpoints
-from pipelines.options import (
-    VerifyOptions,
-    add_stage_arguments,
-)
-from pipelines.stage_config import add_config_arguments, config_values, setting
+from pipelines.stage_config import input_checks, setting
 
 
 @command(
     "build-index",
-    stage_flags(IndexBuildConfig),
+    generated_flags(IndexBuildConfig),
     show_defaults=True,
 )
 def _build_index(config: IndexBuildConfig, beam_options: PipelineOptions) -> None:
@@ -48,21 +43,12 @@ class SparseIndexConfig:
         "what is left; removed when the index is written (default: OUTPUT.checkpoints, or for a gs:// "
         "OUTPUT a local folder named after it)",
     )
-    verify: bool = True
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> SparseIndexConfig:
-        return cls(**config_values(cls, args), verify=not args.no_verify)
-
-
-def _sparse_arguments(parser: argparse.ArgumentParser) -> None:
-    add_config_arguments(parser, SparseIndexConfig)
-    add_stage_arguments(parser, VerifyOptions)
+    verify: bool = input_checks()
 
 
 @command(
     "build-sparse-index",
-    Flags(_sparse_arguments, lambda line: SparseIndexConfig.from_args(line.args)),
+    generated_flags(SparseIndexConfig),
     show_defaults=True,
 )
 def _build_sparse_index(config: SparseIndexConfig, beam_options: PipelineOptions) -> None:

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs.command_table import command
-from jobs.explain import EXPLAIN_FLAGS, NEIGHBOURS_FLAGS, ExplainConfig, NeighboursConfig
+from jobs.command_table import command, generated_flags
+from jobs.explain import ExplainConfig, NeighboursConfig
 from jobs.search import SEARCH_FLAGS, SearchCommand, run_search_command
 from pipelines import explain as views
 from schemas.terminal_text import for_terminal
 
 
-@command("explain", EXPLAIN_FLAGS)
+@command("explain", generated_flags(ExplainConfig))
 def _explain(config: ExplainConfig, beam_options: PipelineOptions) -> None:
     """Per aspect: predicted value, confidence, presence and fusion weight; then the score."""
     product = config.product or views.catalog_product(config.products, config.product_id)
     print(views.explain(config.model, config.query, product, verify=config.verify).format())
 
 
-@command("neighbours", NEIGHBOURS_FLAGS)
+@command("neighbours", generated_flags(NeighboursConfig))
 def _neighbours(config: NeighboursConfig, beam_options: PipelineOptions) -> None:
     """Print the aspect values nearest to one value in the model's learned value table U_a (or, with
     --list, every value the model predicts for the aspect)."""

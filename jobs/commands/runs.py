@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from jobs.command_table import Flags, command
@@ -11,12 +9,8 @@ from jobs.demo import DEMO_FLAGS, DemoConfig, run_demo
 from jobs.experiment import run_experiment
 from jobs.experiment_config import EXPERIMENT_FLAGS, ExperimentRun
 from jobs.nightly_args import add_nightly_arguments, job_from_args
-from pipelines.nightly.job import NightlyJob, stage_flags
+from pipelines.nightly.job import NightlyJob, passed_on_flags
 from pipelines.nightly.run import run_nightly
-from pipelines.options import (
-    VerifyOptions,
-    add_stage_arguments,
-)
 
 
 @command("experiment", EXPERIMENT_FLAGS, show_defaults=True)
@@ -25,14 +19,9 @@ def _experiment(config: ExperimentRun, beam_options: PipelineOptions) -> None:
     run_experiment(config.experiment, config.output)
 
 
-def _nightly_arguments(parser: argparse.ArgumentParser) -> None:
-    add_nightly_arguments(parser)
-    add_stage_arguments(parser, VerifyOptions)
-
-
 def _nightly_flags_note() -> str:
     """Where the stage flags go, and every one `madr nightly` accepts besides its own."""
-    listed = "; ".join(f"{stage}: {' '.join(flags)}" for stage, flags in stage_flags().items())
+    listed = "; ".join(f"{stage}: {' '.join(flags)}" for stage, flags in passed_on_flags().items())
     return (
         "A flag of a stage given here applies to every stage that reads it; --embed_flags, --index_flags and "
         "--evaluate_flags give one stage its own, read by that stage's parser (`madr embed --help`, ...), "
@@ -42,7 +31,7 @@ def _nightly_flags_note() -> str:
     )
 
 
-NIGHTLY_FLAGS = Flags(_nightly_arguments, lambda line: job_from_args(line.args, line.beam_args))
+NIGHTLY_FLAGS = Flags(add_nightly_arguments, lambda line: job_from_args(line.args, line.beam_args))
 
 
 @command("nightly", NIGHTLY_FLAGS, epilog=_nightly_flags_note())

@@ -17,10 +17,9 @@ the job.
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
@@ -40,24 +39,9 @@ from pipelines.catalog_io import (
 )
 from pipelines.embed.agreement import DEFAULT_MIN_AGREEMENT, AgreementWithCatalog, agreement_checks, sum_pairs
 from pipelines.embed.gap_fill import fill_or_withhold
-from pipelines.options import (
-    DEFAULT_PREDICTION_THRESHOLD,
-    OverwriteOptions,
-    PredictionThreshold,
-    ThresholdOptions,
-    VerifyOptions,
-    add_stage_arguments,
-)
+from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, PredictionThreshold
 from pipelines.runner import make_pipeline
-from pipelines.stage_config import (
-    ParsedFlags,
-    StageOutput,
-    add_config_arguments,
-    config_from_values,
-    config_values,
-    parsed_flags,
-    setting,
-)
+from pipelines.stage_config import StageOutput, nested, output_setting, setting
 from pipelines.verify import verified_stage_manifest
 from schemas import (
     ECOMMERCE_ASPECTS,
@@ -267,32 +251,16 @@ class EnrichConfig(StageOutput):
     """One enrich run: the catalog, the embed output holding its predictions, which aspects, at which
     threshold (default DEFAULT_PREDICTION_THRESHOLD; `--min_agreement` too), and where it writes."""
 
+    output: str = output_setting("Folder for enriched-*.parquet and its manifest")
     products: str = setting("", "Catalog Parquet file or glob", required=True)
     embeddings: str = setting("", "Embedding folder written by `madr embed`", required=True)
     aspects: tuple[str, ...] = setting(tuple(ECOMMERCE_ASPECTS), "Aspects to fill")
-    threshold: PredictionThreshold = field(default_factory=PredictionThreshold)
+    # docs/RESULTS.md measures the precision of the fills at each threshold.
+    threshold: PredictionThreshold = nested(PredictionThreshold)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "aspects", AspectSchema(tuple(self.aspects)).names)
-
-    @staticmethod
-    def add_arguments(parser: argparse.ArgumentParser) -> None:
-        """The flags of `madr enrich` (and of the nightly's enrich stage)."""
-        add_config_arguments(parser, EnrichConfig)
-        parser.add_argument("--output", required=True, help="Folder for enriched-*.parquet and its manifest")
-        # docs/RESULTS.md measures the precision of the fills at each threshold.
-        add_stage_arguments(parser, ThresholdOptions, VerifyOptions, OverwriteOptions)
-
-    @classmethod
-    def from_options(cls, options: ParsedFlags) -> EnrichConfig:
-        """The config the flags of `madr enrich` describe; names the required flags that are missing."""
-        values = parsed_flags(options)
-        return cls(
-            **config_values(cls, values),
-            threshold=config_from_values(PredictionThreshold, values),
-            **StageOutput.values_from(values),
-        )
 
 
 def enrich_catalog(config: EnrichConfig, beam_options: PipelineOptions | None = None) -> dict[str, int]:

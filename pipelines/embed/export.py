@@ -32,11 +32,10 @@ cannot be read) and logged as a warning that names the file.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
@@ -56,18 +55,9 @@ from pipelines.embed.enrich import (
     key_predictions,
 )
 from pipelines.embed.gap_fill import SOURCES, fill_or_withhold
-from pipelines.options import (
-    DEFAULT_PREDICTION_THRESHOLD,
-    ExportOptions,
-    ExportSettings,
-    OverwriteOptions,
-    PredictionThreshold,
-    ThresholdOptions,
-    VerifyOptions,
-    add_stage_arguments,
-)
+from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, ExportSettings, PredictionThreshold
 from pipelines.runner import make_pipeline
-from pipelines.stage_config import ParsedFlags, StageOutput, config_from_values, parsed_flags, require_flags
+from pipelines.stage_config import StageOutput, nested, output_setting, setting
 from pipelines.verify import verified_stage_manifest
 from schemas import ECOMMERCE_ASPECTS, PROVENANCE_PREDICTED, AspectSchema, InvalidRecord
 
@@ -265,36 +255,12 @@ def _with_predictions(product_id: str, groups: Mapping[str, Iterable[Any]]) -> t
 class ExportVertexConfig(StageOutput):
     """One export: the catalog (for the restricts), the embed output, what to export and where."""
 
-    products: str
-    embeddings: str
-    export: ExportSettings = field(default_factory=ExportSettings)
+    output: str = output_setting("Folder for the export files (nothing else is put there)")
+    products: str = setting("", "Product Parquet file or glob, for the aspect restricts", required=True)
+    embeddings: str = setting("", "Embedding folder written by `madr embed`", required=True)
+    export: ExportSettings = nested(ExportSettings)
     # Predicted restricts count at or above it (default DEFAULT_PREDICTION_THRESHOLD).
-    threshold: PredictionThreshold = field(default_factory=PredictionThreshold)
-
-    @staticmethod
-    def add_arguments(parser: argparse.ArgumentParser) -> None:
-        """The flags of `madr export-vertex` (and of the nightly's export stage)."""
-        parser.add_argument(
-            "--products", help="(required) Product Parquet file or glob, for the aspect restricts"
-        )
-        parser.add_argument("--embeddings", help="(required) Embedding folder written by `madr embed`")
-        parser.add_argument(
-            "--output", help="(required) Folder for the export files (nothing else is put there)"
-        )
-        add_stage_arguments(parser, ExportOptions, ThresholdOptions, VerifyOptions, OverwriteOptions)
-
-    @classmethod
-    def from_options(cls, options: ParsedFlags) -> ExportVertexConfig:
-        """The config the flags of `madr export-vertex` describe; names required flags that are missing."""
-        values = parsed_flags(options)
-        require_flags(values, "products", "embeddings", "output")
-        return cls(
-            products=values["products"],
-            embeddings=values["embeddings"],
-            export=config_from_values(ExportSettings, values),
-            threshold=config_from_values(PredictionThreshold, values),
-            **StageOutput.values_from(values),
-        )
+    threshold: PredictionThreshold = nested(PredictionThreshold)
 
 
 def export_vertex(config: ExportVertexConfig, beam_options: PipelineOptions | None = None) -> dict[str, int]:
@@ -356,8 +322,3 @@ def _run_export(
     result = pipeline.run()
     result.wait_until_finish()
     return result
-
-
-def run_export_vertex(options: PipelineOptions) -> dict[str, int]:
-    """`madr export-vertex`: `export_vertex` from its flags (Beam's own flags choose the runner)."""
-    return export_vertex(ExportVertexConfig.from_options(options), options)

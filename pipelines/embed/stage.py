@@ -7,8 +7,8 @@ Composite transforms, each testable alone on a TestPipeline:
                      record by record; rows leave as Arrow tables, `pipelines.embed.batches`)
                   -> WriteEmbeddings (+ the reused rows, + WriteDeadLetters)
 
-`build_embed` verifies the model (and --previous) against their manifests first
-(`pipelines.verify`), then wires them. `run_embed` writes into a fresh staging folder
+`build_embed_pipeline` verifies the model (and --previous) against their manifests first
+(`pipelines.verify`), then wires them. `embed_catalog` writes into a fresh staging folder
 (`artifacts.fresh_output`: a non-empty --output is refused without --overwrite), checks
 that the counts reconcile (read = embedded + reused + dead-lettered), writes the
 manifest last, and fails the job when the dead-letter fraction exceeds
@@ -32,9 +32,8 @@ dead letters are flattened (they are few, or the job fails anyway).
 
 from __future__ import annotations
 
-import argparse
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import apache_beam as beam
@@ -57,7 +56,6 @@ from pipelines.catalog_io import (
     WriteDeadLetters,
     catalog_row_count,
 )
-from pipelines.dead_letter_limit import DeadLetterOptions
 from pipelines.embed.batches import (
     ROWS,
     EmbedBatches,
@@ -74,28 +72,10 @@ from pipelines.embed.incremental import (
     reusable_previous,
 )
 from pipelines.inference import ModelIdentity, resolve_precision
-from pipelines.options import (
-    EmbedOptions,
-    EmbedSettings,
-    ModelOptions,
-    ModelSettings,
-    OutputOptions,
-    OverwriteOptions,
-    PredictionThreshold,
-    ThresholdOptions,
-    VerifyOptions,
-    add_stage_arguments,
-)
+from pipelines.options import EmbedSettings, ModelSettings, PredictionThreshold
 from pipelines.parquet_shards import WriteParquetShards
 from pipelines.runner import make_pipeline
-from pipelines.stage_config import (
-    ParsedFlags,
-    StageOutput,
-    config_from_values,
-    parsed_flags,
-    require_flags,
-    settings_record,
-)
+from pipelines.stage_config import StageOutput, nested, output_setting, settings_record
 from pipelines.verify import model_fingerprint, verify_model
 from schemas import embedding_schema
 
@@ -172,39 +152,15 @@ COUNTERS = (
 class EmbedConfig(StageOutput):
     """One embed run: the model settings, the embed settings, and where it writes (`StageOutput`).
 
-    Drivers build it and call `embed_catalog`; `madr embed` builds it from its flags (`from_options`).
+    Drivers build it and call `embed_catalog`; `madr embed` generates its flags from it (its `nested`
+    settings' fields).
     """
 
-    model: ModelSettings
-    embed: EmbedSettings
+    output: str = output_setting("Folder for the embedding shards, dead letters and manifest, local or gs://")
+    model: ModelSettings = nested()
+    embed: EmbedSettings = nested()
     # Predicted values below it are written as absent, with their confidence (default 0: all written).
-    threshold: PredictionThreshold = field(default_factory=PredictionThreshold)
-
-    @staticmethod
-    def add_arguments(parser: argparse.ArgumentParser) -> None:
-        """The flags of `madr embed` (and of the nightly's embed stage)."""
-        add_stage_arguments(
-            parser,
-            ModelOptions,
-            OutputOptions,
-            EmbedOptions,
-            ThresholdOptions,
-            VerifyOptions,
-            OverwriteOptions,
-            DeadLetterOptions,
-        )
-
-    @classmethod
-    def from_options(cls, options: ParsedFlags) -> EmbedConfig:
-        """The config the flags of `madr embed` describe; names the required flags that are missing."""
-        values = parsed_flags(options)
-        require_flags(values, "products", "model", "output")
-        return cls(
-            model=config_from_values(ModelSettings, values),
-            embed=config_from_values(EmbedSettings, values),
-            threshold=config_from_values(PredictionThreshold, values),
-            **StageOutput.values_from(values),
-        )
+    threshold: PredictionThreshold = nested(PredictionThreshold)
 
 
 class BuiltEmbed(NamedTuple):
@@ -213,11 +169,6 @@ class BuiltEmbed(NamedTuple):
 
     identity: ModelIdentity
     precision: PrecisionChoice
-
-
-def build_embed(options: PipelineOptions, folder: str | None = None) -> tuple[beam.Pipeline, BuiltEmbed]:
-    """The embed pipeline of `madr embed`'s flags, built but not run (tests inspect how a runner fuses it)."""
-    return build_embed_pipeline(EmbedConfig.from_options(options), options, folder)
 
 
 def build_embed_pipeline(
@@ -262,11 +213,6 @@ def build_embed_pipeline(
         | WriteDeadLetters(FileSystems.join(folder, "dead_letters"))
     )
     return pipeline, BuiltEmbed(identity, precision)
-
-
-def run_embed(options: PipelineOptions) -> dict[str, int]:
-    """`madr embed`: the embed stage from its flags (Beam's own flags choose the runner)."""
-    return embed_catalog(EmbedConfig.from_options(options), options)
 
 
 def embed_catalog(config: EmbedConfig, beam_options: PipelineOptions | None = None) -> dict[str, int]:

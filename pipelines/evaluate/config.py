@@ -2,39 +2,30 @@
 
 from __future__ import annotations
 
-import argparse
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from pipelines.dead_letter_limit import DeadLetterOptions
-from pipelines.depth import DepthOptions
-from pipelines.options import (
-    EvaluateOptions,
-    EvaluateSettings,
-    ModelOptions,
-    ModelSettings,
-    OutputOptions,
-    OverwriteOptions,
-    PredictionThreshold,
-    ThresholdOptions,
-    VerifyOptions,
-    add_stage_arguments,
-)
-from pipelines.stage_config import ParsedFlags, StageOutput, config_from_values, parsed_flags, require_flags
+from pipelines.options import EvaluateSettings, ModelSettings, PredictionThreshold
+from pipelines.stage_config import StageOutput, nested, output_setting, setting
 
 
 @dataclass(frozen=True, kw_only=True)
 class EvaluateConfig(StageOutput):
     """One evaluation: the query model, what to retrieve and score, and where it writes (`StageOutput`).
 
-    Drivers build it and call `evaluate_retrieval`; `madr evaluate` builds it from its flags
-    (`from_options`). `products` (with `threshold`) adds the annotation quality on the
+    Drivers build it and call `evaluate_retrieval`; `madr evaluate` generates its flags from it (its own
+    fields and its `nested` settings'). `products` (with `threshold`) adds the annotation quality on the
     products the model held out.
     """
 
-    model: ModelSettings
-    evaluate: EvaluateSettings
-    products: str | None = None
-    threshold: PredictionThreshold = field(default_factory=PredictionThreshold)
+    output: str = output_setting("Folder for metrics.json, the run file and the manifest, local or gs://")
+    model: ModelSettings = nested()
+    evaluate: EvaluateSettings = nested()
+    products: str | None = setting(
+        None,
+        "Catalog Parquet file or glob: also report the model's aspect Accuracy@1/@3 on held-out products, "
+        "query Accuracy@1, and the coverage and accuracy of predictions at --min_confidence",
+    )
+    threshold: PredictionThreshold = nested(PredictionThreshold)
     # Set by code, not flags. The index artifact whose BM25 is fused with this evaluation's dense ranking
     # (None: --index's, when it carries BM25): the zero-shot row's exact search fuses with the model's.
     lexical_index: str | None = None
@@ -42,39 +33,6 @@ class EvaluateConfig(StageOutput):
     # one (fused with BM25 when there is BM25, else dense); "dense" keeps the dense one there and writes
     # the fused one to fused/ (the zero-shot row, whose fused ranking is the BM25 + zero-shot hybrid).
     primary_system: str | None = None
-
-    @classmethod
-    def from_options(cls, options: ParsedFlags) -> EvaluateConfig:
-        """The config the flags of `madr evaluate` describe; names the required flags that are missing."""
-        values = parsed_flags(options)
-        require_flags(values, "queries", "judgments", "model", "output")
-        return cls(
-            model=config_from_values(ModelSettings, values),
-            evaluate=config_from_values(EvaluateSettings, values),
-            products=values.get("products"),
-            threshold=config_from_values(PredictionThreshold, values),
-            **StageOutput.values_from(values),
-        )
-
-    @staticmethod
-    def add_arguments(parser: argparse.ArgumentParser) -> None:
-        """The flags of `madr evaluate` (and of the nightly's evaluate stage)."""
-        add_stage_arguments(
-            parser,
-            ModelOptions,
-            OutputOptions,
-            EvaluateOptions,
-            DepthOptions,
-            ThresholdOptions,
-            VerifyOptions,
-            OverwriteOptions,
-            DeadLetterOptions,
-        )
-        parser.add_argument(
-            "--products",
-            help="Catalog Parquet file or glob: also report the model's aspect Accuracy@1/@3 on held-out "
-            "products, query Accuracy@1, and the coverage and accuracy of predictions at --min_confidence",
-        )
 
 
 __all__ = ["EvaluateConfig"]

@@ -103,7 +103,7 @@ def _write_rows(rows: beam.PCollection, output: str, prefix: str, schema: pa.Sch
 
 @dataclass(frozen=True)
 class EvaluationPlan:
-    """What `build_evaluate` settled on the driver, which `run_evaluate` reports after the run."""
+    """What `build_evaluate_pipeline` settled on the driver, which `evaluate_retrieval` reports after."""
 
     folder: str
     identity: ModelIdentity
@@ -128,13 +128,6 @@ class EvaluationPlan:
 
     def branches(self) -> list[str]:
         return [chosen.branch(system) for chosen in self.systems for system in chosen.systems]
-
-
-def build_evaluate(
-    options: PipelineOptions, rule: RelevanceRule | None = None, folder: str | None = None
-) -> tuple[beam.Pipeline, EvaluationPlan]:
-    """`build_evaluate_pipeline` from the flags of `madr evaluate` (Beam's own flags choose the runner)."""
-    return build_evaluate_pipeline(EvaluateConfig.from_options(options), options, rule, folder)
 
 
 def build_evaluate_pipeline(
@@ -168,7 +161,7 @@ def build_evaluate_pipeline(
     if check_inputs:  # after the artifacts (cheap), before any search: an evaluation that would score nothing
         check_evaluation_inputs(opts)
     if rule is not None:
-        rule_source = "the caller of run_evaluate"
+        rule_source = "the caller of evaluate_retrieval"
     else:
         rule, rule_source = resolve_rule(opts.judgments, opts.positive_min_grade)
     metrics = parse_metrics(part for part in opts.metrics.split(",") if part.strip())
@@ -256,11 +249,6 @@ def build_evaluate_pipeline(
         lexical_index,
     )
     return pipeline, plan
-
-
-def run_evaluate(options: PipelineOptions, rule: RelevanceRule | None = None) -> dict[str, Any]:
-    """`madr evaluate`: `evaluate_retrieval` from its flags (Beam's own flags choose the runner)."""
-    return evaluate_retrieval(EvaluateConfig.from_options(options), options, rule)
 
 
 def evaluate_retrieval(

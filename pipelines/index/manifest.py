@@ -1,7 +1,7 @@
 """The top-level manifest of a partitioned index, the recall of its shards searched as one, and what
 an earlier build of each shard measured.
 
-`run_build_index` calls these on the driver once every shard exists: the manifest is written last
+`build_partitioned` calls these on the driver once every shard exists: the manifest is written last
 (temp file + rename), so a reader never sees a manifest over missing shards.
 """
 

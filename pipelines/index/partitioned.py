@@ -212,7 +212,7 @@ def _require_empty(folder: str) -> None:
 
 @dataclass(frozen=True)
 class PartitionedBuildPlan:
-    """What `build_partitioned_index` read on the driver, which `run_build_index` needs after the run."""
+    """What `build_partitioned_index_pipeline` read on the driver, which `build_partitioned` needs after."""
 
     folder: str
     embeddings: str
@@ -226,13 +226,6 @@ class PartitionedBuildPlan:
     model_fingerprint: str | None = None
     # The embed output it indexes (`pipelines.verify.embeddings_digest`).
     embeddings_digest: str | None = None
-
-
-def build_partitioned_index(
-    options: PipelineOptions, folder: str | None = None
-) -> tuple[beam.Pipeline, PartitionedBuildPlan]:
-    """`build_partitioned_index_pipeline` from the flags (Beam's own flags choose the runner)."""
-    return build_partitioned_index_pipeline(IndexBuildConfig.from_options(options), options, folder)
 
 
 def build_partitioned_index_pipeline(
@@ -295,11 +288,6 @@ def plan_partitioned_build(config: IndexBuildConfig, folder: str) -> tuple[Parti
         tuning_queries=tuning_query_vectors(config, config.embeddings),
     )
     return plan, build
-
-
-def run_build_index(options: PipelineOptions) -> IndexBuildReport:
-    """`madr build-index`: `build_partitioned` from the flags."""
-    return build_partitioned(IndexBuildConfig.from_options(options), options)
 
 
 def build_partitioned(

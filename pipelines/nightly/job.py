@@ -1,23 +1,24 @@
 """`madr nightly`'s configuration: the job's inputs and settings, and the config of every stage it runs.
 
-A `NightlyJob` holds the embed, index, evaluate, enrich and export configs (`NightlyStages`), each
-parsed by that stage's own parser (the one `madr embed`, `build-index`, ... use) from the job's
-pass-through flags, then the stage's own (`--embed_flags`, `--index_flags`, `--evaluate_flags`), then
-the inputs and folders the job fixes. A flag in a stage's own flags that the stage does not read, and
-Beam does not know, is an error naming the stage. What is known only when the night runs (last
-night's embeddings, index and zero-shot vectors) is put in at run time (`with_previous`).
+A `NightlyJob` holds the embed, index, evaluate, enrich and export configs (`NightlyStages`). Each is
+built from the job's pass-through flags, then the stage's own (`--embed_flags`, `--index_flags`,
+`--evaluate_flags`), parsed by the parser generated from the stage's config (the one `madr embed`,
+`build-index`, ... use), with the inputs and folders the job fixes set as values over them. A flag in a
+stage's own flags that the stage does not read, and Beam does not know, is an error naming the stage;
+what no stage reads is the stage's Beam options (`stage_args`). What is known only when the night runs
+(last night's embeddings, index and zero-shot vectors) is put in at run time (`with_previous`).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.beam_flags import flag_names, madr_option_flags, refused_flags
+from pipelines.beam_flags import flag_names, refused_flags
 from pipelines.depth import OLD_FLAG_NAMES
 from pipelines.embed.enrich import EnrichConfig
 from pipelines.embed.export import ExportVertexConfig
@@ -28,11 +29,11 @@ from pipelines.nightly.latest import LATEST
 from pipelines.nightly.publish_guard import DEFAULT_MAX_SHRINK
 from pipelines.nightly.quality_guard import GUARD_MODES
 from pipelines.options import IndexSettings
-from pipelines.stage_config import flag_fields
+from pipelines.stage_config import add_config_arguments, config_from_values, flag_fields
 from schemas.names import checked_name
 
-# A stage's folder in the run: its config (whose `add_arguments` is the stage's parser, `madr embed`'s,
-# ...), its name in messages, and its command.
+# A stage's folder in the run: its config (whose flags are the stage's parser, `madr embed`'s, ...), its
+# name in messages, and its command.
 STAGES: dict[str, tuple[type[Any], str, str]] = {
     "embeddings": (EmbedConfig, "embed", "embed"),
     "index": (IndexBuildConfig, "index", "build-index"),
@@ -44,6 +45,12 @@ STAGES: dict[str, tuple[type[Any], str, str]] = {
 
 # The stages that take flags of their own (--embed_flags, --index_flags, --evaluate_flags).
 OWN_FLAGS = ("embeddings", "index", "eval")
+# The stages' flags the job sets itself (the inputs and folders), never passed on.
+FIXED_FLAGS = frozenset(
+    {"products", "model", "output", "out", "embeddings", "queries", "judgments", "index", "overwrite"}
+    | {"previous", "previous_index", "zero_shot_previous", "no_verify"}
+    | {"tuning_queries"}  # refused by the job: the index stage tunes on catalog vectors
+)
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,8 @@ class NightlyJob:
     # Every index flag of `madr nightly` (--num_leaves, --soar_lambda, ...): the parser consumes them, so
     # they reach the index stage here and not through `beam_args`.
     index: IndexSettings = field(default_factory=IndexSettings)
+    # Check the model's and the embeddings' files against their manifests (False: --no_verify).
+    verify: bool = True
     # Beam options and stage flags for every stage (`madr nightly --precision int8` sets embed's and
     # evaluate's precision).
     beam_args: tuple[str, ...] = ()
@@ -107,11 +116,6 @@ class NightlyJob:
         object.__setattr__(self, "stages", self._stage_configs())
 
     @property
-    def verify(self) -> bool:
-        """Whether the job checks its inputs' checksums (False: --no_verify given to the whole job)."""
-        return "--no_verify" not in self.beam_args
-
-    @property
     def run_folder(self) -> str:
         return FileSystems.join(self.out, self.run_id)
 
@@ -119,9 +123,16 @@ class NightlyJob:
         return FileSystems.join(self.run_folder, name)
 
     def stage_args(self, stage: str) -> list[str]:
-        """The Beam arguments of one stage (its folder name): the job's, then that stage's own."""
+        """The Beam pipeline options of one stage (its folder name): the job's flags, then that stage's own,
+        without the stages' flags (each stage's config has read its own)."""
+        flags = [*self.beam_args, *self._own_flags(stage)]
+        for config_class, _, _ in STAGES.values():
+            flags = _stage_parser(config_class).parse_known_args(flags)[1]
+        return flags
+
+    def _own_flags(self, stage: str) -> tuple[str, ...]:
         own = {"embeddings": self.embed_flags, "index": self.index_flags, "eval": self.evaluate_flags}
-        return [*self.beam_args, *own.get(stage, ())]
+        return own.get(stage, ())
 
     def with_previous(
         self, embeddings: str | None = None, index: str | None = None, zero_shot: str | None = None
@@ -139,17 +150,14 @@ class NightlyJob:
         return replace(stages, embed=embed, index=index_config, evaluate=evaluate)
 
     def _stage_configs(self) -> NightlyStages:
-        embed = self._parsed(
-            "embeddings", ["--products", self.catalog, "--model", self.model], self.embed_flags
-        )
+        embed = self._parsed("embeddings", {"products": self.catalog, "model": self.model})
         if "tuning_queries" in given_flags([*self.beam_args, *self.index_flags]):
             raise ValueError(
                 "--tuning_queries: the nightly's index stage tunes on held-out catalog vectors only; "
                 "`madr build-index --tuning_queries Q --model MODEL` tunes on queries"
             )
         # BM25 from tonight's catalog in every shard, what `madr search` fuses (--lexical false: none).
-        index_inputs = ["--embeddings", self.stage("embeddings"), "--products", self.catalog]
-        index = self._parsed("index", index_inputs, self.index_flags)
+        index = self._parsed("index", {"embeddings": self.stage("embeddings"), "products": self.catalog})
         # The job's index settings (--num_leaves, --depth, ...), then those that --index_flags names
         # (the stage's other fields there are only its defaults).
         named = given_flags(self.index_flags) & {f.name for f in flag_fields(IndexSettings)}
@@ -159,22 +167,21 @@ class NightlyJob:
         if self.queries and self.judgments:
             with_bm25 = index_config.products is not None
             stages = replace(stages, evaluate=self._evaluate_config(index_config.index.depth, with_bm25))
-        inputs = ["--products", self.catalog, "--embeddings", self.stage("embeddings")]
+        inputs = {"products": self.catalog, "embeddings": self.stage("embeddings")}
         if self.enrich:
-            stages = replace(stages, enrich=self._parsed("enriched", inputs, ()))
+            stages = replace(stages, enrich=self._parsed("enriched", inputs))
         if self.export_vertex:
-            stages = replace(stages, export=self._parsed("vertex", inputs, ()))
+            stages = replace(stages, export=self._parsed("vertex", inputs))
         return stages
 
     def _evaluate_config(self, depth: int, with_bm25: bool) -> EvaluateConfig:
         """The evaluation of this run's index against --queries and --judgments, into its eval/, beside the
         backbone used zero-shot and, when the index carries BM25 (`with_bm25`), scoring the ranking a server
         gets (dense + BM25) beside BM25 and the BM25 + zero-shot hybrid, from the index's own BM25."""
-        fixed = ["--model", self.model, "--queries", self.queries, "--judgments", self.judgments]
-        fixed += ["--index", self.stage("index"), "--embeddings", self.stage("embeddings")]
+        inputs = {"model": self.model, "queries": self.queries, "judgments": self.judgments}
+        inputs |= {"index": self.stage("index"), "embeddings": self.stage("embeddings")}
         # Tonight's catalog: the annotations are scored on the products the model held out.
-        fixed += ["--products", self.catalog]
-        config = self._parsed("eval", fixed, self.evaluate_flags)
+        config = self._parsed("eval", {**inputs, "products": self.catalog})
         given = given_flags([*self.beam_args, *self.evaluate_flags])
         # By default the depth the index was built for, searched the faster of the index and exact scoring
         # by measurement (both reported). The BM25 rows come from the index's own BM25; without it BM25
@@ -187,40 +194,49 @@ class NightlyJob:
         chosen = {name: value for name, value in nightly_defaults.items() if name not in given}
         return replace(config, evaluate=replace(config.evaluate, **chosen))
 
-    def _parsed(self, folder: str, fixed: Sequence[str], own: Sequence[str]) -> Any:
-        """The config of the stage in `folder`, from its command's parser over the job's flags, the stage's
-        own, then `fixed` (the job's inputs) and the stage's folder in this run, which an interrupted
-        attempt's leftovers in it are replaced in."""
-        config_class, stage_name, command = STAGES[folder]
+    def _parsed(self, folder: str, inputs: Mapping[str, Any]) -> Any:
+        """The config of the stage in `folder`: its command's parser over the job's flags, then the stage's
+        own, with `inputs` (the job's) and the stage's folder in this run set over them (an interrupted
+        attempt's leftovers there are replaced)."""
+        config_class = STAGES[folder][0]
         parser = _stage_parser(config_class)
-        where = [*fixed, "--output", self.stage(folder), "--overwrite"]
-        _refuse_unknown_flags(stage_name, command, parser.parse_known_args([*own, *where])[1])
-        args, _ = parser.parse_known_args([*self.beam_args, *own, *where])
-        return config_class.from_options(args)
+        own = self._own_flags(folder)
+        _refuse_unknown_flags(folder, parser.parse_known_args(own)[1])
+        args, _ = parser.parse_known_args([*self.beam_args, *own])
+        where = {"output": self.stage(folder), "overwrite": True, "verify": self.verify and args.verify}
+        return config_from_values(config_class, {**vars(args), **inputs, **where})
 
 
 def _stage_parser(config_class: type[Any]) -> argparse.ArgumentParser:
     """A stage's own parser (its config's flags). No abbreviations: `--search exact` would parse as
     --searcher, yet not count as given (`given_flags`)."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    config_class.add_arguments(parser)
+    add_config_arguments(parser, config_class)
     return parser
 
 
-def stage_flags() -> dict[str, list[str]]:
+def _stage_options(config_class: type[Any]) -> list[str]:
+    """The option strings of a stage's parser, in its order."""
+    return [o for action in _stage_parser(config_class)._actions for o in action.option_strings]
+
+
+def passed_on_flags() -> dict[str, list[str]]:
     """Each stage's flags (by its name in messages) that `madr nightly` passes on, in its parser's order;
     those the job sets itself (the inputs and folders) left out."""
-    fixed = {"--products", "--model", "--output", "--out", "--embeddings", "--queries", "--judgments"}
-    fixed |= {"--index", "--overwrite", "--previous", "--previous_index", "--zero_shot_previous"}
-    fixed |= {"--tuning_queries"}  # refused by the job: the index stage tunes on catalog vectors
-    # enrich and export have no --<stage>_flags: only the flags the job passes on reach them.
-    passed_on = {f"--{name}" for name in madr_option_flags()}
-    flags = {}
+    return {
+        stage: [o for o in _stage_options(config_class) if o.lstrip("-") not in FIXED_FLAGS]
+        for config_class, stage, _ in STAGES.values()
+    }
+
+
+def stage_owners(but: str | None = None) -> dict[str, str]:
+    """Each flag of a stage but `but` (its folder name), and the stages that read it ("index, evaluate")."""
+    owners: dict[str, list[str]] = {}
     for folder, (config_class, stage, _) in STAGES.items():
-        options = [o for action in _stage_parser(config_class)._actions for o in action.option_strings]
-        own = folder in OWN_FLAGS
-        flags[stage] = [o for o in options if o not in fixed and (own or o in passed_on)]
-    return flags
+        if folder != but:
+            for option in _stage_options(config_class):
+                owners.setdefault(option.lstrip("-"), []).append(f"the {stage} stage")
+    return {name: " and ".join(stages) for name, stages in owners.items()}
 
 
 def given_flags(flags: Sequence[str]) -> set[str]:
@@ -229,13 +245,15 @@ def given_flags(flags: Sequence[str]) -> set[str]:
     return {OLD_FLAG_NAMES.get(name, name) for name in flag_names(flags)}
 
 
-def _refuse_unknown_flags(stage: str, command: str, flags: Sequence[str]) -> None:
-    """A flag of --<stage>_flags that the stage does not read, and is not Beam's, is an error naming it."""
-    refused = refused_flags(flags, f"the {stage} stage")
+def _refuse_unknown_flags(folder: str, flags: Sequence[str]) -> None:
+    """A flag of --<stage>_flags that the stage does not read, and is not Beam's, is an error naming it
+    (and the stages that do read it)."""
+    _, stage, command = STAGES[folder]
+    refused = refused_flags(flags, f"the {stage} stage", owners=stage_owners(but=folder))
     if refused:
         raise ValueError(
             f"--{stage}_flags: {'; '.join(refused)} (`madr {command} --help` lists the {stage} stage's)"
         )
 
 
-__all__ = ["STAGES", "NightlyJob", "NightlyStages", "given_flags", "stage_flags"]
+__all__ = ["STAGES", "NightlyJob", "NightlyStages", "given_flags", "passed_on_flags", "stage_owners"]

@@ -314,12 +314,13 @@ def _run_locked(job: NightlyJob) -> NightlyReport:
 
 def _extra_stages(job: NightlyJob, stages: StageRunner) -> None:
     """enriched/ and vertex/ from tonight's embeddings, and serving/ from tonight's index, when asked for."""
-    options = PipelineOptions(list(job.beam_args))
     enrich, export = job.stages.enrich, job.stages.export
     if enrich is not None:
+        options = PipelineOptions(job.stage_args("enriched"))
         stages.run("enrich", lambda: enrich_catalog(enrich, options), enrich.output)
     if export is not None:
-        stages.run("export-vertex", lambda: export_vertex(export, options), export.output)
+        export_options = PipelineOptions(job.stage_args("vertex"))
+        stages.run("export-vertex", lambda: export_vertex(export, export_options), export.output)
     if job.export_serving:  # the config checks its folder is empty: made only when the stage runs
         serving = job.stage("serving")
 

@@ -24,8 +24,13 @@ from model import VARIANTS, DenseEncoder, new_encoder
 from model.aspects.vocabulary import AspectVocabulary
 from model.training.checkpoints import checkpoint_dir
 from pipelines.layout import DatasetLayout
-from pipelines.options import OverwriteOptions, add_stage_arguments
-from pipelines.stage_config import add_config_arguments, add_output_argument, config_values, setting
+from pipelines.stage_config import (
+    OutputReplacement,
+    add_config_arguments,
+    add_output_argument,
+    config_values,
+    setting,
+)
 from pipelines.train.vocabulary import run_build_vocabulary
 from schemas import ECOMMERCE_ASPECTS, AspectSchema, write_manifest
 from schemas.splits import HeldOutProducts
@@ -151,7 +156,7 @@ def add_encoder_arguments(parser: argparse.ArgumentParser, job_class: type[Encod
         help="A field of the variant's config, e.g. fusion=cls_gating or dimensions=4096 (repeatable; "
         "values are JSON when they parse as JSON); the config validates it",
     )
-    add_stage_arguments(parser, OverwriteOptions)
+    add_config_arguments(parser, OutputReplacement)
 
 
 def encoder_job_fields(args: argparse.Namespace, job_class: type[EncoderJob] = EncoderJob) -> dict[str, Any]:

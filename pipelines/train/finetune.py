@@ -22,8 +22,7 @@ from model.training import Trainer, TrainingConfig, TrainingReport
 from model.training.validation import VALIDATION_METRIC
 from pipelines.artifacts import fresh_output
 from pipelines.layout import DatasetLayout
-from pipelines.options import VerifyOptions, add_stage_arguments
-from pipelines.stage_config import add_config_arguments, config_from_values, setting
+from pipelines.stage_config import InputChecks, add_config_arguments, config_from_values, setting
 from pipelines.train.calibrate import calibrate_on_catalog
 from pipelines.train.encoder_job import (
     EncoderJob,
@@ -59,7 +58,7 @@ class TrainJob(EncoderJob):
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add_encoder_arguments(parser, TrainJob)
     add_preset_argument(parser)
-    add_stage_arguments(parser, VerifyOptions)
+    add_config_arguments(parser, InputChecks)
     add_config_arguments(parser, TrainingConfig)
 
 
@@ -73,7 +72,7 @@ class TrainRun:
     @classmethod
     def from_args(cls, args: argparse.Namespace, explicit: Collection[str] = ()) -> TrainRun:
         """The run `madr train`'s parsed flags describe, with `--preset` under each flag in `explicit`."""
-        job = TrainJob(**encoder_job_fields(args, TrainJob), verify_init=not args.no_verify)
+        job = TrainJob(**encoder_job_fields(args, TrainJob), verify_init=args.verify)
         loop = config_from_values(TrainingConfig, args)
         return cls(*with_preset(job, loop, args.preset, "train", explicit))
 

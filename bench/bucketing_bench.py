@@ -38,7 +38,8 @@ from evaluation import MetricSpec, RelevanceRule, evaluate_query
 from index_builder import ExactSearcher
 from model import Side, document_text, load_encoder, new_encoder
 from model.batch import TokenizedBatch
-from pipelines.inference import EncoderModelHandler, LoadedEncoder, TextToEncode, length_sorted_chunks
+from model.text_encoder import TextEncoder, length_sorted_chunks
+from pipelines.inference import EncoderModelHandler, TextToEncode
 from pipelines.options import ModelSettings
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 
@@ -51,7 +52,7 @@ def mixed_texts(products: list[dict[str, Any]], title_only_share: float, seed: i
     return [p["title"] if rng.random() < title_only_share else document_text(p) for p in products]
 
 
-def naive(loaded: LoadedEncoder, texts: list[str], batch_size: int) -> float:
+def naive(loaded: TextEncoder, texts: list[str], batch_size: int) -> float:
     """Seconds to encode consecutive batches, each padded to its own longest text."""
     started = time.perf_counter()
     for start in range(0, len(texts), batch_size):
@@ -59,7 +60,7 @@ def naive(loaded: LoadedEncoder, texts: list[str], batch_size: int) -> float:
     return time.perf_counter() - started
 
 
-def through_handler(handler: EncoderModelHandler, loaded: LoadedEncoder, texts: list[str], beam_batch: int):
+def through_handler(handler: EncoderModelHandler, loaded: TextEncoder, texts: list[str], beam_batch: int):
     """(embeddings, seconds) through the embed stage's own `run_inference`, batch by batch."""
     examples = [TextToEncode(str(i), text) for i, text in enumerate(texts)]
     vectors: list[np.ndarray] = []
@@ -70,7 +71,7 @@ def through_handler(handler: EncoderModelHandler, loaded: LoadedEncoder, texts: 
     return np.stack(vectors), time.perf_counter() - started
 
 
-def globally_sorted(loaded: LoadedEncoder, texts: list[str], batch_size: int) -> float:
+def globally_sorted(loaded: TextEncoder, texts: list[str], batch_size: int) -> float:
     started = time.perf_counter()
     lengths = [len(ids) for ids in loaded.tokenizer(texts, truncation=True, max_length=512)["input_ids"]]
     for chunk in length_sorted_chunks(lengths, batch_size):
@@ -112,7 +113,7 @@ class _Graph(torch.nn.Module):
         return self.encoder(TokenizedBatch(input_ids, attention_mask), Side.DOCUMENT).embedding
 
 
-def onnx_encoders(loaded: LoadedEncoder, folder: Path, threads: int) -> dict[str, Encode]:
+def onnx_encoders(loaded: TextEncoder, folder: Path, threads: int) -> dict[str, Encode]:
     """ONNX Runtime fp32 and dynamic-int8 encoders of the same exported graph ({} without onnxruntime)."""
     try:
         import onnxruntime as ort
@@ -156,7 +157,7 @@ def onnx_encoders(loaded: LoadedEncoder, folder: Path, threads: int) -> dict[str
     return encoders
 
 
-def torch_encoder(loaded: LoadedEncoder, chunk: int) -> Encode:
+def torch_encoder(loaded: TextEncoder, chunk: int) -> Encode:
     def encode(texts: list[str], side: Side) -> np.ndarray:
         handler = EncoderModelHandler(ModelSettings("unused", batch_size=256, chunk_size=chunk), side)
         return through_handler(handler, loaded, texts, 256)[0]
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             encoder, tokenizer = new_encoder("bibert")
             encoder.save_pretrained(root / "model", tokenizer)
         model_dir = args.model or str(root / "model")
-        loaded = LoadedEncoder(*load_encoder(model_dir))
+        loaded = TextEncoder(*load_encoder(model_dir))
         # Padding waste grows with the truncation length: measure at the production default, not the demo's.
         loaded.encoder.config = dataclasses.replace(
             loaded.encoder.config, max_document_length=args.max_document_length
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     loaded.encoder, {torch.nn.Linear}, dtype=torch.qint8
                 )
             variants["torch_int8_dynamic"] = torch_encoder(
-                LoadedEncoder(quantized, loaded.tokenizer), args.batch_size
+                TextEncoder(quantized, loaded.tokenizer), args.batch_size
             )
             if not args.no_onnx:
                 variants.update(onnx_encoders(loaded, root, threads))

@@ -47,7 +47,7 @@ from model.hardware import bf16_is_native
 MADR_PARTS: list[tuple[str, tuple[str, ...]]] = [
     ("imports", ("_find_and_load",)),
     ("model load", ("EncoderModelHandler.load_model", "verify_model")),
-    ("encode", ("OnnxRuntimeEncoder.__call__", "LoadedEncoder.forward")),
+    ("encode", ("OnnxRuntimeEncoder.__call__", "TextEncoder.forward")),
     ("tokenize", ("tokenize",)),
     ("annotations", ("annotate", "ColumnAnnotator.__call__", "_merged")),
     ("validate", ("validate_product",)),

@@ -38,7 +38,7 @@ def sweep_tree(
     precision: str = "float32",
 ) -> None:
     n, dim = bench.data.shape
-    config = ScannIndexBuilder.for_corpus(n, dim, max_k=10).create_config()
+    config = ScannIndexBuilder.for_corpus(n, dim, depth=10).create_config()
     # The settings madr derives for a tree of this corpus (a small one gets brute force: its defaults then).
     sample = min(n, sample or config.training_sample_size or 100_000)
     builder = ScannIndexBuilder(dim, n).tree(leaves, max(1, leaves // 100), sample, soar_lambda=soar_lambda)

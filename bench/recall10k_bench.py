@@ -1,7 +1,7 @@
 """Recall@10k cost: top-10,000 retrieval through the index (our `for_corpus` settings) against exact search.
 
 The evaluation stage retrieves 10,000 products per query (madral-kdd22's Recall@10k). For that depth
-`ScannIndex.search` widens the search of a `ScannIndexBuilder.for_corpus(n, d, max_k=10_000)` index
+`ScannIndex.search` widens the search of a `ScannIndexBuilder.for_corpus(n, d, depth=10_000)` index
 to 0.06·k^0.3 of the leaves (all but 5 % at k = 10,000) and re-ranks 8·k AH candidates exactly;
 from k = n/20 on `for_corpus` picks brute force outright. This measures what that costs and keeps:
 the index's time and its overlap with the exact top-k at several depths, against `ExactSearcher` on
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     everything = clustered_unit_vectors(args.n + args.queries, args.dim, noise=args.noise, seed=args.seed)
     data, queries = everything[: args.n], everything[args.n :]
     ids = [f"v{i}" for i in range(args.n)]
-    builder = ScannIndexBuilder.for_corpus(args.n, args.dim, max_k=K)
+    builder = ScannIndexBuilder.for_corpus(args.n, args.dim, depth=K)
     index_config = builder.create_config()
     config = {
         "command": command_line("bench.recall10k_bench", argv),

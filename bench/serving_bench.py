@@ -242,8 +242,10 @@ def load_vectors(
     args: argparse.Namespace,
 ) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray | None, str]:
     if args.embeddings:
+        from model import Side
         from pipelines.artifacts import read_embeddings
-        from pipelines.evaluate.calibration import encode_queries, first_queries
+        from pipelines.evaluate.calibration import first_queries
+        from pipelines.inference import load_text_encoder
         from pipelines.options import ModelSettings
 
         ids, data, _ = read_embeddings(args.embeddings)
@@ -252,7 +254,8 @@ def load_vectors(
         wanted = args.queries + args.tune_queries
         for split in ("test", "valid", "train"):
             queries += first_queries(args.queries_file, split, wanted - len(queries))
-        vectors = encode_queries(queries, ModelSettings(args.model, precision=args.precision))
+        encoder = load_text_encoder(ModelSettings(args.model, precision=args.precision))
+        vectors = encoder.encode([query.text for query in queries], Side.QUERY)
         measured, tuning = vectors[: args.queries], vectors[args.queries :]
         source = (
             f"{len(ids):,} products of {args.embeddings}; {len(measured):,} generator queries (test, then "

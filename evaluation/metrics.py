@@ -164,13 +164,13 @@ _METRIC_FUNCTIONS: dict[str, Callable[[_JudgedRanking, int | None], float]] = {
 }
 
 
-def check_depth(metrics: Sequence[MetricSpec], num_candidates: int | None) -> None:
+def check_depth(metrics: Sequence[MetricSpec], depth: int | None) -> None:
     """Refuse cutoffs deeper than the retrieval depth: recall@10000 of a 1000-deep run is recall@1000."""
-    if num_candidates is None:
+    if depth is None:
         return
-    too_deep = [spec.key for spec in metrics if spec.k is not None and spec.k > num_candidates]
+    too_deep = [spec.key for spec in metrics if spec.k is not None and spec.k > depth]
     if too_deep:
-        raise ValueError(f"{too_deep} exceed the retrieval depth num_candidates={num_candidates}")
+        raise ValueError(f"{too_deep} exceed the retrieval depth ({depth})")
 
 
 def evaluate_query(
@@ -178,18 +178,16 @@ def evaluate_query(
     judgments: Mapping[str, int],
     metrics: Sequence[MetricSpec],
     rule: RelevanceRule,
-    num_candidates: int | None = None,
+    depth: int | None = None,
 ) -> dict[str, float]:
     """Every metric of one query, keyed by ``spec.key``; ``nan`` where the metric is undefined.
 
-    ``num_candidates`` is the depth the retriever was asked for (e.g. 10000, §8.3, madral-kdd22); when
+    ``depth`` is the depth the retriever was asked for (e.g. 10000, §8.3, madral-kdd22); when
     given, a deeper cutoff or a longer ranking is an error. Leave it None for re-ranking judged products.
     """
-    check_depth(metrics, num_candidates)
-    if num_candidates is not None and len(ranked_product_ids) > num_candidates:
-        raise ValueError(
-            f"ranking holds {len(ranked_product_ids)} products, more than num_candidates={num_candidates}"
-        )
+    check_depth(metrics, depth)
+    if depth is not None and len(ranked_product_ids) > depth:
+        raise ValueError(f"ranking holds {len(ranked_product_ids)} products, more than depth={depth}")
     position = {product_id: rank for rank, product_id in enumerate(ranked_product_ids, start=1)}
     if len(position) != len(ranked_product_ids):
         raise ValueError("ranked_product_ids repeats a product")

@@ -151,10 +151,10 @@ class ScannIndexBuilder:
         return f"ScannIndexBuilder(dimension={self.dimension}, num_vectors={self.num_vectors}){steps}"
 
     @classmethod
-    def for_corpus(cls, num_vectors: int, dimension: int, max_k: int = RETRIEVAL_DEPTH) -> ScannIndexBuilder:
-        """A builder whose settings are derived from the corpus size, for searches of up to ``max_k``.
+    def for_corpus(cls, num_vectors: int, dimension: int, depth: int = RETRIEVAL_DEPTH) -> ScannIndexBuilder:
+        """A builder whose settings are derived from the corpus size, for searches of up to ``depth``.
 
-        The rule (k = min(max_k, n); constants and their measurements in `index_builder.config`):
+        The rule (k = min(depth, n); constants and their measurements in `index_builder.config`):
 
         * brute force (exact float32, no tree) if n < 5,000, or if k >= n/20: a tree is not
           worth training on a tiny corpus, and from a twentieth of the corpus on exact search
@@ -169,20 +169,20 @@ class ScannIndexBuilder:
           Recall@k ≥ 0.99 on the benchmark's overlapping clusters, but not on diffuse data
           (isotropic Gaussian vectors: 0.46 at 200k × 128, 0.72 at 20k × 32): this rule promises
           nothing, so `index_builder.recall.tune_recall` (run by `madr build-index`) measures
-          recall@max_k at build time and widens the search to a target;
+          recall@depth at build time and widens the search to a target;
         * training_sample_size = min(n, max(250,000, 100 · num_leaves));
         * AH with 2 dimensions per block and anisotropic threshold 0.2 (ScaNN's defaults
           for unit vectors), re-ranking in float32;
         * no SOAR spilling: at 1M it lowered queries/s at recall@10 = 0.95 and doubled the
           build time (bench/index_bench.py); ask for it with `tree(..., soar_lambda=1.5)`.
 
-        Search widens the leaves and re-ranking for k > max_k with the same k terms, and
+        Search widens the leaves and re-ranking for k > depth with the same k terms, and
         caps k at n, so Recall@k=n returns the whole corpus.
         """
         builder = cls(dimension, num_vectors)
-        if not isinstance(max_k, int) or isinstance(max_k, bool) or max_k < 1:
-            raise ValueError(f"max_k must be a positive int, got {max_k!r}")
-        k = min(max_k, num_vectors)
+        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
+            raise ValueError(f"depth must be a positive int, got {depth!r}")
+        k = min(depth, num_vectors)
         # Rule 1: tiny corpus, or k a twentieth of the corpus or more -> exact brute force.
         if num_vectors < BRUTE_FORCE_BELOW or k >= EXACT_FROM_K_FRACTION * num_vectors:
             return builder.score_brute_force()
@@ -202,7 +202,7 @@ class ScannIndexBuilder:
 def config_for_corpus(
     num_vectors: int,
     dimension: int,
-    max_k: int = RETRIEVAL_DEPTH,
+    depth: int = RETRIEVAL_DEPTH,
     settings: Mapping[str, Any] | None = None,
 ) -> ScannIndexConfig:
     """`ScannIndexBuilder.for_corpus`'s config, with `settings` (`ScannIndexConfig` fields) in place of
@@ -212,7 +212,7 @@ def config_for_corpus(
     `scoring="asymmetric_hashing"` on a corpus the rule scores exactly adds ScaNN's defaults for them,
     `num_leaves=0` means no tree, and a leaf count without a search width searches as `for_corpus` does.
     """
-    config = ScannIndexBuilder.for_corpus(num_vectors, dimension, max_k).create_config()
+    config = ScannIndexBuilder.for_corpus(num_vectors, dimension, depth).create_config()
     chosen = dict(settings or {})
     if not chosen:
         return config

@@ -9,7 +9,7 @@ measures what it got, on the corpus it was given, at the depth the artifact will
   result lists: both searches ask for k + 1 neighbours, drop the query's own row wherever it
   appears (or the last one if it does not), and compare the first k. Otherwise every query would
   find itself and recall@10 would start at 0.1.
-* **Depth.** k = min(max_k, n - 1), searched exactly as `ScannIndex.search` would (its config's
+* **Depth.** k = min(depth, n - 1), searched exactly as `ScannIndex.search` would (its config's
   leaves and re-ranking depth, widened for k), against `ExactSearcher`.
 * **Figure.** recall@k = |ann ∩ exact| / k, averaged over the queries.
 
@@ -201,14 +201,14 @@ class RecallProbe:
 def tune_recall(
     index: ScannIndex,
     embeddings: np.ndarray,
-    max_k: int,
+    depth: int,
     target_recall: float | None = DEFAULT_TARGET_RECALL,
     *,
     num_queries: int = DEFAULT_RECALL_QUERIES,
     evaluation_queries: np.ndarray | None = None,
     max_leaves_to_search: int | None = None,
 ) -> tuple[ScannIndex, RecallReport]:
-    """Measure recall@min(max_k, n - 1) of ``index``; with a target, widen its search until it is met.
+    """Measure recall@min(depth, n - 1) of ``index``; with a target, widen its search until it is met.
 
     ``embeddings`` are the vectors the index was built on (row i is ``index.ids[i]``).
     ``target_recall`` None or 0 measures only. ``max_leaves_to_search`` caps the tuning (default:
@@ -222,7 +222,7 @@ def tune_recall(
     target = check_target(target_recall)
     config = index.config
     n = index.size
-    k = max(1, min(max_k, n - 1))
+    k = max(1, min(depth, n - 1))
     if config.scoring is Scoring.BRUTE_FORCE and not config.uses_tree:
         return index, RecallReport(k, 0, 1.0, target, exact=True)
     if embeddings.shape[0] != n:
@@ -236,21 +236,21 @@ def tune_recall(
         cap = min(num_leaves, max_leaves_to_search)
     # Start where a search for k starts (held-out queries ask for k + 1, at the same settings).
     leaves = config.search_leaves(k)
-    depth = min(n, config.search_reorder(k))
+    reorder = min(n, config.search_reorder(k))
     if leaves is not None and cap is not None:
         leaves = min(leaves, cap)
     tried: list[dict[str, Any]] = []
     while True:
-        recall = probe.measure(leaves, depth)
-        tried.append({"leaves_to_search": leaves, "pre_reorder_num_neighbors": depth, "recall": recall})
-        logger.info("recall@%d %.4f with %s leaves, re-ranking %d", k, recall, leaves, depth)
+        recall = probe.measure(leaves, reorder)
+        tried.append({"leaves_to_search": leaves, "pre_reorder_num_neighbors": reorder, "recall": recall})
+        logger.info("recall@%d %.4f with %s leaves, re-ranking %d", k, recall, leaves, reorder)
         wider_leaves = leaves if leaves is None or cap is None else min(cap, 2 * leaves)
-        wider_depth = min(n, 2 * depth) if config.reorder_candidates is not None else depth
-        if target is None or recall >= target or (wider_leaves, wider_depth) == (leaves, depth):
+        wider_reorder = min(n, 2 * reorder) if config.reorder_candidates is not None else reorder
+        if target is None or recall >= target or (wider_leaves, wider_reorder) == (leaves, reorder):
             break
         if len(tried) > 1 and leaves == tried[-2]["leaves_to_search"] and recall <= tried[-2]["recall"]:
             break  # the leaves are capped and a deeper re-ranking gained nothing
-        leaves, depth = wider_leaves, wider_depth
+        leaves, reorder = wider_leaves, wider_reorder
     best = max(tried, key=lambda s: s["recall"])
     report = RecallReport(k, probe.count, best["recall"], target, tried, probe.count - len(probe.own))
     if target is not None and best["recall"] < target:
@@ -311,9 +311,9 @@ __all__: Sequence[str] = (
 
 
 def measure_recall(
-    searcher: Searcher, embeddings: np.ndarray, max_k: int, num_queries: int = DEFAULT_RECALL_QUERIES
+    searcher: Searcher, embeddings: np.ndarray, depth: int, num_queries: int = DEFAULT_RECALL_QUERIES
 ) -> RecallReport:
-    """recall@min(max_k, n - 1) of any searcher at its stored settings, measure only.
+    """recall@min(depth, n - 1) of any searcher at its stored settings, measure only.
 
     For artifacts whose search settings are not tuned here, such as a partitioned index: held-out
     corpus vectors (``recall_queries``) searched by ``searcher`` and by exact search over
@@ -322,7 +322,7 @@ def measure_recall(
     n = len(searcher.ids)
     if embeddings.shape[0] != n:
         raise ValueError(f"{embeddings.shape[0]} embeddings for an index of {n} vectors")
-    k = max(1, min(max_k, n - 1))
+    k = max(1, min(depth, n - 1))
     own = recall_queries(embeddings, num_queries)
     held_out = np.ascontiguousarray(embeddings[own], dtype=np.float32)
     truth = _drop_self(ExactSearcher(embeddings, searcher.ids).search(held_out, k + 1).indices, own, k)

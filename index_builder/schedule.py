@@ -6,7 +6,7 @@ k = 10,000 open most of the leaves and re-rank tens of thousands of candidates, 
 made the tree slower than exact scoring at that depth, so the whole tree was thrown away even though it
 answered k = 10 6.5 times faster than exact scoring (bench/results/nightly_scale.json, 27 Nov).
 
-A `SearchSchedule` holds one `DepthEntry` per listed depth (10, 100, 1,000 and max_k by default):
+A `SearchSchedule` holds one `DepthEntry` per listed depth (10, 100, 1,000 and depth by default):
 whether the tree or exact scoring serves it, the tree's cheapest `leaves_to_search` /
 `pre_reorder_num_neighbors` that reached the target recall there, the recall measured, and both speeds.
 `ScannIndex.search(queries, k)` uses the entry of the smallest listed depth >= k (`entry_for`). It is
@@ -19,18 +19,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-# The depths a build tunes for besides max_k: a server's first page, a re-ranker's candidate list, and
+# The depths a build tunes for besides depth: a server's first page, a re-ranker's candidate list, and
 # a deep candidate set. `IndexSettings.serving_depths` is the flag that changes them.
 DEFAULT_SERVING_DEPTHS = (10, 100, 1_000)
 TREE = "tree"
 EXACT = "exact"
 
 
-def schedule_depths(serving_depths: Iterable[int], max_k: int, num_vectors: int) -> tuple[int, ...]:
-    """The depths a schedule lists: each serving depth up to max_k, and max_k, each capped at n - 1."""
+def schedule_depths(serving_depths: Iterable[int], depth: int, num_vectors: int) -> tuple[int, ...]:
+    """The depths a schedule lists: each serving depth up to depth, and depth, each capped at n - 1."""
     cap = max(1, num_vectors - 1)
-    depths = {min(int(d), cap) for d in serving_depths if 1 <= int(d) <= max_k}
-    depths.add(min(max_k, cap))
+    depths = {min(int(d), cap) for d in serving_depths if 1 <= int(d) <= depth}
+    depths.add(min(depth, cap))
     return tuple(sorted(depths))
 
 

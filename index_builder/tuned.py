@@ -1,11 +1,11 @@
 """The one rule every index build follows: reach the recall target at each depth a caller asks for,
 and never serve a depth slower than exact scoring would.
 
-`tune_recall` used to widen one search setting until recall at max_k met the target, and ship the
-tree only if it also beat exact scoring at k = 10. At 1M products and max_k = 10,000 that shipped
+`tune_recall` used to widen one search setting until recall at depth met the target, and ship the
+tree only if it also beat exact scoring at k = 10. At 1M products and depth = 10,000 that shipped
 brute force: the tree tuned for k = 10,000 was slower than exact scoring there (38 against 79
 queries/s) though 6.5 times faster at k = 10. Now a tree is tuned per depth (`depth_tuning`: 10, 100,
-1,000 and max_k by default), each depth served by whichever of the tree and exact scoring was faster
+1,000 and depth by default), each depth served by whichever of the tree and exact scoring was faster
 there at the target recall (`schedule.SearchSchedule`, written into the manifest), and exact scoring
 ships alone only when the tree loses, or cannot reach the target, at every depth. An exact depth of a
 tree artifact scores ScaNN's own float32 copy of the vectors with madr's exact searcher.
@@ -58,16 +58,16 @@ def exact_config(config: ScannIndexConfig) -> ScannIndexConfig:
     )
 
 
-def sizing_depth(max_k: int, serving_depths: Sequence[int], target_recall: float | None) -> int:
+def sizing_depth(depth: int, serving_depths: Sequence[int], target_recall: float | None) -> int:
     """The k `config_for_corpus` sizes a build for: the shallowest depth the schedule will tune.
 
-    Sized for max_k, a corpus where max_k is a twentieth or more of it got no tree at all; a schedule
-    serves such a max_k by exact scoring anyway and lets the tree serve the shallow depths where it
-    is faster. Untuned builds (no target) keep the max_k rule: nothing will time the tree.
+    Sized for depth, a corpus where depth is a twentieth or more of it got no tree at all; a schedule
+    serves such a depth by exact scoring anyway and lets the tree serve the shallow depths where it
+    is faster. Untuned builds (no target) keep the depth rule: nothing will time the tree.
     """
     if not target_recall:
-        return max_k
-    return min(max_k, *serving_depths) if serving_depths else max_k
+        return depth
+    return min(depth, *serving_depths) if serving_depths else depth
 
 
 def comparable_schedule(
@@ -94,24 +94,24 @@ def train_within_target(
     config: ScannIndexConfig,
     embeddings: np.ndarray,
     ids: Sequence[str],
-    max_k: int,
+    depth: int,
     target_recall: float | None = DEFAULT_TARGET_RECALL,
     *,
     serving_depths: Sequence[int] = DEFAULT_SERVING_DEPTHS,
     evaluation_queries: np.ndarray | None = None,
     earlier: dict[str, Any] | None = None,
 ) -> tuple[ScannIndex, RecallReport]:
-    """Train `config` on `embeddings` and tune its search per depth (`serving_depths` and max_k, each
+    """Train `config` on `embeddings` and tune its search per depth (`serving_depths` and depth, each
     at most n - 1) to `target_recall`, each depth served by the faster of the tree and exact scoring;
     or an exact-scoring index when that serves every depth (see the module's docstring).
 
     The report's ``schedule`` lists every depth's choice, settings, recall and speeds; ``choice`` is
     "approximate" when the tree serves any depth. With `target_recall` None or 0 the settings are kept
-    as given and only measured at max_k (no schedule, no fallback: the user chose them). `earlier` is
+    as given and only measured at depth (no schedule, no fallback: the user chose them). `earlier` is
     the ``recall`` entry of the last build of this index (last night's).
     """
     n, dimension = embeddings.shape
-    depths = schedule_depths(serving_depths, max_k, n)
+    depths = schedule_depths(serving_depths, depth, n)
     previous = comparable_schedule(earlier, embeddings.shape, depths, target_recall)
     if previous is not None and not previous.uses_tree:
         timed_at = int(earlier["speed"]["vectors"])
@@ -119,14 +119,14 @@ def train_within_target(
             f"exact again without training a tree: a build of {timed_at:,} vectors timed it faster "
             "at every depth"
         )
-        return _exact(config, embeddings, ids, max_k, target_recall, reason, earlier["speed"], previous)
+        return _exact(config, embeddings, ids, depth, target_recall, reason, earlier["speed"], previous)
     index = ScannIndex.train(config, embeddings, ids)
     if not target_recall or not index.config.uses_tree:
         try:  # exact already (tune_recall says so), or settings as given
-            return tune_recall(index, embeddings, max_k, target_recall, evaluation_queries=evaluation_queries)
+            return tune_recall(index, embeddings, depth, target_recall, evaluation_queries=evaluation_queries)
         except RecallTargetError as error:
             reason = f"the approximate index could not reach the target ({error})"
-            return _exact(config, embeddings, ids, max_k, target_recall, reason, None, None)
+            return _exact(config, embeddings, ids, depth, target_recall, reason, None, None)
     exact = ExactSearcher(embeddings, ids)
     tuner = DepthTuner.over(index, exact, embeddings, target_recall, evaluation_queries)
     schedule, reused = None, None
@@ -149,10 +149,10 @@ def train_within_target(
     speed = {"vectors": n, "dimension": dimension, "queries": len(tuner.speed_queries)}
     if not schedule.uses_tree:
         reasons = "; ".join(f"k={e.depth}: {e.reason}" for e in schedule.entries)
-        return _exact(config, embeddings, ids, max_k, target_recall, reasons, speed, schedule, exact)
+        return _exact(config, embeddings, ids, depth, target_recall, reasons, speed, schedule, exact)
     if schedule.uses_exact and not tuner.exact_available:  # only where the tree cannot reach the target
         reasons = "; ".join(f"k={e.depth}: {e.reason}" for e in schedule.entries if e.searcher != TREE)
-        return _exact(config, embeddings, ids, max_k, target_recall, reasons, speed, schedule, exact)
+        return _exact(config, embeddings, ids, depth, target_recall, reasons, speed, schedule, exact)
     report = tree_report(
         schedule, target_recall, reused or schedule.summary(), speed, TreeHistory(trained_vectors=n)
     )
@@ -194,7 +194,7 @@ def _exact(
     config: ScannIndexConfig,
     embeddings: np.ndarray,
     ids: Sequence[str],
-    max_k: int,
+    depth: int,
     target_recall: float | None,
     reason: str,
     speed: dict | None,
@@ -203,7 +203,7 @@ def _exact(
 ) -> tuple[ScannIndex, RecallReport]:
     logger.warning("shipping exact scoring instead of %s: %s", config, reason)
     exact_index = ScannIndex.train(exact_config(config), embeddings, ids)
-    _, report = tune_recall(exact_index, embeddings, max_k, target_recall)
+    _, report = tune_recall(exact_index, embeddings, depth, target_recall)
     rows = None if schedule is None else schedule.to_list()
     return exact_index, dataclasses.replace(report, choice="exact", reason=reason, speed=speed, schedule=rows)
 

@@ -110,7 +110,7 @@ def update_within_target(
     config: ScannIndexConfig,
     embeddings: np.ndarray,
     ids: Sequence[str],
-    max_k: int,
+    depth: int,
     target_recall: float | None,
     *,
     serving_depths: Sequence[int],
@@ -123,7 +123,7 @@ def update_within_target(
     Returns the index, its report and tonight's matrix in the index's row order (what its exact depths
     and recall checks score)."""
     n = embeddings.shape[0]
-    depths = schedule_depths(serving_depths, max_k, n)
+    depths = schedule_depths(serving_depths, depth, n)
     schedule = comparable_schedule(earlier, embeddings.shape, depths, target_recall)
     history = _history(earlier)
     why = _refusal(schedule, history)
@@ -179,7 +179,7 @@ def update_or_train(
     config: ScannIndexConfig,
     embeddings: np.ndarray,
     ids: Sequence[str],
-    max_k: int,
+    depth: int,
     target_recall: float | None,
     *,
     serving_depths: Sequence[int],
@@ -191,12 +191,12 @@ def update_or_train(
     with tonight's matrix in the index's row order."""
     shared: dict[str, Any] = {"serving_depths": serving_depths, "evaluation_queries": evaluation_queries}
     if previous_dir and earlier and target_recall:
-        args = (previous_dir, earlier, config, embeddings, ids, max_k, target_recall)
+        args = (previous_dir, earlier, config, embeddings, ids, depth, target_recall)
         updated = update_within_target(*args, explicit=explicit, **shared)
         if updated is not None:
             return updated
     index, report = train_within_target(
-        config, embeddings, ids, max_k, target_recall, earlier=earlier, **shared
+        config, embeddings, ids, depth, target_recall, earlier=earlier, **shared
     )
     return index, report, embeddings
 

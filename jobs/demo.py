@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from jobs.adapt import evaluate_model
 from jobs.command_table import generated_flags
 from pipelines.artifacts import read_parquet_table
-from pipelines.depth import retrieval_depth
+from pipelines.depth import check_depth, retrieval_depth
 from pipelines.embed.enrich import PREDICTION_COLUMNS, EnrichConfig, enrich_catalog, format_counts
 from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.evaluate.config import EvaluateConfig
@@ -94,6 +94,9 @@ class DemoConfig:
     )
     recipe: ShippedRecipe = nested(ShippedRecipe)
     depth: int = retrieval_depth()
+
+    def __post_init__(self) -> None:
+        check_depth(self.depth)
 
 
 DEMO_FLAGS = generated_flags(DemoConfig)

@@ -8,7 +8,6 @@ made by `retrieval_depth()`; a command whose config holds both declares the flag
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from pipelines.stage_config import setting
@@ -29,11 +28,10 @@ def retrieval_depth() -> Any:
     return setting(RETRIEVAL_DEPTH, DEPTH_HELP, old_names=tuple(f"--{old}" for old in OLD_FLAG_NAMES))
 
 
-@dataclass(frozen=True)
-class RetrievalDepth:
-    """--depth alone, for a command that reads no other setting of the stages (`madr demo`)."""
+def check_depth(depth: int) -> None:
+    """The one check of --depth, for every settings class that has it."""
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise ValueError(f"--depth must be an integer >= 1, got {depth!r}")
 
-    depth: int = retrieval_depth()
 
-
-__all__ = ["DEPTH_HELP", "OLD_FLAG_NAMES", "RetrievalDepth", "retrieval_depth"]
+__all__ = ["DEPTH_HELP", "OLD_FLAG_NAMES", "check_depth", "retrieval_depth"]

@@ -18,9 +18,10 @@ import torch
 
 from model import Side, load_encoder
 from model.abstention import AbstentionRule
-from model.annotations import RecordAnnotations, annotate
+from model.annotations import RecordAnnotations
 from model.aspects.vocabulary import VOCABULARY_FILE, AspectVocabulary, normalise_value
 from model.text import text_for_model
+from model.text_encoder import TextEncoder
 from pipelines.artifacts import parquet_rows
 from pipelines.verify import verify_model
 from schemas import PRODUCT_SCHEMA, InvalidRecord, validate_product, validate_query
@@ -125,18 +126,14 @@ def explain(model_dir: str, query: str, product: str, verify: bool = True) -> Ex
     # The inputs first: a bad one is refused before the model is loaded.
     record, query = _product(product), _query(query)
     verify_model(model_dir, verify)
-    encoder, tokenizer = load_encoder(model_dir)
-    text = text_for_model(record, encoder.config)
-    query_output = encoder.embed_texts(tokenizer, [query], Side.QUERY)
-    product_output = encoder.embed_texts(tokenizer, [text], Side.DOCUMENT)
-    score = float((query_output.embedding @ product_output.embedding.T)[0, 0])
+    model = TextEncoder.load(model_dir)
+    text = text_for_model(record, model.encoder.config)
     # As `madr embed` writes them by default: brand and colour only where the text names them.
     rule = AbstentionRule()
-    return Explanation(
-        annotate(encoder, query_output, rule, [query])[0],
-        annotate(encoder, product_output, rule, [text])[0],
-        score,
-    )
+    [query_side] = model.encode([query], Side.QUERY, annotate_with=rule)
+    [product_side] = model.encode([text], Side.DOCUMENT, annotate_with=rule)
+    score = float(query_side.embedding @ product_side.embedding)
+    return Explanation(query_side.annotations, product_side.annotations, score)
 
 
 def vocabulary_listing(model_dir: str, aspect: str, verify: bool = True) -> list[tuple[str, int]]:

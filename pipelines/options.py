@@ -15,17 +15,13 @@ from evaluation import DEFAULT_METRICS
 from index_builder.config import DEFAULT_TARGET_RECALL, ReorderPrecision, ScannIndexConfig, Scoring
 from index_builder.schedule import DEFAULT_SERVING_DEPTHS, parse_depths
 from model.abstention import STATED_ASPECTS, AbstentionRule
+from model.precisions import PRECISIONS, RUNTIMES
 from pipelines.dead_letter_limit import check_dead_letter_limit, dead_letter_limit
-from pipelines.depth import retrieval_depth
+from pipelines.depth import check_depth, retrieval_depth
 from pipelines.stage_config import setting, switch
 from schemas import ECOMMERCE_ASPECTS
 
 DEFAULT_METRICS_FLAG = ",".join(DEFAULT_METRICS)
-# How the encoder runs (pipelines.inference): fp32 anywhere; int8 on ONNX Runtime (CPU); bf16 with torch
-# autocast (GPU or CPU), fp16 on a GPU; auto by the hardware (model.hardware). The runtime: auto is ONNX
-# Runtime on a CPU, torch on a GPU.
-PRECISIONS = ("auto", "fp32", "int8", "bf16", "fp16")
-RUNTIMES = ("auto", "torch", "onnxruntime")
 SEARCHERS = ("ann", "exact", "auto")
 
 
@@ -63,7 +59,6 @@ class ModelSettings:
             raise ValueError(f"precision must be one of {PRECISIONS} and runtime one of {RUNTIMES}")
 
 
-
 @dataclass(frozen=True)
 class EmbedSettings:
     """What `madr embed` reads, how it writes, and how many bad records it tolerates."""
@@ -97,6 +92,11 @@ class EmbedSettings:
 # 0.851 at coverage 1.0; at 0.7, 0.951 at 0.872 (the uncalibrated heads at 0.5: 0.973 at 0.787). On the
 # adapted store export, 0.7 keeps brand and category at 20/20 and 21/21 (docs/RESULTS.md, issue 23).
 DEFAULT_PREDICTION_THRESHOLD = 0.7
+# An aspect's gaps are filled only when, on the products whose value the catalog gives, the predictions at
+# the threshold agree with it this often. A model trained on another taxonomy predicts the store export's
+# categories at P >= 0.7 with precision 0.70 (docs/RESULTS.md, issue 23): its category guesses for gaps
+# would be as wrong (`pipelines.embed.agreement`).
+DEFAULT_MIN_AGREEMENT = 0.8
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ class PredictionThreshold:
     )
 
     min_agreement: float = setting(
-        0.8,
+        DEFAULT_MIN_AGREEMENT,
         "enrich: fill an aspect's gaps only when its predictions at --min_confidence agree with the "
         "catalog's own values on at least this share of the products that have one (checked on 20 or "
         "more); a model trained on another taxonomy is not let guess this one's categories",
@@ -141,8 +141,6 @@ class PredictionThreshold:
     def abstention(self, default: float = DEFAULT_PREDICTION_THRESHOLD) -> AbstentionRule:
         """The rule that decides which predicted values are written, at this threshold or `default`."""
         return AbstentionRule(self.or_default(default), self.stated_aspects)
-
-
 
 
 @dataclass(frozen=True)
@@ -205,9 +203,7 @@ class EvaluateSettings:
         for name in ("compare_exact", "zero_shot", "lexical", "allow_model_mismatch"):
             if getattr(self, name) not in (None, "true", "false"):
                 raise ValueError(f"--{name} must be true or false, got {getattr(self, name)!r}")
-        if self.depth < 1:
-            raise ValueError(f"--depth must be >= 1, got {self.depth}")
-
+        check_depth(self.depth)
 
 
 @dataclass(frozen=True)
@@ -272,8 +268,9 @@ class IndexSettings:
     )
 
     def __post_init__(self) -> None:
-        if self.num_index_shards < 1 or self.depth < 1:
-            raise ValueError("--num_index_shards and --depth must be >= 1")
+        check_depth(self.depth)
+        if self.num_index_shards < 1:
+            raise ValueError(f"--num_index_shards must be >= 1, got {self.num_index_shards}")
         parse_depths(self.serving_depths)
 
     @property
@@ -290,7 +287,6 @@ class IndexSettings:
 SCANN_FIELDS = tuple(
     f.name for f in fields(IndexSettings) if f.name in {c.name for c in fields(ScannIndexConfig)}
 )
-
 
 
 # Vertex AI Vector Search reads at most this many files from one folder.
@@ -319,5 +315,3 @@ class ExportSettings:
             raise ValueError(
                 f"--vertex_num_files must be in [0, {MAX_VERTEX_FILES}] (Vertex's limit), got {files!r}"
             )
-
-

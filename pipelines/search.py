@@ -26,11 +26,11 @@ from apache_beam.io.filesystems import FileSystems
 
 from index_builder import open_index
 from index_builder.numpy_exact import NumpyExactSearcher
+from model import Side
 from pipelines.artifacts import parquet_rows, read_embeddings, read_stage_manifest
 from pipelines.catalog_fingerprint import CatalogFingerprint
 from pipelines.embed.gap_fill import FilledAspect, fill_aspects
-from pipelines.evaluate.calibration import encode_queries
-from pipelines.inference import TextToEncode
+from pipelines.inference import TextToEncode, load_text_encoder
 from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, ModelSettings
 from pipelines.verify import check_same_model
 from schemas.manifest import ArtifactError
@@ -188,7 +188,8 @@ def run_search(config: SearchConfig, index: Any, catalog: Catalog) -> list[Query
     allowed = catalog.matching(config.filters) if config.filters else None  # a bad filter fails first
     # fp32 whatever the CPU: a handful of queries gains nothing from bf16, whose rounding reorders near-tied
     # products, and fp32 is what a serving bundle's graph encodes (`madr serve` answers these results).
-    vectors = encode_queries(list(config.queries), ModelSettings(config.model, precision="fp32"))
+    texts = [query.text for query in config.queries]
+    vectors = load_text_encoder(ModelSettings(config.model, precision="fp32")).encode(texts, Side.QUERY)
     results = []
     for query, vector in zip(config.queries, vectors, strict=True):
         started = time.perf_counter()

@@ -103,10 +103,10 @@ def local_runner() -> FnApiRunner:
     return FnApiRunner()
 
 
-def index_embeddings(embeddings: str | Path, output: str | Path, max_k: int = 10_000) -> IndexBuildReport:
-    """`madr build-index` (one shard, the default settings but `max_k`) of `embeddings` into `output`."""
+def index_embeddings(embeddings: str | Path, output: str | Path, depth: int = 10_000) -> IndexBuildReport:
+    """`madr build-index` (one shard, the default settings but `depth`) of `embeddings` into `output`."""
     config = IndexBuildConfig(
-        embeddings=str(embeddings), output=str(output), index=IndexSettings(depth=max_k)
+        embeddings=str(embeddings), output=str(output), index=IndexSettings(depth=depth)
     )
     return build_partitioned(config)
 

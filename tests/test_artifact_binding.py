@@ -35,7 +35,7 @@ SWAPPED = "swapped in from another artifact"
 
 
 def _index(vectors: np.ndarray, ids: list[str], folder: Path) -> Path:
-    ScannIndexBuilder.for_corpus(len(ids), vectors.shape[1], max_k=10).build(vectors, ids).save(
+    ScannIndexBuilder.for_corpus(len(ids), vectors.shape[1], depth=10).build(vectors, ids).save(
         folder, model_id="m", model_version="1"
     )
     return folder
@@ -117,7 +117,7 @@ def test_evaluate_refuses_an_index_built_from_other_embeddings(tmp_path: Path, t
                 "embed", ["--products", products, "--model", model, "--output", str(tmp_path / name)]
             )
         )
-    index_embeddings(str(tmp_path / "first"), str(tmp_path / "index"), max_k=10)
+    index_embeddings(str(tmp_path / "first"), str(tmp_path / "index"), depth=10)
     manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
     assert (
         manifest["extra"]["embeddings_digest"]

@@ -147,7 +147,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> di
     embed_catalog(*parse_command("embed", ["--products", paths["products"], "--model", paths["model"],
                                "--output", paths["embeddings"]]))  # fmt: skip
     paths["index"] = str(root / "index")
-    index_embeddings(paths["embeddings"], paths["index"], max_k=50)
+    index_embeddings(paths["embeddings"], paths["index"], depth=50)
     paths["queries"], paths["judgments"] = write_test_queries(root, count=6, stride=4)
     return paths
 

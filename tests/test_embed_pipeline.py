@@ -16,6 +16,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from jobs.cli import parse_command
 from model import Side, content_hash, document_text, load_encoder
+from model.text_encoder import length_sorted_chunks
 from pipelines.artifacts import read_embeddings
 from pipelines.catalog_io import DEAD_LETTERS, VALID, ListRowGroups, ReadValidatedFn
 from pipelines.embed.batches import ProductBatchHandler
@@ -25,8 +26,7 @@ from pipelines.embed.stage import (
     EmbedProducts,
     embed_catalog,
 )
-from pipelines.evaluate.calibration import encode_queries
-from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode, length_sorted_chunks
+from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode, load_text_encoder
 from pipelines.options import EmbedSettings, ModelSettings, PredictionThreshold
 from pipelines.stage_config import config_from_values
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA, validate_product
@@ -234,7 +234,7 @@ def test_searcher_calibration_encodes_queries_as_the_pipeline_does(tiny_model_di
         settings = ModelSettings(str(tiny_model_dir), precision=precision)
         handler = EncoderModelHandler(settings, Side.QUERY)
         by_pipeline = np.stack([r.inference for r in handler.run_inference(queries, handler.load_model())])
-        vectors[precision] = encode_queries(queries, settings)
+        vectors[precision] = load_text_encoder(settings).encode([q.text for q in queries], Side.QUERY)
         np.testing.assert_allclose(vectors[precision], by_pipeline, atol=1e-6)
     assert not np.allclose(vectors["fp32"], vectors["int8"], atol=1e-6)
 

@@ -28,9 +28,7 @@ def test_a_sample_goes_to_the_innermost_part_its_stack_names() -> None:
     assert classify(f"{INFERENCE};MtBert.tokenize (model/encoder.py:120)", MADR_PARTS) == "tokenize"
     assert classify(f"{INFERENCE};annotate (model/annotations.py:95)", MADR_PARTS) == "annotations"
     # A module imported lazily inside the forward pass is an import's cost, not the model's.
-    lazy = (
-        f"{INFERENCE};LoadedEncoder.forward (pipelines/inference.py:1);_find_and_load (<frozen importlib>:1)"
-    )
+    lazy = f"{INFERENCE};TextEncoder.forward (model/text_encoder.py:1);_find_and_load (<frozen importlib>:1)"
     assert classify(lazy, MADR_PARTS) == "imports"
     assert classify(f"{RUN};_PlanFn.plan (pipelines/embed/incremental.py:170)", MADR_PARTS) == "plan"
     assert (

@@ -88,7 +88,7 @@ def collection(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -
         )
     )
     ids, matrix, manifest = read_embeddings(paths["embeddings"])
-    index = ScannIndexBuilder.for_corpus(len(ids), matrix.shape[1], max_k=NUM_PRODUCTS).build(-matrix, ids)
+    index = ScannIndexBuilder.for_corpus(len(ids), matrix.shape[1], depth=NUM_PRODUCTS).build(-matrix, ids)
     index.save(paths["index"], model_id=manifest["model_id"], model_version=manifest["model_version"])
     return paths
 
@@ -338,7 +338,7 @@ def test_auto_picks_exact_when_the_index_loses_recall(collection, exact_run, tmp
 
 def test_auto_choice_follows_the_measurements(collection, tmp_path) -> None:
     ids, matrix, manifest = read_embeddings(collection["embeddings"])
-    index = ScannIndexBuilder.for_corpus(len(ids), matrix.shape[1], max_k=NUM_PRODUCTS).build(matrix, ids)
+    index = ScannIndexBuilder.for_corpus(len(ids), matrix.shape[1], depth=NUM_PRODUCTS).build(matrix, ids)
     index.save(tmp_path / "index", model_id=manifest["model_id"], model_version=manifest["model_version"])
     ann, exact = SearcherSpec("ann", str(tmp_path / "index")), SearcherSpec("exact", collection["embeddings"])
     sample = matrix[::4]  # 15 real embeddings

@@ -25,6 +25,7 @@ from pipelines.embed.export import (
     vertex_restricts,
 )
 from pipelines.options import ExportSettings, PredictionThreshold
+from pipelines.stage_config import config_from_values
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, PRODUCT_SCHEMA, embedding_schema
 from tests.test_file_isolation import random_bytes, without_product_id
 
@@ -158,8 +159,8 @@ def test_refuses_a_non_empty_target_and_bad_flags(inputs, tmp_path: Path) -> Non
         export(inputs, tmp_path / "new", "--vertex_num_files", "5001")
     with pytest.raises(ValueError, match="snake_case"):
         export(inputs, tmp_path / "new", "--vertex_aspects", "Brand")
-    with pytest.raises(ValueError, match="missing required flag"):
-        export_vertex(*parse_command("export-vertex", ["--output", str(tmp_path / "new")]))
+    with pytest.raises(ValueError, match=r"missing required flag\(s\): --products, --embeddings"):
+        config_from_values(ExportVertexConfig, {"output": str(tmp_path / "new")})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["vertex"]  # nothing staged was left behind
 
 

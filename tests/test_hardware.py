@@ -11,8 +11,9 @@ import torch
 from jobs.cli import parse_command
 from model import Side
 from model.hardware import CPU_FLAGS_ENV, PrecisionChoice, auto_precision, cpu_flags
+from model.text_encoder import resolve_precision
 from pipelines.embed.stage import embed_catalog
-from pipelines.inference import EncoderModelHandler, resolve_precision
+from pipelines.inference import EncoderModelHandler
 from pipelines.options import ModelSettings
 from tests.test_embed_pipeline import catalog, write_catalog
 

@@ -33,7 +33,7 @@ def corpus() -> tuple[np.ndarray, list[str], np.ndarray]:
 @pytest.fixture(scope="module")
 def index(corpus) -> ScannIndex:
     embeddings, ids, _ = corpus
-    built = ScannIndexBuilder.for_corpus(N, DIM, max_k=100).build(embeddings, ids)
+    built = ScannIndexBuilder.for_corpus(N, DIM, depth=100).build(embeddings, ids)
     assert built.config.uses_tree and built.config.scoring is Scoring.ASYMMETRIC_HASHING
     return built
 
@@ -171,7 +171,7 @@ def test_save_refuses_non_empty_directory_and_bad_arguments(index: ScannIndex, t
 
 def test_brute_force_index_round_trips(corpus, tmp_path: Path) -> None:
     embeddings, ids, queries = corpus
-    tiny = ScannIndexBuilder.for_corpus(300, DIM, max_k=10).build(embeddings[:300], ids[:300])
+    tiny = ScannIndexBuilder.for_corpus(300, DIM, depth=10).build(embeddings[:300], ids[:300])
     assert tiny.config.scoring is Scoring.BRUTE_FORCE
     tiny.save(tmp_path / "tiny", model_id="m", model_version="1")
     loaded = ScannIndex.load(tmp_path / "tiny")
@@ -183,7 +183,7 @@ def test_brute_force_index_round_trips(corpus, tmp_path: Path) -> None:
 def exact_copy(corpus, tmp_path: Path) -> Path:
     """A saved brute-force (exact) index that a test may damage."""
     embeddings, ids, _ = corpus
-    tiny = ScannIndexBuilder.for_corpus(300, DIM, max_k=10).build(embeddings[:300], ids[:300])
+    tiny = ScannIndexBuilder.for_corpus(300, DIM, depth=10).build(embeddings[:300], ids[:300])
     assert tiny.config.scoring is Scoring.BRUTE_FORCE
     tiny.save(tmp_path / "exact", model_id="m", model_version="1")
     return tmp_path / "exact"

@@ -51,7 +51,7 @@ def corpus() -> tuple[np.ndarray, list[str], np.ndarray]:
 @pytest.fixture(scope="module")
 def index(corpus: tuple[np.ndarray, list[str], np.ndarray]) -> ScannIndex:
     embeddings, ids, _ = corpus
-    return ScannIndexBuilder.for_corpus(N, DIM, max_k=MAX_K).build(embeddings, ids)
+    return ScannIndexBuilder.for_corpus(N, DIM, depth=MAX_K).build(embeddings, ids)
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def recall(approximate: SearchResult, truth: SearchResult) -> float:
     ],
 )
 def test_for_corpus_follows_documented_rule(n: int, max_k: int, expected: dict[str, object]) -> None:
-    config = ScannIndexBuilder.for_corpus(n, 64, max_k=max_k).create_config()
+    config = ScannIndexBuilder.for_corpus(n, 64, depth=max_k).create_config()
     for name, value in expected.items():
         assert getattr(config, name) == value, (name, config)
     if config.scoring is Scoring.ASYMMETRIC_HASHING:
@@ -119,8 +119,8 @@ def test_for_corpus_follows_documented_rule(n: int, max_k: int, expected: dict[s
 
 
 def test_for_corpus_caps_k_and_block_width() -> None:
-    assert ScannIndexBuilder.for_corpus(3, 8, max_k=10_000).create_config().num_vectors == 3
-    one_dim = ScannIndexBuilder.for_corpus(50_000, 1, max_k=10).create_config()
+    assert ScannIndexBuilder.for_corpus(3, 8, depth=10_000).create_config().num_vectors == 3
+    one_dim = ScannIndexBuilder.for_corpus(50_000, 1, depth=10).create_config()
     assert one_dim.dimensions_per_block == 1
 
 
@@ -153,7 +153,7 @@ def test_builder_records_steps_and_does_no_work_until_build() -> None:
         lambda: ScannIndexBuilder(DIM, N).score_ah(2).reorder(N + 1).create_config(),
         lambda: ScannIndexBuilder(DIM, N).tree(True, 1, 5_000).score_brute_force().create_config(),
         lambda: ScannIndexBuilder(0, N),
-        lambda: ScannIndexBuilder.for_corpus(N, DIM, max_k=0),
+        lambda: ScannIndexBuilder.for_corpus(N, DIM, depth=0),
         lambda: ScannIndexConfig(dimension=DIM, num_vectors=N, scoring="brute_force", distance="cosine"),
         lambda: ScannIndexConfig(dimension=DIM, num_vectors=N, scoring="pq"),
         lambda: ScannIndexConfig.from_json('{"dimension": 4}'),
@@ -239,7 +239,7 @@ def test_rows_one_leaf_cannot_fill_are_searched_again(corpus, index: ScannIndex,
 
 def test_tiny_corpus_brute_force_is_exact(corpus) -> None:
     embeddings, ids, queries = corpus
-    small = ScannIndexBuilder.for_corpus(500, DIM, max_k=50)
+    small = ScannIndexBuilder.for_corpus(500, DIM, depth=50)
     assert small.create_config().scoring is Scoring.BRUTE_FORCE
     tiny = small.build(embeddings[:500], ids[:500])
     truth = ExactSearcher(embeddings[:500], ids[:500]).search(queries, 50)
@@ -300,7 +300,7 @@ def test_spilling_and_precision_are_validated(make) -> None:
 
 
 def test_configs_written_before_soar_and_precision_existed_still_load() -> None:
-    config = ScannIndexBuilder.for_corpus(N, DIM, max_k=MAX_K).create_config()
+    config = ScannIndexBuilder.for_corpus(N, DIM, depth=MAX_K).create_config()
     old = config.to_dict()
     del old["soar_lambda"], old["reorder_precision"]
     assert ScannIndexConfig.from_dict(old) == config

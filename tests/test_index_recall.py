@@ -60,9 +60,9 @@ IDS = [f"prod-{i:05d}" for i in range(N)]
 
 
 def built(embeddings: np.ndarray, max_k: int = MAX_K) -> ScannIndex:
-    config = ScannIndexBuilder.for_corpus(N, DIM, max_k=max_k).create_config()
+    config = ScannIndexBuilder.for_corpus(N, DIM, depth=max_k).create_config()
     assert config.uses_tree  # the rule must pick a tree here, or there is nothing to tune
-    return ScannIndexBuilder.for_corpus(N, DIM, max_k=max_k).build(embeddings, IDS)
+    return ScannIndexBuilder.for_corpus(N, DIM, depth=max_k).build(embeddings, IDS)
 
 
 def _as_near(embeddings: np.ndarray, query: np.ndarray, found: list[int], truth: list[int], k: int) -> float:
@@ -172,7 +172,7 @@ def test_an_impossible_target_is_refused(diffuse: np.ndarray, target: float) -> 
 
 def test_brute_force_is_exact_without_measuring() -> None:
     small = unit(np.random.default_rng(3).normal(size=(300, DIM)))
-    index = ScannIndexBuilder.for_corpus(300, DIM, max_k=10).build(small, IDS[:300])
+    index = ScannIndexBuilder.for_corpus(300, DIM, depth=10).build(small, IDS[:300])
     tuned, report = tune_recall(index, small, 10, target_recall=1.0)
     assert tuned is index and report.exact and report.recall_at_k == 1.0 and report.queries == 0
 
@@ -197,7 +197,7 @@ def _timed_as(
 def test_build_index_writes_the_tuned_recall(diffuse: np.ndarray, tmp_path: Path, monkeypatch) -> None:
     _timed_as(monkeypatch, approximate=2_000.0, exact=1_000.0)
     write_embeddings(tmp_path / "embeddings", IDS, diffuse)
-    report = index_embeddings(str(tmp_path / "embeddings"), str(tmp_path / "index"), max_k=MAX_K)
+    report = index_embeddings(str(tmp_path / "embeddings"), str(tmp_path / "index"), depth=MAX_K)
     manifest = json.loads((tmp_path / "index" / ONE_SHARD / "manifest.json").read_text())
     assert manifest["recall"] == report.recall and report.recall["recall_at_k"] >= DEFAULT_TARGET_RECALL
     assert report.recall["target"] == DEFAULT_TARGET_RECALL
@@ -219,7 +219,7 @@ def test_an_index_slower_than_exact_scoring_ships_exact_and_says_why(
     176 queries/s and exact scoring about 2,000. The build then ships exact scoring."""
     _timed_as(monkeypatch, approximate=176.0, exact=2_000.0)
     write_embeddings(tmp_path / "embeddings", IDS, diffuse)
-    report = index_embeddings(str(tmp_path / "embeddings"), str(tmp_path / "index"), max_k=MAX_K)
+    report = index_embeddings(str(tmp_path / "embeddings"), str(tmp_path / "index"), depth=MAX_K)
     recall = json.loads((tmp_path / "index" / ONE_SHARD / "manifest.json").read_text())["recall"]
     assert recall == report.recall and recall["choice"] == "exact" and recall["recall_at_k"] == 1.0
     assert "k=10: exact scoring answers 2,000 queries/s, the tree 176" in recall["reason"]
@@ -232,7 +232,7 @@ def test_an_index_slower_than_exact_scoring_ships_exact_and_says_why(
 def test_an_unreachable_target_falls_back_to_exact_scoring(diffuse: np.ndarray, monkeypatch) -> None:
     timed = _timed_as(monkeypatch, approximate=2_000.0, exact=1_000.0)
     monkeypatch.setattr(depth_tuning, "leaf_ladder", lambda num_leaves: [1, 2])  # at most 2 leaves
-    config = ScannIndexBuilder.for_corpus(N, DIM, max_k=MAX_K).create_config()
+    config = ScannIndexBuilder.for_corpus(N, DIM, depth=MAX_K).create_config()
     index, report = tuned_builds.train_within_target(config, diffuse, IDS, MAX_K, 0.95)
     assert report.choice == "exact" and "below the target 0.95" in report.reason and not timed
     assert index.config.scoring is Scoring.BRUTE_FORCE and report.recall_at_k == 1.0
@@ -241,7 +241,7 @@ def test_an_unreachable_target_falls_back_to_exact_scoring(diffuse: np.ndarray, 
 
 def test_a_deep_tuned_index_records_its_recall_at_10(clustered: np.ndarray, monkeypatch) -> None:
     _timed_as(monkeypatch, approximate=2_000.0, exact=1_000.0)
-    config = ScannIndexBuilder.for_corpus(N, DIM, max_k=100).create_config()
+    config = ScannIndexBuilder.for_corpus(N, DIM, depth=100).create_config()
     assert config.uses_tree
     _, report = tuned_builds.train_within_target(config, clustered, IDS, 100, 0.95)
     assert report.choice == "approximate" and report.k == 100

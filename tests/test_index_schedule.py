@@ -30,7 +30,7 @@ FAST_SHALLOW = {10: 9_000.0, 100: 5_000.0, 500: 50.0}
 
 
 def _config():
-    config = ScannIndexBuilder.for_corpus(N, 32, max_k=MAX_K).create_config()
+    config = ScannIndexBuilder.for_corpus(N, 32, depth=MAX_K).create_config()
     assert config.uses_tree
     return config
 

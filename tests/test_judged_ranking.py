@@ -13,6 +13,7 @@ import torch
 from evaluation import RelevanceRule
 from model import Side, load_encoder, new_encoder
 from model.aspects.vocabulary import UNSEEN, AspectVocabulary
+from model.text_encoder import TextEncoder
 from pipelines.evaluate.judged_ranking import aspect_accuracy, rerank_judged
 from pipelines.layout import DatasetLayout
 from pipelines.train.finetune import TrainJob
@@ -43,8 +44,7 @@ def test_aspect_accuracy_counts_top1_in_the_annotations() -> None:
     with torch.no_grad():  # force every prediction of category to "socks"
         encoder.aspect_prediction.tables["category"].bias[socks] = 100.0
     result = aspect_accuracy(
-        encoder,
-        tokenizer,
+        TextEncoder(encoder, tokenizer),
         ["a", "b", "c"],
         [{"category": ["Socks"]}, {"category": ["Lamps"]}, None],
         Side.DOCUMENT,
@@ -87,29 +87,32 @@ def _records(data: DatasetLayout) -> tuple[list[str], list[Any], list[str], list
 
 
 def _rig(encoder: Any, truth: dict[str, Any], monkeypatch: pytest.MonkeyPatch, hit: bool) -> None:
-    """Replace each batch's aspect logits by a one-hot on a class chosen from the training labels.
+    """Replace each batch's aspect logits (`TextEncoder.outputs`, what `aspect_accuracy` reads) by a one-hot
+    on a class chosen from the training labels.
 
     The class ids come from `aspect_labels`, the call the trainer's aspect loss makes, so a
     hit can only be decoded as one if training and evaluation agree on ids and strings.
     `hit=False` picks a class the record does not carry, so the test cannot pass vacuously.
     """
-    original = encoder.embed_texts
+    original = TextEncoder.outputs
 
-    def rigged(tokenizer: Any, texts: list[str], side: Side) -> Any:
-        output = original(tokenizer, texts, side)
-        labels = encoder.aspect_labels([truth[text] for text in texts], tokenize=tokenizer.tokenize)
-        for aspect, logits in output.aspect_logits.items():
-            forced = torch.zeros_like(logits)
-            for row, ids in enumerate(labels.values[aspect].tolist()):
-                carried = {i for i in ids if i >= 0}
-                if hit and carried:
-                    forced[row, min(carried)] = 100.0
-                else:
-                    forced[row, min(set(range(logits.shape[-1])) - carried)] = 100.0
-            output.aspect_logits[aspect] = forced
-        return output
+    def rigged(model: TextEncoder, texts: list[str], side: Side, batch_size: int = 64) -> Any:
+        outputs = original(model, texts, side, batch_size)
+        for start, output in zip(range(0, len(texts), batch_size), outputs, strict=True):
+            batch = texts[start : start + batch_size]
+            labels = encoder.aspect_labels([truth[text] for text in batch], tokenize=model.tokenizer.tokenize)
+            for aspect, logits in output.aspect_logits.items():
+                forced = torch.zeros_like(logits)
+                for row, ids in enumerate(labels.values[aspect].tolist()):
+                    carried = {i for i in ids if i >= 0}
+                    if hit and carried:
+                        forced[row, min(carried)] = 100.0
+                    else:
+                        forced[row, min(set(range(logits.shape[-1])) - carried)] = 100.0
+                output.aspect_logits[aspect] = forced
+        return outputs
 
-    monkeypatch.setattr(encoder, "embed_texts", rigged)
+    monkeypatch.setattr(TextEncoder, "outputs", rigged)
 
 
 def test_synthetic_query_annotations_are_classes_of_the_training_vocabulary(benchmark) -> None:
@@ -140,8 +143,8 @@ def test_rigged_heads_score_accuracy_one_through_the_experiment_path(
     truth = dict(zip(query_texts + product_texts, query_aspects + product_aspects, strict=True))
 
     _rig(encoder, truth, monkeypatch, hit=True)
-    queries = aspect_accuracy(encoder, tokenizer, query_texts, query_aspects, Side.QUERY)
-    products = aspect_accuracy(encoder, tokenizer, product_texts, product_aspects, Side.DOCUMENT)
+    queries = aspect_accuracy(TextEncoder(encoder, tokenizer), query_texts, query_aspects, Side.QUERY)
+    products = aspect_accuracy(TextEncoder(encoder, tokenizer), product_texts, product_aspects, Side.DOCUMENT)
     assert queries is not None and products is not None
     assert queries.counts["category"] > 0 and set(products.counts) == set(ASPECTS)
     assert queries.accuracy == dict.fromkeys(queries.counts, 1.0)
@@ -154,5 +157,5 @@ def test_rigged_heads_score_accuracy_one_through_the_experiment_path(
 
     monkeypatch.undo()
     _rig(encoder, truth, monkeypatch, hit=False)
-    wrong = aspect_accuracy(encoder, tokenizer, query_texts, query_aspects, Side.QUERY)
+    wrong = aspect_accuracy(TextEncoder(encoder, tokenizer), query_texts, query_aspects, Side.QUERY)
     assert wrong is not None and wrong.accuracy == dict.fromkeys(queries.counts, 0.0)

@@ -174,7 +174,7 @@ def test_an_index_artifact_carries_bm25_verified_and_fuses_it_by_reciprocal_rank
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     ids = [f"p{i}" for i in range(300)]
     texts = [f"item {i} {'espresso machine' if i % 50 == 0 else 'wool socks'}" for i in range(300)]
-    index = ScannIndexBuilder.for_corpus(300, 16, max_k=10).build(vectors, ids)
+    index = ScannIndexBuilder.for_corpus(300, 16, depth=10).build(vectors, ids)
     index = index.with_lexical(Bm25Index.from_texts(ids, texts, Bm25Settings()))
     index.save(tmp_path / "index", model_id="m", model_version="1")
     loaded = ScannIndex.load(tmp_path / "index")

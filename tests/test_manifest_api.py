@@ -55,7 +55,7 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) ->
             "embed", ["--products", products, "--model", str(tiny_model_dir), "--output", str(root / "emb")]
         )
     )
-    index_embeddings(str(root / "emb"), str(root / "index"), max_k=10)
+    index_embeddings(str(root / "emb"), str(root / "index"), depth=10)
     build_partitioned(
         *parse_command(
             "build-index",

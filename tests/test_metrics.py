@@ -296,13 +296,11 @@ def test_relevance_rule_validation_and_round_trip() -> None:
 def test_evaluate_query_rejects_inconsistent_input() -> None:
     specs = parse_metrics(["recall@10000"])
     with pytest.raises(ValueError, match="retrieval depth"):
-        evaluate_query(["a"], {"a": 2}, specs, RULE, num_candidates=1000)
-    with pytest.raises(ValueError, match="num_candidates"):
-        evaluate_query(["a", "b"], {"a": 2}, parse_metrics(["recall@1"]), RULE, num_candidates=1)
+        evaluate_query(["a"], {"a": 2}, specs, RULE, depth=1000)
+    with pytest.raises(ValueError, match="more than depth=1"):
+        evaluate_query(["a", "b"], {"a": 2}, parse_metrics(["recall@1"]), RULE, depth=1)
     with pytest.raises(ValueError, match="repeats"):
         evaluate_query(["a", "a"], {"a": 2}, specs, RULE)
     with pytest.raises(ValueError, match="integer"):
         evaluate_query(["a"], {"a": 2.5}, specs, RULE)  # type: ignore[dict-item]
-    assert evaluate_query(["a"], {"a": np.int32(3)}, specs, RULE, num_candidates=10000) == {
-        "recall@10000": 1.0
-    }
+    assert evaluate_query(["a"], {"a": np.int32(3)}, specs, RULE, depth=10000) == {"recall@10000": 1.0}

@@ -150,7 +150,7 @@ def test_a_listed_scann_docids_pickle_is_refused(tmp_path: Path, marker: Path) -
     # ScaNN's load_searcher unpickles scann/scann_docids.pkl whenever it exists.
     vectors = np.random.default_rng(3).normal(size=(200, 8)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    index = ScannIndexBuilder.for_corpus(200, 8, max_k=10).build(vectors, [f"sku-{i}" for i in range(200)])
+    index = ScannIndexBuilder.for_corpus(200, 8, depth=10).build(vectors, [f"sku-{i}" for i in range(200)])
     index.save(tmp_path / "index", model_id="m", model_version="1")
     (tmp_path / "index" / "scann" / "scann_docids.pkl").write_bytes(pickle.dumps(Payload(marker)))
     _relist(tmp_path / "index", "scann/scann_docids.pkl")
@@ -164,7 +164,7 @@ def test_a_pickle_planted_while_an_index_loads_never_runs(tmp_path: Path, marker
     check and ScaNN's load (renamed in and out in a loop, alongside 200 loads) never reaches ScaNN."""
     vectors = np.random.default_rng(4).normal(size=(200, 8)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    index = ScannIndexBuilder.for_corpus(200, 8, max_k=10).build(vectors, [f"sku-{i}" for i in range(200)])
+    index = ScannIndexBuilder.for_corpus(200, 8, depth=10).build(vectors, [f"sku-{i}" for i in range(200)])
     index.save(tmp_path / "index", model_id="m", model_version="1")
     loaded, refused = load_while_planting(tmp_path / "index", Payload(marker), 200)
     assert not marker.exists()

@@ -20,7 +20,8 @@ from model.onnx_runtime import (
     nodes_kept_in_fp32,
     quantize_graph,
 )
-from pipelines.inference import EncoderModelHandler, TextToEncode, resolve_runtime
+from model.text_encoder import resolve_runtime
+from pipelines.inference import EncoderModelHandler, TextToEncode
 from pipelines.options import ModelSettings
 from schemas.manifest import sha256_file
 from tests.test_baselines import build
@@ -167,15 +168,15 @@ def test_impossible_runtime_is_a_clear_error(runtime: str, precision: str, devic
 
 def test_autocast_path_encodes_in_bfloat16_and_returns_float32(mtbert_dir: Path) -> None:
     """The GPU path (--precision bf16/fp16) is torch autocast; CPU autocast runs the same code here."""
-    from pipelines.inference import LoadedEncoder
+    from model.text_encoder import TextEncoder
 
     examples = [TextToEncode(str(i), text) for i, text in enumerate(TEXTS)]
     handler = EncoderModelHandler(
         ModelSettings(str(mtbert_dir), runtime="torch"), Side.DOCUMENT, annotate=True
     )
     encoder, tokenizer = load_encoder(mtbert_dir)
-    full = handler.encode_batch(examples, LoadedEncoder(encoder, tokenizer))
-    half = handler.encode_batch(examples, LoadedEncoder(encoder, tokenizer, autocast=torch.bfloat16))
+    full = handler.encode_batch(examples, TextEncoder(encoder, tokenizer))
+    half = handler.encode_batch(examples, TextEncoder(encoder, tokenizer, autocast=torch.bfloat16))
     for exact, autocast in zip(full, half, strict=True):
         vector = autocast.inference.embedding
         assert vector.dtype == np.float32 and np.isfinite(vector).all()

@@ -132,7 +132,7 @@ def _tree_catalog(n: int = 8_000, dim: int = 32) -> tuple[object, Catalog, np.nd
     vectors = rng.normal(size=(n, dim)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     ids = [f"p{i}" for i in range(n)]
-    index = ScannIndexBuilder.for_corpus(n, dim, max_k=100).build(vectors, ids)
+    index = ScannIndexBuilder.for_corpus(n, dim, depth=100).build(vectors, ids)
     assert index.config.uses_tree
     # 0.5 % of products are brand "Rare" (catalog), 30 % "Common" by a prediction at 0.9, and 10 % "Unsure"
     # by one at 0.5, under the threshold.

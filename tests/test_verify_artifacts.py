@@ -401,7 +401,7 @@ def test_evaluate_refuses_an_index_and_embeddings_of_another_model(
     assert json.loads((embeddings / "manifest.json").read_text())["model_fingerprint"] == model_fingerprint(
         str(model_b)
     )
-    index_embeddings(str(embeddings), str(tmp_path / "index"), max_k=10)
+    index_embeddings(str(embeddings), str(tmp_path / "index"), depth=10)
     queries, judgments = write_test_queries(tmp_path)
     flags = ["--queries", queries, "--judgments", judgments, "--index", str(tmp_path / "index")]
     flags += ["--embeddings", str(embeddings), "--searcher", "ann", "--depth", "10"]

@@ -12,16 +12,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from model.aspects.vocabulary import normalise_value
 from pipelines.catalog_io import METRICS_NAMESPACE
 
-# An aspect's gaps are filled only when, on the products whose value the catalog gives, the predictions at
-# the threshold agree with it this often. A model trained on another taxonomy predicts the store export's
-# categories at P >= 0.7 with precision 0.70 (docs/RESULTS.md, issue 23): its category guesses for gaps
-# would be as wrong. Fewer than MIN_AGREEMENT_CHECKS such products are no evidence either way: filled.
-DEFAULT_MIN_AGREEMENT = 0.8
+# Fewer than this many products whose value the catalog gives are no evidence either way: filled
+# (`--min_agreement`'s default and why: `pipelines.options.DEFAULT_MIN_AGREEMENT`).
 MIN_AGREEMENT_CHECKS = 20
 
 
@@ -73,3 +71,45 @@ def sum_pairs(pairs: Iterable[tuple[int, int]]) -> tuple[int, int]:
     for one, hit in pairs:
         checked, agreed = checked + one, agreed + hit
     return checked, agreed
+
+
+class JoinWithAgreement(beam.PTransform):
+    """{"products": (product_id, catalog aspects), "predictions": (product_id, predictions)} ->
+    {"joined": (product_id, {"products": catalog rows, "predictions": predictions}), "agreement":
+    (aspect, (checked, agreed))}.
+
+    The catalog joined with the predictions `madr embed` wrote beside each vector (a dict with "values"
+    and "confidences", and whatever else a stage carries along), and per aspect how often those at
+    `min_confidence` agree with the catalog's own values: the side input `AgreementWithCatalog.from_sums`
+    reads. `madr enrich` and `madr export-vertex` fill gaps from the same two.
+    """
+
+    def __init__(self, aspects: Sequence[str], min_confidence: float) -> None:
+        super().__init__()
+        self.aspects, self.min_confidence = tuple(aspects), min_confidence
+
+    def expand(self, inputs: Mapping[str, beam.PCollection]) -> dict[str, beam.PCollection]:
+        joined = {
+            "products": inputs["products"],
+            "predictions": inputs["predictions"],
+        } | "JoinPredictions" >> beam.CoGroupByKey()
+        agreement = (
+            joined
+            | "CheckAgainstCatalog" >> beam.FlatMap(agreement_checks, self.aspects, self.min_confidence)
+            | "SumAgreement" >> beam.CombinePerKey(sum_pairs)
+        )
+        return {"joined": joined, "agreement": agreement}
+
+
+def merged_catalog(
+    rows: Sequence[Mapping[str, Sequence[str]]], distinct: bool = False
+) -> dict[str, list[str]]:
+    """A product's catalog aspects over its rows (several rows for one id: the union of their values);
+    `distinct`: each value once, sorted, so reruns agree."""
+    merged: dict[str, list[str]] = {}
+    for row in rows:
+        for name, values in row.items():
+            merged.setdefault(name, []).extend(values)
+    if distinct and len(rows) > 1:
+        return {name: sorted(set(values)) for name, values in merged.items()}
+    return merged

@@ -30,8 +30,9 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from model import content_hash
 from model.annotations import ANNOTATION_COLUMNS, ColumnAnnotator
+from model.text_encoder import TextEncoder
 from pipelines.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE, dead_letter
-from pipelines.inference import EncoderModelHandler, LoadedEncoder, ModelIdentity
+from pipelines.inference import EncoderModelHandler, ModelIdentity
 from schemas import embedding_schema
 
 ROWS = "rows"
@@ -136,7 +137,7 @@ class ProductBatchHandler(EncoderModelHandler):
     def batch_elements_kwargs(self) -> dict[str, Any]:
         return {"min_batch_size": 1, "max_batch_size": 1}
 
-    def load_model(self) -> LoadedEncoder:
+    def load_model(self) -> TextEncoder:
         loaded = super().load_model()
         # Python's cyclic collector scans every tracked object at each full collection: with torch,
         # transformers, Beam and the model loaded, a few of those cost 0.29 s over 10,000 products, about
@@ -154,12 +155,12 @@ class ProductBatchHandler(EncoderModelHandler):
     def run_inference(  # type: ignore[override]
         self,
         batch: Sequence[ProductBatch],
-        model: LoadedEncoder,
+        model: TextEncoder,
         inference_args: dict[str, Any] | None = None,
     ) -> list[PredictionResult]:
         return [PredictionResult(products, self.encode_products(products, model)) for products in batch]
 
-    def encode_products(self, products: ProductBatch, model: LoadedEncoder) -> EncodedBatch:
+    def encode_products(self, products: ProductBatch, model: TextEncoder) -> EncodedBatch:
         try:
             return self.encode_texts(products.texts, model)
         except Exception as error:
@@ -190,7 +191,7 @@ class ProductBatchHandler(EncoderModelHandler):
             }
         return EncodedBatch(vectors, annotations, failures)
 
-    def encode_texts(self, texts: list[str], model: LoadedEncoder) -> EncodedBatch:
+    def encode_texts(self, texts: list[str], model: TextEncoder) -> EncodedBatch:
         """`texts` encoded (and annotated) together, in length-sorted chunks; raises if any chunk does."""
         chunks, outputs = [], []
         for chunk, output in self.forward_chunks(texts, model):
@@ -200,7 +201,7 @@ class ProductBatchHandler(EncoderModelHandler):
         order[np.concatenate(chunks)] = np.arange(len(texts))
         started = time.perf_counter()
         output = _merged(outputs, order)  # on a GPU, where the CPU waits for the device's last chunk
-        self.model_seconds += time.perf_counter() - started
+        model.model_seconds += time.perf_counter() - started
         vectors = output.embedding.to(torch.float32).numpy()
         annotations = None
         if self.annotate:

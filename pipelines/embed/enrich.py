@@ -37,9 +37,9 @@ from pipelines.catalog_io import (
     WriteDeadLetters,
     dead_letter,
 )
-from pipelines.embed.agreement import DEFAULT_MIN_AGREEMENT, AgreementWithCatalog, agreement_checks, sum_pairs
+from pipelines.embed.agreement import AgreementWithCatalog, JoinWithAgreement, merged_catalog
 from pipelines.embed.gap_fill import fill_or_withhold
-from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, PredictionThreshold
+from pipelines.options import DEFAULT_MIN_AGREEMENT, DEFAULT_PREDICTION_THRESHOLD, PredictionThreshold
 from pipelines.runner import make_pipeline
 from pipelines.stage_config import StageOutput, nested, output_setting, setting
 from pipelines.verify import verified_stage_manifest
@@ -158,10 +158,7 @@ class _FillFn(beam.DoFn):
         if not catalog_rows:
             self.without_product.inc()  # a product deleted since the embed run: nothing to enrich
             return
-        catalog: dict[str, list[str]] = {}
-        for row in catalog_rows:  # several rows for one id: the union of their values
-            for name, values in row.items():
-                catalog.setdefault(name, []).extend(values)
+        catalog = merged_catalog(catalog_rows)
         prediction = predictions[0] if predictions else {}
         withheld = AgreementWithCatalog.from_sums(agreement).withheld(self.min_agreement)
         fill = (
@@ -217,15 +214,10 @@ class FillAspectGaps(beam.PTransform):
                 DEAD_LETTERS, main="valid"
             )
             products, dead_letters = keyed.valid, keyed[DEAD_LETTERS]
-        joined = {
-            "products": products,
-            "predictions": inputs["predictions"] | "KeyPredictions" >> beam.Map(key_predictions),
-        } | "JoinPredictions" >> beam.CoGroupByKey()
-        agreement = (
-            joined
-            | "CheckAgainstCatalog" >> beam.FlatMap(agreement_checks, self.aspects, self.min_confidence)
-            | "SumAgreement" >> beam.CombinePerKey(sum_pairs)
-        )
+        predictions = inputs["predictions"] | "KeyPredictions" >> beam.Map(key_predictions)
+        by_product = {"products": products, "predictions": predictions}
+        matched = by_product | JoinWithAgreement(self.aspects, self.min_confidence)
+        joined, agreement = matched["joined"], matched["agreement"]
         rows = joined | "FillAspects" >> beam.ParDo(
             _FillFn(self.aspects, self.min_confidence, self.min_agreement), beam.pvalue.AsDict(agreement)
         )

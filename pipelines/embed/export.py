@@ -47,7 +47,7 @@ from apache_beam.runners.runner import PipelineResult
 
 from pipelines.artifacts import counter_value, fresh_output, list_files
 from pipelines.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE
-from pipelines.embed.agreement import DEFAULT_MIN_AGREEMENT, AgreementWithCatalog, agreement_checks, sum_pairs
+from pipelines.embed.agreement import AgreementWithCatalog, JoinWithAgreement, merged_catalog
 from pipelines.embed.enrich import (
     PREDICTION_COLUMNS,
     ReadCatalogAspects,
@@ -55,7 +55,12 @@ from pipelines.embed.enrich import (
     key_predictions,
 )
 from pipelines.embed.gap_fill import SOURCES, fill_or_withhold
-from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, ExportSettings, PredictionThreshold
+from pipelines.options import (
+    DEFAULT_MIN_AGREEMENT,
+    DEFAULT_PREDICTION_THRESHOLD,
+    ExportSettings,
+    PredictionThreshold,
+)
 from pipelines.runner import make_pipeline
 from pipelines.stage_config import StageOutput, nested, output_setting, setting
 from pipelines.verify import verified_stage_manifest
@@ -155,27 +160,22 @@ class _ToVertexRecord(beam.DoFn):
         self, joined: tuple[str, Mapping[str, Iterable[Any]]], agreement: Mapping[str, tuple[int, int]]
     ) -> Iterator[str]:
         product_id, groups = joined
-        vectors, aspect_rows = list(groups["embeddings"]), list(groups["products"])
+        vectors, aspect_rows = list(groups["predictions"]), list(groups["products"])
         if not vectors:
             self.counters["vertex_products_without_embedding"].inc()
             return
         if len(vectors) > 1:
             # "A single ID should only appear once in a batch": Vertex would keep an arbitrary one.
             raise ValueError(f"product {product_id!r} has {len(vectors)} embedding rows; ids must be unique")
-        vector, predictions = vectors[0]
+        predictions = vectors[0]
+        vector = predictions["embedding"]
         if self.dimension is not None and len(vector) != self.dimension:
             raise ValueError(
                 f"product {product_id!r}: embedding of {len(vector)} values, expected {self.dimension}"
             )
         if not aspect_rows:
             self.counters["vertex_embeddings_without_product"].inc()
-        aspects: dict[str, list[str]] = {}
-        # Several catalog rows for one id: the union of their values, sorted so reruns agree.
-        for row in aspect_rows:
-            for name, values in row.items():
-                aspects.setdefault(name, []).extend(values)
-        if len(aspect_rows) > 1:
-            aspects = {name: sorted(set(values)) for name, values in aspects.items()}
+        aspects = merged_catalog(aspect_rows, distinct=True)
         fill = (aspects, predictions["values"], predictions["confidences"], self.names, self.min_confidence)
         withheld = frozenset()
         if self.source == "both":  # filling the catalog's gaps: only with predictions that agree with it
@@ -227,28 +227,20 @@ class ExportVertexJsonl(beam.PTransform):
         products = inputs["products"]
         if not self.keyed_products:
             products = products | "KeyProducts" >> beam.ParDo(_KeyProducts())
-        embeddings = inputs["embeddings"] | "KeyEmbeddings" >> beam.Map(
-            lambda row: (row["product_id"], (row["embedding"], key_predictions(row)[1]))
-        )
+        # The vector rides along with its predictions, through the join the agreement is counted on.
+        embeddings = inputs["embeddings"] | "KeyEmbeddings" >> beam.Map(_predictions_and_vector)
         to_record = _ToVertexRecord(
             self.aspects, self.dimension, self.source, self.min_confidence, self.min_agreement
         )
-        joined = {"embeddings": embeddings, "products": products} | "JoinByProduct" >> beam.CoGroupByKey()
-        agreement = (
-            joined
-            | "AsPredictions" >> beam.MapTuple(_with_predictions)
-            | "CheckAgainstCatalog" >> beam.FlatMap(agreement_checks, self.aspects, self.min_confidence)
-            | "SumAgreement" >> beam.CombinePerKey(sum_pairs)
-        )
+        by_product = {"products": products, "predictions": embeddings}
+        matched = by_product | JoinWithAgreement(self.aspects, self.min_confidence)
+        joined, agreement = matched["joined"], matched["agreement"]
         return joined | "ToVertexRecord" >> beam.ParDo(to_record, beam.pvalue.AsDict(agreement))
 
 
-def _with_predictions(product_id: str, groups: Mapping[str, Iterable[Any]]) -> tuple[str, dict[str, Any]]:
-    """A joined product as `agreement_checks` reads it: catalog rows, and the predictions by its vector."""
-    return product_id, {
-        "products": list(groups["products"]),
-        "predictions": [predictions for _, predictions in groups["embeddings"]],
-    }
+def _predictions_and_vector(row: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    product_id, predictions = key_predictions(row)
+    return product_id, {**predictions, "embedding": row["embedding"]}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -43,6 +43,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from model import Side, pick_device
 from model.hardware import PrecisionChoice
+from model.text_encoder import resolve_precision
 from pipelines.artifacts import (
     counter_value,
     fresh_output,
@@ -71,7 +72,7 @@ from pipelines.embed.incremental import (
     previous_pattern,
     reusable_previous,
 )
-from pipelines.inference import ModelIdentity, resolve_precision
+from pipelines.inference import ModelIdentity
 from pipelines.options import EmbedSettings, ModelSettings, PredictionThreshold
 from pipelines.parquet_shards import WriteParquetShards
 from pipelines.runner import make_pipeline

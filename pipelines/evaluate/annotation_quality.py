@@ -28,11 +28,12 @@ from apache_beam.io.filesystems import FileSystems
 from model import Side, load_encoder, text_for_model
 from model.abstention import AbstentionRule
 from model.aspects.vocabulary import UNSEEN
+from model.text_encoder import TextEncoder
 from pipelines.artifacts import parquet_rows, read_parquet_table
 from pipelines.evaluate.config import EvaluateConfig
-from pipelines.evaluate.judged_ranking import AspectAccuracy, Forward, aspect_accuracy
+from pipelines.evaluate.judged_ranking import AspectAccuracy, aspect_accuracy
 from pipelines.evaluate.trained_products import never_trained_on
-from pipelines.inference import EncoderModelHandler
+from pipelines.inference import load_text_encoder
 from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, ModelSettings
 from pipelines.product_reader import valid_products
 from schemas.manifest import MANIFEST_FILE
@@ -196,38 +197,29 @@ def measure_annotation_quality(
     run writes, at that runtime's speed; without, by the torch model in fp32.
     """
     rule = rule or AbstentionRule(DEFAULT_PREDICTION_THRESHOLD)
-    encoder, tokenizer = load_encoder(model_dir)
+    # One load for both sides: the torch model, or the run's (its ONNX graphs made per side on first use).
+    model = TextEncoder.load(model_dir) if settings is None else load_text_encoder(settings)
+    encoder = model.encoder
     if getattr(encoder, "vocabulary", None) is None:
         return None
 
-    def forward(side: Side) -> Forward | None:
-        if settings is None:
-            return None
-        loaded = EncoderModelHandler(settings, side).load_model()
-        device = next(loaded.encoder.parameters()).device
-        return lambda batch, batch_side: loaded.forward(batch.to(device), batch_side)
-
     described, unseen, chosen = _held_out_of_model(model_dir, products, queries, judgments, split, sample)
     annotated = aspect_accuracy(
-        encoder,
-        tokenizer,
+        model,
         [text_for_model(p, encoder.config) for p in chosen],
         [_as_dict(p["aspects"]) for p in chosen],
         Side.DOCUMENT,
         rule,
-        forward(Side.DOCUMENT),
     )
     if annotated is None:
         return None
     split_queries = [row for row in parquet_rows(queries) if row["split"] == split and row.get("aspects")]
     query_accuracy = aspect_accuracy(
-        encoder,
-        tokenizer,
+        model,
         [q["text"] for q in split_queries],
         [_as_dict(q["aspects"]) for q in split_queries],
         Side.QUERY,
         rule,
-        forward(Side.QUERY),
     )
     return AnnotationQuality(annotated, query_accuracy, described, len(chosen), unseen=unseen)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -22,10 +21,8 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from index_builder import SearchResult
-from model import Side
 from pipelines.evaluate.searchers import CorpusSearcher, SearcherSource
-from pipelines.inference import EncoderModelHandler, TextToEncode
-from pipelines.options import ModelSettings
+from pipelines.inference import TextToEncode
 from schemas import InvalidRecord, validate_query
 
 LOGGER = logging.getLogger(__name__)
@@ -142,23 +139,12 @@ def first_queries(pattern: str, split: str, limit: int) -> list[TextToEncode]:
     return found
 
 
-def encode_queries(queries: Sequence[TextToEncode], model: ModelSettings) -> np.ndarray:
-    """The queries' embeddings from the evaluated model, as the pipeline's EncodeQueries computes them."""
-    if not queries:
-        return np.zeros((0, 0), dtype=np.float32)
-    handler = EncoderModelHandler(model, Side.QUERY)
-    loaded = handler.load_model()
-    results = handler.run_inference(list(queries), loaded)
-    return np.stack([result.inference for result in results]).astype(np.float32)
-
-
 __all__ = [
     "CALIBRATION_QUERIES",
     "MIN_RECALL",
     "Calibration",
     "calibrate",
     "choose",
-    "encode_queries",
     "first_queries",
     "recall_against",
 ]

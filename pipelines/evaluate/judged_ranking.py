@@ -10,41 +10,20 @@ a sample of products), so they run on the driver against the model directly.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
-from transformers import PreTrainedTokenizerBase
 
 from evaluation import MetricSpec, RelevanceRule, evaluate_query, parse_metrics
-from model import DenseEncoder, EncoderOutput, Side, TokenizedBatch
+from model import Side
 from model.abstention import EVERY_PREDICTION, AbstentionRule, folded_words
 from model.aspects.calibration import aspect_probabilities
 from model.aspects.vocabulary import UNSEEN
+from model.text_encoder import TextEncoder
 
 RANKING_METRICS = ("ndcg@5", "ndcg@10", "ndcg@50", "auc")
-
-
-# What encodes a tokenized batch in place of the torch encoder: an embed run's runtime at its precision
-# (`pipelines.inference.LoadedEncoder.forward`, e.g. the ONNX Runtime graph in int8).
-Forward = Callable[[TokenizedBatch, Side], EncoderOutput]
-
-
-def encode(
-    encoder: DenseEncoder,
-    tokenizer: PreTrainedTokenizerBase,
-    texts: Sequence[str],
-    side: Side,
-    batch_size: int = 64,
-    forward: Forward | None = None,
-) -> list[Any]:
-    """EncoderOutputs of consecutive batches (inference mode), by `forward` when given, else `encoder`."""
-    batches = [list(texts[start : start + batch_size]) for start in range(0, len(texts), batch_size)]
-    if forward is None:
-        return [encoder.embed_texts(tokenizer, batch, side) for batch in batches]
-    return [forward(encoder.tokenize(tokenizer, batch, side), side) for batch in batches]
 
 
 def rerank_judged(
@@ -102,22 +81,21 @@ RELIABILITY_BINS = 10
 
 @torch.inference_mode()
 def aspect_accuracy(
-    encoder: DenseEncoder,
-    tokenizer: PreTrainedTokenizerBase,
+    model: TextEncoder,
     texts: Sequence[str],
     annotations: Sequence[Mapping[str, Sequence[str]] | None],
     side: Side,
     rule: AbstentionRule | None = None,
-    forward: Forward | None = None,
 ) -> AspectAccuracy | None:
     """Top-1 predicted value among the record's annotated values, per aspect; None without aspect heads.
-    `forward` encodes instead of the torch encoder (`encode`).
+    `model` encodes as it was loaded (an embed run's runtime and precision, or the torch model).
 
     The annotations are encoded into class ids by the call the aspect labels of training use
     (`AspectVocabulary.encode`, with the tokenizer for word or token vocabularies), so a hit is
     exactly "the argmax is a class the aspect prediction loss targets for this record". The coverage
     and precision columns apply `rule` (default: every prediction is written) to the record's text.
     """
+    encoder, tokenizer = model.encoder, model.tokenizer
     vocabulary = getattr(encoder, "vocabulary", None)
     if vocabulary is None:
         return None
@@ -130,7 +108,7 @@ def aspect_accuracy(
     written_hits: dict[str, int] = defaultdict(int)
     # Per aspect and tenth of the confidence range: [records, summed confidence, hits].
     bins: dict[str, list[list[float]]] = defaultdict(lambda: [[0, 0.0, 0] for _ in range(RELIABILITY_BINS)])
-    outputs = encode(encoder, tokenizer, texts, side, forward=forward)
+    outputs = model.outputs(texts, side)
     offset = 0
     for output in outputs:
         if not output.aspect_logits:

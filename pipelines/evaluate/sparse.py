@@ -48,7 +48,6 @@ from schemas.manifest import MANIFEST_FILE
 
 SPARSE_INDEXES: dict[str, bool] = {"binary": True, "weighted": False}  # name -> binarized documents
 PRIMARY = "binary"  # its per-query rows are the variant's retrieval rows (what the paper deploys, §4.3)
-DEPTH = RETRIEVAL_DEPTH  # as deep as the Beam evaluation searches
 RESULTS_FILE = "sparse_indexes.json"
 MS = 1000.0
 
@@ -118,7 +117,7 @@ def evaluate_sparse_index(
     judgments: Mapping[str, Mapping[str, int]],
     metrics: Sequence[MetricSpec],
     rule: RelevanceRule,
-    depth: int = DEPTH,
+    depth: int = RETRIEVAL_DEPTH,  # as deep as the Beam evaluation searches
 ) -> SparseIndexResult:
     """Encode (query_id, text) pairs as the index expects (binary or weighted) and score its rankings."""
     index = InvertedIndex.load(index_dir)

@@ -38,7 +38,6 @@ from pipelines.evaluate.calibration import (
     CALIBRATION_QUERIES,
     Calibration,
     calibrate,
-    encode_queries,
     first_queries,
 )
 from pipelines.evaluate.config import EvaluateConfig
@@ -64,7 +63,7 @@ from pipelines.evaluate.systems import (
 )
 from pipelines.evaluate.transforms import JoinJudgments, WriteRun
 from pipelines.index.manifest import format_serving, serving_schedule
-from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode
+from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode, load_text_encoder
 from pipelines.options import EvaluateSettings, ModelSettings
 from pipelines.runner import make_pipeline
 from pipelines.stage_config import (
@@ -84,7 +83,9 @@ def _choose_searcher(
         return opts.searcher, specs, None
     sample = first_queries(opts.queries, opts.split, CALIBRATION_QUERIES)
     # Encoded as the pipeline encodes them (precision and runtime included): the same settings.
-    vectors = encode_queries(sample, model)
+    vectors = load_text_encoder(model).encode(
+        [query.text for query in sample], Side.QUERY, batch_size=model.batch_size
+    )
     calibration = calibrate(specs["ann"], specs["exact"], vectors, depth)
     primary = calibration.choice
     other = "exact" if primary == "ann" else "ann"

@@ -14,10 +14,11 @@ import pyarrow.parquet as pq
 
 from evaluation import RelevanceRule
 from evaluation.collapse import mean_pairwise_cosine
-from model import Side, load_encoder, text_for_model
+from model import Side, text_for_model
+from model.text_encoder import TextEncoder
 from pipelines.artifacts import read_embeddings
 from pipelines.evaluate.annotation_quality import held_out_products, tuned_products
-from pipelines.evaluate.judged_ranking import aspect_accuracy, encode, rerank_judged
+from pipelines.evaluate.judged_ranking import aspect_accuracy, rerank_judged
 from pipelines.evaluate.sparse import is_sparse_model, sparse_ranking_rows
 from pipelines.layout import DatasetLayout
 from schemas.splits import HeldOutProducts
@@ -37,7 +38,8 @@ def variant_metrics(
     the mean pairwise cosine of a dense variant's document embeddings (its collapse, if near 1).
 
     `folder` is a variant's run: its `model`, `embeddings` and `eval` (a sparse variant's indexes)."""
-    encoder, tokenizer = load_encoder(folder / "model")
+    model = TextEncoder.load(folder / "model")
+    encoder, tokenizer = model.encoder, model.tokenizer
     queries = [q for q in pq.read_table(data.queries).to_pylist() if q["split"] == "test"]
     judgments: dict[str, dict[str, int]] = {}
     for row in pq.read_table(data.judgments).to_pylist():
@@ -47,7 +49,7 @@ def variant_metrics(
         pairs = [(q["query_id"], q["text"]) for q in queries]
         ranking_rows = sparse_ranking_rows(folder / "eval", encoder, tokenizer, pairs, judgments, rule)
     else:
-        outputs = encode(encoder, tokenizer, [q["text"] for q in queries], Side.QUERY)
+        outputs = model.outputs([q["text"] for q in queries], Side.QUERY)
         vectors = (
             np.concatenate([o.embedding.float().cpu().numpy() for o in outputs])
             if outputs
@@ -62,12 +64,9 @@ def variant_metrics(
     def aspects_of(records: list[dict]) -> list[Any]:
         return [dict(r["aspects"]) if r["aspects"] else None for r in records]
 
-    query_accuracy = aspect_accuracy(
-        encoder, tokenizer, [q["text"] for q in queries], aspects_of(queries), Side.QUERY
-    )
+    query_accuracy = aspect_accuracy(model, [q["text"] for q in queries], aspects_of(queries), Side.QUERY)
     product_accuracy = aspect_accuracy(
-        encoder,
-        tokenizer,
+        model,
         [text_for_model(p, encoder.config) for p in held_out],
         aspects_of(held_out),
         Side.DOCUMENT,

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pipelines.evaluate.calibration import encode_queries
+from model import Side
+from pipelines.inference import load_text_encoder
 from pipelines.options import ModelSettings
 from pipelines.texts import read_query_texts
 from pipelines.verify import check_same_model
@@ -33,7 +34,7 @@ def tuning_query_vectors(build: IndexBuildConfig, embeddings: str) -> np.ndarray
     if not queries:
         raise ValueError(f"--tuning_queries {build.tuning_queries} holds no query outside the test split")
     LOGGER.info("encoding %d tuning queries with %s", len(queries), build.model)
-    return encode_queries(queries, ModelSettings(build.model))
+    return load_text_encoder(ModelSettings(build.model)).encode([q.text for q in queries], Side.QUERY)
 
 
 __all__ = ["MAX_TUNING_QUERIES", "tuning_query_vectors"]

@@ -82,8 +82,8 @@ def write_partitioned_manifest(
     return manifest
 
 
-def measured_recall(folder: str, embeddings: str, max_k: int) -> dict[str, Any] | None:
-    """recall@max_k of the built shards searched as one index, against exact search over every
+def measured_recall(folder: str, embeddings: str, depth: int) -> dict[str, Any] | None:
+    """recall@depth of the built shards searched as one index, against exact search over every
     embedding, on 1,000 held-out vectors (`index_builder.recall.measure_recall`); None off local disk."""
     if not (is_local(folder) and is_local(embeddings)):
         LOGGER.info("recall not measured: %s or %s is not on local disk", folder, embeddings)
@@ -91,7 +91,7 @@ def measured_recall(folder: str, embeddings: str, max_k: int) -> dict[str, Any] 
     searcher = open_index(folder)
     ids, matrix, _ = read_embeddings(embeddings)
     row_of = {product_id: row for row, product_id in enumerate(ids)}
-    report = measure_recall(searcher, matrix[[row_of[i] for i in searcher.ids]], max_k)
+    report = measure_recall(searcher, matrix[[row_of[i] for i in searcher.ids]], depth)
     LOGGER.info("partitioned index: %s", recall_summary(report))
     return report.to_dict()
 
@@ -179,8 +179,8 @@ def format_serving(rows: list[dict[str, Any]]) -> str:
     return "index at serving depths (as built): " + "; ".join(parts)
 
 
-def union_recall(folder: str, embeddings: str, max_k: int, num_shards: int) -> dict[str, Any] | None:
-    """recall@max_k of the built shards searched as one. One shard's build measured it already, and
+def union_recall(folder: str, embeddings: str, depth: int, num_shards: int) -> dict[str, Any] | None:
+    """recall@depth of the built shards searched as one. One shard's build measured it already, and
     shards that all score exactly find every true neighbour: only other layouts are measured again
     (`measured_recall`, which loads the index and the embeddings a second time)."""
     shards = [shard_recall(folder, shard, num_shards) for shard in range(num_shards)]
@@ -188,8 +188,8 @@ def union_recall(folder: str, embeddings: str, max_k: int, num_shards: int) -> d
         return shards[0]
     if all(recall is not None and recall.get("exact") for recall in shards):
         reason = "every shard scores exactly: recall is 1 by construction"
-        return {"k": max_k, "queries": 0, "recall_at_k": 1.0, "exact": True, "reason": reason}
-    return measured_recall(folder, embeddings, max_k)
+        return {"k": depth, "queries": 0, "recall_at_k": 1.0, "exact": True, "reason": reason}
+    return measured_recall(folder, embeddings, depth)
 
 
 def shard_search_settings(folder: str, num_shards: int) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ statistics (`pipelines.index.lexical_build`), so the shards' BM25 rankings merge
 
 Rows go to shard ``shard_of(product_id, S)`` (sha256, stable across workers), so a shard
 only ever needs its own ~n/S vectors in memory, and each shard is sized by the same rule
-as a single index (`config_for_corpus(n_shard, d, max_k, settings)`). Within a newly trained
+as a single index (`config_for_corpus(n_shard, d, depth, settings)`). Within a newly trained
 shard, rows are sorted by product id, so a rebuild from the same embeddings gives the same
 global order whatever order Beam delivered them in; a shard that updated last night's tree
 (`index_builder.update`) keeps that tree's row order, with tonight's new products at the end.
@@ -138,7 +138,7 @@ class BuildPartitionedIndex(beam.PTransform):
         self,
         output_dir: str,
         num_shards: int,
-        max_k: int,
+        depth: int,
         model_id: str,
         model_version: str,
         target_recall: float | None = None,
@@ -147,12 +147,12 @@ class BuildPartitionedIndex(beam.PTransform):
     ) -> None:
         super().__init__()
         self.build = ShardBuild(
-            output_dir, num_shards, max_k, model_id, model_version, target_recall, scann_settings, earlier
+            output_dir, num_shards, depth, model_id, model_version, target_recall, scann_settings, earlier
         )
 
     @classmethod
     def of(cls, build: ShardBuild) -> BuildPartitionedIndex:
-        transform = cls(build.output_dir, build.num_shards, build.max_k, build.model_id, build.model_version)
+        transform = cls(build.output_dir, build.num_shards, build.depth, build.model_id, build.model_version)
         transform.build = build
         return transform
 
@@ -187,7 +187,7 @@ class IndexBuildReport:
     directory: str
     # Each shard's ScaNN search settings as built and tuned (`ScannIndexConfig.__str__`).
     shard_settings: tuple[str, ...] = ()
-    # recall@max_k of the shards searched as one (`union_recall`), also in the manifest; None: not measured.
+    # recall@depth of the shards searched as one (`union_recall`), also in the manifest; None: not measured.
     recall: dict[str, Any] | None = None
 
     @property
@@ -217,7 +217,7 @@ class PartitionedBuildPlan:
     folder: str
     embeddings: str
     num_shards: int
-    max_k: int
+    depth: int
     model_id: str
     model_version: str
     dimension: int
@@ -263,7 +263,7 @@ def plan_partitioned_build(config: IndexBuildConfig, folder: str) -> tuple[Parti
         folder=folder,
         embeddings=config.embeddings,
         num_shards=settings.num_index_shards,
-        max_k=settings.depth,
+        depth=settings.depth,
         model_id=embed_manifest["model_id"],
         model_version=str(embed_manifest["model_version"]),
         model_fingerprint=embed_manifest.get("model_fingerprint"),
@@ -274,7 +274,7 @@ def plan_partitioned_build(config: IndexBuildConfig, folder: str) -> tuple[Parti
     build = ShardBuild(
         folder,
         plan.num_shards,
-        plan.max_k,
+        plan.depth,
         plan.model_id,
         plan.model_version,
         plan.target_recall,
@@ -315,7 +315,7 @@ def build_partitioned(
             pipeline.run().wait_until_finish()
         extra = {
             "embeddings": plan.embeddings,
-            "max_k": plan.max_k,
+            "depth": plan.depth,
             "model_fingerprint": plan.model_fingerprint,
             "embeddings_digest": plan.embeddings_digest,
             "settings": settings_record(config.index, config.lexical),
@@ -323,7 +323,7 @@ def build_partitioned(
         manifest = write_partitioned_manifest(
             plan.folder, plan.num_shards, plan.model_id, plan.model_version, plan.dimension, extra
         )
-        recall = union_recall(plan.folder, plan.embeddings, plan.max_k, plan.num_shards)
+        recall = union_recall(plan.folder, plan.embeddings, plan.depth, plan.num_shards)
         settings = shard_search_settings(plan.folder, plan.num_shards)
         if recall is not None:  # the manifest again, with the figure: it is still the last file written
             write_partitioned_manifest(

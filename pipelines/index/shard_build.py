@@ -57,7 +57,7 @@ class ShardBuild:
 
     output_dir: str
     num_shards: int
-    max_k: int
+    depth: int
     model_id: str
     model_version: str
     target_recall: float | None = None
@@ -65,7 +65,7 @@ class ShardBuild:
     scann_settings: tuple[tuple[str, Any], ...] = ()
     # Each shard's ``recall`` entry from the previous build of this index (`shard_recall`), or ().
     earlier: tuple[dict[str, Any] | None, ...] = ()
-    # The depths each shard's search is tuned for besides max_k (`index_builder.schedule`).
+    # The depths each shard's search is tuned for besides depth (`index_builder.schedule`).
     serving_depths: tuple[int, ...] = DEFAULT_SERVING_DEPTHS
     # Each shard's folder in the previous build of this index (local only), whose tree a shard updates
     # instead of training one where it may (`index_builder.update`), or ().
@@ -82,7 +82,7 @@ class ShardBuild:
         object.__setattr__(self, "target_recall", check_target(self.target_recall))
         if self.num_shards != 1 and self.tuning_queries is not None:
             raise ValueError("tuning queries are built into a one-shard index only")
-        for name, value in (("num_shards", self.num_shards), ("max_k", self.max_k)):
+        for name, value in (("num_shards", self.num_shards), ("depth", self.depth)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         if not self.model_id or not self.model_version:
@@ -129,7 +129,7 @@ class BuildShardFn(beam.DoFn):
         ids = all_ids[order].tolist()
         build = self.build
         started = time.perf_counter()
-        sizing = sizing_depth(build.max_k, build.serving_depths, build.target_recall)
+        sizing = sizing_depth(build.depth, build.serving_depths, build.target_recall)
         config = config_for_corpus(len(ids), matrix.shape[1], sizing, dict(build.scann_settings))
         # One ScaNN call, so no running count: its expected time instead (docs/PERFORMANCE.md's 1M build).
         expected = TRAIN_SECONDS_PER_MILLION_128D * len(ids) / 1e6 * matrix.shape[1] / 128
@@ -145,7 +145,7 @@ class BuildShardFn(beam.DoFn):
             config,
             matrix,
             ids,
-            build.max_k,
+            build.depth,
             build.target_recall,
             serving_depths=build.serving_depths,
             earlier=earlier,
@@ -161,7 +161,7 @@ class BuildShardFn(beam.DoFn):
         seconds = time.perf_counter() - started
         name = shard_dir_name(shard, build.num_shards)
         target = FileSystems.join(build.output_dir, name)
-        extra = {"shard": shard, "num_shards": build.num_shards, "max_k": build.max_k}
+        extra = {"shard": shard, "num_shards": build.num_shards, "depth": build.depth}
         manifest = _save_shard(index, target, build.model_id, build.model_version, extra, recall.to_dict())
         self.built.inc()
         self.indexed.inc(len(ids))

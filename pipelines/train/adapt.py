@@ -30,8 +30,9 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from model import DenseEncoder, Side, load_encoder, text_for_model
+from model import DenseEncoder, Side, text_for_model
 from model.interpolation import average_saved_model
+from model.text_encoder import TextEncoder
 from model.training import Trainer, TrainingConfig
 from pipelines.artifacts import fresh_output
 from pipelines.evaluate.judged_ranking import AspectAccuracy, aspect_accuracy
@@ -273,6 +274,7 @@ def _held_out_accuracy(model_dir: str, held_out: list[CatalogProduct]) -> Aspect
     """Aspect Accuracy@1 of the saved model on the products it never trained on."""
     if not held_out:
         return None
-    encoder, tokenizer = load_encoder(model_dir)
     annotations = [dict(product.aspects or {}) for product in held_out]
-    return aspect_accuracy(encoder, tokenizer, [p.text for p in held_out], annotations, Side.DOCUMENT)
+    return aspect_accuracy(
+        TextEncoder.load(model_dir), [p.text for p in held_out], annotations, Side.DOCUMENT
+    )

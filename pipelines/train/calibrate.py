@@ -14,11 +14,11 @@ from typing import Any
 
 import torch
 
-from model import Side, load_config, load_encoder, text_for_model
+from model import Side, load_config, text_for_model
 from model.aspects.calibration import fit_temperature
 from model.aspects.vocabulary import UNSEEN
+from model.text_encoder import TextEncoder
 from pipelines.evaluate.annotation_quality import held_out_products, tuned_products
-from pipelines.evaluate.judged_ranking import encode
 from pipelines.layout import DatasetLayout
 from schemas.splits import HeldOutProducts
 
@@ -36,11 +36,12 @@ def calibrate_confidences(
 ) -> dict[str, float]:
     """Fit a temperature per aspect on `texts` and their annotated values, save it into the model's
     config.json, and return it (aspects with too few annotated, in-vocabulary products keep 1)."""
-    encoder, tokenizer = load_encoder(model_dir)
+    model = TextEncoder.load(model_dir)
+    encoder, tokenizer = model.encoder, model.tokenizer
     vocabulary = getattr(encoder, "vocabulary", None)
     if vocabulary is None or not texts:
         return {}
-    outputs = encode(encoder, tokenizer, list(texts), Side.DOCUMENT)
+    outputs = model.outputs(list(texts), Side.DOCUMENT)
     temperatures: dict[str, float] = {}
     for aspect in encoder.config.aspects:
         if not outputs or aspect not in outputs[0].aspect_logits:

@@ -312,7 +312,7 @@ def bad_cached_graph(fixture: Fixture, forged: bool) -> Outcome:
             record["sha256"] = sha256_file(graph)
             sidecar.write_text(json.dumps(record))
         output = fixture.folder(f"{what}-graph-out")
-        with _warnings("pipelines.inference") as said:
+        with _warnings("model.text_encoder") as said:
             run = embed(fixture, fixture.products, output, *FP32, "--runtime", "onnxruntime")
     warning = "does not encode as" if forged else "cannot be used"
     warned = "warns" if any(warning in line for line in said) else "does not warn"

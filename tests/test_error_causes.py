@@ -107,7 +107,7 @@ def test_an_unreadable_cached_graph_falls_back_to_torch_with_a_warning(
     record["sha256"] = sha256_file(graph)  # the sidecar agrees: the bytes themselves are bad
     sidecar.write_text(json.dumps(record))
     handler = EncoderModelHandler(ModelSettings(str(tiny_model_dir), runtime="onnxruntime"), Side.QUERY)
-    with caplog.at_level(logging.WARNING, logger="pipelines.inference"):
+    with caplog.at_level(logging.WARNING, logger="model.text_encoder"):
         loaded = handler.load_model()
     assert loaded.run is None and "cannot be used" in caplog.text and "encoding with torch" in caplog.text
     assert isinstance(loaded.encoder, torch.nn.Module)

@@ -211,7 +211,7 @@ def test_a_forged_cached_graph_is_caught_and_torch_encodes_instead(
 
     examples = [TextToEncode(str(i), text) for i, text in enumerate(TEXTS)]
     handler = EncoderModelHandler(ModelSettings(str(mtbert_dir), runtime="onnxruntime"), Side.DOCUMENT)
-    with caplog.at_level(logging.WARNING, logger="pipelines.inference"):
+    with caplog.at_level(logging.WARNING, logger="model.text_encoder"):
         loaded = handler.load_model()
     assert loaded.run is None and "does not encode as" in caplog.text
     by_torch = EncoderModelHandler(ModelSettings(str(mtbert_dir), runtime="torch"), Side.DOCUMENT)

@@ -89,4 +89,4 @@ def test_the_embed_handler_says_how_much_of_the_time_the_model_ran(tiny_model_di
     assert share.startswith("the model ran ") and share.endswith(
         "% of the time, it waited on this process the rest"
     )
-    assert handler.model_seconds > 0 and 0 <= int(share.split()[3].rstrip("%")) <= 100
+    assert loaded.model_seconds > 0 and 0 <= int(share.split()[3].rstrip("%")) <= 100

@@ -215,16 +215,23 @@ def _stage_parser(config_class: type[Any]) -> argparse.ArgumentParser:
     return parser
 
 
-def _stage_options(config_class: type[Any]) -> list[str]:
-    """The option strings of a stage's parser, in its order."""
-    return [o for action in _stage_parser(config_class)._actions for o in action.option_strings]
+def _stage_options(config_class: type[Any], old_names: bool = True) -> list[str]:
+    """The option strings of a stage's parser, in its order; without `old_names`, not the renamed flags'
+    old names (`--max_k`)."""
+    actions = _stage_parser(config_class)._actions
+    return [
+        option
+        for action in actions
+        if old_names or not (action.help or "").startswith("Deprecated")
+        for option in action.option_strings
+    ]
 
 
 def passed_on_flags() -> dict[str, list[str]]:
     """Each stage's flags (by its name in messages) that `madr nightly` passes on, in its parser's order;
     those the job sets itself (the inputs and folders) left out."""
     return {
-        stage: [o for o in _stage_options(config_class) if o.lstrip("-") not in FIXED_FLAGS]
+        stage: [o for o in _stage_options(config_class, old_names=False) if o.lstrip("-") not in FIXED_FLAGS]
         for config_class, stage, _ in STAGES.values()
     }
 

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 
 from jobs.command_table import Flags
 from pipelines.inference import TextToEncode
-from pipelines.options import PredictionThreshold
+from pipelines.options import ConfidenceThreshold
 from pipelines.search import SearchConfig, format_hits, hits_table_rows, open_search, parse_filter, run_search
 from pipelines.stage_config import add_config_arguments, config_from_values
 from pipelines.texts import read_query_texts
@@ -47,8 +47,8 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         help="The catalog's product Parquet, for titles and catalog values (default: the products the "
         "index's embeddings were made from, as their manifest records)",
     )
-    # The one --min_confidence (`PredictionThreshold`); search's default is enrich's, which fills the gaps.
-    add_config_arguments(parser, PredictionThreshold, only=("min_confidence",))
+    # The one --min_confidence (`ConfidenceThreshold`); search's default is enrich's, which fills the gaps.
+    add_config_arguments(parser, ConfidenceThreshold)
     parser.add_argument(
         "--lexical",
         choices=("true", "false"),
@@ -84,7 +84,7 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
         k=args.k,
         filters=tuple(parse_filter(text) for text in args.filter),
         products=args.products,
-        min_confidence=config_from_values(PredictionThreshold, args).or_default(),
+        min_confidence=config_from_values(ConfidenceThreshold, args).or_default(),
         lexical=args.lexical == "true",
     )
 

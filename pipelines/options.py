@@ -100,16 +100,30 @@ DEFAULT_MIN_AGREEMENT = 0.8
 
 
 @dataclass(frozen=True)
-class PredictionThreshold:
-    """The one --min_confidence of every command that writes or reads predicted aspect values."""
+class ConfidenceThreshold:
+    """The one --min_confidence of every command that writes or reads predicted aspect values; alone for
+    those that only show and filter on them (`madr search`, `madr export-serving`)."""
 
     min_confidence: float | None = setting(
         None,
         "Lowest confidence P(x) of a predicted aspect value. embed: write a value only at or above it, "
         "keeping its confidence (default 0: every prediction); evaluate: the calibration line's threshold; "
-        "enrich: what fills a gap; export-vertex: a predicted restrict's threshold; search: the lowest "
-        f"shown or filtered on ({DEFAULT_PREDICTION_THRESHOLD} for these four)",
+        "enrich: what fills a gap; export-vertex: a predicted restrict's threshold; search and "
+        f"export-serving: the lowest shown or filtered on ({DEFAULT_PREDICTION_THRESHOLD} for all but embed)",
     )
+
+    def __post_init__(self) -> None:
+        if self.min_confidence is not None and not 0 <= self.min_confidence <= 1:
+            raise ValueError(f"--min_confidence must be in [0, 1], got {self.min_confidence}")
+
+    def or_default(self, default: float = DEFAULT_PREDICTION_THRESHOLD) -> float:
+        """The threshold given, else the command's default (the only place a default is applied)."""
+        return default if self.min_confidence is None else self.min_confidence
+
+
+@dataclass(frozen=True)
+class PredictionThreshold(ConfidenceThreshold):
+    """--min_confidence and what else decides which predicted values a stage writes or fills with."""
 
     stated_aspects: tuple[str, ...] = setting(
         STATED_ASPECTS,
@@ -126,17 +140,10 @@ class PredictionThreshold:
     )
 
     def __post_init__(self) -> None:
-        for flag, value in (
-            ("--min_confidence", self.min_confidence),
-            ("--min_agreement", self.min_agreement),
-        ):
-            if value is not None and not 0 <= value <= 1:
-                raise ValueError(f"{flag} must be in [0, 1], got {value}")
+        super().__post_init__()
+        if not 0 <= self.min_agreement <= 1:
+            raise ValueError(f"--min_agreement must be in [0, 1], got {self.min_agreement}")
         object.__setattr__(self, "stated_aspects", tuple(self.stated_aspects))
-
-    def or_default(self, default: float = DEFAULT_PREDICTION_THRESHOLD) -> float:
-        """The threshold given, else the command's default."""
-        return default if self.min_confidence is None else self.min_confidence
 
     def abstention(self, default: float = DEFAULT_PREDICTION_THRESHOLD) -> AbstentionRule:
         """The rule that decides which predicted values are written, at this threshold or `default`."""

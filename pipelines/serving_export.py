@@ -28,9 +28,9 @@ from model import load_encoder
 from model.batch import Side
 from model.encoder import DenseEncoder
 from model.onnx_runtime import ONNX_PRECISIONS, PROBE_MIN_COSINE, PROBE_TEXTS, cached_graph
-from pipelines.options import DEFAULT_PREDICTION_THRESHOLD
+from pipelines.options import ConfidenceThreshold
 from pipelines.search import open_index_and_catalog
-from pipelines.stage_config import setting
+from pipelines.stage_config import nested, setting
 from pipelines.verify import model_fingerprint
 from schemas.manifest import ArtifactError, write_manifest
 from serving import bundle as layout
@@ -68,10 +68,8 @@ class ExportServingConfig:
         "The catalog's product Parquet, for titles and catalog values (default: the products the index's "
         "embeddings were made from)",
     )
-    min_confidence: float = setting(
-        DEFAULT_PREDICTION_THRESHOLD,
-        "Lowest confidence of a predicted aspect value the bundle shows and filters on (as `madr search`)",
-    )
+    # --min_confidence: the lowest confidence of a predicted aspect value the bundle shows and filters on.
+    threshold: ConfidenceThreshold = nested(ConfidenceThreshold)
     saved_model: bool = setting(
         False,
         "Also write saved_model/: the index's own trees as a TensorFlow SavedModel (signatures top_10, "
@@ -79,8 +77,6 @@ class ExportServingConfig:
     )
 
     def __post_init__(self) -> None:
-        if not 0 <= self.min_confidence <= 1:
-            raise ValueError(f"--min_confidence must be in [0, 1], got {self.min_confidence}")
         target = Path(self.output)
         if target.exists() and (not target.is_dir() or any(target.iterdir())):
             raise ValueError(f"--output {self.output} already holds files: give a new folder, or remove it")
@@ -152,7 +148,7 @@ def export_serving(config: ExportServingConfig) -> dict[str, Any]:
         except ImportError as error:
             raise ValueError(f"--saved_model: {error}") from error
     index, catalog = open_index_and_catalog(
-        config.index, config.model, config.products, config.min_confidence
+        config.index, config.model, config.products, config.threshold.or_default()
     )
     if catalog.warning:
         print(catalog.warning)
@@ -177,7 +173,7 @@ def export_serving(config: ExportServingConfig) -> dict[str, Any]:
                 "products": len(catalog.ids),
                 "lexical": index.lexical is not None,
             },
-            "catalog": {"products": config.products, "min_confidence": config.min_confidence},
+            "catalog": {"products": config.products, "min_confidence": config.threshold.or_default()},
         }
         if config.saved_model:
             info["saved_model"] = {

@@ -23,8 +23,8 @@ from bench.support import command_line
 from evaluation import RelevanceRule, paired_t_test, parse_metrics
 from evaluation.ranked import CorpusIds, score_query
 from index_builder.lexical import Bm25Index, Bm25Settings, reciprocal_rank_fusion
-from pipelines.artifacts import read_parquet_table
 from pipelines.evaluate.lexical import catalog_text, judgments_in, run_rankings, split_queries
+from pipelines.parquet_reading import read_parquet_table
 
 METRICS = ("recall@100", "ndcg@10")
 

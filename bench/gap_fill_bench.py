@@ -29,10 +29,10 @@ from bench.common import report
 from bench.support import command_line
 from jobs.cli import parse_command
 from model.aspects.vocabulary import UNSEEN, AspectVocabulary, normalise_value
-from pipelines.artifacts import read_parquet_table
 from pipelines.embed.enrich import PREDICTION_COLUMNS, EnrichConfig, enrich_catalog
 from pipelines.embed.stage import embed_catalog
 from pipelines.options import PredictionThreshold
+from pipelines.parquet_reading import read_parquet_table
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import ECOMMERCE_ASPECTS
 

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 from bench.reliability_kit import REPO, Fixture, Outcome, nightly_argv, rows_in
-from pipelines.artifacts import read_embeddings
+from pipelines.parquet_reading import read_embeddings
 
 BUCKET = "madr-reliability"
 # The second night is refused by the root's lock object as it starts, before doing any work (without the

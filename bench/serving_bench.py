@@ -243,10 +243,10 @@ def load_vectors(
 ) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray | None, str]:
     if args.embeddings:
         from model import Side
-        from pipelines.artifacts import read_embeddings
         from pipelines.evaluate.calibration import first_queries
         from pipelines.inference import load_text_encoder
         from pipelines.options import ModelSettings
+        from pipelines.parquet_reading import read_embeddings
 
         ids, data, _ = read_embeddings(args.embeddings)
         data = np.ascontiguousarray(data, dtype=np.float32)

@@ -83,7 +83,8 @@ def write_data(folder: Path, size: int, num_queries: int, seed: int) -> dict[str
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipelines.artifacts import fresh_output, write_stage_manifest
+    from pipelines.stage_manifests import write_stage_manifest
+    from pipelines.staged_output import fresh_output
     from schemas import EMBEDDING_ANNOTATION_COLUMNS, JUDGMENT_SCHEMA, embedding_schema
 
     basis, stride = _basis(seed), size // num_queries

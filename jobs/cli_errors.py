@@ -22,9 +22,9 @@ import sys
 import traceback
 from typing import TextIO
 
-from pipelines.artifacts import wrapped_os_error
 from pipelines.engine_failures import engine_failure
 from pipelines.refusals import StageRefused
+from pipelines.staged_output import wrapped_os_error
 from schemas.manifest import ArtifactError
 from schemas.terminal_text import for_terminal
 

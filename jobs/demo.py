@@ -24,7 +24,6 @@ import pyarrow.parquet as pq
 
 from jobs.adapt import evaluate_model
 from jobs.command_table import generated_flags
-from pipelines.artifacts import read_parquet_table
 from pipelines.depth import check_depth, retrieval_depth
 from pipelines.embed.enrich import PREDICTION_COLUMNS, EnrichConfig, enrich_catalog, format_counts
 from pipelines.embed.stage import EmbedConfig, embed_catalog
@@ -34,6 +33,7 @@ from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import build_partitioned
 from pipelines.layout import DatasetLayout, RunLayout
 from pipelines.options import EmbedSettings, EvaluateSettings, IndexSettings, ModelSettings
+from pipelines.parquet_reading import read_parquet_table
 from pipelines.report.page import write_report
 from pipelines.stage_config import nested, setting
 from pipelines.stage_runs import StageRunner

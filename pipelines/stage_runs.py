@@ -23,8 +23,8 @@ from typing import Any, TypeVar, overload
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.artifacts import read_stage_manifest
 from pipelines.embed.stage import EMBEDDINGS_KIND, rows_held
+from pipelines.stage_manifests import read_stage_manifest
 from schemas.manifest import ArtifactError
 
 T = TypeVar("T")

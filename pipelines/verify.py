@@ -35,7 +35,7 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 
 from model.weights_file import WEIGHTS_FILE, check_weights_readable
-from pipelines.artifacts import read_stage_manifest, verify_stage_folder
+from pipelines.stage_manifests import read_stage_manifest, verify_stage_folder
 from schemas.manifest import (
     FILES_DIGEST,
     MANIFEST_FILE,

@@ -2,7 +2,7 @@
 
 Two processes writing one output folder (or two nightlies on one root) undo each other: one clears the
 staging folder the other is writing, or replaces a pointer the other just moved. So a stage takes
-`exclusive_writer` on its output folder for as long as it writes (`artifacts.fresh_output`), and the
+`exclusive_writer` on its output folder for as long as it writes (`staged_output.fresh_output`), and the
 nightly takes it on its root. A second writer is refused at once, with the holder's pid, host and start
 time and the way out, never made to wait: a scheduler that started two runs should hear about it.
 

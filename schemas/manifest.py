@@ -6,7 +6,7 @@ is an unfinished artifact. It records the artifact kind, free-form provenance, a
 
 This module is the one manifest API. Every writer builds its document with
 `manifest_document` and serialises it with `manifest_json`: `write_manifest` for local
-directories (a model, a dataset, a benchmark), `pipelines.artifacts.write_stage_manifest`
+directories (a model, a dataset, a benchmark), `pipelines.stage_manifests.write_stage_manifest`
 through Beam's FileSystems (stage folders, local or gs://), and the index artifacts of
 `index_builder`, whose manifests add their own typed fields. It is also the one place that
 hashes artifact files and checks them against a manifest: `verify_manifest` for local

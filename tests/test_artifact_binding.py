@@ -21,9 +21,9 @@ from index_builder import ScannIndex, ScannIndexBuilder
 from index_builder.artifact import IndexArtifactError
 from jobs.cli import parse_command
 from model import new_encoder
-from pipelines.artifacts import verify_stage_folder
 from pipelines.embed.stage import embed_catalog
 from pipelines.evaluate.stage import evaluate_retrieval
+from pipelines.stage_manifests import verify_stage_folder
 from pipelines.verify import ModelMismatchError, verify_model
 from schemas import ArtifactError, write_manifest
 from schemas.manifest import files_digest

@@ -17,7 +17,6 @@ from apache_beam.testing.util import assert_that, equal_to
 from jobs.cli import parse_command
 from model import Side, content_hash, document_text, load_encoder
 from model.text_encoder import length_sorted_chunks
-from pipelines.artifacts import read_embeddings
 from pipelines.catalog_io import DEAD_LETTERS, VALID, ListRowGroups, ReadValidatedFn
 from pipelines.embed.batches import ProductBatchHandler
 from pipelines.embed.counts import DeadLetterThresholdExceeded
@@ -28,6 +27,7 @@ from pipelines.embed.stage import (
 )
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode, load_text_encoder
 from pipelines.options import EmbedSettings, ModelSettings, PredictionThreshold
+from pipelines.parquet_reading import read_embeddings
 from pipelines.stage_config import config_from_values
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA, validate_product
 

@@ -20,13 +20,13 @@ import pytest
 from evaluation.plot import k_grid, recall_curve
 from index_builder import ExactSearcher, ScannIndexBuilder
 from jobs.cli import parse_command
-from pipelines.artifacts import read_embeddings
 from pipelines.embed.stage import embed_catalog
 from pipelines.evaluate.calibration import calibrate, choose
 from pipelines.evaluate.report import resolve_rule
 from pipelines.evaluate.searchers import searcher_specs
 from pipelines.evaluate.stage import SearcherSpec, evaluate_retrieval
 from pipelines.options import EvaluateSettings
+from pipelines.parquet_reading import read_embeddings
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
 
 ITEMS = ["juicer", "blender", "socks", "sneakers", "lamp", "toaster"]

@@ -14,9 +14,9 @@ import pytest
 import jobs.experiment as experiment
 from evaluation.experiment_stats import pool_seeds
 from jobs.experiment_config import ExperimentConfig
-from pipelines.artifacts import write_stage_manifest
 from pipelines.experiment.runs import RunArchive
 from pipelines.layout import DatasetLayout
+from pipelines.stage_manifests import write_stage_manifest
 from product_data.synthetic import generate_benchmark
 
 CONFIG = ExperimentConfig(

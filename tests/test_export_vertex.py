@@ -16,7 +16,6 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from jobs.cli import parse_command
-from pipelines.artifacts import write_stage_manifest
 from pipelines.embed.export import (
     ExportVertexConfig,
     ExportVertexJsonl,
@@ -26,6 +25,7 @@ from pipelines.embed.export import (
 )
 from pipelines.options import ExportSettings, PredictionThreshold
 from pipelines.stage_config import config_from_values
+from pipelines.stage_manifests import write_stage_manifest
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, PRODUCT_SCHEMA, embedding_schema
 from tests.test_file_isolation import random_bytes, without_product_id
 

@@ -20,8 +20,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.cli import parse_command
-from pipelines.artifacts import read_embeddings, verify_stage_folder
 from pipelines.embed.stage import embed_catalog
+from pipelines.parquet_reading import read_embeddings
+from pipelines.stage_manifests import verify_stage_folder
 from schemas import PRODUCT_SCHEMA
 from tests.test_embed_pipeline import catalog, write_catalog
 

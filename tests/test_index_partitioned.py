@@ -35,11 +35,11 @@ from index_builder import (
 )
 from index_builder.partitioned import PartitionedManifest, shard_dir_name
 from jobs.cli import parse_command
-from pipelines.artifacts import write_stage_manifest
 from pipelines.evaluate.stage import SearcherSpec
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import BuildPartitionedIndex, build_partitioned
 from pipelines.stage_config import config_from_values
+from pipelines.stage_manifests import write_stage_manifest
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, embedding_schema, verify_manifest
 
 N, DIM, CLUSTERS, SHARDS, MAX_K = 18_000, 32, 50, 3, 100

@@ -14,11 +14,11 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from evaluation import RelevanceRule, parse_metrics
 from evaluation.ranked import CorpusIds, score_query
 from index_builder import ExactSearcher, PartitionedIndex
-from pipelines.artifacts import read_embeddings
 from pipelines.evaluate.corpus_parts import embedding_parts, index_carries_bm25, index_parts
 from pipelines.evaluate.searchers import SearcherSpec
 from pipelines.evaluate.sharded import BM25, DENSE, FUSED, SearchPartsAndScore
 from pipelines.evaluate.transforms import JudgedQuery, SearchAndScore
+from pipelines.parquet_reading import read_embeddings
 from tests.test_lexical_shards import QUERIES
 from tests.test_lexical_shards import store as store
 

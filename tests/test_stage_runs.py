@@ -11,7 +11,7 @@ import pytest
 
 from evaluation.text_table import format_text_table
 from pipelines import stage_runs
-from pipelines.artifacts import write_stage_manifest
+from pipelines.stage_manifests import write_stage_manifest
 from pipelines.stage_runs import StageRunner, is_finished
 
 KIND = "madr-test-stage"

@@ -25,7 +25,6 @@ from safetensors.torch import load_file, save_file
 
 from jobs.cli import main, parse_command
 from model import new_encoder
-from pipelines.artifacts import write_stage_manifest
 from pipelines.embed.batches import EncodedBatch, ProductBatch, _ToEmbeddingTable, embedding_defect
 from pipelines.embed.counts import DeadLetterThresholdExceeded
 from pipelines.embed.enrich import EnrichConfig, enrich_catalog
@@ -34,6 +33,7 @@ from pipelines.embed.stage import embed_catalog
 from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.index.partitioned import build_partitioned
 from pipelines.inference import ModelIdentity
+from pipelines.stage_manifests import write_stage_manifest
 from pipelines.verify import ModelMismatchError, model_fingerprint
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, ArtifactError, embedding_schema, write_manifest

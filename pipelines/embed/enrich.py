@@ -28,7 +28,6 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.artifacts import counter_value, fresh_output, write_stage_manifest
 from pipelines.catalog_io import (
     DEAD_LETTERS,
     METRICS_NAMESPACE,
@@ -42,6 +41,8 @@ from pipelines.embed.gap_fill import fill_or_withhold
 from pipelines.options import DEFAULT_MIN_AGREEMENT, DEFAULT_PREDICTION_THRESHOLD, PredictionThreshold
 from pipelines.runner import make_pipeline
 from pipelines.stage_config import StageOutput, nested, output_setting, setting
+from pipelines.stage_manifests import counter_value, write_stage_manifest
+from pipelines.staged_output import fresh_output
 from pipelines.verify import verified_stage_manifest
 from schemas import (
     ECOMMERCE_ASPECTS,
@@ -262,7 +263,7 @@ def enrich_catalog(config: EnrichConfig, beam_options: PipelineOptions | None = 
     products that have one is not filled (`pipelines.embed.agreement`): its gaps count as withheld.
 
     A non-empty output is refused unless the config says `overwrite`; the files appear there only when
-    the run succeeds (`artifacts.fresh_output`). `beam_options` choose the runner.
+    the run succeeds (`staged_output.fresh_output`). `beam_options` choose the runner.
     """
     with fresh_output(config.output, config.overwrite) as folder:
         return _enrich(config, folder, beam_options or PipelineOptions([]))

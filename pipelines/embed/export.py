@@ -18,7 +18,7 @@ for a namespace omits that namespace, so a product without aspects gets no
 data files sit directly under the batch root and are named ``*.json`` (not ``.jsonl``),
 at most 5,000 files, and no other subdirectories. Beam's temporary files therefore
 never go inside the target folder: the files are written to a sibling staging folder
-(`artifacts.fresh_output`, which every stage uses) and moved into the target once the
+(`staged_output.fresh_output`, which every stage uses) and moved into the target once the
 pipeline has succeeded. For the same reason the folder carries no manifest.json (Vertex
 would read it as a data file), and a non-empty target is refused unless --overwrite
 replaces it: Vertex would import every file in it.
@@ -45,7 +45,6 @@ from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineResult
 
-from pipelines.artifacts import counter_value, fresh_output, list_files
 from pipelines.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE
 from pipelines.embed.agreement import AgreementWithCatalog, JoinWithAgreement, merged_catalog
 from pipelines.embed.enrich import (
@@ -63,6 +62,8 @@ from pipelines.options import (
 )
 from pipelines.runner import make_pipeline
 from pipelines.stage_config import StageOutput, nested, output_setting, setting
+from pipelines.stage_manifests import counter_value, list_files
+from pipelines.staged_output import fresh_output
 from pipelines.verify import verified_stage_manifest
 from schemas import ECOMMERCE_ASPECTS, PROVENANCE_PREDICTED, AspectSchema, InvalidRecord
 

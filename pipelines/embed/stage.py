@@ -9,7 +9,7 @@ Composite transforms, each testable alone on a TestPipeline:
 
 `build_embed_pipeline` verifies the model (and --previous) against their manifests first
 (`pipelines.verify`), then wires them. `embed_catalog` writes into a fresh staging folder
-(`artifacts.fresh_output`: a non-empty --output is refused without --overwrite), checks
+(`staged_output.fresh_output`: a non-empty --output is refused without --overwrite), checks
 that the counts reconcile (read = embedded + reused + dead-lettered), writes the
 manifest last, and fails the job when the dead-letter fraction exceeds
 --max_dead_letter_fraction; only a run that succeeds moves its files into --output. A
@@ -44,11 +44,6 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from model import Side, pick_device
 from model.hardware import PrecisionChoice
 from model.text_encoder import resolve_precision
-from pipelines.artifacts import (
-    counter_value,
-    fresh_output,
-    write_stage_manifest,
-)
 from pipelines.catalog_fingerprint import CatalogFingerprint
 from pipelines.catalog_io import (
     DEAD_LETTERS,
@@ -77,6 +72,8 @@ from pipelines.options import EmbedSettings, ModelSettings, PredictionThreshold
 from pipelines.parquet_shards import WriteParquetShards
 from pipelines.runner import make_pipeline
 from pipelines.stage_config import StageOutput, nested, output_setting, settings_record
+from pipelines.stage_manifests import counter_value, write_stage_manifest
+from pipelines.staged_output import fresh_output
 from pipelines.verify import model_fingerprint, verify_model
 from schemas import embedding_schema
 

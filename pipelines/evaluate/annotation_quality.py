@@ -29,12 +29,12 @@ from model import Side, load_encoder, text_for_model
 from model.abstention import AbstentionRule
 from model.aspects.vocabulary import UNSEEN
 from model.text_encoder import TextEncoder
-from pipelines.artifacts import parquet_rows, read_parquet_table
 from pipelines.evaluate.config import EvaluateConfig
 from pipelines.evaluate.judged_ranking import AspectAccuracy, aspect_accuracy
 from pipelines.evaluate.trained_products import never_trained_on
 from pipelines.inference import load_text_encoder
 from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, ModelSettings
+from pipelines.parquet_reading import parquet_rows, read_parquet_table
 from pipelines.product_reader import valid_products
 from schemas.manifest import MANIFEST_FILE
 from schemas.splits import HeldOutProducts, title_key

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pipelines.artifacts import parquet_rows
 from pipelines.options import EvaluateSettings
+from pipelines.parquet_reading import parquet_rows
 from pipelines.refusals import StageRefused
 from schemas import InvalidRecord, validate_judgment, validate_query
 

@@ -17,9 +17,10 @@ from typing import Protocol, runtime_checkable
 from apache_beam.io.filesystems import FileSystems
 
 from index_builder import ExactSearcher, Searcher, open_index
-from pipelines.artifacts import read_embeddings, read_stage_manifest
 from pipelines.local_copies import localize
 from pipelines.options import EvaluateSettings
+from pipelines.parquet_reading import read_embeddings
+from pipelines.stage_manifests import read_stage_manifest
 from schemas.manifest import ArtifactError
 
 

@@ -37,11 +37,11 @@ from evaluation import MetricSpec, RelevanceRule, aggregate, evaluate_query, par
 from evaluation.ranked import CorpusIds, score_query
 from index_builder import InvertedIndex
 from model import DenseEncoder, load_config, load_encoder, variant_class
-from pipelines.artifacts import write_stage_manifest
 from pipelines.evaluate.judged_ranking import RANKING_METRICS
 from pipelines.evaluate.report import resolve_rule
 from pipelines.index.sparse import build_inverted_indexes, sparse_queries
 from pipelines.layout import DatasetLayout
+from pipelines.stage_manifests import write_stage_manifest
 from pipelines.verify import check_same_model
 from schemas import RETRIEVAL_DEPTH
 from schemas.manifest import MANIFEST_FILE

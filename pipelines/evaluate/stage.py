@@ -30,7 +30,6 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from evaluation import RelevanceRule, parse_metrics
 from evaluation.cutoffs import CutoffPlan, plan_cutoffs
 from model import Side
-from pipelines.artifacts import counter_value, fresh_output, write_stage_manifest
 from pipelines.catalog_io import DEAD_LETTERS, ValidateRecords, WriteDeadLetters
 from pipelines.evaluate.annotation_quality import write_annotation_quality
 from pipelines.evaluate.baselines import compare_with_baselines
@@ -69,6 +68,8 @@ from pipelines.runner import make_pipeline
 from pipelines.stage_config import (
     settings_record,
 )
+from pipelines.stage_manifests import counter_value, write_stage_manifest
+from pipelines.staged_output import fresh_output
 from pipelines.verify import check_same_model, verified_stage_manifest, verify_model
 from schemas import per_query_metrics_schema, validate_judgment, validate_query
 
@@ -262,7 +263,8 @@ def evaluate_retrieval(
 
     ``rule`` lets code fix the relevance rule (e.g. float gains); otherwise positive_min_grade comes from
     --positive_min_grade, else the dataset manifest next to --judgments, else 2. A non-empty output is
-    refused unless `overwrite`; the files appear there only when the run succeeds (`artifacts.fresh_output`).
+    refused unless `overwrite`; the files appear there only when the run succeeds
+    (`staged_output.fresh_output`).
     The queries and judgments are checked after the model and artifacts (`check_evaluation_inputs`) unless
     the caller did (`check_inputs=False`: the nightly before embedding, a baseline on its main's files).
     """

@@ -16,11 +16,11 @@ from evaluation import RelevanceRule
 from evaluation.collapse import mean_pairwise_cosine
 from model import Side, text_for_model
 from model.text_encoder import TextEncoder
-from pipelines.artifacts import read_embeddings
 from pipelines.evaluate.annotation_quality import held_out_products, tuned_products
 from pipelines.evaluate.judged_ranking import aspect_accuracy, rerank_judged
 from pipelines.evaluate.sparse import is_sparse_model, sparse_ranking_rows
 from pipelines.layout import DatasetLayout
+from pipelines.parquet_reading import read_embeddings
 from schemas.splits import HeldOutProducts
 
 

@@ -20,7 +20,8 @@ from index_builder.artifact import IndexManifest
 from index_builder.partitioned import PartitionedManifest, ShardEntry, shard_dir_name
 from index_builder.recall import measure_recall, recall_summary
 from index_builder.schedule import SearchSchedule
-from pipelines.artifacts import is_local, read_embeddings
+from pipelines.parquet_reading import read_embeddings
+from pipelines.staged_output import is_local
 from schemas.manifest import MANIFEST_FILE, FileEntry
 
 LOGGER = logging.getLogger(__name__)

@@ -35,7 +35,6 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from index_builder.product_keys import shard_of
 from index_builder.recall import check_target
-from pipelines.artifacts import fresh_output
 from pipelines.catalog_io import METRICS_NAMESPACE
 from pipelines.index.build_inputs import tuning_query_vectors
 from pipelines.index.config import IndexBuildConfig
@@ -57,6 +56,7 @@ from pipelines.index.shard_build import (
 )
 from pipelines.runner import make_pipeline, runs_locally
 from pipelines.stage_config import settings_record
+from pipelines.staged_output import fresh_output
 from pipelines.verify import embeddings_digest, verified_stage_manifest
 
 LOGGER = logging.getLogger(__name__)
@@ -300,7 +300,7 @@ def build_partitioned(
     `products` every shard carries BM25, and only a one-shard index is tuned on queries (`tuning_queries`).
     A non-empty
     output is refused unless `overwrite`: the shards are built in a staging folder, which moves into the
-    output, manifest included, once every shard exists (`artifacts.fresh_output`).
+    output, manifest included, once every shard exists (`staged_output.fresh_output`).
     """
     started = time.perf_counter()
     check_target(config.index.target_recall)  # a bad target is refused before anything is read or written

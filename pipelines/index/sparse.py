@@ -32,11 +32,11 @@ from transformers import PreTrainedTokenizerBase
 from index_builder import InvertedIndex
 from model import DenseEncoder, Side, load_encoder, text_for_model
 from model.sparse import SparseVector
-from pipelines.artifacts import is_local
 from pipelines.index.sparse_checkpoints import EncodingCheckpoints
 from pipelines.local_copies import local_output
 from pipelines.product_reader import SkippedProducts, valid_products
 from pipelines.progress import ProgressLog
+from pipelines.staged_output import is_local
 from pipelines.verify import model_fingerprint, verify_model
 
 LOGGER = logging.getLogger(__name__)

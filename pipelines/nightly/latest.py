@@ -20,8 +20,8 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.artifacts import is_local
 from pipelines.object_store import PreconditionFailed, read_with_generation, write_if_generation
+from pipelines.staged_output import is_local
 from schemas.manifest import ArtifactError
 from schemas.names import UnsafeName, checked_name
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pipelines.artifacts import read_stage_manifest
 from pipelines.embed.stage import EMBEDDINGS_KIND, rows_held
 from pipelines.refusals import StageRefused
+from pipelines.stage_manifests import read_stage_manifest
 
 DEFAULT_MAX_SHRINK = 0.2
 

@@ -9,7 +9,7 @@ file and renamed over the old one.
 Rerunning the same night (same run id) is idempotent: a stage whose manifest
 exists is finished and is skipped; a stage folder without a manifest is what a
 crash left behind, and the stage runs again with --overwrite to replace it (a stage
-otherwise refuses a non-empty output folder, `artifacts.fresh_output`). The previous
+otherwise refuses a non-empty output folder, `staged_output.fresh_output`). The previous
 run for incremental embedding is whatever LATEST pointed to when the run started;
 when its embeddings have lost a file, nothing is reused (a warning names the file).
 
@@ -36,7 +36,6 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.artifacts import read_stage_manifest, write_stage_manifest
 from pipelines.catalog_fingerprint import CatalogFingerprint
 from pipelines.embed.enrich import enrich_catalog
 from pipelines.embed.export import export_vertex
@@ -61,6 +60,7 @@ from pipelines.report.night import STAGE_FOLDERS, published_runs
 from pipelines.report.page import write_report
 from pipelines.report.status import clear_run_status, write_run_status
 from pipelines.serving_export import ExportServingConfig, export_serving
+from pipelines.stage_manifests import read_stage_manifest, write_stage_manifest
 from pipelines.stage_runs import StageRunner, is_finished
 from pipelines.verify import verify_model
 from pipelines.writer_lock import exclusive_writer

@@ -34,11 +34,11 @@ from model import DenseEncoder, Side, text_for_model
 from model.interpolation import average_saved_model
 from model.text_encoder import TextEncoder
 from model.training import Trainer, TrainingConfig
-from pipelines.artifacts import fresh_output
 from pipelines.evaluate.judged_ranking import AspectAccuracy, aspect_accuracy
 from pipelines.layout import DatasetLayout
 from pipelines.product_reader import SkippedProducts, valid_products
 from pipelines.stage_config import setting
+from pipelines.staged_output import fresh_output
 from pipelines.train.calibrate import calibrate_confidences, calibration_share
 from pipelines.train.encoder_job import EncoderJob, seeded
 from pipelines.train.head_refit import refit_aspect_heads

@@ -76,7 +76,7 @@ class EncoderJob:
         "Leave the aspect value tables and aspect queries at their random initialisation instead of the "
         "backbone's states for the value names (model.aspects.initialisation; an ablation)",
     )
-    # Replace a model directory that already holds files (`artifacts.fresh_output`).
+    # Replace a model directory that already holds files (`staged_output.fresh_output`).
     overwrite: bool = False
 
     def __post_init__(self) -> None:
@@ -189,7 +189,7 @@ def parse_variant_options(items: list[str]) -> tuple[tuple[str, Any], ...]:
 def has_checkpoint(folder: str) -> bool:
     """Whether an interrupted run left a checkpoint in `folder` to resume from.
 
-    `artifacts.fresh_output` keeps such a staging folder for the rerun (which refuses the checkpoint
+    `staged_output.fresh_output` keeps such a staging folder for the rerun (which refuses the checkpoint
     of another run, by its fingerprint); one without a checkpoint holds nothing to resume and is cleared.
     """
     return checkpoint_dir(folder).is_dir()

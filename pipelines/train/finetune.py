@@ -20,9 +20,9 @@ from model.aspects.vocabulary import VOCABULARY_FILE, AspectVocabulary
 from model.interpolation import average_saved_model
 from model.training import Trainer, TrainingConfig, TrainingReport
 from model.training.validation import VALIDATION_METRIC
-from pipelines.artifacts import fresh_output
 from pipelines.layout import DatasetLayout
 from pipelines.stage_config import InputChecks, add_config_arguments, config_from_values, setting
+from pipelines.staged_output import fresh_output
 from pipelines.train.calibrate import calibrate_on_catalog
 from pipelines.train.encoder_job import (
     EncoderJob,
@@ -124,7 +124,7 @@ def run_training(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
     """Fine-tune into `job.output`, which appears only once the model and its manifest are whole.
 
     A non-empty `job.output` is refused unless `job.overwrite`. Training writes into the staging
-    folder of `artifacts.fresh_output`, which an interrupted run leaves behind with its checkpoints:
+    folder of `staged_output.fresh_output`, which an interrupted run leaves behind with its checkpoints:
     the same command run again resumes from them. An `init_from` model is checked against its
     manifest first (`pipelines.verify`), before anything is written.
     """

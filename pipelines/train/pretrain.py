@@ -21,10 +21,11 @@ from model import DenseEncoder, Side, text_for_model
 from model.batch import pick_device
 from model.hardware import bf16_is_native
 from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, PretrainingReport
-from pipelines.artifacts import fresh_output, parquet_rows
 from pipelines.layout import DatasetLayout
+from pipelines.parquet_reading import parquet_rows
 from pipelines.product_reader import SkippedProducts, valid_products
 from pipelines.stage_config import add_config_arguments, config_from_values, setting
+from pipelines.staged_output import fresh_output
 from pipelines.train.encoder_job import (
     EncoderJob,
     add_encoder_arguments,

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from jobs.cli import main
+from jobs.explain import Explanation, explain, neighbours
 from model import new_encoder
 from model.annotations import RecordAnnotations
 from model.aspects.vocabulary import AspectVocabulary
-from pipelines.explain import Explanation, explain, neighbours
 from schemas import write_manifest
 from tests.conftest import tiny_backbone
 

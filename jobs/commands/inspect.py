@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from jobs import explain as views
 from jobs.command_table import command, generated_flags
 from jobs.explain import ExplainConfig, NeighboursConfig
 from jobs.search import SEARCH_FLAGS, SearchCommand, run_search_command
-from pipelines import explain as views
 from schemas.terminal_text import for_terminal
 
 

@@ -24,6 +24,7 @@ from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.layout import DatasetLayout
 from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
 from pipelines.stage_config import (
+    OutputReplacement,
     add_config_arguments,
     add_output_argument,
     config_from_values,
@@ -65,7 +66,7 @@ def add_adapt_arguments(parser: argparse.ArgumentParser) -> None:
         help="Where the retrieval evaluations go when the dataset has judgments "
         "(default: OUTPUT-evaluation); 'none' skips them",
     )
-    parser.add_argument("--overwrite", action="store_true", help="Replace what OUTPUT and DIR hold")
+    add_config_arguments(parser, OutputReplacement)  # --overwrite (OUTPUT's and the evaluation's folder)
     parser.add_argument(
         "--training_precision",
         choices=PRETRAIN_PRECISIONS,

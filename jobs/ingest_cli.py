@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobs.command_table import CommandLine, Flags
-from pipelines.stage_config import add_config_arguments, add_output_argument, config_from_values, setting
+from pipelines.stage_config import (
+    OutputReplacement,
+    add_config_arguments,
+    add_output_argument,
+    config_from_values,
+    setting,
+)
 from product_data.ingest import (
     ColumnMapping,
     EsciConfig,
@@ -178,7 +184,7 @@ def _add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
         source = sources.add_parser(name, help=" ".join((source_class.__doc__ or "").split()))
         add_config_arguments(source, source_class)
         add_output_argument(source, required=True, help="Dataset folder to write")
-        source.add_argument("--overwrite", action="store_true", help="Replace an existing dataset folder")
+        add_config_arguments(source, OutputReplacement)  # --overwrite, every command's
 
 
 def _ingest_config(line: CommandLine) -> IngestConfig:

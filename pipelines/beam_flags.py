@@ -44,6 +44,8 @@ def refused_flags(
     hands on to stages that read them (`madr nightly --precision int8` sets every stage's precision), so
     they are not refused here.
     """
+    if not flags:
+        return []
     owners = owners or {}
     unknown = beam_unknown(flags)
     reasons = []

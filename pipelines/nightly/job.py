@@ -256,8 +256,9 @@ def _refuse_unknown_flags(folder: str, flags: Sequence[str]) -> None:
     """A flag of --<stage>_flags that the stage does not read, and is not Beam's, is an error naming it
     (and the stages that do read it)."""
     _, stage, command = STAGES[folder]
-    refused = refused_flags(flags, f"the {stage} stage", owners=stage_owners(but=folder))
-    if refused:
+    refused = refused_flags(flags, f"the {stage} stage")
+    if refused:  # then say which stages read them (every stage's parser built: only on this path)
+        refused = refused_flags(flags, f"the {stage} stage", owners=stage_owners(but=folder))
         raise ValueError(
             f"--{stage}_flags: {'; '.join(refused)} (`madr {command} --help` lists the {stage} stage's)"
         )

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from jobs.cli import main
+from jobs.cli import main, parse_command
 from jobs.command_table import load_command
 from jobs.nightly_args import add_nightly_arguments, job_from_args
 from pipelines.evaluate.inputs import EvaluationInputRefused
@@ -456,3 +456,20 @@ def test_the_nightly_refuses_tuning_queries_and_decides_which_embeddings_are_reu
     job = NightlyJob(**base, embed_flags=("--previous", "elsewhere"))
     assert job.with_previous(None).embed.embed.previous is None  # the job's decision, not the flag's
     assert job.with_previous("last-night").embed.embed.previous == "last-night"
+
+
+def test_no_verify_reaches_every_stage_as_a_value_and_a_stages_own_only_that_stage() -> None:
+    """`madr nightly --no_verify` is the job's own flag (no `--no_verify` written back into argv for the
+    stages to parse again); in --embed_flags it is the embed stage's alone. Beam's options reach each
+    stage without any stage's flags."""
+    typed = ["--products", "p", "--model", "m", "--output", "o", "--run_id", "r", "--queries", "q"]
+    typed += ["--judgments", "j", "--enrich", "--direct_num_workers", "2"]
+    job, _ = parse_command("nightly", [*typed, "--no_verify"])
+    stages = job.stages
+    assert not job.verify and job.beam_args == ("--direct_num_workers", "2")
+    assert not any(c.verify for c in (stages.embed, stages.index, stages.evaluate, stages.enrich))
+    assert all(c.overwrite for c in (stages.embed, stages.index, stages.evaluate, stages.enrich))
+    assert job.stage_args("embeddings") == job.stage_args("enriched") == ["--direct_num_workers", "2"]
+    job, _ = parse_command("nightly", [*typed, "--embed_flags", "--no_verify --precision int8"])
+    assert job.verify and not job.stages.embed.verify and job.stages.evaluate.verify
+    assert job.stage_args("embeddings") == ["--direct_num_workers", "2"]  # --precision read by embed

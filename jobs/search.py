@@ -2,96 +2,79 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from jobs.command_table import Flags
 from pipelines.inference import TextToEncode
 from pipelines.options import ConfidenceThreshold
 from pipelines.search import SearchConfig, format_hits, hits_table_rows, open_search, parse_filter, run_search
-from pipelines.stage_config import add_config_arguments, config_from_values
+from pipelines.stage_config import nested, setting
 from pipelines.texts import read_query_texts
 from schemas import RUN_SCHEMA
 
 
-def add_search_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--index", required=True, help="Index artifact folder (`madr build-index`, a nightly's)"
-    )
-    parser.add_argument("--model", required=True, help="The model whose embeddings the index holds")
-    parser.add_argument("--query", action="append", default=[], help="Query text (repeatable)")
-    parser.add_argument(
-        "--queries",
-        default=None,
-        metavar="FILE",
-        help="Queries to search in a batch: a Parquet file with query_id and text (as `madr ingest` writes), "
-        "or a text file of one query a line",
-    )
-    parser.add_argument("--k", type=int, default=10, help="Results per query (default 10)")
-    parser.add_argument(
-        "--filter",
-        action="append",
-        default=[],
-        metavar="ASPECT=VALUE",
-        help="Keep products whose catalog value, or else prediction at --min_confidence, is VALUE (case and "
-        "accents aside); repeatable, all must hold (--filter brand=Nike --filter color=Red)",
-    )
-    parser.add_argument(
-        "--products",
-        default=None,
-        metavar="GLOB",
-        help="The catalog's product Parquet, for titles and catalog values (default: the products the "
-        "index's embeddings were made from, as their manifest records)",
-    )
-    # The one --min_confidence (`ConfidenceThreshold`); search's default is enrich's, which fills the gaps.
-    add_config_arguments(parser, ConfidenceThreshold)
-    parser.add_argument(
-        "--lexical",
-        choices=("true", "false"),
-        default="true",
-        help="Where the index carries BM25 (`madr build-index --products`), fuse its ranking of the query's "
-        "words with the dense one by reciprocal rank, k 60; scores are then the fused ones (default true)",
-    )
-    parser.add_argument(
-        "--output",
-        default=None,
-        metavar="FILE",
-        help="Write every result as a run file (query_id, product_id, rank, score; Parquet) instead of "
-        "printing them",
-    )
-
-
 @dataclass(frozen=True)
 class SearchCommand:
-    """`madr search`: the search, and the run file its results go to (None: printed)."""
+    """`madr search`: its flags, the search they describe (`search`, built from them), and the run file
+    its results go to (None: printed)."""
 
-    search: SearchConfig
-    output: str | None = None
-
-
-def config_from_args(args: argparse.Namespace) -> SearchConfig:
-    queries = [TextToEncode(f"q{i}", text) for i, text in enumerate(args.query, start=1)]
-    if args.queries:
-        queries += read_query_texts(args.queries)
-    return SearchConfig(
-        index=args.index,
-        model=args.model,
-        queries=tuple(queries),
-        k=args.k,
-        filters=tuple(parse_filter(text) for text in args.filter),
-        products=args.products,
-        min_confidence=config_from_values(ConfidenceThreshold, args).or_default(),
-        lexical=args.lexical == "true",
+    index: str = setting("", "Index artifact folder (`madr build-index`, a nightly's)", required=True)
+    model: str = setting("", "The model whose embeddings the index holds", required=True)
+    query: tuple[str, ...] = setting((), "Query text (repeatable)", repeated=True)
+    queries: str | None = setting(
+        None,
+        "Queries to search in a batch: a Parquet file with query_id and text (as `madr ingest` writes), or "
+        "a text file of one query a line",
+        metavar="FILE",
     )
+    k: int = setting(10, "Results per query (default 10)")
+    filter: tuple[str, ...] = setting(
+        (),
+        "Keep products whose catalog value, or else prediction at --min_confidence, is VALUE (case and "
+        "accents aside); repeatable, all must hold (--filter brand=Nike --filter color=Red)",
+        repeated=True,
+        metavar="ASPECT=VALUE",
+    )
+    products: str | None = setting(
+        None,
+        "The catalog's product Parquet, for titles and catalog values (default: the products the index's "
+        "embeddings were made from, as their manifest records)",
+        metavar="GLOB",
+    )
+    # The one --min_confidence; search's default is enrich's, which fills the gaps.
+    threshold: ConfidenceThreshold = nested(ConfidenceThreshold)
+    lexical: str = setting(
+        "true",
+        "Where the index carries BM25 (`madr build-index --products`), fuse its ranking of the query's words "
+        "with the dense one by reciprocal rank, k 60; scores are then the fused ones (default true)",
+        choices=("true", "false"),
+    )
+    output: str | None = setting(
+        None,
+        "Write every result as a run file (query_id, product_id, rank, score; Parquet) instead of printing "
+        "them",
+        metavar="FILE",
+    )
+    search: SearchConfig = field(init=False, repr=False, compare=False)
 
-
-SEARCH_FLAGS = Flags(
-    add_search_arguments, lambda line: SearchCommand(config_from_args(line.args), line.args.output)
-)
+    def __post_init__(self) -> None:
+        queries = [TextToEncode(f"q{i}", text) for i, text in enumerate(self.query, start=1)]
+        if self.queries:
+            queries += read_query_texts(self.queries)
+        search = SearchConfig(
+            index=self.index,
+            model=self.model,
+            queries=tuple(queries),
+            k=self.k,
+            filters=tuple(parse_filter(text) for text in self.filter),
+            products=self.products,
+            min_confidence=self.threshold.or_default(),
+            lexical=self.lexical == "true",
+        )
+        object.__setattr__(self, "search", search)
 
 
 def run_search_command(command: SearchCommand) -> None:

@@ -37,6 +37,8 @@ def setting(
     old_names: Sequence[str] = (),
     negated: bool = False,
     positional: bool = False,
+    repeated: bool = False,
+    metavar: str | None = None,
 ) -> Any:
     """A dataclass field that is also a flag `--<field name>` (or `--<flag>`, parsed into the field's name).
 
@@ -47,7 +49,9 @@ def setting(
     `aliases` are further names of the flag (`--out`, the name of earlier releases for `--output`);
     `old_names` still parse, with a warning naming the flag (`--max_k` for `--depth`). A `negated` bool
     defaults to True and its flag sets it False (`--no_verify` for `verify`). A `positional` field is an
-    argument without a flag (`madr compare RUN_A RUN_B`).
+    argument without a flag (`madr compare RUN_A RUN_B`). A `repeated` `tuple[str, ...]` field takes one
+    value per flag given (`--query a --query b`), not a comma-separated list. `metavar` names the value in
+    `--help` (`--filter ASPECT=VALUE`).
     """
     metadata = {
         "help": help,
@@ -59,6 +63,8 @@ def setting(
         "old_names": tuple(old_names),
         "negated": negated,
         "positional": positional,
+        "repeated": repeated,
+        "metavar": metavar,
     }
     return dataclasses.field(default=default, metadata=metadata)
 
@@ -150,6 +156,13 @@ def add_config_arguments(
             continue
         text = ("(required) " if f.metadata.get("required") else "") + f.metadata["help"]
         names = (flag_name(f), *f.metadata.get("aliases", ()))
+        if f.metadata.get("repeated"):
+            if kind is not tuple:
+                raise TypeError(f"{config_class.__name__}.{f.name}: a repeated flag is a tuple[str, ...]")
+            parser.add_argument(
+                *names, dest=f.name, action="append", default=[], metavar=f.metadata.get("metavar"), help=text
+            )
+            continue
         if kind is bool:
             if f.default is not bool(f.metadata.get("negated")):
                 where = f"{config_class.__name__}.{f.name}"
@@ -158,7 +171,9 @@ def add_config_arguments(
             parser.add_argument(*names, dest=f.name, action=action, help=text)
             continue
         extra = {"nargs": "?", "const": f.metadata["bare"]} if f.metadata.get("bare") is not None else {}
-        if f.metadata.get("flag") or f.metadata.get("aliases"):
+        if f.metadata.get("metavar"):
+            extra["metavar"] = f.metadata["metavar"]
+        elif f.metadata.get("flag") or f.metadata.get("aliases"):
             extra["metavar"] = (f.metadata.get("flag") or f.name).upper()
         if kind is tuple:  # argparse converts a string default with `type` too
             kind, default = comma_separated, ",".join(f.default)
@@ -231,7 +246,7 @@ def _given(config_class: type, values: Mapping[str, Any], only: Collection[str] 
             if only is None:
                 given[f.name] = hints[f.name](**_given(hints[f.name], values, None))
         elif "help" in f.metadata and (only is None or f.name in only) and values.get(f.name) is not None:
-            given[f.name] = values[f.name]
+            given[f.name] = tuple(values[f.name]) if f.metadata.get("repeated") else values[f.name]
     return given
 
 

@@ -191,3 +191,27 @@ def test_every_encoder_flag_of_madr_train_reaches_the_job(tmp_path) -> None:
 def test_an_invalid_aspect_name_is_refused_when_the_job_is_built() -> None:
     with pytest.raises(ValueError, match="snake_case"):
         TrainJob(dataset="d", output="m", aspects=("Brand",))
+
+
+def test_a_repeated_flag_takes_one_value_per_flag_and_must_be_a_tuple() -> None:
+    """`madr search --query 'socks, wool' --query mug`: two queries, commas kept (not a comma list)."""
+
+    @dataclass(frozen=True)
+    class Repeated:
+        query: tuple[str, ...] = setting((), "Query text (repeatable)", repeated=True, metavar="TEXT")
+
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, Repeated)
+    given = config_from_values(Repeated, parser.parse_args(["--query", "socks, wool", "--query", "mug"]))
+    assert (
+        given.query == ("socks, wool", "mug")
+        and config_from_values(Repeated, parser.parse_args([])).query == ()
+    )
+    assert "--query TEXT" in parser.format_help()
+
+    @dataclass(frozen=True)
+    class Wrong:
+        query: str = setting("", "Query text", repeated=True)
+
+    with pytest.raises(TypeError, match="a repeated flag is a tuple"):
+        add_config_arguments(argparse.ArgumentParser(), Wrong)

@@ -7,7 +7,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from jobs import explain as views
 from jobs.command_table import command, generated_flags
 from jobs.explain import ExplainConfig, NeighboursConfig
-from jobs.search import SEARCH_FLAGS, SearchCommand, run_search_command
+from jobs.search import SearchCommand, run_search_command
 from schemas.terminal_text import for_terminal
 
 
@@ -31,7 +31,7 @@ def _neighbours(config: NeighboursConfig, beam_options: PipelineOptions) -> None
         print(f"({similarity:.3f}) {for_terminal(value)}")
 
 
-@command("search", SEARCH_FLAGS)
+@command("search", generated_flags(SearchCommand))
 def _search(config: SearchCommand, beam_options: PipelineOptions) -> None:
     """Encode a query as the pipeline does, search the index artifact at the settings its schedule tuned for
     --k, and print rank, score, product id, title and each aspect's catalog value or prediction (with its

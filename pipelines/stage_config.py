@@ -87,28 +87,22 @@ def switch(help: str) -> Any:
 def flag_fields(config_class: type, only: Collection[str] | None = None) -> list[dataclasses.Field]:
     """The fields of `config_class` that are flags (declared with `setting`), its `nested` settings' too,
     each name once (one flag sets every field of its name); those in `only` if given."""
-    found: dict[str, dataclasses.Field] = {}
+    return [f for f, _ in _typed_flag_fields(config_class, only)]
+
+
+def _typed_flag_fields(
+    config_class: type, only: Collection[str] | None
+) -> list[tuple[dataclasses.Field, Any]]:
+    """`flag_fields` with each field's annotation, resolved in the class that declares it."""
+    found: dict[str, tuple[dataclasses.Field, Any]] = {}
     hints = typing.get_type_hints(config_class)
     for f in dataclasses.fields(config_class):
         if f.metadata.get("nested"):
-            for inner in flag_fields(hints[f.name], only):
-                found.setdefault(inner.name, inner)
+            for inner, hint in _typed_flag_fields(hints[f.name], only):
+                found.setdefault(inner.name, (inner, hint))
         elif "help" in f.metadata and (only is None or f.name in only):
-            found.setdefault(f.name, f)
+            found.setdefault(f.name, (f, hints[f.name]))
     return list(found.values())
-
-
-def _field_types(config_class: type) -> dict[str, Any]:
-    """Each flag field's annotation, its `nested` settings' included (the first of a name)."""
-    hints = typing.get_type_hints(config_class)
-    types_: dict[str, Any] = {}
-    for f in dataclasses.fields(config_class):
-        if f.metadata.get("nested"):
-            for name, hint in _field_types(hints[f.name]).items():
-                types_.setdefault(name, hint)
-        else:
-            types_.setdefault(f.name, hints[f.name])
-    return types_
 
 
 def flag_name(field: dataclasses.Field) -> str:
@@ -148,9 +142,8 @@ def add_config_arguments(
     type, default, choices and help; each is parsed into the field's name. `enforce_required`: argparse
     itself requires the required ones (its usage line shows them unbracketed); never for a parser Beam's
     options are built from, which parses every stage's flags at once (`config_values` names them then)."""
-    hints = _field_types(config_class)
-    for f in flag_fields(config_class, only):
-        kind = _scalar_type(hints[f.name])
+    for f, hint in _typed_flag_fields(config_class, only):
+        kind = _scalar_type(hint)
         if f.metadata.get("positional"):
             parser.add_argument(f.name, metavar=flag_name(f), type=kind, help=f.metadata["help"])
             continue

@@ -138,14 +138,14 @@ def _refuse_leftovers(parser: argparse.ArgumentParser, name: str, beam_args: Seq
 
 def _flag_owners(but: str) -> dict[str, str]:
     """Each flag of a command but `but`, and the commands that declare it ("build-index, evaluate")."""
-    owners: dict[str, list[str]] = {}
+    from pipelines.beam_flags import flag_owners
+
+    parsers = {}
     for command in load_all().values():
         if command.name != but:
-            probe = argparse.ArgumentParser(add_help=False)
-            command.add_arguments(probe)
-            for option in {o.lstrip("-") for action in probe._actions for o in action.option_strings}:
-                owners.setdefault(option, []).append(command.name)
-    return {option: ", ".join(names) for option, names in owners.items()}
+            parsers[command.name] = argparse.ArgumentParser(add_help=False)
+            command.add_arguments(parsers[command.name])
+    return flag_owners(parsers)
 
 
 def _beam_options(beam_args: Sequence[str]) -> PipelineOptions:

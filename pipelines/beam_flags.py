@@ -13,6 +13,7 @@ Beam's own options (and the runners', `pipelines.cluster`) pass.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Collection, Mapping, Sequence
 
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -28,6 +29,18 @@ def beam_unknown(flags: Sequence[str]) -> set[str]:
     options = PipelineOptions(list(flags))
     # Beam's own parse: what none of its options classes declares comes back only when kept.
     return set(options.get_all_options(retain_unknown_options=True)) - set(options.get_all_options())
+
+
+def flag_owners(parsers: Mapping[str, argparse.ArgumentParser], joiner: str = ", ") -> dict[str, str]:
+    """Each flag the `parsers` declare (by name, no dashes) and who declares it, the parsers' names joined
+    ("build-index, evaluate"): what `refused_flags` says of a flag that belongs elsewhere."""
+    owners: dict[str, list[str]] = {}
+    for owner, parser in parsers.items():
+        for option in dict.fromkeys(
+            o.lstrip("-") for action in parser._actions for o in action.option_strings
+        ):
+            owners.setdefault(option, []).append(owner)
+    return {option: joiner.join(names) for option, names in owners.items()}
 
 
 def refused_flags(
@@ -59,4 +72,4 @@ def refused_flags(
     return reasons
 
 
-__all__ = ["beam_unknown", "flag_names", "refused_flags"]
+__all__ = ["beam_unknown", "flag_names", "flag_owners", "refused_flags"]

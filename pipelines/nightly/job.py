@@ -18,7 +18,7 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.beam_flags import flag_names, refused_flags
+from pipelines.beam_flags import flag_names, flag_owners, refused_flags
 from pipelines.depth import OLD_FLAG_NAMES
 from pipelines.embed.enrich import EnrichConfig
 from pipelines.embed.export import ExportVertexConfig
@@ -238,12 +238,12 @@ def passed_on_flags() -> dict[str, list[str]]:
 
 def stage_owners(but: str | None = None) -> dict[str, str]:
     """Each flag of a stage but `but` (its folder name), and the stages that read it ("index, evaluate")."""
-    owners: dict[str, list[str]] = {}
-    for folder, (config_class, stage, _) in STAGES.items():
-        if folder != but:
-            for option in _stage_options(config_class):
-                owners.setdefault(option.lstrip("-"), []).append(f"the {stage} stage")
-    return {name: " and ".join(stages) for name, stages in owners.items()}
+    parsers = {
+        f"the {stage} stage": _stage_parser(config_class)
+        for folder, (config_class, stage, _) in STAGES.items()
+        if folder != but
+    }
+    return flag_owners(parsers, joiner=" and ")
 
 
 def given_flags(flags: Sequence[str]) -> set[str]:

@@ -232,3 +232,32 @@ def test_a_dofn_is_set_up_once_per_worker_thread_and_torn_down_when_the_job_ends
     teardowns = [p for p in marks.iterdir() if p.name.startswith("teardown-")]
     assert 1 <= len(setups) <= 2  # at most one per worker thread, whatever the number of bundles
     assert len(teardowns) == len(setups)
+
+
+def test_a_job_of_several_pipelines_runs_them_on_one_local_cluster(tmp_path: Path) -> None:
+    """The nightly's stages share one local cluster (`one_cluster_for_every_pipeline`): two pipelines run
+    on it by its address, and it is stopped when the job ends; an address or another runner is kept."""
+    from pipelines.cluster.dask_runner import one_cluster_for_every_pipeline
+
+    flags = ("--runner", "dask", "--dask_workers", "1")
+    with one_cluster_for_every_pipeline(flags) as shared:
+        assert shared[: len(flags)] == flags and shared[-2] == "--dask_address"
+        address = shared[-1]
+        with distributed.Client(address) as client:
+            assert len(client.scheduler_info()["workers"]) == 1
+        for run in ("first", "second"):
+            with make_pipeline(PipelineOptions(list(shared))) as pipeline:
+                _ = (
+                    pipeline
+                    | beam.Create([1, 2, 3])
+                    | beam.Map(lambda x: json.dumps(x))
+                    | beam.io.WriteToText(str(tmp_path / run))
+                )
+            assert sorted(Path(tmp_path).glob(f"{run}*"))
+    with pytest.raises(OSError):
+        distributed.Client(address, timeout=2)
+    kept = ("--runner", "dask", "--dask_address", "tcp://127.0.0.1:1")
+    with one_cluster_for_every_pipeline(kept) as given:
+        assert given == kept
+    with one_cluster_for_every_pipeline(("--direct_num_workers", "2")) as local:
+        assert local == ("--direct_num_workers", "2")

@@ -16,11 +16,12 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from apache_beam.metrics.execution import MetricKey, MetricResult, MetricUpdates
 from apache_beam.metrics.metric import MetricResults
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.runner import PipelineResult, PipelineRunner, PipelineState
 
 from pipelines.cluster.options import DaskClusterOptions
@@ -129,13 +130,41 @@ def connect(options: DaskClusterOptions) -> tuple[Any, Any]:
         raise ImportError(INSTALL_HINT) from error
     if options.dask_address:
         return Client(options.dask_address), None
-    if options.dask_workers < 1:
-        raise ValueError(f"--dask_workers must be at least 1, got {options.dask_workers}")
-    # One thread per process: madr's DoFns are CPU-bound (torch, ScaNN) and hold the GIL between calls.
-    cluster = LocalCluster(
-        n_workers=options.dask_workers, threads_per_worker=1, processes=True, dashboard_address=None
-    )
+    cluster = _local_cluster(LocalCluster, options.dask_workers)
     return Client(cluster), cluster
+
+
+def _local_cluster(local_cluster: Any, workers: int) -> Any:
+    if workers < 1:
+        raise ValueError(f"--dask_workers must be at least 1, got {workers}")
+    # One thread per process: madr's DoFns are CPU-bound (torch, ScaNN) and hold the GIL between calls.
+    return local_cluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+
+
+@contextlib.contextmanager
+def one_cluster_for_every_pipeline(beam_args: Sequence[str]) -> Iterator[tuple[str, ...]]:
+    """The Beam flags for a job of several pipelines (the nightly's stages). With `--runner dask` and no
+    `--dask_address`, one local cluster of `--dask_workers` processes runs them all: started here, its
+    scheduler's address added to the flags, stopped when the job ends. A cluster per pipeline started
+    its worker processes, each importing Beam, torch and transformers again, once per stage. Any other
+    flags come back as given."""
+    options = PipelineOptions(list(beam_args))
+    cluster_options = options.view_as(DaskClusterOptions)
+    if options.view_as(StandardOptions).runner != RUNNER_NAME or cluster_options.dask_address:
+        yield tuple(beam_args)
+        return
+    try:
+        from distributed import LocalCluster
+    except ImportError as error:
+        raise ImportError(INSTALL_HINT) from error
+    cluster = _local_cluster(LocalCluster, cluster_options.dask_workers)
+    LOGGER.info(
+        "--runner dask: one local cluster of %d processes for every stage", cluster_options.dask_workers
+    )
+    try:
+        yield (*beam_args, "--dask_address", cluster.scheduler_address)
+    finally:
+        cluster.close()
 
 
 class DaskRunner(PipelineRunner):
@@ -166,4 +195,10 @@ class DaskRunner(PipelineRunner):
         return DaskPipelineResult(client, cluster, futures, len(graph.metrics), graph.tokens)
 
 
-__all__ = ["RUNNER_NAME", "CollectedMetrics", "DaskPipelineResult", "DaskRunner"]
+__all__ = [
+    "RUNNER_NAME",
+    "CollectedMetrics",
+    "DaskPipelineResult",
+    "DaskRunner",
+    "one_cluster_for_every_pipeline",
+]

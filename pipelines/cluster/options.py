@@ -20,7 +20,8 @@ class DaskClusterOptions(PipelineOptions):
             "--dask_address",
             default=None,
             help="The dask.distributed scheduler to run on (tcp://host:8786); default: a local cluster "
-            "of --dask_workers processes, started for the job and stopped after it",
+            "of --dask_workers processes, started for the command and stopped after it (madr nightly "
+            "starts one for all its stages)",
         )
         parser.add_argument(
             "--dask_workers",

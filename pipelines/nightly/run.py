@@ -29,6 +29,7 @@ With --enrich and --export_vertex the run also writes the catalog with its gaps 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.catalog_fingerprint import CatalogFingerprint
+from pipelines.cluster.dask_runner import one_cluster_for_every_pipeline
 from pipelines.embed.enrich import enrich_catalog
 from pipelines.embed.export import export_vertex
 from pipelines.embed.stage import EMBEDDINGS_KIND, embed_catalog
@@ -144,7 +146,11 @@ def run_nightly(job: NightlyJob) -> NightlyReport:
     One nightly at a time per root: the run holds the root's write lock (`pipelines.writer_lock`, on
     OUT/LATEST) from start to publication, and a second one is refused at once, naming the first.
     """
-    with exclusive_writer(FileSystems.join(job.out, LATEST), f"madr nightly run {job.run_id}"):
+    with (
+        exclusive_writer(FileSystems.join(job.out, LATEST), f"madr nightly run {job.run_id}"),
+        one_cluster_for_every_pipeline(job.beam_args) as beam_args,
+    ):
+        job = dataclasses.replace(job, beam_args=beam_args)
         try:
             report = _run_locked(job)
         except (CatalogChanged, PublishedRunKept):

@@ -111,19 +111,28 @@ def check_target(target_recall: float | None) -> float | None:
 
 def recall_queries(embeddings: np.ndarray, count: int = DEFAULT_RECALL_QUERIES) -> np.ndarray:
     """Rows of the corpus to hold out as queries: ``count`` of them (at most n), seeded."""
-    n = embeddings.shape[0]
+    return recall_rows(embeddings.shape[0], count)
+
+
+def recall_rows(n: int, count: int = DEFAULT_RECALL_QUERIES) -> np.ndarray:
+    """`recall_queries` for a corpus of `n` rows that is not in memory (one shard at a time)."""
     rng = np.random.default_rng(RECALL_SEED)
     return np.sort(rng.choice(n, size=min(count, n), replace=False))
+
+
+def held_out_mask(rows: np.ndarray, own: np.ndarray) -> np.ndarray:
+    """Which entries of each query's k + 1 results to keep: all but its own row (or, when its own row
+    is not among them, all but the last), k per query."""
+    keep = rows != own[:, None]
+    keep[keep.all(axis=1), -1] = False
+    return keep
 
 
 def _drop_self(rows: np.ndarray, own: np.ndarray | None, k: int) -> np.ndarray:
     """Each row's first k entries other than its query's own row (``own``: -1 for none)."""
     if own is None:
         return rows[:, :k]
-    keep = rows != own[:, None]
-    # A row without its own id keeps k + 1 entries: drop the last.
-    keep[keep.all(axis=1), -1] = False
-    return rows[keep].reshape(rows.shape[0], k)
+    return rows[held_out_mask(rows, own)].reshape(rows.shape[0], k)
 
 
 # Float32 dot products of the same two vectors computed in another order differ by ~1e-7 per unit;
@@ -299,12 +308,15 @@ def recall_summary(report: RecallReport) -> str:
 __all__: Sequence[str] = (
     "DEFAULT_RECALL_QUERIES",
     "DEFAULT_TARGET_RECALL",
+    "TIE_TOLERANCE",
     "RecallProbe",
     "RecallReport",
     "RecallTargetError",
     "check_target",
+    "held_out_mask",
     "measure_recall",
     "recall_queries",
+    "recall_rows",
     "recall_summary",
     "tune_recall",
 )

@@ -15,12 +15,10 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
-from index_builder import open_index
 from index_builder.artifact import IndexManifest
 from index_builder.partitioned import PartitionedManifest, ShardEntry, shard_dir_name
-from index_builder.recall import measure_recall, recall_summary
 from index_builder.schedule import SearchSchedule
-from pipelines.parquet_reading import read_embeddings
+from pipelines.index.union_recall import measure_union_recall
 from pipelines.staged_output import is_local
 from schemas.manifest import MANIFEST_FILE, FileEntry
 
@@ -85,16 +83,12 @@ def write_partitioned_manifest(
 
 def measured_recall(folder: str, embeddings: str, depth: int) -> dict[str, Any] | None:
     """recall@depth of the built shards searched as one index, against exact search over every
-    embedding, on 1,000 held-out vectors (`index_builder.recall.measure_recall`); None off local disk."""
+    embedding, on 1,000 held-out vectors, one shard in memory at a time
+    (`pipelines.index.union_recall`); None off local disk."""
     if not (is_local(folder) and is_local(embeddings)):
         LOGGER.info("recall not measured: %s or %s is not on local disk", folder, embeddings)
         return None
-    searcher = open_index(folder)
-    ids, matrix, _ = read_embeddings(embeddings)
-    row_of = {product_id: row for row, product_id in enumerate(ids)}
-    report = measure_recall(searcher, matrix[[row_of[i] for i in searcher.ids]], depth)
-    LOGGER.info("partitioned index: %s", recall_summary(report))
-    return report.to_dict()
+    return measure_union_recall(folder, embeddings, depth).to_dict()
 
 
 def shard_recall(index_dir: str | None, shard: int, num_shards: int) -> dict[str, Any] | None:
@@ -183,7 +177,7 @@ def format_serving(rows: list[dict[str, Any]]) -> str:
 def union_recall(folder: str, embeddings: str, depth: int, num_shards: int) -> dict[str, Any] | None:
     """recall@depth of the built shards searched as one. One shard's build measured it already, and
     shards that all score exactly find every true neighbour: only other layouts are measured again
-    (`measured_recall`, which loads the index and the embeddings a second time)."""
+    (`measured_recall`, one shard at a time)."""
     shards = [shard_recall(folder, shard, num_shards) for shard in range(num_shards)]
     if num_shards == 1 and shards[0] is not None:
         return shards[0]

@@ -5,7 +5,9 @@ evaluation depth, and only when it is actually faster there: at depth 10,000 a t
 deep that brute force often wins on a small catalog. So the driver measures, before the pipeline is
 built: a sample of the split's own queries (the first `CALIBRATION_QUERIES`, encoded by the evaluated
 model) is searched by both searchers at the evaluation depth; the index's recall@depth against exact
-search on that sample and both wall-clock times decide (`choose`). The measurements, the choice and
+search on that sample and both wall-clock times decide (`choose`). Each is searched part by part (an
+index's shards, an embed output's files, one in memory at a time) and the parts' rankings merged, so
+the driver's memory does not grow with the catalog. The measurements, the choice and
 its reason go into metrics.json, the evaluation manifest and the printed table.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -21,7 +24,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from index_builder import SearchResult
-from pipelines.evaluate.searchers import CorpusSearcher, SearcherSource
+from pipelines.evaluate.searchers import CorpusSearcher, SearcherSource, opened_part_by_part
 from pipelines.inference import TextToEncode
 from schemas import InvalidRecord, validate_query
 
@@ -70,15 +73,16 @@ def choose(
     return "exact", f"recall {ann_recall:.4f} >= {min_recall}, but exact search is as fast or faster"
 
 
-def recall_against(found: SearchResult, truth: SearchResult) -> float:
-    """Mean over queries of the share of ``truth``'s ranked products that ``found`` also ranks.
+def recall_against(found: Sequence[Sequence[str]], truth: Sequence[Sequence[str]]) -> float:
+    """Mean over queries of the share of ``truth``'s ranked products (ids per query) that ``found`` also
+    ranks.
 
     Compared by product id, not corpus row: a partitioned index numbers its rows differently.
     """
     shares = [
         len(set(ids) & set(true_ids)) / len(true_ids)
-        for ids, true_ids in zip(found.ids, truth.ids, strict=True)
-        if true_ids
+        for ids, true_ids in zip(found, truth, strict=True)
+        if len(true_ids)
     ]
     return float(np.mean(shares)) if shares else 1.0
 
@@ -96,6 +100,36 @@ def _timed_search(searcher: CorpusSearcher, queries: np.ndarray, depth: int) -> 
     return best
 
 
+@dataclass(frozen=True)
+class _Ranked:
+    """Each query's top-depth (ids, scores) over the parts searched so far, and their summed seconds."""
+
+    ids: np.ndarray  # object (queries, <= depth)
+    scores: np.ndarray
+    seconds: float
+
+    def with_part(self, found: SearchResult, seconds: float, depth: int) -> _Ranked:
+        """Merged with one part's ranking, later parts' rows after earlier ones' at equal scores (a whole
+        corpus's row order: `PartitionedIndex.search`, exact search over the files concatenated)."""
+        ids = np.concatenate([self.ids, np.asarray(found.ids, dtype=object)], axis=1)
+        scores = np.concatenate([self.scores, found.scores], axis=1)
+        order = np.argsort(-scores, axis=1, kind="stable")[:, :depth]
+        return _Ranked(
+            np.take_along_axis(ids, order, 1), np.take_along_axis(scores, order, 1), self.seconds + seconds
+        )
+
+
+def _timed_by_part(source: SearcherSource, queries: np.ndarray, depth: int) -> _Ranked:
+    """Each part of `source` searched and timed in turn, one in memory at a time (`opened_part_by_part`):
+    the merged top-`depth`, and the parts' summed seconds: what one process searching them all spends."""
+    ranked = _Ranked(np.empty((len(queries), 0), object), np.empty((len(queries), 0), np.float32), 0.0)
+    for searcher in opened_part_by_part(source):
+        found, seconds = _timed_search(searcher, queries, min(depth, searcher.size))
+        del searcher
+        ranked = ranked.with_part(found, seconds, depth)
+    return ranked
+
+
 def calibrate(
     ann: SearcherSource,
     exact: SearcherSource,
@@ -103,16 +137,16 @@ def calibrate(
     depth: int,
     min_recall: float = MIN_RECALL,
 ) -> Calibration:
-    """Open both searchers, time each on ``queries`` at ``depth``, and choose (see `choose`)."""
+    """Time both searchers on ``queries`` at ``depth``, part by part (an index's shards, an embed output's
+    files: the driver holds one part at a time, whatever the catalog's size), and choose (see `choose`)."""
     if len(queries) == 0:
         reason = "no query of the split to measure on; exact search is never wrong"
         return Calibration(0, depth, None, None, None, min_recall, "exact", reason)
-    exact_searcher = exact.open()
-    depth = min(depth, exact_searcher.size)
-    truth, exact_seconds = _timed_search(exact_searcher, queries, depth)
-    del exact_searcher  # the driver needs neither corpus copy after this; the workers open their own
-    found, ann_seconds = _timed_search(ann.open(), queries, depth)
-    recall = recall_against(found, truth)
+    truth = _timed_by_part(exact, queries, depth)
+    depth = truth.scores.shape[1]  # at most the corpus
+    found = _timed_by_part(ann, queries, depth)
+    recall = recall_against(found.ids.tolist(), truth.ids.tolist())
+    ann_seconds, exact_seconds = found.seconds, truth.seconds
     choice, reason = choose(ann_seconds, exact_seconds, recall, min_recall)
     return Calibration(len(queries), depth, ann_seconds, exact_seconds, recall, min_recall, choice, reason)
 

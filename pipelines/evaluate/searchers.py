@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from apache_beam.io.filesystems import FileSystems
 
 from index_builder import ExactSearcher, Searcher, open_index
+from pipelines.evaluate.corpus_parts import embedding_parts, index_parts
 from pipelines.local_copies import localize
 from pipelines.options import EvaluateSettings
 from pipelines.parquet_reading import read_embeddings
@@ -77,6 +78,18 @@ class SearcherSpec:
         return ExactSearcher(matrix, ids)
 
 
+def opened_part_by_part(source: SearcherSource) -> Iterator[CorpusSearcher]:
+    """The source's corpus as searchers of its parts in corpus order, each opened when the one before is
+    done with (an index's shards, an embed output's files: the driver holds one part, not the corpus);
+    any other source whole, as one part."""
+    if not isinstance(source, SearcherSpec):
+        yield source.open()
+        return
+    parts = index_parts(source.path) if source.kind == "ann" else embedding_parts(source.path)
+    for part in parts:
+        yield part.open_dense()
+
+
 def searcher_specs(opts: EvaluateSettings) -> dict[str, SearcherSpec]:
     """The searchers to run: --searcher first, then "exact" when comparing the index against exact search.
 
@@ -114,4 +127,11 @@ def corpus_size(specs: dict[str, SearcherSpec]) -> int:
     return next(iter(sizes.values()))
 
 
-__all__ = ["CorpusSearcher", "SearcherSource", "SearcherSpec", "corpus_size", "searcher_specs"]
+__all__ = [
+    "CorpusSearcher",
+    "SearcherSource",
+    "SearcherSpec",
+    "corpus_size",
+    "opened_part_by_part",
+    "searcher_specs",
+]

@@ -185,6 +185,10 @@ def test_the_nightly_writes_the_serving_bundle_of_its_index(tmp_path, tiny_model
     assert len(bundle.catalog.ids) == 12 and bundle.lexical
     (answer,) = answer_queries(bundle, ["a product"], 3)
     assert len(answer.hits) == 3 and answer.how == "index + BM25, RRF"
+    # The morning report says what servers load, from the bundle's manifest.
+    page = (root / "night" / "report.html").read_text()
+    assert "Serving bundle: 12 products with BM25, query encoder at fp32, least cosine to the model" in page
+    assert f"madr serve --bundle {root / 'night' / 'serving'}" in page
 
 
 def test_a_run_id_must_be_a_plain_name(tmp_path) -> None:

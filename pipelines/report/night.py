@@ -28,6 +28,7 @@ from pipelines.report.status import RunStatus, read_run_status
 from schemas.manifest import MANIFEST_FILE
 
 STAGE_FOLDERS = {"embed": "embeddings", "index": "index", "evaluate": "eval"}
+SERVING_FOLDER = "serving"  # `madr nightly --export_serving`'s bundle, beside the index it was made from
 
 
 def read_json(path: str) -> dict[str, Any] | None:
@@ -68,6 +69,8 @@ class NightSummary:
     index_recall: dict[str, Any] | None = None
     index_config: dict[str, Any] | None = None
     searcher_choice: dict[str, Any] | None = None
+    # The serving bundle of tonight's index (`madr nightly --export_serving`): its manifest's info.
+    serving_bundle: dict[str, Any] | None = None
     sources: dict[str, str] = field(default_factory=dict)
     # A run folder outside a nightly root (`madr demo --output`): nothing is published from it.
     standalone: bool = False
@@ -142,6 +145,10 @@ def read_night(folder: str, run_id: str, published: bool) -> NightSummary:
         night.sources["enriched"] = enriched
         night.enrich_counts = dict(manifest.get("info", manifest).get("counts") or {})
     _read_index(night)
+    bundle = FileSystems.join(folder, SERVING_FOLDER, MANIFEST_FILE)
+    if (manifest := read_json(bundle)) is not None:
+        night.sources["serving"] = bundle
+        night.serving_bundle = dict(manifest.get("info", manifest))
     _read_evaluation(night)
     return night
 

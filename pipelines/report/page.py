@@ -18,7 +18,14 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipelines.report import figures, sections
 from pipelines.report.figures import LAST_NIGHT, TONIGHT, ZERO_SHOT, Picture
-from pipelines.report.night import NightSummary, published_runs, read_json, read_night, run_ids
+from pipelines.report.night import (
+    SERVING_FOLDER,
+    NightSummary,
+    published_runs,
+    read_json,
+    read_night,
+    run_ids,
+)
 from schemas.terminal_text import for_terminal
 
 REPORT_FILE = "report.html"
@@ -248,7 +255,28 @@ def _index(night: NightSummary) -> str:
     if night.searcher_choice:
         choice, why = night.searcher_choice.get("choice"), night.searcher_choice.get("reason", "")
         body += f"<p>The evaluation searched with {_e(str(choice))}: {_e(str(why))}.</p>"
-    return _section("Index", body, [night.sources.get("index")])
+    body += _serving(night)
+    return _section("Index", body, [night.sources.get("index"), night.sources.get("serving")])
+
+
+def _serving(night: NightSummary) -> str:
+    """The serving bundle tonight wrote (`--export_serving`), or nothing: what a server reloads."""
+    bundle = night.serving_bundle
+    if bundle is None:
+        return ""
+    index, encoder = bundle.get("index") or {}, bundle.get("encoder") or {}
+    products = index.get("products")
+    count = f"{products:,}" if isinstance(products, int) else "?"
+    lexical = "with BM25" if index.get("lexical") else "without BM25 (dense only)"
+    cosine = encoder.get("probe_cosine")
+    probe = f", least cosine to the model {cosine:.6f}" if isinstance(cosine, int | float) else ""
+    saved = "; a TensorFlow SavedModel beside it" if bundle.get("saved_model") else ""
+    described = f"{count} products {lexical}, query encoder at {encoder.get('precision', '?')}{probe}{saved}"
+    folder = FileSystems.join(night.folder, SERVING_FOLDER)
+    return (
+        f"<p>Serving bundle: {_e(described)}. Servers load it with "
+        f"<code>madr serve --bundle {_e(folder)}</code>, or take it into a running one (POST /reload).</p>"
+    )
 
 
 def _cost(night: NightSummary) -> str:

@@ -11,7 +11,8 @@ What it recomputes, and from what:
   the experiment's own pooling, tests and writer; `bench.main_claims`), including the differences,
   p-values and seed means the sentences quote that the table does not print;
 - the store sections' figures from the per-query rows in `bench/results/store/` (`bench.store_claims`);
-- figures quoted from `bench/results/<name>.json`, the distractor and zero-shot tables (`bench.json_claims`),
+- figures quoted from `bench/results/<name>.json` (docs/SCALING.md's in `bench.scaling_claims`), the
+  distractor and zero-shot tables (`bench.json_claims`),
   and docs/PERFORMANCE.md, rendered again from those files (`bench.performance_doc`);
 - the vocabulary (ahead, behind, above, below, beats, significant, level, tie, met) against the p-value or
   the repeated runs beside it, in README.md and docs/ (`bench.claim_words`).
@@ -46,6 +47,7 @@ from bench.one_seed_claims import ONE_SEED_CLAIMS
 from bench.performance_doc import DOC as PERFORMANCE
 from bench.performance_doc import INTRO, render
 from bench.results_table import Table, table_of_results
+from bench.scaling_claims import SCALING_FIGURES
 from bench.store_claims import NOT_IN_DOCUMENT, SECTION, STORE_FIGURES, STORE_RESULTS, check_store_figures
 
 MAIN_TABLE = "## The main table"
@@ -133,7 +135,7 @@ def _data_figures(args: argparse.Namespace, markdown: str, tally: Tally) -> None
             tally.line(failure is None, f"{name}: {figure.text}", failure)
     print(f"Figures quoted from {args.bench_results}/<name>.json:")
     documents = {"docs/RESULTS.md": markdown}
-    for figure in JSON_FIGURES:
+    for figure in (*JSON_FIGURES, *SCALING_FIGURES):
         text = documents.setdefault(figure.document, Path(figure.document).read_text())
         failure = figure.failure(text, Path(args.bench_results))
         if failure == NOT_IN_DOCUMENT:

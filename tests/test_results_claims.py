@@ -361,3 +361,25 @@ def test_a_rerun_is_checked_with_its_archive_beside_it(tmp_path: Path, archive, 
     results = tmp_path / "results.json"
     results.write_text(json.dumps(report, default=float))
     assert main(["--results", str(results)]) == 0
+
+
+def test_scaling_figures_hold_and_an_edited_one_fails_naming_its_file() -> None:
+    """docs/SCALING.md's measured figures are recomputed from their result files (`bench.scaling_claims`)."""
+    from bench.scaling_claims import SCALING_FIGURES
+
+    markdown = Path("docs/SCALING.md").read_text()
+    assert [figure.failure(markdown) for figure in SCALING_FIGURES] == [None] * len(SCALING_FIGURES)
+    edited = markdown.replace(
+        "| 10M | shard by shard | 189.4 | 0.6716 | 1,944.5 MB |",
+        "| 10M | shard by shard | 189.4 | 0.6716 | 944.5 MB |",
+    )
+    failures = [figure.failure(edited) for figure in SCALING_FIGURES]
+    assert failures.count(None) == len(SCALING_FIGURES) - 1
+    assert (
+        "944.5 MB |; sharded_eval.json gives | 10M | shard by shard | 189.4 | 0.6716 | 1,944.5 MB |"
+        in str(failures)
+    )
+    # A figure inside a quoted sentence: the sentence no longer matches, which fails the command (GONE).
+    edited = markdown.replace("2,405 MB against 4,490 MB", "1,405 MB against 4,490 MB")
+    changed = {figure.result for figure in SCALING_FIGURES if figure.failure(edited) is not None}
+    assert changed == {"union_recall"}

@@ -199,3 +199,34 @@ def test_max_minutes_ends_training_at_the_step_it_passes(
         report = run_adapt(job, loop)
     assert report.steps == 1 and report.best_valid_mrr is not None  # the last step is validated
     assert "--max_minutes 1e-06 reached at step 1 of 10" in caplog.text
+
+
+def test_max_minutes_moves_the_learning_rates_decay_to_the_step_the_deadline_allows(
+    tiny_model_dir, tmp_path, monkeypatch, caplog
+) -> None:
+    """At one minute a step, 10 minutes allow 10 of 100 steps: the rate decays to 0 there, not at 100."""
+    from model.training import loop as step_loop
+    from model.training.config import LoopSettings
+
+    encoder, tokenizer = load_encoder(tiny_model_dir)
+    clock = iter(range(0, 10_000, 60))  # each call a minute later: start, then one per step
+    monkeypatch.setattr(step_loop.time, "monotonic", lambda: float(next(clock)))
+    settings = LoopSettings(max_minutes=10, warmup_fraction=0.0, show_progress=False)
+    loop = step_loop.StepLoop(step_loop.EncoderRun(encoder, tokenizer, settings, tmp_path), "test")
+    loop.start(100, lambda: {"test": 1})
+    rates = []
+    with caplog.at_level("INFO"):
+        while loop.running:
+            with loop.optimiser_step():
+                pass
+            rates.append(loop.scheduler.get_last_lr()[0])
+    assert loop.step == 10 and loop.planned_steps == 10
+    assert "allows about 10 of the 100 steps" in caplog.text
+    assert rates[-1] == 0.0 and rates[3] > rates[6] > rates[8] > 0
+    # Without a deadline the decay is transformers' linear schedule over every step, factor for factor.
+    from transformers import get_linear_schedule_with_warmup
+
+    theirs = get_linear_schedule_with_warmup(torch.optim.SGD([torch.zeros(1)], lr=1.0), 10, 100)
+    assert [theirs.lr_lambdas[0](step) for step in range(120)] == [
+        step_loop.linear_warmup_then_decay(step, 10, 100) for step in range(120)
+    ]

@@ -22,7 +22,8 @@ class LoopSettings:
     max_minutes: float | None = cli_field(
         None,
         "Stop once this many minutes have passed since training began (validation passes count); the "
-        "model kept is the best validated by then (the last step is validated)",
+        "learning rate's decay is re-planned to end there at the pace so far; the model kept is the best "
+        "validated by then (the last step is validated)",
     )
     batch_size: int = cli_field(32, "Texts per step")
     learning_rate: float = cli_field(5e-5, "AdamW rate, backbone")

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 from tqdm.auto import tqdm
-from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
+from transformers import PreTrainedTokenizerBase
 
 from model.batch import pick_device
 from model.encoder import DenseEncoder
@@ -36,6 +36,16 @@ from model.training.config import LoopSettings
 from model.training.optimizer import adamw_with_head_rate, freeze_lower_layers
 
 LOGGER = logging.getLogger(__name__)
+# Steps between re-plans of the decay under --max_minutes: the pace of one step includes warm-up costs.
+REPLAN_EVERY = 5
+
+
+def linear_warmup_then_decay(step: int, warmup: int, total: int) -> float:
+    """The learning rate's factor at `step`: 0 to 1 over `warmup` steps, then linearly to 0 at `total`
+    (transformers' `get_linear_schedule_with_warmup`, whose end can move here)."""
+    if step < warmup:
+        return step / max(1, warmup)
+    return max(0.0, (total - step) / max(1, total - warmup))
 
 
 class StepLoop:
@@ -66,8 +76,11 @@ class StepLoop:
         self.optimizer = adamw_with_head_rate(
             self.encoder, cfg.learning_rate, cfg.head_learning_rate, cfg.weight_decay
         )
-        self.scheduler = get_linear_schedule_with_warmup(
-            self.optimizer, math.ceil(cfg.warmup_fraction * total_steps), total_steps
+        # The decay's end, which --max_minutes moves to the step the deadline allows (`_pace`).
+        self.planned_steps = total_steps
+        warmup = math.ceil(cfg.warmup_fraction * total_steps)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: linear_warmup_then_decay(step, warmup, self.planned_steps)
         )
         self.fingerprint = fingerprint()
         state = resume_from_checkpoint(
@@ -106,10 +119,30 @@ class StepLoop:
         self._pace()
 
     def _pace(self) -> None:
-        """After the run's first step, what the whole run will take at that pace; once `max_minutes` have
-        passed, end the run at this step (it is then validated and checkpointed as a last step)."""
+        """After the run's first step, what the whole run will take at that pace; with `max_minutes`, the
+        learning rate's decay re-planned to end at the step the deadline allows at the pace so far (every
+        `REPLAN_EVERY` steps), and once they have passed, the run ended at this step (it is then validated
+        and checkpointed as a last step)."""
         elapsed = time.monotonic() - self._started
         left = self.total_steps - self.step
+        done = self.step - self._first_step
+        deadline = 60 * (self.config.max_minutes or 0)  # seconds; 0: none
+        if deadline and left and elapsed < deadline and done % REPLAN_EVERY == 0:
+            fits = self._first_step + math.floor(done * deadline / max(elapsed, 1e-9))
+            planned = max(self.step + 1, min(self.total_steps, fits))
+            # Logged when it moves by more than 5 %: the pace wobbles a step or two between re-plans.
+            if abs(planned - self.planned_steps) > max(1, self.planned_steps // 20):
+                LOGGER.info(
+                    "%s: at %.2f s a step, --max_minutes %g allows about %d of the %d steps: the learning "
+                    "rate now decays to 0 at step %d",
+                    self.name,
+                    elapsed / done,
+                    self.config.max_minutes,
+                    planned,
+                    self.total_steps,
+                    planned,
+                )
+            self.planned_steps = planned
         if self.step == self._first_step + 1 and left:
             limit = self.config.max_minutes
             LOGGER.info(
@@ -122,7 +155,7 @@ class StepLoop:
                 if limit and elapsed * (left + 1) > 60 * limit
                 else "",
             )
-        if self.config.max_minutes and left and elapsed >= 60 * self.config.max_minutes:
+        if deadline and left and elapsed >= deadline:
             LOGGER.info(
                 "%s: --max_minutes %g reached at step %d of %d; stopping",
                 self.name,

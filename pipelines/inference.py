@@ -137,6 +137,10 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, TextEncod
         self.chunk_size = model.chunk_size
         self.device = model.device
         self.batches = Metrics.counter("madr", "inference_batches")
+        # Set where the model runs in a thread of its own (`pipelines.embed.ahead`): Beam's counters count
+        # only on the thread Beam runs the DoFn on, so that thread adds these up (`batches_encoded`).
+        self.counted_off_thread = False
+        self.batches_encoded = 0
 
     def with_failures_isolated(self) -> EncoderModelHandler:
         """This handler (subclass and all) answering a failed batch record by record: a record that
@@ -196,7 +200,10 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, TextEncod
         return model.forward_chunks(texts, self.side)
 
     def count_batch(self, size: int) -> None:
-        self.batches.inc()
+        if self.counted_off_thread:
+            self.batches_encoded += 1
+        else:
+            self.batches.inc()
         if self.first_batch_at is None:
             self.first_batch_at = time.perf_counter()
         if self.progress is not None:

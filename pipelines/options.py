@@ -59,6 +59,9 @@ class ModelSettings:
             raise ValueError(f"precision must be one of {PRECISIONS} and runtime one of {RUNTIMES}")
 
 
+ENCODE_AHEAD = ("auto", "true", "false")
+
+
 @dataclass(frozen=True)
 class EmbedSettings:
     """What `madr embed` reads, how it writes, and how many bad records it tolerates."""
@@ -78,12 +81,25 @@ class EmbedSettings:
         "torch intra-op threads per worker process (0: torch's default, one per core); 1 is much faster "
         "for small models on shared or oversubscribed cores",
     )
+    encode_ahead: str = setting(
+        "auto",
+        "Run the model in a thread of its own a batch ahead of reading, planning and writing, so the "
+        "device is not idle while they run: true, false, or auto (true where the model runs on a GPU)",
+    )
     max_dead_letter_fraction: float = dead_letter_limit()
 
     def __post_init__(self) -> None:
         check_dead_letter_limit(self.max_dead_letter_fraction)
         if self.num_shards < 0 or self.row_group_mb < 1 or self.torch_threads < 0:
             raise ValueError("--num_shards and --torch_threads must be >= 0, --row_group_mb >= 1")
+        if self.encode_ahead not in ENCODE_AHEAD:
+            raise ValueError(
+                f"--encode_ahead must be one of {', '.join(ENCODE_AHEAD)}, got {self.encode_ahead!r}"
+            )
+
+    def encodes_ahead(self, device: str) -> bool:
+        """Whether the model runs ahead in its own thread, on `device` (the resolved torch device type)."""
+        return self.encode_ahead == "true" or (self.encode_ahead == "auto" and device == "cuda")
 
 
 # The default of --min_confidence where a prediction is acted on (a restrict, a filled gap, the

@@ -268,13 +268,19 @@ class EmbedBatches(beam.PTransform):
     """ProductBatch -> {"rows": Arrow tables of embedding rows, "dead_letters": products that cannot be
     embedded}. Both leave one ParDo, so the tables flow on to the writer unmerged."""
 
-    def __init__(self, handler: ProductBatchHandler, identity: ModelIdentity) -> None:
+    def __init__(self, handler: ProductBatchHandler, identity: ModelIdentity, ahead: bool = False) -> None:
         super().__init__()
         self.handler = handler.with_failures_isolated()
         self.identity = identity
+        self.ahead = ahead  # the model in a thread of its own a batch ahead (`pipelines.embed.ahead`)
 
     def expand(self, batches: beam.PCollection) -> dict[str, beam.PCollection]:
-        results = batches | "Encode" >> RunInference(self.handler)
+        if self.ahead:
+            from pipelines.embed.ahead import EncodeAhead
+
+            results = batches | "EncodeAhead" >> beam.ParDo(EncodeAhead(self.handler))
+        else:
+            results = batches | "Encode" >> RunInference(self.handler)
         tables = results | "ToTables" >> beam.ParDo(_ToEmbeddingTable(self.identity)).with_outputs(
             DEAD_LETTERS, main=ROWS
         )

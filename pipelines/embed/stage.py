@@ -200,7 +200,8 @@ def build_embed_pipeline(
     if previous_folder:
         inputs["previous"] = pipeline | "ListPrevious" >> ListRowGroups(previous_pattern(previous_folder))
     plan = inputs | PlanEmbedding(identity, model.batch_size)
-    embedded = plan[TO_EMBED] | EmbedBatches(handler, identity)
+    ahead = settings.encodes_ahead(pick_device(model.device).type)
+    embedded = plan[TO_EMBED] | EmbedBatches(handler, identity, ahead)
     write = (folder, identity.dimension, settings.num_shards, settings.row_group_mb)
     _ = embedded[ROWS] | WriteEmbeddings(*write, batched=True)
     if previous_folder:

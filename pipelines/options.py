@@ -8,6 +8,7 @@ left over (its own, --runner and the like). Drivers build the dataclasses instea
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -23,6 +24,8 @@ from schemas import ECOMMERCE_ASPECTS
 
 DEFAULT_METRICS_FLAG = ",".join(DEFAULT_METRICS)
 SEARCHERS = ("ann", "exact", "auto")
+# The torch devices madr runs on (torch itself accepts more, and names none of them in its error).
+DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?|mps")
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,9 @@ class ModelSettings:
     """Which trained model encodes, where, in what batches and at what precision."""
 
     model: str = setting("", "Trained model directory, from `madr train`", required=True)
-    device: str | None = setting(None, "Torch device; default: the GPU when present, else CPU")
+    device: str | None = setting(
+        None, "Torch device: cpu, cuda, cuda:N, mps, or auto (the default: the GPU when present, else CPU)"
+    )
     batch_size: int = setting(256, "Records per inference batch")
     chunk_size: int = setting(32, "Length-sorted sub-batch inside an inference batch")
     precision: str = setting(
@@ -57,6 +62,10 @@ class ModelSettings:
             )
         if self.precision not in PRECISIONS or self.runtime not in RUNTIMES:
             raise ValueError(f"precision must be one of {PRECISIONS} and runtime one of {RUNTIMES}")
+        if self.device == "auto":
+            object.__setattr__(self, "device", None)  # torch has no "auto": None picks the GPU or the CPU
+        elif self.device is not None and not DEVICE_PATTERN.fullmatch(self.device):
+            raise ValueError(f"--device must be cpu, cuda, cuda:N, mps or auto, got {self.device!r}")
 
 
 ENCODE_AHEAD = ("auto", "true", "false")

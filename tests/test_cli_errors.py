@@ -57,6 +57,10 @@ CASES: dict[str, list[tuple[str, str]]] = {
     "embed": [
         ("embed --model {model}", "arguments are required: --output/--out, --products"),
         (f"embed --products '{N}/*.parquet' --model {{model}} --output {{tmp}}/e", "no files match"),
+        (
+            f"embed --products '{N}/*.parquet' --model {{model}} --output {{tmp}}/e --device gpu",
+            "--device must be cpu, cuda, cuda:N, mps or auto, got 'gpu'",
+        ),
     ],
     "build-index": [
         (f"build-index --embeddings {N} --out {{tmp}}/x", "has no manifest.json"),

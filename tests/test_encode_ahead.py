@@ -27,6 +27,7 @@ def _embed(tmp_path: Path, model: Path, products: str, ahead: str) -> tuple[list
     out = tmp_path / f"ahead-{ahead}"
     argv = ["embed", "--products", products, "--model", str(model), "--output", str(out)]
     argv += ["--batch_size", "8", "--encode_ahead", ahead, "--max_dead_letter_fraction", "0.2"]
+    argv += ["--device", "auto"]  # torch has no "auto": madr's default choice, as typed
     assert main(argv) == 0
     table = read_parquet_table(str(out), "embeddings")
     rows = table.take(pc.sort_indices(table, [("product_id", "ascending")])).to_pylist()

@@ -359,6 +359,7 @@ STAGE_SETTINGS = {
     "embeddings": {
         **{"device": "cpu", "batch_size": 7, "chunk_size": 4, "precision": "fp32", "runtime": "torch"},
         **{"num_shards": 2, "row_group_mb": 2, "torch_threads": 1, "max_dead_letter_fraction": 0.3},
+        **{"encode_ahead": "true"},
         **{"min_confidence": 0.4, "stated_aspects": ["brand"], "min_agreement": 0.5},
     },
     "index": {

@@ -108,20 +108,20 @@ def measure_union_recall(
     exact search over the vectors of `embeddings` (the embed output it was built from)."""
     directory = Path(folder)
     manifest = read_verified_partitioned_manifest(directory)
-    shards, offset, query_ids = [], 0, {}
+    shards, offset = [], 0
     n = manifest.count
     k = max(1, min(depth, n - 1))
     own = recall_rows(n, num_queries)
     for entry in manifest.shards:
-        ids = read_verified_ids(directory / entry.path)[1]
-        keys = id_keys(ids)
-        wanted = own[(own >= offset) & (own < offset + len(ids))]
-        query_ids.update({ids[row - offset]: int(row) for row in wanted})
-        shards.append(_Shard(directory / entry.path, offset, len(ids), keys, np.argsort(keys, kind="stable")))
-        offset += len(ids)
+        keys = id_keys(read_verified_ids(directory / entry.path)[1])
+        shards.append(
+            _Shard(directory / entry.path, offset, len(keys), keys, np.argsort(keys, kind="stable"))
+        )
+        offset += len(keys)
     with tempfile.TemporaryDirectory(prefix=".madr-recall-", dir=directory.parent) as scratch:
         dimension = manifest.dimension
-        queries, files = _split_by_shard(embeddings, shards, query_ids, own, dimension, Path(scratch))
+        files = _split_by_shard(embeddings, shards, dimension, Path(scratch))
+        queries = _held_out_vectors(own, shards, files, dimension)
         found, truth = _TopK.empty(len(own)), _TopK.empty(len(own))
         for shard, path in zip(shards, files, strict=True):
             vectors = np.fromfile(path, dtype=np.float32).reshape(shard.count, dimension)
@@ -145,30 +145,20 @@ def measure_union_recall(
     return report
 
 
-def _split_by_shard(
-    embeddings: str,
-    shards: list[_Shard],
-    query_ids: dict[str, int],
-    own: np.ndarray,
-    dimension: int,
-    scratch: Path,
-) -> tuple[np.ndarray, list[Path]]:
-    """Each shard's vectors in a file of its own, in the shard's row order; and the queries' vectors."""
+def _split_by_shard(embeddings: str, shards: list[_Shard], dimension: int, scratch: Path) -> list[Path]:
+    """Each shard's vectors in a file of its own, in the shard's row order."""
     files = [scratch / f"shard-{number}.f32" for number in range(len(shards))]
     maps = [
         np.memmap(path, np.float32, "w+", shape=(shard.count, dimension))
         for path, shard in zip(files, shards, strict=True)
     ]
-    queries = np.zeros((len(own), dimension), np.float32)
-    query_position = {row: i for i, row in enumerate(own.tolist())}
     filled = [0] * len(shards)
     for path in list_files(embeddings, "embeddings*.parquet"):
         with FileSystems.open(path) as handle:
             for batch in pq.ParquetFile(handle).iter_batches(columns=["product_id", "embedding"]):
-                ids = batch.column(0).to_pylist()
                 flat = batch.column(1).flatten().to_numpy(zero_copy_only=False)
-                vectors = np.asarray(flat, dtype=np.float32).reshape(len(ids), dimension)
-                keys = id_keys(ids)
+                vectors = np.asarray(flat, dtype=np.float32).reshape(batch.num_rows, dimension)
+                keys = id_keys(batch.column(0).to_pylist())
                 owner = keys % np.uint64(len(shards))  # `index_builder.product_keys.shard_of`
                 for number, shard in enumerate(shards):
                     mine = np.flatnonzero(owner == number)
@@ -177,14 +167,22 @@ def _split_by_shard(
                     inside = shard.keys[rows] == keys[mine]
                     maps[number][rows[inside]] = vectors[mine[inside]]
                     filled[number] += int(np.count_nonzero(inside))
-                for i, product_id in enumerate(ids):
-                    if product_id in query_ids:
-                        queries[query_position[query_ids[product_id]]] = vectors[i]
     for number, (shard, held) in enumerate(zip(shards, filled, strict=True)):
         if held != shard.count:
             raise ValueError(f"{embeddings} holds {held} of the {shard.count} vectors of {shard.folder}")
         maps[number].flush()
-    return queries, files
+    return files
+
+
+def _held_out_vectors(own: np.ndarray, shards: list[_Shard], files: list[Path], dimension: int) -> np.ndarray:
+    """The vectors of the held-out global rows `own`, from the shards' files."""
+    queries = np.empty((len(own), dimension), np.float32)
+    for shard, path in zip(shards, files, strict=True):
+        inside = np.flatnonzero((own >= shard.offset) & (own < shard.offset + shard.count))
+        if len(inside):
+            rows = np.memmap(path, np.float32, "r", shape=(shard.count, dimension))
+            queries[inside] = rows[own[inside] - shard.offset]
+    return queries
 
 
 def _exact_side(

@@ -58,7 +58,7 @@ from pipelines.nightly.job import NightlyJob
 from pipelines.nightly.latest import LATEST, LatestChanged, publish_latest, read_latest
 from pipelines.nightly.publish_guard import CatalogSizeCheck, PublishRefused, catalog_size
 from pipelines.nightly.quality_guard import QualityRefused, quality_check
-from pipelines.report.night import STAGE_FOLDERS, published_runs
+from pipelines.report.night import SERVING_FOLDER, STAGE_FOLDERS, published_runs
 from pipelines.report.page import write_report
 from pipelines.report.status import clear_run_status, write_run_status
 from pipelines.serving_export import ExportServingConfig, export_serving
@@ -328,7 +328,7 @@ def _extra_stages(job: NightlyJob, stages: StageRunner) -> None:
         export_options = PipelineOptions(job.stage_args("vertex"))
         stages.run("export-vertex", lambda: export_vertex(export, export_options), export.output)
     if job.export_serving:  # the config checks its folder is empty: made only when the stage runs
-        serving = job.stage("serving")
+        serving = job.stage(SERVING_FOLDER)
 
         def bundle() -> dict[str, Any]:
             return export_serving(

@@ -125,20 +125,25 @@ def connect(options: DaskClusterOptions) -> tuple[Any, Any]:
     """A client of the scheduler at --dask_address, or of a local cluster started here (returned too,
     to be stopped after the job)."""
     try:
-        from distributed import Client, LocalCluster
+        from distributed import Client
     except ImportError as error:
         raise ImportError(INSTALL_HINT) from error
     if options.dask_address:
         return Client(options.dask_address), None
-    cluster = _local_cluster(LocalCluster, options.dask_workers)
+    cluster = _local_cluster(options.dask_workers)
     return Client(cluster), cluster
 
 
-def _local_cluster(local_cluster: Any, workers: int) -> Any:
+def _local_cluster(workers: int) -> Any:
+    """A local cluster of `workers` processes, one thread each."""
     if workers < 1:
         raise ValueError(f"--dask_workers must be at least 1, got {workers}")
+    try:
+        from distributed import LocalCluster
+    except ImportError as error:
+        raise ImportError(INSTALL_HINT) from error
     # One thread per process: madr's DoFns are CPU-bound (torch, ScaNN) and hold the GIL between calls.
-    return local_cluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
 
 
 @contextlib.contextmanager
@@ -153,11 +158,7 @@ def one_cluster_for_every_pipeline(beam_args: Sequence[str]) -> Iterator[tuple[s
     if options.view_as(StandardOptions).runner != RUNNER_NAME or cluster_options.dask_address:
         yield tuple(beam_args)
         return
-    try:
-        from distributed import LocalCluster
-    except ImportError as error:
-        raise ImportError(INSTALL_HINT) from error
-    cluster = _local_cluster(LocalCluster, cluster_options.dask_workers)
+    cluster = _local_cluster(cluster_options.dask_workers)
     LOGGER.info(
         "--runner dask: one local cluster of %d processes for every stage", cluster_options.dask_workers
     )

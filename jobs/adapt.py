@@ -7,7 +7,6 @@ against the backbone used zero-shot on the same test queries, with paired t-test
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import time
 from dataclasses import dataclass
@@ -23,22 +22,19 @@ from pipelines.evaluate.config import EvaluateConfig
 from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.layout import DatasetLayout
 from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
-from pipelines.stage_config import (
-    OutputReplacement,
-    add_config_arguments,
-    add_output_argument,
-    config_from_values,
-    config_values,
-)
+from pipelines.stage_config import nested, setting
 from pipelines.train.adapt import AdaptJob, AdaptReport, run_adapt
+from pipelines.train.encoder_job import require_dataset
 from pipelines.train.pretrain import PRETRAIN_PRECISIONS, pretrain_in_bf16
 from pipelines.train.shipped_recipe import ADAPT_TRAINING_DEFAULTS
-from schemas.splits import HeldOutProducts
 
 # `AdaptJob`'s fields that are `madr adapt` flags; the variant and its options are the shipped recipe's.
 ADAPT_FLAGS = (
     "dataset",
+    "output",
+    "overwrite",
     "from_model",
+    "fraction",  # of held-out products: --held_out_fraction
     "queries_per_product",
     "max_products",
     "min_steps",
@@ -48,46 +44,6 @@ ADAPT_FLAGS = (
     "max_query_length",
     "max_document_length",
 )
-
-
-def add_adapt_arguments(parser: argparse.ArgumentParser) -> None:
-    add_output_argument(parser, required=True, help="Adapted model directory to write")
-    add_config_arguments(parser, AdaptJob, only=ADAPT_FLAGS, enforce_required=True)
-    parser.add_argument(
-        "--held_out_fraction",
-        type=float,
-        default=0.05,
-        help="Share of products never trained on (by a hash of the id), for validation and aspect accuracy",
-    )
-    parser.add_argument(
-        "--evaluation",
-        default=None,
-        metavar="DIR",
-        help="Where the retrieval evaluations go when the dataset has judgments "
-        "(default: OUTPUT-evaluation); 'none' skips them",
-    )
-    add_config_arguments(parser, OutputReplacement)  # --overwrite (OUTPUT's and the evaluation's folder)
-    parser.add_argument(
-        "--training_precision",
-        choices=PRETRAIN_PRECISIONS,
-        default="auto",
-        help="Forward pass: bf16 autocast where the CPU or GPU computes bfloat16 natively (auto), or fp32",
-    )
-    add_config_arguments(parser, TrainingConfig)
-    parser.set_defaults(**ADAPT_TRAINING_DEFAULTS)
-
-
-def job_from_args(args: argparse.Namespace) -> AdaptJob:
-    values = config_values(AdaptJob, args, only=ADAPT_FLAGS)
-    # The flag is a folder; the job holds its layout (checked to have products).
-    dataset = DatasetLayout(values.pop("dataset")).require_products()
-    return AdaptJob(
-        **values,
-        dataset=dataset,
-        output=args.out,
-        held_out=HeldOutProducts(args.held_out_fraction),
-        overwrite=args.overwrite,
-    )
 
 
 def has_judged_test_queries(data: DatasetLayout) -> bool:
@@ -128,26 +84,37 @@ def evaluate_model(model: str, data: DatasetLayout, folder: Path, overwrite: boo
 
 @dataclass(frozen=True)
 class AdaptRun:
-    """`madr adapt`: the adaptation (`AdaptJob`), its loop, and where the retrieval evaluations go."""
+    """`madr adapt`: the adaptation (`AdaptJob`), its loop (the shipped recipe's defaults), and where the
+    retrieval evaluations go; its flags are theirs."""
 
-    job: AdaptJob
-    loop: TrainingConfig
-    # Folder of the evaluations when the dataset has judged test queries (default: OUTPUT-evaluation);
-    # "none" skips them.
-    evaluation: str | None = None
+    job: AdaptJob = nested(only=ADAPT_FLAGS)
+    evaluation: str | None = setting(
+        None,
+        "Where the retrieval evaluations go when the dataset has judgments (default: OUTPUT-evaluation); "
+        "'none' skips them",
+        metavar="DIR",
+    )
+    training_precision: str = setting(
+        "auto",
+        "Forward pass: bf16 autocast where the CPU or GPU computes bfloat16 natively (auto), or fp32",
+        choices=PRETRAIN_PRECISIONS,
+    )
+    loop: TrainingConfig = nested(TrainingConfig, **ADAPT_TRAINING_DEFAULTS)
 
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> AdaptRun:
-        # The loop's settings first: a bad value is named before the dataset is looked at.
-        loop = config_from_values(TrainingConfig, args)
-        loop = dataclasses.replace(loop, bf16=loop.bf16 or pretrain_in_bf16(args.training_precision))
-        return cls(job_from_args(args), loop, args.evaluation)
+    def __post_init__(self) -> None:
+        # After the loop's settings are built: a bad value is named before the dataset is looked at.
+        require_dataset(self.job)
+
+    def training_loop(self) -> TrainingConfig:
+        """The loop, in bf16 where `training_precision` asks for it (--bf16 too)."""
+        bf16 = self.loop.bf16 or pretrain_in_bf16(self.training_precision)
+        return dataclasses.replace(self.loop, bf16=bf16)
 
 
 def run_adapt_job(run: AdaptRun) -> dict[str, Any]:
     job = run.job
     started = time.perf_counter()
-    report: AdaptReport = run_adapt(job, run.loop)
+    report: AdaptReport = run_adapt(job, run.training_loop())
     seconds = time.perf_counter() - started
     print(report.format())
     print(f"adapted in {seconds:.0f}s")
@@ -170,4 +137,4 @@ def run_adapt_job(run: AdaptRun) -> dict[str, Any]:
     return result
 
 
-__all__ = ["AdaptRun", "add_adapt_arguments", "evaluate_model", "run_adapt_job"]
+__all__ = ["ADAPT_FLAGS", "AdaptRun", "evaluate_model", "run_adapt_job"]

@@ -55,14 +55,22 @@ class Flags(Generic[Config]):
     build: Callable[[CommandLine], Config]
 
 
-def generated_flags(config_class: type[Config]) -> Flags[Config]:
-    """The flags of `config_class`'s `setting` fields (`pipelines.stage_config`), and the config built."""
-    from pipelines.stage_config import add_config_arguments, config_from_values
+def generated_flags(
+    config_class: type[Config], then: Callable[[Config, set[str]], Config] | None = None
+) -> Flags[Config]:
+    """The flags of `config_class`'s `setting` and `nested` fields (`pipelines.stage_config`), and the config
+    built of them; `then(config, written)` finishes it knowing which flags the command line wrote (a
+    `--preset` fills the others)."""
+    from pipelines.stage_config import add_config_arguments, config_from_values, written_flags
 
-    return Flags(
-        lambda parser: add_config_arguments(parser, config_class, enforce_required=True),
-        lambda line: config_from_values(config_class, line.args),
-    )
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        add_config_arguments(parser, config_class, enforce_required=True)
+
+    def build(line: CommandLine) -> Config:
+        config = config_from_values(config_class, line.args)
+        return config if then is None else then(config, written_flags(add_arguments, line.argv))
+
+    return Flags(add_arguments, build)
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,13 @@ from typing import Any
 from jobs.command_table import Flags
 from model.registry import EXPERIMENT_ROLES
 from pipelines.experiment.pretraining import PretrainingPlan
-from pipelines.stage_config import add_config_arguments, add_output_argument, config_from_values, setting
-from pipelines.train.presets import explicit_flags
+from pipelines.stage_config import (
+    add_config_arguments,
+    add_output_argument,
+    config_from_values,
+    setting,
+    written_flags,
+)
 from pipelines.train.pretrain import PRETRAIN_PRECISION_HELP, PRETRAIN_PRECISIONS
 from product_data.synthetic import SyntheticConfig
 from schemas import ECOMMERCE_ASPECTS
@@ -188,6 +193,6 @@ class ExperimentRun:
 EXPERIMENT_FLAGS = Flags(
     add_experiment_arguments,
     lambda line: ExperimentRun(
-        config_from_args(line.args, explicit_flags(add_experiment_arguments, line.argv)), line.args.out
+        config_from_args(line.args, written_flags(add_experiment_arguments, line.argv)), line.args.out
     ),
 )

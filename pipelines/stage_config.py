@@ -15,9 +15,9 @@ import dataclasses
 import types
 import typing
 import warnings
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 Config = TypeVar("Config")
 # Flags as argparse parsed them, or as a mapping of their destinations.
@@ -39,6 +39,7 @@ def setting(
     positional: bool = False,
     repeated: bool = False,
     metavar: str | None = None,
+    parse: Callable[[tuple[str, ...]], Any] | None = None,
 ) -> Any:
     """A dataclass field that is also a flag `--<field name>` (or `--<flag>`, parsed into the field's name).
 
@@ -50,7 +51,8 @@ def setting(
     `old_names` still parse, with a warning naming the flag (`--max_k` for `--depth`). A `negated` bool
     defaults to True and its flag sets it False (`--no_verify` for `verify`). A `positional` field is an
     argument without a flag (`madr compare RUN_A RUN_B`). A `repeated` `tuple[str, ...]` field takes one
-    value per flag given (`--query a --query b`), not a comma-separated list. `metavar` names the value in
+    value per flag given (`--query a --query b`), not a comma-separated list; with `parse` the field holds
+    what `parse` makes of those values (`--variant_option KEY=VALUE` pairs). `metavar` names the value in
     `--help` (`--filter ASPECT=VALUE`).
     """
     metadata = {
@@ -65,17 +67,33 @@ def setting(
         "positional": positional,
         "repeated": repeated,
         "metavar": metavar,
+        "parse": parse,
     }
+    if parse is not None and not repeated:
+        raise TypeError("setting(parse=...) reads the values of a repeated flag")
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def nested(settings_class: type | None = None) -> Any:
+def nested(
+    settings_class: type | None = None, *, only: Collection[str] | None = None, **defaults: Any
+) -> Any:
     """A config field holding a settings dataclass whose flags are the command's own: `add_config_arguments`
     declares them with the config's and `config_values` builds the settings from them. With
-    `settings_class` the field defaults to its defaults; without, the field must be given."""
+    `settings_class` the field defaults to its defaults; without, the field must be given.
+
+    `only`: the settings' fields that are this command's flags (the others keep their defaults); `defaults`:
+    this command's defaults of some of them (`madr adapt`'s training loop is the shipped recipe's)."""
+    metadata = {"nested": True, "only": None if only is None else frozenset(only), "defaults": defaults}
     if settings_class is None:
-        return dataclasses.field(metadata={"nested": True})
-    return dataclasses.field(default_factory=settings_class, metadata={"nested": True})
+        if defaults:
+            raise TypeError("nested(**defaults) needs the settings class they are defaults of")
+        return dataclasses.field(metadata=metadata)
+    unknown = set(defaults) - {f.name for f in dataclasses.fields(settings_class)}
+    if unknown:
+        raise TypeError(f"{settings_class.__name__} has no field(s) {sorted(unknown)}")
+    return dataclasses.field(
+        default_factory=lambda: settings_class(**defaults), metadata=metadata
+    )
 
 
 def switch(help: str) -> Any:
@@ -87,22 +105,36 @@ def switch(help: str) -> Any:
 def flag_fields(config_class: type, only: Collection[str] | None = None) -> list[dataclasses.Field]:
     """The fields of `config_class` that are flags (declared with `setting`), its `nested` settings' too,
     each name once (one flag sets every field of its name); those in `only` if given."""
-    return [f for f, _ in _typed_flag_fields(config_class, only)]
+    return [flag.field for flag in _typed_flag_fields(config_class, only)]
+
+
+class _Flag(NamedTuple):
+    field: dataclasses.Field
+    annotation: Any  # resolved in the class that declares the field
+    default: Any  # the field's, or the command's own (`nested(**defaults)`)
 
 
 def _typed_flag_fields(
-    config_class: type, only: Collection[str] | None
-) -> list[tuple[dataclasses.Field, Any]]:
-    """`flag_fields` with each field's annotation, resolved in the class that declares it."""
-    found: dict[str, tuple[dataclasses.Field, Any]] = {}
+    config_class: type, only: Collection[str] | None, defaults: Mapping[str, Any] | None = None
+) -> list[_Flag]:
+    """`flag_fields` with each field's annotation and default."""
+    found: dict[str, _Flag] = {}
     hints = typing.get_type_hints(config_class)
+    defaults = defaults or {}
     for f in dataclasses.fields(config_class):
         if f.metadata.get("nested"):
-            for inner, hint in _typed_flag_fields(hints[f.name], only):
-                found.setdefault(inner.name, (inner, hint))
+            inner_only = _within(only, f.metadata.get("only"))
+            for flag in _typed_flag_fields(hints[f.name], inner_only, f.metadata.get("defaults")):
+                found.setdefault(flag.field.name, flag)
         elif "help" in f.metadata and (only is None or f.name in only):
-            found.setdefault(f.name, (f, hints[f.name]))
+            found.setdefault(f.name, _Flag(f, hints[f.name], defaults.get(f.name, f.default)))
     return list(found.values())
+
+
+def _within(only: Collection[str] | None, narrower: Collection[str] | None) -> Collection[str] | None:
+    if only is None or narrower is None:
+        return narrower if only is None else only
+    return set(only) & set(narrower)
 
 
 def flag_name(field: dataclasses.Field) -> str:
@@ -142,8 +174,8 @@ def add_config_arguments(
     type, default, choices and help; each is parsed into the field's name. `enforce_required`: argparse
     itself requires the required ones (its usage line shows them unbracketed); never for a parser Beam's
     options are built from, which parses every stage's flags at once (`config_values` names them then)."""
-    for f, hint in _typed_flag_fields(config_class, only):
-        kind = _scalar_type(hint)
+    for f, hint, field_default in _typed_flag_fields(config_class, only):
+        kind = tuple if f.metadata.get("parse") else _scalar_type(hint)
         if f.metadata.get("positional"):
             parser.add_argument(f.name, metavar=flag_name(f), type=kind, help=f.metadata["help"])
             continue
@@ -157,7 +189,7 @@ def add_config_arguments(
             )
             continue
         if kind is bool:
-            if f.default is not bool(f.metadata.get("negated")):
+            if field_default is not bool(f.metadata.get("negated")):
                 where = f"{config_class.__name__}.{f.name}"
                 raise TypeError(f"{where}: a bool flag defaults to False (True if negated)")
             action = "store_false" if f.metadata.get("negated") else "store_true"
@@ -169,10 +201,10 @@ def add_config_arguments(
         elif f.metadata.get("flag") or f.metadata.get("aliases"):
             extra["metavar"] = (f.metadata.get("flag") or f.name).upper()
         if kind is tuple:  # argparse converts a string default with `type` too
-            kind, default = comma_separated, ",".join(f.default)
+            kind, default = comma_separated, ",".join(field_default)
         else:
             # A required flag has no default to show (`config_values` names it when it is missing).
-            default = argparse.SUPPRESS if f.metadata.get("required") else f.default
+            default = argparse.SUPPRESS if f.metadata.get("required") else field_default
             if f.metadata.get("required") and enforce_required:
                 extra["required"] = True
         parser.add_argument(
@@ -217,9 +249,9 @@ def config_from_values(config_class: type[Config], values: ParsedFlags) -> Confi
 def config_values(
     config_class: type, values: ParsedFlags, only: Collection[str] | None = None
 ) -> dict[str, Any]:
-    """The fields of `config_class` that parsed flags give: its `setting` fields (those named in `only`
-    if given) and, without `only`, its `nested` settings built from the same flags; for a config that
-    also has fields no flag sets. Raises ValueError naming every missing required flag."""
+    """The fields of `config_class` that parsed flags give: its `setting` fields and its `nested` settings
+    built from the same flags (of those only the fields named in `only`, if given); for a config that also
+    has fields no flag sets. Raises ValueError naming every missing required flag."""
     values = parsed_flags(values)
     missing = [
         flag_name(f)
@@ -236,11 +268,18 @@ def _given(config_class: type, values: Mapping[str, Any], only: Collection[str] 
     given: dict[str, Any] = {}
     for f in dataclasses.fields(config_class):
         if f.metadata.get("nested"):
-            if only is None:
-                given[f.name] = hints[f.name](**_given(hints[f.name], values, None))
+            inner = _given(hints[f.name], values, _within(only, f.metadata.get("only")))
+            given[f.name] = hints[f.name](**{**f.metadata.get("defaults", {}), **inner})
         elif "help" in f.metadata and (only is None or f.name in only) and values.get(f.name) is not None:
-            given[f.name] = tuple(values[f.name]) if f.metadata.get("repeated") else values[f.name]
+            given[f.name] = _value(f, values[f.name])
     return given
+
+
+def _value(f: dataclasses.Field, parsed: Any) -> Any:
+    if not f.metadata.get("repeated"):
+        return parsed
+    parse = f.metadata.get("parse")
+    return parse(tuple(parsed)) if parse else tuple(parsed)
 
 
 def parsed_flags(values: ParsedFlags) -> dict[str, Any]:
@@ -250,6 +289,18 @@ def parsed_flags(values: ParsedFlags) -> dict[str, Any]:
     if values.get("output") is None and values.get("out") is not None:
         values["output"] = values["out"]
     return values
+
+
+def written_flags(add_arguments: Callable[[argparse.ArgumentParser], None], argv: Sequence[str]) -> set[str]:
+    """The destinations of the flags written on the command line `argv` (parsed again with every default
+    suppressed), for a `--preset` or profile that fills only the others."""
+    probe = argparse.ArgumentParser(add_help=False)
+    add_arguments(probe)
+    for action in probe._actions:
+        action.default = argparse.SUPPRESS
+        action.required = False
+    given, _ = probe.parse_known_args(list(argv))
+    return set(vars(given))
 
 
 def settings_record(*configs: Any) -> dict[str, Any]:

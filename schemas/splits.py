@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 BUCKETS = 10_000
@@ -40,7 +40,16 @@ def title_key(title: str) -> str:
 class HeldOutProducts:
     """The share of a catalog that training never reads (0: none), chosen by product id or by title."""
 
-    fraction: float = 0.0
+    # `help` metadata makes the share a flag of the commands that train (pipelines/stage_config.py).
+    fraction: float = field(
+        default=0.0,
+        metadata={
+            "help": "Share of products never trained on, chosen by a hash of the product id and recorded in "
+            "the model's manifest; validation, aspect accuracy and `madr evaluate --products` measure on "
+            "them (0: none)",
+            "flag": "held_out_fraction",
+        },
+    )
     by: str = "product_id"
 
     def __post_init__(self) -> None:

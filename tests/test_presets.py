@@ -9,7 +9,7 @@ from jobs.command_table import CommandLine, load_command
 from model.registry import VARIANTS, ZERO_SHOT, experiment_role
 from model.training import TrainingConfig
 from pipelines.train.encoder_job import EncoderJob
-from pipelines.train.finetune import TrainRun
+from pipelines.train.finetune import TrainJob, TrainRun
 from pipelines.train.presets import PRESETS
 from pipelines.train.pretrain import PretrainRun
 
@@ -71,12 +71,7 @@ def test_a_variant_without_aspects_gets_no_aspect_loss_from_its_papers_preset(pr
 
 def test_without_a_preset_nothing_changes() -> None:
     run = _train_args().run
-    assert (run.job, run.loop) == (TrainRun.from_args(_parsed("train")).job, TrainingConfig())
-
-
-def _parsed(command: str):
-    argv = [command, "--data", "d", "--out", "o"]
-    return parser_for(argv).parse_args(argv)
+    assert (run.job, run.loop) == (TrainJob(dataset="d", output="o"), TrainingConfig())
 
 
 def test_uhd_preset_variant_options_come_before_the_users() -> None:
@@ -114,7 +109,6 @@ def test_every_preset_key_is_a_flag_field_of_the_command_it_sets() -> None:
     """Presets are keyed by config field names: a misspelt key would be skipped without a word."""
     from model.training.pretrain import PretrainingConfig
     from pipelines.stage_config import flag_fields
-    from pipelines.train.finetune import TrainJob
     from pipelines.train.pretrain import PretrainJob
 
     def names(*classes: type) -> set[str]:

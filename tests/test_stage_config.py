@@ -11,10 +11,8 @@ from jobs.cli import parse_command
 from jobs.experiment import PROFILES, ExperimentConfig, add_experiment_arguments, config_from_args
 from model.training import TrainingConfig
 from pipelines.options import EmbedSettings, EvaluateSettings, IndexSettings, ModelSettings
-from pipelines.stage_config import add_config_arguments, config_from_values, nested, setting
-from pipelines.train.encoder_job import encoder_job_fields
-from pipelines.train.finetune import TrainJob, add_train_arguments
-from pipelines.train.presets import explicit_flags
+from pipelines.stage_config import add_config_arguments, config_from_values, nested, setting, written_flags
+from pipelines.train.finetune import TrainJob, TrainRun
 
 
 @dataclass(frozen=True)
@@ -110,30 +108,28 @@ def test_madr_experiment_flags_come_from_its_config_and_a_profile_yields_to_expl
     parser = argparse.ArgumentParser()
     add_experiment_arguments(parser)
     argv = ["--profile", "full", "--epochs", "3", "--variants", "bibert, mtbert"]
-    config = config_from_args(parser.parse_args(argv), explicit_flags(add_experiment_arguments, argv))
+    config = config_from_args(parser.parse_args(argv), written_flags(add_experiment_arguments, argv))
     assert config.variants == ("bibert", "mtbert") and config.epochs == 3  # given: kept
     assert (config.pretrain_steps, config.patience) == (PROFILES["full"]["pretrain_steps"], 2)  # the profile
     assert config_from_args(parser.parse_args([])) == ExperimentConfig()
 
 
-def test_madr_train_flags_are_the_training_configs_fields() -> None:
-    parser = argparse.ArgumentParser()
-    add_train_arguments(parser)
-    argv = [
-        "--data",
-        "d",
-        "--output",
-        "m",
-        "--epochs",
-        "3",
-        "--gradient_accumulation",
-        "2",
-        "--validate_every",
-        "5",
-    ]
-    loop = config_from_values(TrainingConfig, parser.parse_args(argv))
+def test_madr_train_flags_are_the_training_configs_fields(tmp_path) -> None:
+    _dataset(tmp_path)
+    argv = ["--data", str(tmp_path), "--output", "m"]
+    loop = _train_run([*argv, "--epochs", "3", "--gradient_accumulation", "2", "--validate_every", "5"]).loop
     assert loop == TrainingConfig(epochs=3, gradient_accumulation=2, validate_every=5)
-    assert config_from_values(TrainingConfig, parser.parse_args(argv[:4])) == TrainingConfig()
+    assert _train_run(argv).loop == TrainingConfig()
+
+
+def _dataset(folder) -> None:
+    """`folder` as a dataset folder: building a train config checks that it has products."""
+    (folder / "products").mkdir()
+    (folder / "products" / "products-00000.parquet").write_bytes(b"")
+
+
+def _train_run(argv: list[str]) -> TrainRun:
+    return parse_command("train", argv)[0]
 
 
 @dataclass(frozen=True)
@@ -151,10 +147,7 @@ def test_a_field_named_otherwise_keeps_its_flag_and_a_missing_one_is_named_by_it
 
 def test_every_encoder_flag_of_madr_train_reaches_the_job(tmp_path) -> None:
     """Each flag set away from its default arrives in `TrainJob` (the flags are its fields)."""
-    (tmp_path / "products").mkdir()
-    (tmp_path / "products" / "products-00000.parquet").write_bytes(b"")
-    parser = argparse.ArgumentParser()
-    add_train_arguments(parser)
+    _dataset(tmp_path)
     argv = [
         *("--data", str(tmp_path), "--output", "m", "--variant", "madral", "--backbone", "b"),
         *("--model_version", "7", "--projection_dim", "64", "--separate_towers", "--aspects", "brand,color"),
@@ -162,7 +155,7 @@ def test_every_encoder_flag_of_madr_train_reaches_the_job(tmp_path) -> None:
         *("--variant_option", "fusion=cls_gating", "--random_aspect_init", "--max_train_queries", "9"),
         *("--init_from", "p", "--no_verify", "--overwrite"),
     ]
-    job = TrainJob(**encoder_job_fields(parser.parse_args(argv), TrainJob), verify_init=False)
+    job = _train_run(argv).job
     assert job == TrainJob(
         dataset=str(tmp_path),
         output="m",
@@ -180,12 +173,34 @@ def test_every_encoder_flag_of_madr_train_reaches_the_job(tmp_path) -> None:
         overwrite=True,
         max_train_queries=9,
         init_from="p",
-        verify_init=False,
+        verify=False,
     )
     settings = job.encoder_settings()
     assert (settings["shared_towers"], settings["aspects"]) == (False, ("brand", "color"))
     assert settings["fusion"] == "cls_gating"
     assert not job.initialise_aspects
+
+
+def test_a_dataset_folder_without_products_is_named_by_its_flag(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match=f"--data {tmp_path} is not a dataset folder"):
+        _train_run(["--data", str(tmp_path), "--output", "m"])
+
+
+def test_madr_adapt_has_the_recipes_loop_defaults_and_only_its_own_job_flags(tmp_path) -> None:
+    """`nested(only=, **defaults)`: adapt's flags are some of `AdaptJob`'s, its loop the shipped recipe's."""
+    from jobs.adapt import AdaptRun
+    from pipelines.train.shipped_recipe import ADAPT_TRAINING_DEFAULTS
+
+    _dataset(tmp_path)
+    argv = ["--data", str(tmp_path), "--output", "m", "--held_out_fraction", "0.2", "--learning_rate", "1e-5"]
+    run: AdaptRun = parse_command("adapt", argv)[0]
+    assert run.job.held_out.fraction == 0.2 and run.loop.learning_rate == 1e-5
+    assert run.loop.epochs == ADAPT_TRAINING_DEFAULTS["epochs"]
+    recipe_alpha = ADAPT_TRAINING_DEFAULTS["wise_ft_alpha"]
+    assert run.loop.wise_ft_alpha == recipe_alpha != TrainingConfig().wise_ft_alpha
+    assert parse_command("adapt", argv[:4])[0].job.held_out.fraction == 0.05  # AdaptJob's own default
+    with pytest.raises(SystemExit):  # the shipped recipe's variant: no flag of adapt
+        parse_command("adapt", [*argv, "--variant", "bibert"])
 
 
 def test_an_invalid_aspect_name_is_refused_when_the_job_is_built() -> None:

@@ -6,27 +6,16 @@ from dataclasses import dataclass
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs.adapt import AdaptRun, add_adapt_arguments, run_adapt_job
-from jobs.command_table import Flags, command, generated_flags
+from jobs.adapt import AdaptRun, run_adapt_job
+from jobs.command_table import command, generated_flags
 from pipelines.stage_config import setting
 from pipelines.train.extend_vocabulary import extend_vocabulary
-from pipelines.train.finetune import TrainRun, add_train_arguments, run_training
-from pipelines.train.presets import explicit_flags
-from pipelines.train.pretrain import PretrainRun, add_pretrain_arguments, run_pretraining
+from pipelines.train.finetune import TrainRun, run_training
+from pipelines.train.pretrain import PretrainRun, run_pretraining
 from schemas.manifest import MANIFEST_FILE
 
-# A preset fills only the fields whose flags the command line does not write (`explicit_flags`).
-PRETRAIN_FLAGS = Flags(
-    add_pretrain_arguments,
-    lambda line: PretrainRun.from_args(line.args, explicit_flags(add_pretrain_arguments, line.argv)),
-)
-TRAIN_FLAGS = Flags(
-    add_train_arguments,
-    lambda line: TrainRun.from_args(line.args, explicit_flags(add_train_arguments, line.argv)),
-)
 
-
-@command("pretrain", PRETRAIN_FLAGS, show_defaults=True)
+@command("pretrain", generated_flags(PretrainRun, then=PretrainRun.under_preset), show_defaults=True)
 def _pretrain(config: PretrainRun, beam_options: PipelineOptions) -> None:
     """Domain pre-training (madral-kdd22 Eq. 7): MLM plus the aspect losses of variants that learn
     aspects, on products (document side) and queries; `madr train --init_from` fine-tunes it."""
@@ -38,7 +27,7 @@ def _pretrain(config: PretrainRun, beam_options: PipelineOptions) -> None:
     )
 
 
-@command("train", TRAIN_FLAGS, show_defaults=True)
+@command("train", generated_flags(TrainRun, then=TrainRun.under_preset), show_defaults=True)
 def _train(config: TrainRun, beam_options: PipelineOptions) -> None:
     """Fine-tune an encoder variant with in-batch softmax plus a hard negative per query."""
     report = run_training(config.job, config.loop)
@@ -48,7 +37,7 @@ def _train(config: TrainRun, beam_options: PipelineOptions) -> None:
     )
 
 
-@command("adapt", Flags(add_adapt_arguments, lambda line: AdaptRun.from_args(line.args)), show_defaults=True)
+@command("adapt", generated_flags(AdaptRun), show_defaults=True)
 def _adapt(config: AdaptRun, beam_options: PipelineOptions) -> None:
     """Adapt the shipped model (or --from MODEL) to a dataset folder's catalog: aspect vocabularies from
     its own fields, aspect losses, and a contrastive loss on pseudo-queries made from those fields

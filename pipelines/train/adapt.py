@@ -24,7 +24,7 @@ import logging
 import math
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from model.training import Trainer, TrainingConfig
 from pipelines.evaluate.judged_ranking import AspectAccuracy, aspect_accuracy
 from pipelines.layout import DatasetLayout
 from pipelines.product_reader import SkippedProducts, valid_products
-from pipelines.stage_config import setting
+from pipelines.stage_config import nested, setting
 from pipelines.staged_output import fresh_output
 from pipelines.train.calibrate import calibrate_confidences, calibration_share
 from pipelines.train.encoder_job import EncoderJob, seeded
@@ -87,7 +87,7 @@ class AdaptJob(EncoderJob):
         "backbone used zero-shot",
         flag="from",
     )
-    held_out: HeldOutProducts = field(default_factory=lambda: HeldOutProducts(0.05))
+    held_out: HeldOutProducts = nested(HeldOutProducts, fraction=0.05)
     queries_per_product: int = setting(1, "Pseudo-queries drawn per product")
     max_products: int | None = setting(None, "Adapt on at most this many products")
     min_steps: int = setting(

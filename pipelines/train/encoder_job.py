@@ -7,7 +7,6 @@ function turn it into a fresh encoder, so the two commands cannot drift apart.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import tempfile
@@ -24,13 +23,7 @@ from model import VARIANTS, DenseEncoder, new_encoder
 from model.aspects.vocabulary import AspectVocabulary
 from model.training.checkpoints import checkpoint_dir
 from pipelines.layout import DatasetLayout
-from pipelines.stage_config import (
-    OutputReplacement,
-    add_config_arguments,
-    add_output_argument,
-    config_values,
-    setting,
-)
+from pipelines.stage_config import output_setting, overwrite_setting, setting
 from pipelines.train.vocabulary import run_build_vocabulary
 from schemas import ECOMMERCE_ASPECTS, AspectSchema, write_manifest
 from schemas.splits import HeldOutProducts
@@ -50,15 +43,30 @@ def seeded(seed: int) -> Iterator[None]:
         yield
 
 
+def parse_variant_options(items: Sequence[str]) -> tuple[tuple[str, Any], ...]:
+    """["fusion=cls_gating", "dimensions=4096"] -> (("fusion", "cls_gating"), ("dimensions", 4096))."""
+    options = []
+    for item in items:
+        key, separator, text = item.partition("=")
+        if not separator or not key:
+            raise ValueError(f"--variant_option {item!r} must look like KEY=VALUE")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        options.append((key.strip(), value))
+    return tuple(options)
+
+
 @dataclass(frozen=True)
 class EncoderJob:
     """The data, the output directory and the settings of the encoder a job builds.
 
-    Each `setting` field is also the commands' flag of that name (`add_encoder_arguments`).
+    Each `setting` field is also the flag of that name of the commands that build an encoder.
     """
 
     dataset: str = setting("", "Dataset folder (products/, queries.parquet, ...)", required=True, flag="data")
-    output: str = ""
+    output: str = output_setting("Model directory to write")
     variant: str = setting("bibert", "Encoder variant (default: %(default)s)", choices=sorted(VARIANTS))
     backbone: str | None = setting(None, "BERT folder to start from (default: the bundled MiniLM)")
     model_version: str = setting("1", "Version stamped on every embedding row")
@@ -70,14 +78,22 @@ class EncoderJob:
     max_query_length: int = setting(32, "Query truncation, in wordpieces")
     max_document_length: int = setting(128, "Product truncation, in wordpieces")
     min_aspect_count: int = setting(2, "Drop aspect values seen in fewer records (§8.1)")
-    variant_options: tuple[tuple[str, Any], ...] = ()
+    variant_options: tuple[tuple[str, Any], ...] = setting(
+        (),
+        "A field of the variant's config, e.g. fusion=cls_gating or dimensions=4096 (repeatable; values are "
+        "JSON when they parse as JSON); the config validates it",
+        flag="variant_option",
+        repeated=True,
+        metavar="KEY=VALUE",
+        parse=parse_variant_options,
+    )
     random_aspect_init: bool = setting(
         False,
         "Leave the aspect value tables and aspect queries at their random initialisation instead of the "
         "backbone's states for the value names (model.aspects.initialisation; an ablation)",
     )
     # Replace a model directory that already holds files (`staged_output.fresh_output`).
-    overwrite: bool = False
+    overwrite: bool = overwrite_setting()
 
     def __post_init__(self) -> None:
         AspectSchema(tuple(self.aspects))  # names the aspect that is not a valid name
@@ -144,46 +160,10 @@ class EncoderJob:
         )
 
 
-def add_encoder_arguments(parser: argparse.ArgumentParser, job_class: type[EncoderJob] = EncoderJob) -> None:
-    """The flags of `job_class` (an `EncoderJob`), for every command that builds an encoder."""
-    add_output_argument(parser, required=True, help="Model directory to write")
-    add_config_arguments(parser, job_class)
-    parser.add_argument(
-        "--variant_option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="A field of the variant's config, e.g. fusion=cls_gating or dimensions=4096 (repeatable; "
-        "values are JSON when they parse as JSON); the config validates it",
-    )
-    add_config_arguments(parser, OutputReplacement)
-
-
-def encoder_job_fields(args: argparse.Namespace, job_class: type[EncoderJob] = EncoderJob) -> dict[str, Any]:
-    """The fields of `job_class` that the flags `add_encoder_arguments` declared give."""
-    values = config_values(job_class, args)
-    return {
-        **values,
-        "dataset": DatasetLayout(values["dataset"]).require_products(),
-        "output": args.out,
-        "variant_options": parse_variant_options(args.variant_option),
-        "overwrite": args.overwrite,
-    }
-
-
-def parse_variant_options(items: list[str]) -> tuple[tuple[str, Any], ...]:
-    """["fusion=cls_gating", "dimensions=4096"] -> (("fusion", "cls_gating"), ("dimensions", 4096))."""
-    options = []
-    for item in items:
-        key, separator, text = item.partition("=")
-        if not separator or not key:
-            raise ValueError(f"--variant_option {item!r} must look like KEY=VALUE")
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            value = text
-        options.append((key.strip(), value))
-    return tuple(options)
+def require_dataset(job: EncoderJob) -> None:
+    """FileNotFoundError naming `--data` when the job's dataset folder has no products: checked when a
+    command's config is made, before a model is built."""
+    DatasetLayout(job.dataset).require_products()
 
 
 def has_checkpoint(folder: str) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
@@ -21,18 +20,17 @@ from model.interpolation import average_saved_model
 from model.training import Trainer, TrainingConfig, TrainingReport
 from model.training.validation import VALIDATION_METRIC
 from pipelines.layout import DatasetLayout
-from pipelines.stage_config import InputChecks, add_config_arguments, config_from_values, setting
+from pipelines.stage_config import input_checks, nested, setting
 from pipelines.staged_output import fresh_output
 from pipelines.train.calibrate import calibrate_on_catalog
 from pipelines.train.encoder_job import (
     EncoderJob,
-    add_encoder_arguments,
-    encoder_job_fields,
     has_checkpoint,
+    require_dataset,
     seeded,
 )
 from pipelines.train.head_refit import refit_aspect_heads
-from pipelines.train.presets import add_preset_argument, with_preset
+from pipelines.train.presets import preset_setting, with_preset
 from pipelines.train.training_data import load_training_set
 from pipelines.verify import verify_model
 from schemas.manifest import MANIFEST_FILE
@@ -52,29 +50,25 @@ class TrainJob(EncoderJob):
         "it keeps its architecture, settings and aspect vocabulary",
     )
     # Check `init_from` against its manifest before loading it; False only under --no_verify.
-    verify_init: bool = True
-
-
-def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    add_encoder_arguments(parser, TrainJob)
-    add_preset_argument(parser)
-    add_config_arguments(parser, InputChecks)
-    add_config_arguments(parser, TrainingConfig)
+    verify: bool = input_checks()
 
 
 @dataclass(frozen=True)
 class TrainRun:
-    """`madr train`: what to fine-tune and where (`TrainJob`), and the loop's settings."""
+    """`madr train`: what to fine-tune and where (`TrainJob`), and the loop's settings; its flags are theirs
+    and `--preset`'s."""
 
-    job: TrainJob
-    loop: TrainingConfig
+    job: TrainJob = nested()
+    loop: TrainingConfig = nested()
+    preset: str | None = preset_setting()
 
-    @classmethod
-    def from_args(cls, args: argparse.Namespace, explicit: Collection[str] = ()) -> TrainRun:
-        """The run `madr train`'s parsed flags describe, with `--preset` under each flag in `explicit`."""
-        job = TrainJob(**encoder_job_fields(args, TrainJob), verify_init=args.verify)
-        loop = config_from_values(TrainingConfig, args)
-        return cls(*with_preset(job, loop, args.preset, "train", explicit))
+    def __post_init__(self) -> None:
+        require_dataset(self.job)
+
+    def under_preset(self, written: Collection[str]) -> TrainRun:
+        """The run with `--preset`'s values in every field whose flag is not in `written`."""
+        job, loop = with_preset(self.job, self.loop, self.preset, "train", written)
+        return dataclasses.replace(self, job=job, loop=loop)
 
 
 def load_pretrained_encoder(
@@ -129,7 +123,7 @@ def run_training(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
     manifest first (`pipelines.verify`), before anything is written.
     """
     if job.init_from:
-        verify_model(job.init_from, job.verify_init)
+        verify_model(job.init_from, job.verify)
     with fresh_output(job.output, job.overwrite, resumable=has_checkpoint) as staging:
         report = _train(dataclasses.replace(job, output=staging), loop)
     return dataclasses.replace(report, model_dir=Path(job.output))

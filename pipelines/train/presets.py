@@ -15,12 +15,12 @@ pre-training one; both read the model settings (towers, truncation, variant opti
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
 from model.registry import experiment_role, learns_aspects_by_default
+from pipelines.stage_config import setting
 from pipelines.train.encoder_job import EncoderJob, parse_variant_options
 
 Job = TypeVar("Job", bound=EncoderJob)
@@ -126,8 +126,9 @@ PRESET_HELP = (
 )
 
 
-def add_preset_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", choices=[PAPER, *sorted(PRESETS)], default=None, help=PRESET_HELP)
+def preset_setting() -> Any:
+    """`--preset`: a field of the `madr train` / `pretrain` config (`with_preset` applies it)."""
+    return setting(None, PRESET_HELP, choices=[PAPER, *sorted(PRESETS)])
 
 
 def preset_for(name: str | None, variant: str) -> Preset | None:
@@ -135,17 +136,6 @@ def preset_for(name: str | None, variant: str) -> Preset | None:
     if name == PAPER:
         name = experiment_role(variant).paper_preset
     return PRESETS[name] if name else None
-
-
-def explicit_flags(add_arguments: Callable[[argparse.ArgumentParser], None], argv: Sequence[str]) -> set[str]:
-    """The destinations the user gave on the command line (parsed again with every default suppressed)."""
-    probe = argparse.ArgumentParser(add_help=False)
-    add_arguments(probe)
-    for action in probe._actions:
-        action.default = argparse.SUPPRESS
-        action.required = False
-    given, _ = probe.parse_known_args(list(argv))
-    return set(vars(given))
 
 
 def with_preset(

@@ -9,12 +9,11 @@ directory like `madr train` writes (manifest kind "madr-model", "pretrained": tr
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import logging
 import shutil
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from model import DenseEncoder, Side, text_for_model
@@ -24,16 +23,10 @@ from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, Pre
 from pipelines.layout import DatasetLayout
 from pipelines.parquet_reading import parquet_rows
 from pipelines.product_reader import SkippedProducts, valid_products
-from pipelines.stage_config import add_config_arguments, config_from_values, setting
+from pipelines.stage_config import nested, setting
 from pipelines.staged_output import fresh_output
-from pipelines.train.encoder_job import (
-    EncoderJob,
-    add_encoder_arguments,
-    encoder_job_fields,
-    has_checkpoint,
-    seeded,
-)
-from pipelines.train.presets import add_preset_argument, with_preset
+from pipelines.train.encoder_job import EncoderJob, has_checkpoint, require_dataset, seeded
+from pipelines.train.presets import preset_setting, with_preset
 from schemas import InvalidRecord, validate_query
 from schemas.splits import BUCKETS, HeldOutProducts, held_out_bucket
 
@@ -71,7 +64,7 @@ class PretrainJob(EncoderJob):
         "Share of the products whose aspect annotations pre-training learns from, chosen by a hash of the "
         "product id (repro-ecir24 §8.5 compares 1/3, 2/3 and all); L_MLM reads every product",
     )
-    held_out: HeldOutProducts = field(default_factory=HeldOutProducts)
+    held_out: HeldOutProducts = nested(HeldOutProducts)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -86,34 +79,22 @@ class PretrainJob(EncoderJob):
         return held_out_bucket(f"annotated:{product_id}") < round(self.annotated_share * BUCKETS)
 
 
-def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
-    add_encoder_arguments(parser, PretrainJob)
-    add_preset_argument(parser)
-    parser.add_argument(
-        "--held_out_fraction",
-        type=float,
-        default=0.0,
-        help="Share of products never pre-trained on, chosen by a hash of the product id and recorded in "
-        "the model's manifest; `madr evaluate --products` measures aspect predictions on them (0: none)",
-    )
-    add_config_arguments(parser, PretrainingConfig)
-
-
 @dataclass(frozen=True)
 class PretrainRun:
-    """`madr pretrain`: what to pre-train on and where (`PretrainJob`), and the loop's settings."""
+    """`madr pretrain`: what to pre-train on and where (`PretrainJob`), and the loop's settings; its flags
+    are theirs and `--preset`'s."""
 
-    job: PretrainJob
-    loop: PretrainingConfig
+    job: PretrainJob = nested()
+    loop: PretrainingConfig = nested()
+    preset: str | None = preset_setting()
 
-    @classmethod
-    def from_args(cls, args: argparse.Namespace, explicit: Collection[str] = ()) -> PretrainRun:
-        """The run `madr pretrain`'s parsed flags describe, with `--preset` under each flag in `explicit`."""
-        job = PretrainJob(
-            **encoder_job_fields(args, PretrainJob), held_out=HeldOutProducts(args.held_out_fraction)
-        )
-        loop = config_from_values(PretrainingConfig, args)
-        return cls(*with_preset(job, loop, args.preset, "pretrain", explicit))
+    def __post_init__(self) -> None:
+        require_dataset(self.job)
+
+    def under_preset(self, written: Collection[str]) -> PretrainRun:
+        """The run with `--preset`'s values in every field whose flag is not in `written`."""
+        job, loop = with_preset(self.job, self.loop, self.preset, "pretrain", written)
+        return dataclasses.replace(self, job=job, loop=loop)
 
 
 def load_pretraining_records(job: PretrainJob, encoder: DenseEncoder) -> list[PretrainingRecord]:

@@ -30,8 +30,6 @@ from jobs.experiment_config import (  # noqa: F401
     DEFAULT_VARIANTS,
     PROFILES,
     ExperimentConfig,
-    add_experiment_arguments,
-    config_from_args,
 )
 from model.registry import ZERO_SHOT, experiment_role
 from pipelines.embed.stage import EmbedConfig, embed_catalog

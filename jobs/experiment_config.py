@@ -6,21 +6,14 @@ several at once, under any flag given explicitly. `jobs.experiment` runs it.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.command_table import Flags
 from model.registry import EXPERIMENT_ROLES
 from pipelines.experiment.pretraining import PretrainingPlan
-from pipelines.stage_config import (
-    add_config_arguments,
-    add_output_argument,
-    config_from_values,
-    setting,
-    written_flags,
-)
+from pipelines.stage_config import nested, setting
 from pipelines.train.pretrain import PRETRAIN_PRECISION_HELP, PRETRAIN_PRECISIONS
 from product_data.synthetic import SyntheticConfig
 from schemas import ECOMMERCE_ASPECTS
@@ -161,38 +154,24 @@ class ExperimentConfig:
         return HeldOutProducts(self.held_out_products / self.num_products, by="title")
 
 
-def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
-    add_output_argument(parser, default="runs/experiment", help="Experiment folder (resumable)")
-    parser.add_argument(
-        "--profile",
-        choices=sorted(PROFILES),
-        default="default",
-        help="default: the budget that runs every variant in about an hour on 2 cores; full: "
-        + ", ".join(f"{name}={value}" for name, value in PROFILES["full"].items())
-        + "; paper: each variant with its paper's preset (--paper_settings), "
-        + ", ".join(f"{k}={v}" for k, v in PROFILES["paper"].items() if k != "paper_settings")
-        + " (a flag given explicitly wins)",
-    )
-    add_config_arguments(parser, ExperimentConfig)
-
-
-def config_from_args(args: argparse.Namespace, explicit: set[str] = frozenset()) -> ExperimentConfig:
-    """The config of the parsed flags, with `--profile`'s values where a flag was not in `explicit`."""
-    values = vars(args) | {k: v for k, v in PROFILES[args.profile].items() if k not in explicit}
-    return config_from_values(ExperimentConfig, values)
+PROFILE_HELP = (
+    "default: the budget that runs every variant in about an hour on 2 cores; full: "
+    + ", ".join(f"{name}={value}" for name, value in PROFILES["full"].items())
+    + "; paper: each variant with its paper's preset (--paper_settings), "
+    + ", ".join(f"{k}={v}" for k, v in PROFILES["paper"].items() if k != "paper_settings")
+    + " (a flag given explicitly wins)"
+)
 
 
 @dataclass(frozen=True)
 class ExperimentRun:
-    """`madr experiment`: the experiment, and its (resumable) folder."""
+    """`madr experiment`: the experiment, its (resumable) folder, and the `--profile` under its flags."""
 
-    experiment: ExperimentConfig
-    output: str
+    output: str = setting("runs/experiment", "Experiment folder (resumable)", aliases=("--out",))
+    profile: str = setting("default", PROFILE_HELP, choices=sorted(PROFILES))
+    experiment: ExperimentConfig = nested(ExperimentConfig)
 
-
-EXPERIMENT_FLAGS = Flags(
-    add_experiment_arguments,
-    lambda line: ExperimentRun(
-        config_from_args(line.args, written_flags(add_experiment_arguments, line.argv)), line.args.out
-    ),
-)
+    def under_profile(self, written: Collection[str]) -> ExperimentRun:
+        """The run with `--profile`'s values in every field whose flag is not in `written`."""
+        values = {k: v for k, v in PROFILES[self.profile].items() if k not in written}
+        return dataclasses.replace(self, experiment=dataclasses.replace(self.experiment, **values))

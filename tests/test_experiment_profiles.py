@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 
 import pytest
 
-from jobs.experiment import PROFILES, ExperimentConfig, add_experiment_arguments, config_from_args
+from jobs.cli import parse_command
+from jobs.experiment import PROFILES, ExperimentConfig
 from model.aspects.extraction import FirstTokens
 from model.madral import MadralEnV2Config
 from model.training import TrainingConfig
@@ -18,9 +18,7 @@ from tests.conftest import tiny_backbone
 
 
 def _profile(name: str) -> ExperimentConfig:
-    parser = argparse.ArgumentParser()
-    add_experiment_arguments(parser)
-    return config_from_args(parser.parse_args(["--profile", name]))
+    return parse_command("experiment", ["--profile", name])[0].experiment
 
 
 BUDGET = ExperimentConfig()

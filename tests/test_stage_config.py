@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import pytest
 
 from jobs.cli import parse_command
-from jobs.experiment import PROFILES, ExperimentConfig, add_experiment_arguments, config_from_args
+from jobs.experiment import PROFILES, ExperimentConfig
 from model.training import TrainingConfig
 from pipelines.options import EmbedSettings, EvaluateSettings, IndexSettings, ModelSettings
-from pipelines.stage_config import add_config_arguments, config_from_values, nested, setting, written_flags
+from pipelines.stage_config import add_config_arguments, config_from_values, nested, setting
 from pipelines.train.finetune import TrainJob, TrainRun
 
 
@@ -105,13 +105,11 @@ def test_one_flag_sets_every_nested_field_of_its_name_and_an_old_name_still_pars
 
 
 def test_madr_experiment_flags_come_from_its_config_and_a_profile_yields_to_explicit_flags() -> None:
-    parser = argparse.ArgumentParser()
-    add_experiment_arguments(parser)
     argv = ["--profile", "full", "--epochs", "3", "--variants", "bibert, mtbert"]
-    config = config_from_args(parser.parse_args(argv), written_flags(add_experiment_arguments, argv))
+    config = parse_command("experiment", argv)[0].experiment
     assert config.variants == ("bibert", "mtbert") and config.epochs == 3  # given: kept
     assert (config.pretrain_steps, config.patience) == (PROFILES["full"]["pretrain_steps"], 2)  # the profile
-    assert config_from_args(parser.parse_args([])) == ExperimentConfig()
+    assert parse_command("experiment", [])[0].experiment == ExperimentConfig()
 
 
 def test_madr_train_flags_are_the_training_configs_fields(tmp_path) -> None:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs.command_table import Flags, command
+from jobs.command_table import Flags, command, generated_flags
 from jobs.demo import DEMO_FLAGS, DemoConfig, run_demo
 from jobs.experiment import run_experiment
-from jobs.experiment_config import EXPERIMENT_FLAGS, ExperimentRun
+from jobs.experiment_config import ExperimentRun
 from jobs.nightly_args import add_nightly_arguments, job_from_args
 from pipelines.nightly.job import NightlyJob, passed_on_flags
 from pipelines.nightly.run import run_nightly
 
 
-@command("experiment", EXPERIMENT_FLAGS, show_defaults=True)
+@command("experiment", generated_flags(ExperimentRun, then=ExperimentRun.under_profile), show_defaults=True)
 def _experiment(config: ExperimentRun, beam_options: PipelineOptions) -> None:
     """Train, embed, index, evaluate each variant on the synthetic benchmark; write a table."""
     run_experiment(config.experiment, config.output)

@@ -8,19 +8,11 @@ dead_letters.jsonl with every rejected row and why.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.command_table import CommandLine, Flags
-from pipelines.stage_config import (
-    OutputReplacement,
-    add_config_arguments,
-    add_output_argument,
-    config_from_values,
-    setting,
-)
+from pipelines.stage_config import output_setting, overwrite_setting, setting, subcommands
 from product_data.ingest import (
     ColumnMapping,
     EsciConfig,
@@ -173,26 +165,9 @@ PLATFORMS = {ShopifySource: load_shopify, WoocommerceSource: load_woocommerce}
 class IngestConfig:
     """`madr ingest SOURCE ...`: the source's files and settings, and the dataset folder written."""
 
-    source: Source
-    output: str
-    overwrite: bool = False
-
-
-def _add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
-    sources = parser.add_subparsers(dest="source", required=True, metavar="SOURCE")
-    for name, source_class in SOURCES.items():
-        source = sources.add_parser(name, help=" ".join((source_class.__doc__ or "").split()))
-        add_config_arguments(source, source_class)
-        add_output_argument(source, required=True, help="Dataset folder to write")
-        add_config_arguments(source, OutputReplacement)  # --overwrite, every command's
-
-
-def _ingest_config(line: CommandLine) -> IngestConfig:
-    source = config_from_values(SOURCES[line.args.source], line.args)
-    return IngestConfig(source, line.args.out, line.args.overwrite)
-
-
-INGEST_FLAGS = Flags(_add_ingest_arguments, _ingest_config)
+    source: Source = subcommands(SOURCES, metavar="SOURCE")
+    output: str = output_setting("Dataset folder to write")
+    overwrite: bool = overwrite_setting()
 
 
 def _mappings(args: GenericSource) -> dict[str, ColumnMapping]:

@@ -96,6 +96,13 @@ def nested(
     )
 
 
+def subcommands(choices: Mapping[str, type], metavar: str) -> Any:
+    """A config field holding one of several settings dataclasses, chosen by the word after the command
+    (`madr ingest esci ...`): each choice is a sub-command whose flags are its class's, followed by the
+    config's other flags (`--output`). A choice's docstring is its line of the command's --help."""
+    return dataclasses.field(metadata={"subcommands": dict(choices), "metavar": metavar})
+
+
 def switch(help: str) -> Any:
     """A `setting` that is "true", "false" or None (the stage decides from its other flags), where the
     flag alone means "true": `--zero_shot` is `--zero_shot true`."""
@@ -174,6 +181,24 @@ def add_config_arguments(
     type, default, choices and help; each is parsed into the field's name. `enforce_required`: argparse
     itself requires the required ones (its usage line shows them unbracketed); never for a parser Beam's
     options are built from, which parses every stage's flags at once (`config_values` names them then)."""
+    chooser = _subcommand_field(config_class)
+    if chooser is not None:
+        choices = parser.add_subparsers(dest=chooser.name, required=True, metavar=chooser.metadata["metavar"])
+        for name, choice in chooser.metadata["subcommands"].items():
+            sub = choices.add_parser(name, help=" ".join((choice.__doc__ or "").split()))
+            add_config_arguments(sub, choice, only, enforce_required)
+            _add_flags(sub, config_class, only, enforce_required)
+        return
+    _add_flags(parser, config_class, only, enforce_required)
+
+
+def _subcommand_field(config_class: type) -> dataclasses.Field | None:
+    return next((f for f in dataclasses.fields(config_class) if f.metadata.get("subcommands")), None)
+
+
+def _add_flags(
+    parser: argparse.ArgumentParser, config_class: type, only: Collection[str] | None, enforce_required: bool
+) -> None:
     for f, hint, field_default in _typed_flag_fields(config_class, only):
         kind = tuple if f.metadata.get("parse") else _scalar_type(hint)
         if f.metadata.get("positional"):
@@ -267,7 +292,10 @@ def _given(config_class: type, values: Mapping[str, Any], only: Collection[str] 
     hints = typing.get_type_hints(config_class)
     given: dict[str, Any] = {}
     for f in dataclasses.fields(config_class):
-        if f.metadata.get("nested"):
+        if f.metadata.get("subcommands"):
+            chosen = f.metadata["subcommands"][values[f.name]]
+            given[f.name] = config_from_values(chosen, values)
+        elif f.metadata.get("nested"):
             inner = _given(hints[f.name], values, _within(only, f.metadata.get("only")))
             given[f.name] = hints[f.name](**{**f.metadata.get("defaults", {}), **inner})
         elif "help" in f.metadata and (only is None or f.name in only) and values.get(f.name) is not None:

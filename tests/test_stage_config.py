@@ -11,7 +11,7 @@ from jobs.cli import parse_command
 from jobs.experiment import PROFILES, ExperimentConfig
 from model.training import TrainingConfig
 from pipelines.options import EmbedSettings, EvaluateSettings, IndexSettings, ModelSettings
-from pipelines.stage_config import add_config_arguments, config_from_values, nested, setting
+from pipelines.stage_config import add_config_arguments, config_from_values, nested, setting, subcommands
 from pipelines.train.finetune import TrainJob, TrainRun
 
 
@@ -228,3 +228,36 @@ def test_a_repeated_flag_takes_one_value_per_flag_and_must_be_a_tuple() -> None:
 
     with pytest.raises(TypeError, match="a repeated flag is a tuple"):
         add_config_arguments(argparse.ArgumentParser(), Wrong)
+
+
+@dataclass(frozen=True)
+class Apples:
+    """Apples."""
+
+    kind: str = setting("", "Which apples", required=True)
+
+
+@dataclass(frozen=True)
+class Pears:
+    """Pears."""
+
+    ripe: bool = setting(False, "Only ripe ones")
+
+
+@dataclass(frozen=True)
+class Basket:
+    fruit: Apples | Pears = subcommands({"apples": Apples, "pears": Pears}, metavar="FRUIT")
+    size: int = setting(3, "How many")
+
+
+def test_a_subcommand_field_is_the_chosen_class_built_from_its_flags_and_the_configs_own() -> None:
+    """`madr ingest esci --products p --output o`: the word picks the class, the config's flags follow it."""
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, Basket, enforce_required=True)
+    assert config_from_values(
+        Basket, parser.parse_args(["apples", "--kind", "gala", "--size", "5"])
+    ) == Basket(Apples("gala"), 5)
+    assert config_from_values(Basket, parser.parse_args(["pears", "--ripe"])) == Basket(Pears(True))
+    for wrong in (["apples"], ["pears", "--kind", "gala"], []):  # required, another's flag, no choice
+        with pytest.raises(SystemExit):
+            parser.parse_args(wrong)

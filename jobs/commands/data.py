@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from jobs.command_table import command, generated_flags
-from jobs.ingest_cli import INGEST_FLAGS, IngestConfig, run_ingest
+from jobs.ingest_cli import IngestConfig, run_ingest
 from pipelines.stage_config import setting
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 
@@ -30,7 +30,7 @@ def _generate(config: GenerateConfig, beam_options: PipelineOptions) -> None:
     print(generate_benchmark(config.synthetic(), config.output, progress=print).format())
 
 
-@command("ingest", INGEST_FLAGS)
+@command("ingest", generated_flags(IngestConfig))
 def _ingest(config: IngestConfig, beam_options: PipelineOptions) -> None:
     """Map a source's files onto madr's schemas; bad rows go to dead_letters.jsonl."""
     result, manifest = run_ingest(config)

@@ -6,15 +6,14 @@ all the CLI needs until it knows which command runs, so `madr --help` imports no
 `madr NAME` imports only NAME's module (`load_command`): importing every stage put 10 s of torch,
 transformers and ScaNN in front of each command, even of `--help`.
 
-Every command is one contract: a frozen config dataclass and a run function. `Flags` says how a
-command line becomes the config (the flags it declares and how the parsed flags build it, where the
-config validates them): `generated_flags` for a config whose `setting` and `nested` fields are all its
-flags (every Beam stage's), a hand-written pair for the rest. The run is called as
+Every command is one contract: a frozen config dataclass and a run function. Its flags are generated
+from the config (`command_flags`: its `setting`, `nested` and `subcommands` fields, in the terms of
+pipelines/stage_config.py), which the parsed flags build, so the config validates them. The run is called as
 ``run(config, beam_options)``, with the Beam pipeline options of the flags the command's parser left
 (only commands with ``beam=True`` accept any; `jobs.cli.parse_command` parses a command line the same
 way). Drivers build the same config and call the same run.
 
-In its module, each command's run registers it with `@command(NAME, flags)` (its docstring is the
+In its module, each command's run registers it with `@command(NAME, ConfigClass)` (its docstring is the
 description of `madr NAME --help`); `COMMANDS` holds those registered so far. Adding a command means
 a line here, a config, and a decorated run in a module of `jobs.commands`.
 """
@@ -55,19 +54,20 @@ class Flags(Generic[Config]):
     build: Callable[[CommandLine], Config]
 
 
-def generated_flags(
+def command_flags(
     config_class: type[Config], then: Callable[[Config, set[str]], Config] | None = None
 ) -> Flags[Config]:
-    """The flags of `config_class`'s `setting` and `nested` fields (`pipelines.stage_config`), and the config
-    built of them; `then(config, written)` finishes it knowing which flags the command line wrote (a
-    `--preset` fills the others)."""
-    from pipelines.stage_config import add_config_arguments, config_from_values, written_flags
+    """The flags of `config_class`'s `setting`, `nested` and `subcommands` fields (`pipelines.stage_config`),
+    and the config built of them and of the flags left for Beam (a `beam_options` field holds those);
+    `then(config, written)` finishes it knowing which flags the command line wrote (a `--preset` fills the
+    others)."""
+    from pipelines.stage_config import BEAM_ARGS, add_config_arguments, config_from_values, written_flags
 
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         add_config_arguments(parser, config_class, enforce_required=True)
 
     def build(line: CommandLine) -> Config:
-        config = config_from_values(config_class, line.args)
+        config = config_from_values(config_class, {**vars(line.args), BEAM_ARGS: line.beam_args})
         return config if then is None else then(config, written_flags(add_arguments, line.argv))
 
     return Flags(add_arguments, build)
@@ -150,15 +150,17 @@ COMMANDS: dict[str, Command] = {}
 
 def command(
     name: str,
-    flags: Flags[Any],
+    config_class: type,
     *,
+    then: Callable[[Any, set[str]], Any] | None = None,
     beam_note: bool | None = None,
     show_defaults: bool = False,
     epilog: str | None = None,
 ) -> Callable[[Run], Run]:
-    """Register the decorated ``run(config, beam_options)`` as `madr NAME`, its config made by `flags`;
-    its docstring is the description of its --help, its purpose and whether it takes Beam options are
-    NAME's line of `INDEX`.
+    """Register the decorated ``run(config, beam_options)`` as `madr NAME`, its flags generated from
+    `config_class` and its config built of them (`then(config, written)` finishes it knowing which flags
+    the command line wrote: a `--preset` or `--profile` fills the others); its docstring is the description
+    of its --help, its purpose and whether it takes Beam options are NAME's line of `INDEX`.
 
     `beam_note` (default: the command takes Beam options) says so under its --help; `epilog` replaces
     that note with the command's own. `show_defaults`: --help appends each flag's default.
@@ -174,6 +176,7 @@ def command(
         description = " ".join((run.__doc__ or entry.purpose).split())
         beam = entry.beam
         note = epilog or (BEAM_NOTE if (beam if beam_note is None else beam_note) else None)
+        flags = command_flags(config_class, then)
         COMMANDS[name] = Command(name, entry.purpose, description, flags, run, beam, show_defaults, note)
         return run
 
@@ -203,7 +206,7 @@ __all__ = [
     "Flags",
     "Run",
     "command",
-    "generated_flags",
+    "command_flags",
     "load_all",
     "load_command",
 ]

@@ -23,7 +23,6 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from jobs.adapt import evaluate_model
-from jobs.command_table import generated_flags
 from pipelines.depth import check_depth, retrieval_depth
 from pipelines.embed.enrich import PREDICTION_COLUMNS, EnrichConfig, enrich_catalog, format_counts
 from pipelines.embed.stage import EmbedConfig, embed_catalog
@@ -97,9 +96,6 @@ class DemoConfig:
 
     def __post_init__(self) -> None:
         check_depth(self.depth)
-
-
-DEMO_FLAGS = generated_flags(DemoConfig)
 
 
 def annotated_examples(catalog: str, embeddings: str, count: int, held_out: HeldOutProducts) -> list[str]:

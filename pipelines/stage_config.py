@@ -23,6 +23,7 @@ Config = TypeVar("Config")
 # Flags as argparse parsed them, or as a mapping of their destinations.
 ParsedFlags = argparse.Namespace | Mapping[str, Any]
 _SCALARS = (str, int, float, bool)
+_TRUE_OR_FALSE = ("true", "false")
 
 
 def setting(
@@ -51,9 +52,10 @@ def setting(
     `old_names` still parse, with a warning naming the flag (`--max_k` for `--depth`). A `negated` bool
     defaults to True and its flag sets it False (`--no_verify` for `verify`). A `positional` field is an
     argument without a flag (`madr compare RUN_A RUN_B`). A `repeated` `tuple[str, ...]` field takes one
-    value per flag given (`--query a --query b`), not a comma-separated list; with `parse` the field holds
-    what `parse` makes of those values (`--variant_option KEY=VALUE` pairs). `metavar` names the value in
-    `--help` (`--filter ASPECT=VALUE`).
+    value per flag given (`--query a --query b`), not a comma-separated list. With `parse` the field holds
+    what `parse` makes of the flag's text (`--embed_flags '--precision int8'`: `shlex.split`), or of a
+    repeated flag's values (`--variant_option KEY=VALUE` pairs). A bool with choices ("true", "false") is
+    written `--report false`. `metavar` names the value in `--help` (`--filter ASPECT=VALUE`).
     """
     metadata = {
         "help": help,
@@ -69,8 +71,6 @@ def setting(
         "metavar": metavar,
         "parse": parse,
     }
-    if parse is not None and not repeated:
-        raise TypeError("setting(parse=...) reads the values of a repeated flag")
     return dataclasses.field(default=default, metadata=metadata)
 
 
@@ -91,9 +91,7 @@ def nested(
     unknown = set(defaults) - {f.name for f in dataclasses.fields(settings_class)}
     if unknown:
         raise TypeError(f"{settings_class.__name__} has no field(s) {sorted(unknown)}")
-    return dataclasses.field(
-        default_factory=lambda: settings_class(**defaults), metadata=metadata
-    )
+    return dataclasses.field(default_factory=lambda: settings_class(**defaults), metadata=metadata)
 
 
 def subcommands(choices: Mapping[str, type], metavar: str) -> Any:
@@ -101,6 +99,16 @@ def subcommands(choices: Mapping[str, type], metavar: str) -> Any:
     (`madr ingest esci ...`): each choice is a sub-command whose flags are its class's, followed by the
     config's other flags (`--output`). A choice's docstring is its line of the command's --help."""
     return dataclasses.field(metadata={"subcommands": dict(choices), "metavar": metavar})
+
+
+# Where `config_from_values` finds the flags the command's parser left for Beam (`beam_options`).
+BEAM_ARGS = "beam_args"
+
+
+def beam_options() -> Any:
+    """A config field holding the command line's flags that are not the command's own, as written (its
+    Beam pipeline options): `madr nightly` passes them on to each stage. Not a flag."""
+    return dataclasses.field(default=(), metadata={"beam_args": True})
 
 
 def switch(help: str) -> Any:
@@ -200,7 +208,8 @@ def _add_flags(
     parser: argparse.ArgumentParser, config_class: type, only: Collection[str] | None, enforce_required: bool
 ) -> None:
     for f, hint, field_default in _typed_flag_fields(config_class, only):
-        kind = tuple if f.metadata.get("parse") else _scalar_type(hint)
+        parse = f.metadata.get("parse")
+        kind = tuple if parse and f.metadata.get("repeated") else parse or _scalar_type(hint)
         if f.metadata.get("positional"):
             parser.add_argument(f.name, metavar=flag_name(f), type=kind, help=f.metadata["help"])
             continue
@@ -212,6 +221,10 @@ def _add_flags(
             parser.add_argument(
                 *names, dest=f.name, action="append", default=[], metavar=f.metadata.get("metavar"), help=text
             )
+            continue
+        if kind is bool and f.metadata.get("choices") == _TRUE_OR_FALSE:
+            default = "true" if field_default else "false"
+            parser.add_argument(*names, dest=f.name, choices=_TRUE_OR_FALSE, default=default, help=text)
             continue
         if kind is bool:
             if field_default is not bool(f.metadata.get("negated")):
@@ -292,7 +305,10 @@ def _given(config_class: type, values: Mapping[str, Any], only: Collection[str] 
     hints = typing.get_type_hints(config_class)
     given: dict[str, Any] = {}
     for f in dataclasses.fields(config_class):
-        if f.metadata.get("subcommands"):
+        if f.metadata.get("beam_args"):
+            if BEAM_ARGS in values:
+                given[f.name] = tuple(values[BEAM_ARGS])
+        elif f.metadata.get("subcommands"):
             chosen = f.metadata["subcommands"][values[f.name]]
             given[f.name] = config_from_values(chosen, values)
         elif f.metadata.get("nested"):
@@ -304,6 +320,8 @@ def _given(config_class: type, values: Mapping[str, Any], only: Collection[str] 
 
 
 def _value(f: dataclasses.Field, parsed: Any) -> Any:
+    if isinstance(f.default, bool) and f.metadata.get("choices") == _TRUE_OR_FALSE:
+        return parsed == "true" if isinstance(parsed, str) else parsed
     if not f.metadata.get("repeated"):
         return parsed
     parse = f.metadata.get("parse")
@@ -311,12 +329,8 @@ def _value(f: dataclasses.Field, parsed: Any) -> Any:
 
 
 def parsed_flags(values: ParsedFlags) -> dict[str, Any]:
-    """Parsed flags as a mapping; `add_output_argument`'s `out` is also `output`, the field every stage
-    config calls it."""
-    values = dict(vars(values) if isinstance(values, argparse.Namespace) else values)
-    if values.get("output") is None and values.get("out") is not None:
-        values["output"] = values["out"]
-    return values
+    """Parsed flags as a mapping."""
+    return dict(vars(values) if isinstance(values, argparse.Namespace) else values)
 
 
 def written_flags(add_arguments: Callable[[argparse.ArgumentParser], None], argv: Sequence[str]) -> set[str]:
@@ -371,20 +385,6 @@ def overwrite_setting() -> Any:
     )
 
 
-@dataclass(frozen=True)
-class InputChecks:
-    """`--no_verify` for a command whose config is not generated whole (`madr train --init_from`)."""
-
-    verify: bool = input_checks()
-
-
-@dataclass(frozen=True)
-class OutputReplacement:
-    """`--overwrite` for a command whose config is not generated whole (`madr train`, `pretrain`)."""
-
-    overwrite: bool = overwrite_setting()
-
-
 @dataclass(frozen=True, kw_only=True)
 class StageOutput:
     """Where a stage writes, shared by the stage configs: `output` (required; a stage redeclares it with
@@ -398,9 +398,3 @@ class StageOutput:
     def __post_init__(self) -> None:
         if not self.output:
             raise ValueError("missing required flag(s): --output (see --help)")
-
-
-def add_output_argument(parser: argparse.ArgumentParser, help: str, **settings: Any) -> None:
-    """`--output`, every command's name for the folder it writes (also `--out`, the name of earlier
-    releases), parsed into `args.out`."""
-    parser.add_argument("--output", "--out", dest="out", metavar="OUTPUT", help=help, **settings)

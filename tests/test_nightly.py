@@ -10,7 +10,6 @@ import pytest
 
 from jobs.cli import main, parse_command
 from jobs.command_table import load_command
-from jobs.nightly_args import add_nightly_arguments, job_from_args
 from pipelines.evaluate.inputs import EvaluationInputRefused
 from pipelines.nightly.inputs import CatalogChanged
 from pipelines.nightly.latest import read_latest
@@ -197,11 +196,14 @@ def test_a_run_id_must_be_a_plain_name(tmp_path) -> None:
             NightlyJob(catalog="c", model="m", out=str(tmp_path), run_id=bad)
 
 
+def _nightly(argv: list[str]) -> NightlyJob:
+    """The job `madr nightly ARGV` runs, its command line parsed as the CLI parses it."""
+    return parse_command("nightly", argv)[0]
+
+
 def test_the_index_flags_of_madr_nightly_reach_the_index_stage() -> None:
     """The nightly's parser consumes the index flags: they must arrive in the index config, not vanish."""
-    parser = argparse.ArgumentParser()
-    add_nightly_arguments(parser)
-    args, beam_args = parser.parse_known_args(
+    job = _nightly(
         [
             "--products",
             "p",
@@ -223,21 +225,17 @@ def test_the_index_flags_of_madr_nightly_reach_the_index_stage() -> None:
             "2",
         ]
     )
-    job = job_from_args(args, beam_args)
     index = job.stages.index.index
     assert (index.num_leaves, index.soar_lambda, index.depth, index.target_recall) == (64, 1.5, 500, 0)
-    assert beam_args == ["--direct_num_workers", "2"]
+    assert job.beam_args == ("--direct_num_workers", "2")
 
 
 def test_a_stages_own_flags_reach_that_stage_only_and_override_the_jobs() -> None:
     """--embed_flags: embed in int8 (and on other workers) while evaluate encodes its queries as given."""
-    parser = argparse.ArgumentParser()
-    add_nightly_arguments(parser)
     flags = ["--products", "p", "--model", "m", "--output", "o", "--run_id", "r", "--queries", "q"]
-    args, beam_args = parser.parse_known_args(
+    job = _nightly(
         [*flags, "--judgments", "j", "--batch_size", "8", "--embed_flags", "--precision int8 --batch_size 64"]
     )
-    job = job_from_args(args, beam_args)
     embed, evaluate = job.stages.embed, job.stages.evaluate
     assert (embed.model.precision, embed.model.batch_size) == ("int8", 64)
     assert (evaluate.model.precision, evaluate.model.batch_size) == ("auto", 8)
@@ -248,11 +246,8 @@ def test_a_stages_own_flags_reach_that_stage_only_and_override_the_jobs() -> Non
 def test_one_min_confidence_reaches_every_stage_of_the_nightly_and_every_command() -> None:
     """--min_confidence is declared once (`PredictionThreshold`): the nightly's embed and evaluate get it
     from the pass-through flags, and each command that takes it shows the same flag."""
-    parser = argparse.ArgumentParser()
-    add_nightly_arguments(parser)
     flags = ["--products", "p", "--model", "m", "--output", "o", "--run_id", "r", "--queries", "q"]
-    args, beam_args = parser.parse_known_args([*flags, "--judgments", "j", "--min_confidence", "0.7"])
-    job = job_from_args(args, beam_args)
+    job = _nightly([*flags, "--judgments", "j", "--min_confidence", "0.7"])
     assert job.stages.embed.threshold.min_confidence == 0.7
     assert job.stages.evaluate.threshold.min_confidence == 0.7
     helps = set()
@@ -266,8 +261,6 @@ def test_one_min_confidence_reaches_every_stage_of_the_nightly_and_every_command
 
 def test_the_nightly_evaluates_with_one_searcher_unless_asked_for_both() -> None:
     """Issue 26: one copy of the corpus per evaluate worker; the comparison with exact search on request."""
-    parser = argparse.ArgumentParser()
-    add_nightly_arguments(parser)
     flags = [
         "--products",
         "p",
@@ -282,12 +275,12 @@ def test_the_nightly_evaluates_with_one_searcher_unless_asked_for_both() -> None
         "--judgments",
         "j",
     ]
-    job = job_from_args(*parser.parse_known_args(flags))
+    job = _nightly(flags)
     assert (job.stages.evaluate.evaluate.searcher, job.stages.evaluate.evaluate.compare_exact) == (
         "auto",
         "false",
     )
-    both = job_from_args(*parser.parse_known_args([*flags, "--evaluate_flags", "--compare_exact true"]))
+    both = _nightly([*flags, "--evaluate_flags", "--compare_exact true"])
     assert both.stages.evaluate.evaluate.compare_exact == "true"
 
 
@@ -318,34 +311,25 @@ def test_stage_flags_of_the_nightly_override_the_jobs_settings_and_reach_the_sta
 def test_the_old_name_max_k_still_sets_the_depth_with_a_warning() -> None:
     """Issue 48: one name for the retrieval depth (--depth); --max_k, build-index's and the nightly's old
     name, still sets it, on the job's command line and in --index_flags, and says what it is now."""
-    parser = argparse.ArgumentParser()
-    add_nightly_arguments(parser)
     flags = ["--products", "p", "--model", "m", "--output", "o", "--run_id", "r", "--queries", "q"]
     flags += ["--judgments", "j"]
     with pytest.warns(FutureWarning, match=r"--max_k is deprecated: it is now --depth"):
-        job = job_from_args(*parser.parse_known_args([*flags, "--max_k", "300"]))
+        job = _nightly([*flags, "--max_k", "300"])
     assert (job.stages.index.index.depth, job.stages.evaluate.evaluate.depth) == (300, 300)
     with pytest.warns(FutureWarning, match=r"--max_k is deprecated"):
-        job = job_from_args(*parser.parse_known_args([*flags, "--index_flags", "--max_k 400"]))
+        job = _nightly([*flags, "--index_flags", "--max_k 400"])
     assert (job.stages.index.index.depth, job.stages.evaluate.evaluate.depth) == (400, 400)
 
 
 def test_a_stage_flag_no_stage_knows_is_an_error_naming_the_stage() -> None:
-    parser = argparse.ArgumentParser()
-    add_nightly_arguments(parser)
     flags = ["--products", "p", "--model", "m", "--output", "o", "--run_id", "r"]
-    args, beam_args = parser.parse_known_args([*flags, "--index_flags", "--num_leafs 7"])
     with pytest.raises(ValueError, match=r"--index_flags: --num_leafs is not a flag of the index stage"):
-        job_from_args(args, beam_args)
+        _nightly([*flags, "--index_flags", "--num_leafs 7"])
 
 
 def test_without_evaluate_flags_the_nightly_evaluates_at_the_depth_its_index_flags_build_for() -> None:
-    parser = argparse.ArgumentParser()
-    add_nightly_arguments(parser)
     flags = ["--products", "p", "--model", "m", "--output", "o", "--run_id", "r", "--queries", "q"]
-    job = job_from_args(
-        *parser.parse_known_args([*flags, "--judgments", "j", "--index_flags", "--depth 500"])
-    )
+    job = _nightly([*flags, "--judgments", "j", "--index_flags", "--depth 500"])
     assert job.stages.index.index.depth == 500
     assert (job.stages.evaluate.evaluate.depth, job.stages.evaluate.evaluate.searcher) == (500, "auto")
 
@@ -430,18 +414,17 @@ def test_every_stage_setting_given_through_the_nightly_is_what_its_stage_ran_wit
 
 def test_a_stage_flag_of_another_stage_in_a_stages_own_flags_is_an_error_naming_both() -> None:
     """--index_flags are parsed by build-index's parser: embed's --precision there would be dropped."""
-    parser = argparse.ArgumentParser()
-    add_nightly_arguments(parser)
     flags = ["--products", "p", "--model", "m", "--output", "o", "--run_id", "r"]
-    args, beam_args = parser.parse_known_args([*flags, "--index_flags", "--precision int8"])
     message = (
         r"--index_flags: --precision is a flag of the embed stage and the evaluate stage: the index stage"
     )
     with pytest.raises(ValueError, match=message):
-        job_from_args(args, beam_args)
+        _nightly([*flags, "--index_flags", "--precision int8"])
     # Beam's own options are each stage's to have.
-    args, beam_args = parser.parse_known_args([*flags, "--index_flags", "--direct_num_workers 2"])
-    assert job_from_args(args, beam_args).stage_args("index") == ["--direct_num_workers", "2"]
+    assert _nightly([*flags, "--index_flags", "--direct_num_workers 2"]).stage_args("index") == [
+        "--direct_num_workers",
+        "2",
+    ]
 
 
 def test_an_abbreviated_stage_flag_is_refused_not_dropped() -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs.command_table import command, generated_flags
+from jobs.command_table import command
 from jobs.ingest_cli import IngestConfig, run_ingest
 from pipelines.stage_config import setting
 from product_data.synthetic import SyntheticConfig, generate_benchmark
@@ -24,13 +24,13 @@ class GenerateConfig:
         return SyntheticConfig(num_products=self.num_products, num_queries=self.num_queries, seed=self.seed)
 
 
-@command("generate", generated_flags(GenerateConfig), show_defaults=True)
+@command("generate", GenerateConfig, show_defaults=True)
 def _generate(config: GenerateConfig, beam_options: PipelineOptions) -> None:
     """Write a seeded synthetic e-commerce retrieval benchmark as Parquet."""
     print(generate_benchmark(config.synthetic(), config.output, progress=print).format())
 
 
-@command("ingest", generated_flags(IngestConfig))
+@command("ingest", IngestConfig)
 def _ingest(config: IngestConfig, beam_options: PipelineOptions) -> None:
     """Map a source's files onto madr's schemas; bad rows go to dead_letters.jsonl."""
     result, manifest = run_ingest(config)

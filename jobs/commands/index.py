@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs.command_table import command, generated_flags
+from jobs.command_table import command
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import build_partitioned
 from pipelines.index.sparse import build_inverted_index, default_checkpoints
@@ -15,7 +15,7 @@ from pipelines.stage_config import input_checks, setting
 
 @command(
     "build-index",
-    generated_flags(IndexBuildConfig),
+    IndexBuildConfig,
     show_defaults=True,
 )
 def _build_index(config: IndexBuildConfig, beam_options: PipelineOptions) -> None:
@@ -48,7 +48,7 @@ class SparseIndexConfig:
 
 @command(
     "build-sparse-index",
-    generated_flags(SparseIndexConfig),
+    SparseIndexConfig,
     show_defaults=True,
 )
 def _build_sparse_index(config: SparseIndexConfig, beam_options: PipelineOptions) -> None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs.command_table import command, generated_flags
+from jobs.command_table import command
 from jobs.compare import compare_runs
 from pipelines.report.page import DEFAULT_NIGHTS, write_report
 from pipelines.stage_config import setting
@@ -18,7 +18,7 @@ class CompareConfig:
     run_b: str = setting("", "Evaluation output or run folder (the candidate)", positional=True)
 
 
-@command("compare", generated_flags(CompareConfig))
+@command("compare", CompareConfig)
 def _compare(config: CompareConfig, beam_options: PipelineOptions) -> None:
     """Align two evaluation outputs (or run folders with eval/ inside) by query id; print per metric
     mean A, mean B, delta (B − A), the paired t-test p-value and the queries compared."""
@@ -33,7 +33,7 @@ class ReportConfig:
     nights: int = setting(DEFAULT_NIGHTS, "Runs the trends show")
 
 
-@command("report", generated_flags(ReportConfig), show_defaults=True)
+@command("report", ReportConfig, show_defaults=True)
 def _report(config: ReportConfig, beam_options: PipelineOptions) -> None:
     """One self-contained HTML page (inline CSS, embedded plots, no network) for a run of a nightly root:
     the verdict (published, or why not), the catalog and its dead letters, retrieval beside last night

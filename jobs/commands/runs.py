@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs.command_table import Flags, command, generated_flags
-from jobs.demo import DEMO_FLAGS, DemoConfig, run_demo
+from jobs.command_table import command
+from jobs.demo import DemoConfig, run_demo
 from jobs.experiment import run_experiment
 from jobs.experiment_config import ExperimentRun
-from jobs.nightly_args import add_nightly_arguments, job_from_args
 from pipelines.nightly.job import NightlyJob, passed_on_flags
 from pipelines.nightly.run import run_nightly
 
 
-@command("experiment", generated_flags(ExperimentRun, then=ExperimentRun.under_profile), show_defaults=True)
+@command("experiment", ExperimentRun, then=ExperimentRun.under_profile, show_defaults=True)
 def _experiment(config: ExperimentRun, beam_options: PipelineOptions) -> None:
     """Train, embed, index, evaluate each variant on the synthetic benchmark; write a table."""
     run_experiment(config.experiment, config.output)
@@ -31,10 +30,7 @@ def _nightly_flags_note() -> str:
     )
 
 
-NIGHTLY_FLAGS = Flags(add_nightly_arguments, lambda line: job_from_args(line.args, line.beam_args))
-
-
-@command("nightly", NIGHTLY_FLAGS, epilog=_nightly_flags_note())
+@command("nightly", NightlyJob, epilog=_nightly_flags_note())
 def _nightly(config: NightlyJob, beam_options: PipelineOptions) -> None:
     """Embed tonight's catalog (reusing unchanged products of the LATEST run), build the index,
     evaluate it, and move OUT/LATEST only when every stage has succeeded."""
@@ -45,7 +41,7 @@ def _nightly(config: NightlyJob, beam_options: PipelineOptions) -> None:
     print("\n".join(report.cost_lines()))
 
 
-@command("demo", DEMO_FLAGS, show_defaults=True)
+@command("demo", DemoConfig, show_defaults=True)
 def _demo(config: DemoConfig, beam_options: PipelineOptions) -> None:
     """generate -> pre-train and fine-tune MtBERT -> embed and annotate -> enrich -> build-index ->
     evaluate (retrieval and annotations), into one run folder."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from jobs.command_table import command, generated_flags
+from jobs.command_table import command
 from pipelines.serving_export import ExportServingConfig, export_serving
 from pipelines.stage_config import setting
 from schemas.terminal_text import for_terminal
@@ -15,7 +15,7 @@ from serving.bundle import bundle_size
 from serving.server import load_holder, make_server
 
 
-@command("export-serving", generated_flags(ExportServingConfig), show_defaults=True)
+@command("export-serving", ExportServingConfig, show_defaults=True)
 def _export_serving(config: ExportServingConfig, beam_options: PipelineOptions) -> None:
     """Write a serving bundle: the model's query encoder as an ONNX graph with its tokenizer, the index
     artifact as published (schedule, BM25), the catalog's titles and filterable aspect values, and the
@@ -57,7 +57,7 @@ class ServeConfig:
             raise ValueError(f"--workers must be >= 1, got {self.workers}")
 
 
-@command("serve", generated_flags(ServeConfig), show_defaults=True)
+@command("serve", ServeConfig, show_defaults=True)
 def _serve(config: ServeConfig, beam_options: PipelineOptions) -> None:
     """Serve a bundle over HTTP (JSON): POST /search {"query": TEXT, "k": 10, "filters": {"brand": "Nike"},
     "mode": "fused" or "dense"} answers what `madr search` prints; GET /health; POST /reload {"bundle": DIR}

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from jobs.adapt import AdaptRun, run_adapt_job
-from jobs.command_table import command, generated_flags
+from jobs.command_table import command
 from pipelines.stage_config import setting
 from pipelines.train.extend_vocabulary import extend_vocabulary
 from pipelines.train.finetune import TrainRun, run_training
@@ -15,7 +15,7 @@ from pipelines.train.pretrain import PretrainRun, run_pretraining
 from schemas.manifest import MANIFEST_FILE
 
 
-@command("pretrain", generated_flags(PretrainRun, then=PretrainRun.under_preset), show_defaults=True)
+@command("pretrain", PretrainRun, then=PretrainRun.under_preset, show_defaults=True)
 def _pretrain(config: PretrainRun, beam_options: PipelineOptions) -> None:
     """Domain pre-training (madral-kdd22 Eq. 7): MLM plus the aspect losses of variants that learn
     aspects, on products (document side) and queries; `madr train --init_from` fine-tunes it."""
@@ -27,7 +27,7 @@ def _pretrain(config: PretrainRun, beam_options: PipelineOptions) -> None:
     )
 
 
-@command("train", generated_flags(TrainRun, then=TrainRun.under_preset), show_defaults=True)
+@command("train", TrainRun, then=TrainRun.under_preset, show_defaults=True)
 def _train(config: TrainRun, beam_options: PipelineOptions) -> None:
     """Fine-tune an encoder variant with in-batch softmax plus a hard negative per query."""
     report = run_training(config.job, config.loop)
@@ -37,7 +37,7 @@ def _train(config: TrainRun, beam_options: PipelineOptions) -> None:
     )
 
 
-@command("adapt", generated_flags(AdaptRun), show_defaults=True)
+@command("adapt", AdaptRun, show_defaults=True)
 def _adapt(config: AdaptRun, beam_options: PipelineOptions) -> None:
     """Adapt the shipped model (or --from MODEL) to a dataset folder's catalog: aspect vocabularies from
     its own fields, aspect losses, and a contrastive loss on pseudo-queries made from those fields
@@ -57,7 +57,7 @@ class ExtendVocabularyConfig:
     overwrite: bool = setting(False, "Replace an existing model directory")
 
 
-@command("extend-vocabulary", generated_flags(ExtendVocabularyConfig))
+@command("extend-vocabulary", ExtendVocabularyConfig)
 def _extend(config: ExtendVocabularyConfig, beam_options: PipelineOptions) -> None:
     """Copy a trained model, giving its aspect heads a row for each value of your catalog (or of a JSON
     file) it does not know, made from its own states for the value's name: no training, seconds. Brand

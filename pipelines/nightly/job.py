@@ -12,6 +12,8 @@ what no stage reads is the stage's Beam options (`stage_args`). What is known on
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -27,9 +29,17 @@ from pipelines.evaluate.config import EvaluateConfig
 from pipelines.index.config import IndexBuildConfig
 from pipelines.nightly.latest import LATEST
 from pipelines.nightly.publish_guard import DEFAULT_MAX_SHRINK
-from pipelines.nightly.quality_guard import GUARD_MODES
-from pipelines.options import IndexSettings
-from pipelines.stage_config import add_config_arguments, config_from_values, flag_fields
+from pipelines.nightly.quality_guard import GUARD_MODES, GUARDED_METRICS, MARGIN, MAX_PVALUE
+from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, IndexSettings
+from pipelines.stage_config import (
+    add_config_arguments,
+    beam_options,
+    config_from_values,
+    flag_fields,
+    input_checks,
+    nested,
+    setting,
+)
 from schemas.names import checked_name
 
 # A stage's folder in the run: its config (whose flags are the stage's parser, `madr embed`'s, ...), its
@@ -64,44 +74,111 @@ class NightlyStages:
     export: ExportVertexConfig | None = None
 
 
+def _stage_flags(stage: str, example: str) -> Any:
+    return setting(
+        (),
+        f"Beam and stage flags for the {stage} stage only, in one quoted string after the job's own (which "
+        f"they override), e.g. '{example}'",
+        parse=shlex.split,
+        metavar="'FLAGS'",
+    )
+
+
 @dataclass(frozen=True)
 class NightlyJob:
-    catalog: str
-    model: str
-    out: str
-    run_id: str
-    queries: str | None = None
-    judgments: str | None = None
-    # Every index flag of `madr nightly` (--num_leaves, --soar_lambda, ...): the parser consumes them, so
-    # they reach the index stage here and not through `beam_args`.
-    index: IndexSettings = field(default_factory=IndexSettings)
-    # Check the model's and the embeddings' files against their manifests (False: --no_verify).
-    verify: bool = True
-    # Beam options and stage flags for every stage (`madr nightly --precision int8` sets embed's and
-    # evaluate's precision).
-    beam_args: tuple[str, ...] = ()
+    """`madr nightly`: tonight's inputs, the published root, the job's settings, and each stage's config
+    (`stages`, made from them); each `setting` field is a flag of `madr nightly`."""
+
+    catalog: str = setting(
+        "",
+        "Tonight's product Parquet file, folder or glob (local or gs://)",
+        required=True,
+        flag="products",
+        aliases=("--catalog",),  # the name of earlier releases; --products is every stage's
+    )
+    model: str = setting("", "Trained model directory", required=True)
+    out: str = setting(
+        "",
+        "Root of the nightly runs; holds <run id>/ folders and LATEST",
+        required=True,
+        flag="output",
+        aliases=("--out",),
+    )
+    # None: today's UTC date, YYYY-MM-DD (set when the job is made).
+    run_id: str | None = setting(
+        None, "Run folder name: letters, digits, '.', '_', '-' (default: today's UTC date, YYYY-MM-DD)"
+    )
+    # Discard the run folder of `run_id` when it was started, and not published, for another catalog.
+    restart_run: bool = setting(
+        False,
+        "Discard what the run folder of --run_id holds when it was never published (a run started on "
+        "another catalog, say an empty --products, or one that failed or was refused) and run tonight's "
+        "catalog there; a run LATEST ever pointed to is never discarded",
+    )
+    queries: str | None = setting(None, "Query Parquet file, to evaluate the new index")
+    judgments: str | None = setting(None, "Judgment Parquet file, to evaluate the new index")
+    # Every index flag of `madr nightly` (--num_leaves, --soar_lambda, ...): the job's own (its index is
+    # what it publishes), so they reach the index stage here and not through `beam_args`.
+    index: IndexSettings = nested(IndexSettings)
+    # Check the model's and the embeddings' files against their manifests (False: --no_verify); every
+    # stage's.
+    verify: bool = input_checks()
+    max_shrink: float = setting(
+        DEFAULT_MAX_SHRINK,
+        "Largest fraction of the previous published run's products that may be gone tonight; a larger "
+        "shrink is not published without --allow_shrink (%(default)s)",
+    )
+    allow_shrink: bool = setting(
+        False, "Publish even when the catalog shrank by more than --max_shrink (an empty one never is)"
+    )
     # Beam and stage flags for one stage only, after `beam_args` (a flag given in both takes the stage's):
     # embed on GPU workers or in int8 while index and evaluate do not, say.
-    embed_flags: tuple[str, ...] = ()
-    index_flags: tuple[str, ...] = ()
-    evaluate_flags: tuple[str, ...] = ()
-    max_shrink: float = DEFAULT_MAX_SHRINK
-    allow_shrink: bool = False
-    enrich: bool = False
-    export_vertex: bool = False
-    # The serving bundle of tonight's index (serving/, as `madr export-serving`).
-    export_serving: bool = False
-    # Discard the run folder of `run_id` when it was started, and not published, for another catalog.
-    restart_run: bool = False
-    # Tonight against last night and zero-shot before publishing: warn, refuse or off
-    # (`pipelines.nightly.quality_guard`).
-    quality_guard: str = "warn"
+    embed_flags: tuple[str, ...] = _stage_flags("embed", "--precision int8 --direct_num_workers 2")
+    index_flags: tuple[str, ...] = _stage_flags("index", "--runner DataflowRunner --num_workers 8")
+    evaluate_flags: tuple[str, ...] = _stage_flags("evaluate", "--worker_machine_type n1-highmem-16")
+    # Tonight against last night and zero-shot before publishing (`pipelines.nightly.quality_guard`).
+    quality_guard: str = setting(
+        "warn",
+        "Compare tonight's retrieval with last night's evaluation and with the backbone used zero-shot "
+        "(evaluated every night, embedding only the products changed since last night's zero-shot run; "
+        "--evaluate_flags '--zero_shot false' skips it) by paired t-test on the judged queries; below on "
+        f"{' or '.join(GUARDED_METRICS)} by more than {MARGIN:g} at p < {MAX_PVALUE:g}: warn prints it and "
+        "publishes, refuse does not publish, off skips the check (default: %(default)s)",
+        choices=GUARD_MODES,
+    )
     # The morning report (`madr report`) written into the run folder at the end, also of a run that stops.
-    report: bool = True
+    report: bool = setting(
+        True,
+        "Write the morning report (report.html: verdict, catalog, retrieval against last night and "
+        "zero-shot, trends, annotations, index, cost, worst queries) into the run folder at the end, also "
+        "when the run stops (default: %(default)s); `madr report` writes it for any run",
+        choices=("true", "false"),
+    )
+    enrich: bool = setting(
+        False,
+        "Also write the catalog with its aspect gaps filled (enriched/, as `madr enrich`; predictions at or "
+        f"above --min_confidence, {DEFAULT_PREDICTION_THRESHOLD})",
+    )
+    export_vertex: bool = setting(
+        False,
+        "Also write Vertex AI Vector Search files (vertex/, as `madr export-vertex`; --restricts, "
+        "--vertex_aspects and --vertex_num_files apply)",
+    )
+    # The serving bundle of tonight's index (serving/, as `madr export-serving`).
+    export_serving: bool = setting(
+        False,
+        "Also write the serving bundle of tonight's index (serving/, as `madr export-serving`), which "
+        "`madr serve --bundle` loads and /reload swaps in",
+    )
+    # Beam options and stage flags for every stage (`madr nightly --precision int8` sets embed's and
+    # evaluate's precision): what the command line holds besides the job's own flags.
+    beam_args: tuple[str, ...] = beam_options()
     # Each stage's config, parsed from the fields above when the job is made.
     stages: NightlyStages = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.run_id is None:
+            object.__setattr__(self, "run_id", dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"))
         checked_name(self.run_id, "--run_id")
         if self.run_id == LATEST:
             raise ValueError(f"--run_id {LATEST} is the root's pointer to the published run: pick another")

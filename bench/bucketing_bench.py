@@ -40,7 +40,7 @@ from model import Side, document_text, load_encoder, new_encoder
 from model.batch import TokenizedBatch
 from model.text_encoder import TextEncoder, length_sorted_chunks
 from pipelines.inference import EncoderModelHandler, TextToEncode
-from pipelines.options import ModelSettings
+from pipelines.settings.options import ModelSettings
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 
 Encode = Callable[[list[str], Side], np.ndarray]

@@ -138,7 +138,7 @@ def evaluate_variant(
     from pipelines.evaluate.config import EvaluateConfig
     from pipelines.evaluate.searchers import SearcherSpec
     from pipelines.evaluate.stage import evaluate_retrieval
-    from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
+    from pipelines.settings.options import EmbedSettings, EvaluateSettings, ModelSettings
 
     settings = ModelSettings(str(model), precision=precision)
     figures: dict[str, dict[str, float]] = {}

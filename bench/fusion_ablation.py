@@ -22,9 +22,9 @@ from bench.common import report
 from bench.support import command_line
 from evaluation import RelevanceRule, paired_t_test, parse_metrics
 from evaluation.ranked import CorpusIds, score_query
-from index_builder.lexical import Bm25Index, Bm25Settings, reciprocal_rank_fusion
-from pipelines.evaluate.lexical import catalog_text, judgments_in, run_rankings, split_queries
-from pipelines.parquet_reading import read_parquet_table
+from index_builder.lexical import Bm25Settings, reciprocal_rank_fusion
+from pipelines.evaluate.lexical import catalog_bm25, judgments_in, run_rankings, split_queries
+from pipelines.io.parquet_reading import read_parquet_table
 
 METRICS = ("recall@100", "ndcg@10")
 
@@ -40,12 +40,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     evaluation = run / "eval" / "eval"
     embeddings = str(run / "eval" / "embeddings")
     searched = set(read_parquet_table(embeddings, "embeddings", ["product_id"]).column(0).to_pylist())
-    ids, texts = catalog_text(str(data / "products"), searched)
+    # Each product analyzed in its locale's language, as the evaluation's BM25 row is.
+    bm25 = catalog_bm25(str(data / "products"), searched, Bm25Settings())
+    ids = bm25.product_ids
     corpus = CorpusIds(ids)
     judged = judgments_in(str(data / "judgments.parquet"), corpus)
     queries = {q: t for q, t in split_queries(str(data / "queries.parquet"), "test").items() if q in judged}
     metrics, rule = parse_metrics(METRICS), RelevanceRule()
-    found = Bm25Index.from_texts(ids, texts, Bm25Settings()).search(list(queries.values()), len(ids))
+    found = bm25.search(list(queries.values()), len(ids))
     lexical = {q: ranking.rows for q, ranking in zip(queries, found, strict=True)}
     model = run_rankings(str(evaluation), corpus)
     zero = run_rankings(str(evaluation / "zero_shot" / "eval"), corpus)

@@ -31,8 +31,8 @@ from jobs.cli import parse_command
 from model.aspects.vocabulary import UNSEEN, AspectVocabulary, normalise_value
 from pipelines.embed.enrich import PREDICTION_COLUMNS, EnrichConfig, enrich_catalog
 from pipelines.embed.stage import embed_catalog
-from pipelines.options import PredictionThreshold
-from pipelines.parquet_reading import read_parquet_table
+from pipelines.io.parquet_reading import read_parquet_table
+from pipelines.settings.options import PredictionThreshold
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import ECOMMERCE_ASPECTS
 

@@ -21,7 +21,7 @@ from bench.common import report, table
 from bench.support import command_line
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import build_partitioned
-from pipelines.options import IndexSettings
+from pipelines.settings.options import IndexSettings
 from pipelines.stage_runs import peak_rss_mb, reset_peak_rss
 
 

@@ -82,7 +82,7 @@ def _build(embeddings: str, output: str, products: str, previous: str, shards: i
 
     from pipelines.index.config import IndexBuildConfig
     from pipelines.index.partitioned import build_partitioned
-    from pipelines.options import IndexSettings
+    from pipelines.settings.options import IndexSettings
 
     shutil.rmtree(output, ignore_errors=True)
     settings = IndexSettings(num_index_shards=shards, depth=10_000, target_recall=0.0)

@@ -204,7 +204,7 @@ EARLIER_NOTES = """### Notes (28 Nov 2026): the serving index, tuned per depth
   (`madr evaluate --precision int8`: the ONNX graph in int8, so it describes the values the night
   writes): 18.7-19.4 s against 23.3 s; and it reads the written values of the 2,000 measured products
   only: 1.0-1.4 s against 6.7 s.
-- **Embedding shards without dictionary-encoded vectors** (`pipelines.parquet_shards`, 774d3d2).
+- **Embedding shards without dictionary-encoded vectors** (`pipelines.io.parquet_shards`, 774d3d2).
   Beam's Parquet writer left pyarrow's dictionary encoding on for the float vectors, which never repeat:
   the writer hashed a page of floats, gave up, and kept the dictionary's larger first pages. The shards
   of an unchanged 1M catalog are 1.6 GB instead of 2.2 GB (200k: 315 MB against 443 MB). Copying the

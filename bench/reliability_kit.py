@@ -27,7 +27,7 @@ from bench.support import tiny_model
 from index_builder.artifact import file_entry
 from index_builder.partitioned import shard_dir_name
 from jobs.cli import main
-from pipelines.parquet_reading import read_embeddings
+from pipelines.io.parquet_reading import read_embeddings
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import PRODUCT_SCHEMA
 from schemas.manifest import MANIFEST_FILE, FileEntry, files_digest

@@ -3,7 +3,7 @@ bucket root, N times, against the GCS emulator of the tests with GCS's generatio
 (`tests/gcs_emulator_cas.py`).
 
 What a local root gets from `flock` and a rename, a bucket root must get from compare-and-swap on object
-generations (`pipelines/object_store.py`): one of the two nightlies holds the root's lock object and
+generations (`pipelines/storage/object_store.py`): one of the two nightlies holds the root's lock object and
 publishes, the other is refused; LATEST parses and names a finished run; no lock or staging object is
 left; the refused night, run again alone, publishes; and both nights hold what a run alone holds.
 """
@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 from bench.reliability_kit import REPO, Fixture, Outcome, nightly_argv, rows_in
-from pipelines.parquet_reading import read_embeddings
+from pipelines.io.parquet_reading import read_embeddings
 
 BUCKET = "madr-reliability"
 # The second night is refused by the root's lock object as it starts, before doing any work (without the
@@ -56,7 +56,7 @@ def _published_whole(root: str) -> bool:
 
 def _latest_run(root: str) -> str | None:
     """The run LATEST names; None when there is none or it does not parse."""
-    from pipelines.object_store import read_with_generation
+    from pipelines.storage.object_store import read_with_generation
 
     data, _ = read_with_generation(f"{root}/LATEST")
     try:

@@ -245,8 +245,8 @@ def load_vectors(
         from model import Side
         from pipelines.evaluate.calibration import first_queries
         from pipelines.inference import load_text_encoder
-        from pipelines.options import ModelSettings
-        from pipelines.parquet_reading import read_embeddings
+        from pipelines.io.parquet_reading import read_embeddings
+        from pipelines.settings.options import ModelSettings
 
         ids, data, _ = read_embeddings(args.embeddings)
         data = np.ascontiguousarray(data, dtype=np.float32)

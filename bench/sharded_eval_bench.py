@@ -83,8 +83,8 @@ def write_data(folder: Path, size: int, num_queries: int, seed: int) -> dict[str
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipelines.stage_manifests import write_stage_manifest
-    from pipelines.staged_output import fresh_output
+    from pipelines.storage.stage_manifests import write_stage_manifest
+    from pipelines.storage.staged_output import fresh_output
     from schemas import EMBEDDING_ANNOTATION_COLUMNS, JUDGMENT_SCHEMA, embedding_schema
 
     basis, stride = _basis(seed), size // num_queries
@@ -145,7 +145,7 @@ def build_index(embeddings: str, output: str, target: str) -> dict[str, Any]:
     """`madr build-index` of 16 shards at depth 10,000; `target` "" keeps the default --target_recall."""
     from pipelines.index.config import IndexBuildConfig
     from pipelines.index.partitioned import build_partitioned
-    from pipelines.options import IndexSettings
+    from pipelines.settings.options import IndexSettings
 
     tuning = {"target_recall": float(target)} if target else {}
     settings = IndexSettings(num_index_shards=SHARDS, depth=DEPTH, **tuning)

@@ -32,7 +32,7 @@ from jobs.cli import parse_command
 from pipelines.embed.enrich import EnrichConfig, enrich_catalog
 from pipelines.embed.stage import embed_catalog
 from pipelines.layout import DatasetLayout
-from pipelines.options import PredictionThreshold
+from pipelines.settings.options import PredictionThreshold
 from pipelines.train.adapt import AdaptJob, run_adapt
 from pipelines.train.shipped_recipe import adapt_loop
 from product_data.ingest.export_folder import ingest_export_folder

@@ -53,7 +53,7 @@ def _measure(way: str, folder: Path, depth: int) -> dict[str, Any]:
     if way == "whole_index":
         from index_builder import open_index
         from index_builder.recall import measure_recall
-        from pipelines.parquet_reading import read_embeddings
+        from pipelines.io.parquet_reading import read_embeddings
 
         searcher = open_index(folder / "index")
         ids, matrix, _ = read_embeddings(str(folder / "embeddings"))

@@ -11,7 +11,7 @@ as one corpus by `PartitionedIndex`; `open_index` loads either layout from its m
 
 Only `schemas`, numpy, scann and pyarrow are imported here: the index must not depend
 on how embeddings were produced. The names below are imported on first use, not with the package:
-`pipelines.options` reads `index_builder.config` for every command's flags, and the searchers
+`pipelines.settings.options` reads `index_builder.config` for every command's flags, and the searchers
 bring torch and ScaNN with them.
 """
 

@@ -21,8 +21,8 @@ from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.evaluate.config import EvaluateConfig
 from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.layout import DatasetLayout
-from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
-from pipelines.stage_config import nested, setting
+from pipelines.settings.options import EmbedSettings, EvaluateSettings, ModelSettings
+from pipelines.settings.stage_config import nested, setting
 from pipelines.train.adapt import AdaptJob, AdaptReport, run_adapt
 from pipelines.train.encoder_job import require_dataset
 from pipelines.train.pretrain import PRETRAIN_PRECISIONS, pretrain_in_bf16

@@ -124,7 +124,7 @@ def _refuse_leftovers(parser: argparse.ArgumentParser, name: str, beam_args: Seq
         parser.error(f"unrecognised arguments for {name}: {' '.join(beam_args)}")
     if not beam_args:
         return
-    from pipelines.beam_flags import refused_flags  # Beam's options: only for flags left to Beam
+    from pipelines.settings.beam_flags import refused_flags  # Beam's options: only for flags left to Beam
 
     passed_on: set[str] = set()
     if name == "nightly":
@@ -138,7 +138,7 @@ def _refuse_leftovers(parser: argparse.ArgumentParser, name: str, beam_args: Seq
 
 def _flag_owners(but: str) -> dict[str, str]:
     """Each flag of a command but `but`, and the commands that declare it ("build-index, evaluate")."""
-    from pipelines.beam_flags import flag_owners
+    from pipelines.settings.beam_flags import flag_owners
 
     parsers = {}
     for command in load_all().values():

@@ -24,7 +24,7 @@ from typing import TextIO
 
 from pipelines.engine_failures import engine_failure
 from pipelines.refusals import StageRefused
-from pipelines.staged_output import wrapped_os_error
+from pipelines.storage.staged_output import wrapped_os_error
 from schemas.manifest import ArtifactError
 from schemas.terminal_text import for_terminal
 

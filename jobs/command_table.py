@@ -8,8 +8,8 @@ transformers and ScaNN in front of each command, even of `--help`.
 
 Every command is one contract: a frozen config dataclass and a run function. Its flags are generated
 from the config (`command_flags`: its `setting`, `nested` and `subcommands` fields, in the terms of
-pipelines/stage_config.py), which the parsed flags build, so the config validates them. The run is called as
-``run(config, beam_options)``, with the Beam pipeline options of the flags the command's parser left
+pipelines/settings/stage_config.py), which the parsed flags build, so the config validates them. The run is
+called as ``run(config, beam_options)``, with the Beam pipeline options of the flags the command's parser left
 (only commands with ``beam=True`` accept any; `jobs.cli.parse_command` parses a command line the same
 way). Drivers build the same config and call the same run.
 
@@ -57,11 +57,16 @@ class Flags(Generic[Config]):
 def command_flags(
     config_class: type[Config], then: Callable[[Config, set[str]], Config] | None = None
 ) -> Flags[Config]:
-    """The flags of `config_class`'s `setting`, `nested` and `subcommands` fields (`pipelines.stage_config`),
-    and the config built of them and of the flags left for Beam (a `beam_options` field holds those);
-    `then(config, written)` finishes it knowing which flags the command line wrote (a `--preset` fills the
-    others)."""
-    from pipelines.stage_config import BEAM_ARGS, add_config_arguments, config_from_values, written_flags
+    """The flags of `config_class`'s `setting`, `nested` and `subcommands` fields
+    (`pipelines.settings.stage_config`), and the config built of them and of the flags left for Beam (a
+    `beam_options` field holds those); `then(config, written)` finishes it knowing which flags the command
+    line wrote (a `--preset` fills the others)."""
+    from pipelines.settings.stage_config import (
+        BEAM_ARGS,
+        add_config_arguments,
+        config_from_values,
+        written_flags,
+    )
 
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         add_config_arguments(parser, config_class, enforce_required=True)

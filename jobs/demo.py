@@ -23,18 +23,18 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from jobs.adapt import evaluate_model
-from pipelines.depth import check_depth, retrieval_depth
 from pipelines.embed.enrich import PREDICTION_COLUMNS, EnrichConfig, enrich_catalog, format_counts
 from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.evaluate.config import EvaluateConfig
 from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import build_partitioned
+from pipelines.io.parquet_reading import read_parquet_table
 from pipelines.layout import DatasetLayout, RunLayout
-from pipelines.options import EmbedSettings, EvaluateSettings, IndexSettings, ModelSettings
-from pipelines.parquet_reading import read_parquet_table
 from pipelines.report.page import write_report
-from pipelines.stage_config import nested, setting
+from pipelines.settings.depth import check_depth, retrieval_depth
+from pipelines.settings.options import EmbedSettings, EvaluateSettings, IndexSettings, ModelSettings
+from pipelines.settings.stage_config import nested, setting
 from pipelines.stage_runs import StageRunner
 from pipelines.train.adapt import AdaptJob, run_adapt
 from pipelines.train.shipped_recipe import ShippedRecipe, adapt_loop, train_shipped_model

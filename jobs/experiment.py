@@ -48,8 +48,8 @@ from pipelines.experiment.variant import embeddings_source, variant_training
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import build_partitioned
 from pipelines.layout import DatasetLayout
-from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings
 from pipelines.progress import ProgressLog
+from pipelines.settings.options import EmbedSettings, EvaluateSettings, ModelSettings
 from pipelines.stage_runs import StageRunner
 from pipelines.train.finetune import TrainJob, run_training
 from pipelines.train.pretrain import pretrain_in_bf16

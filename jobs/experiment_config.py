@@ -1,7 +1,7 @@
 """What one `madr experiment` runs: its flags, profiles and the benchmark it generates.
 
-`ExperimentConfig` declares every flag once (`pipelines.stage_config` generates them); `--profile` sets
-several at once, under any flag given explicitly. `jobs.experiment` runs it.
+`ExperimentConfig` declares every flag once (`pipelines.settings.stage_config` generates them); `--profile`
+sets several at once, under any flag given explicitly. `jobs.experiment` runs it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from model.registry import EXPERIMENT_ROLES
 from pipelines.experiment.pretraining import PretrainingPlan
-from pipelines.stage_config import nested, setting
+from pipelines.settings.stage_config import nested, setting
 from pipelines.train.pretrain import PRETRAIN_PRECISION_HELP, PRETRAIN_PRECISIONS
 from product_data.synthetic import SyntheticConfig
 from schemas import ECOMMERCE_ASPECTS
@@ -39,7 +39,7 @@ class ExperimentConfig:
     Fine-tuning runs up to `epochs` and stops after `patience` epochs without a better
     validation MRR@10, keeping the best checkpoint. `pretrain_steps` optimiser steps
     pre-train each shared model (`pipelines.experiment.pretraining`); 0 turns it off. Each
-    field is a flag of `madr experiment` (`pipelines.stage_config`).
+    field is a flag of `madr experiment` (`pipelines.settings.stage_config`).
     """
 
     variants: tuple[str, ...] = setting(DEFAULT_VARIANTS, "Comma-separated variants")

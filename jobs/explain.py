@@ -22,9 +22,9 @@ from model.annotations import RecordAnnotations
 from model.aspects.vocabulary import VOCABULARY_FILE, AspectVocabulary, normalise_value
 from model.text import text_for_model
 from model.text_encoder import TextEncoder
-from pipelines.parquet_reading import parquet_rows
-from pipelines.stage_config import input_checks, setting
-from pipelines.verify import verify_model
+from pipelines.io.parquet_reading import parquet_rows
+from pipelines.settings.stage_config import input_checks, setting
+from pipelines.storage.verify import verify_model
 from schemas import PRODUCT_SCHEMA, InvalidRecord, validate_product, validate_query
 from schemas.terminal_text import for_terminal
 

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.stage_config import output_setting, overwrite_setting, setting, subcommands
+from pipelines.settings.stage_config import output_setting, overwrite_setting, setting, subcommands
 from product_data.ingest import (
     ColumnMapping,
     EsciConfig,

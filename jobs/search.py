@@ -9,10 +9,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.inference import TextToEncode
-from pipelines.options import ConfidenceThreshold
-from pipelines.search import SearchConfig, format_hits, hits_table_rows, open_search, parse_filter, run_search
-from pipelines.stage_config import nested, setting
-from pipelines.texts import read_query_texts
+from pipelines.io.texts import read_query_texts
+from pipelines.serve.search import (
+    SearchConfig,
+    format_hits,
+    hits_table_rows,
+    open_search,
+    parse_filter,
+    run_search,
+)
+from pipelines.settings.options import ConfidenceThreshold
+from pipelines.settings.stage_config import nested, setting
 from schemas import RUN_SCHEMA
 
 

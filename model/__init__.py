@@ -4,7 +4,7 @@
 directory; both return the encoder and its tokenizer.
 
 The names below are imported on first use, not with the package: `model.abstention` and
-`model.hardware` are read by every command's flags (`pipelines.options`), and importing the
+`model.hardware` are read by every command's flags (`pipelines.settings.options`), and importing the
 encoders with them put transformers' model code (about 4 s) in front of `madr --help`.
 """
 

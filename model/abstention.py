@@ -8,7 +8,7 @@ aspects are extractive (madral-kdd22 §8.1 takes them from the listing), so a va
 not name is a guess, not a reading.
 
 Plain Python, apart from `model.annotations` which applies the rule to a forward pass: the stage
-options (`pipelines.options`) declare the rule's flags without importing torch.
+options (`pipelines.settings.options`) declare the rule's flags without importing torch.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ first layer's feed-forward output projection (`nodes_kept_in_fp32` says why).
 
 Exports are cached in `cache_root()/<sha256 of model.safetensors>/` (`$MADR_CACHE` or
 ~/.cache/madr), not inside the model folder: that folder is sealed by its manifest
-(pipelines.verify refuses unlisted files), and keying the cache by the weights' checksum means a
+(pipelines.storage.verify refuses unlisted files), and keying the cache by the weights' checksum means a
 retrained model can never pick up a stale graph. Each graph has a sidecar JSON that records its
 own sha256, checked before every load; a graph whose bytes do not match is exported again.
 Files are written under a temporary name and renamed, so two workers exporting at once are safe.

@@ -1,6 +1,6 @@
 """Reading a model's `model.safetensors`: a file that cannot be this model's weights is named, with the fix.
 
-A model directory is verified against its manifest before it is loaded (`pipelines.verify`), but a
+A model directory is verified against its manifest before it is loaded (`pipelines.storage.verify`), but a
 manifest can list a damaged or foreign file: one truncated before `madr train` wrote the manifest, or one
 copied in from another model with its entry. safetensors and torch then fail with messages about headers
 and tensor shapes that name neither the file nor what to do; these say both.

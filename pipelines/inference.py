@@ -26,8 +26,8 @@ from model import EncoderConfig, EncoderOutput, Side, load_config, pick_device, 
 from model.abstention import AbstentionRule
 from model.hardware import PrecisionChoice
 from model.text_encoder import TextEncoder, resolve_precision
-from pipelines.options import ModelSettings
 from pipelines.progress import ProgressLog
+from pipelines.settings.options import ModelSettings
 
 LOGGER = logging.getLogger(__name__)
 

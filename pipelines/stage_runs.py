@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines.embed.stage import EMBEDDINGS_KIND, rows_held
-from pipelines.stage_manifests import read_stage_manifest
+from pipelines.storage.stage_manifests import read_stage_manifest
 from schemas.manifest import ArtifactError
 
 T = TypeVar("T")

@@ -6,7 +6,7 @@ is an unfinished artifact. It records the artifact kind, free-form provenance, a
 
 This module is the one manifest API. Every writer builds its document with
 `manifest_document` and serialises it with `manifest_json`: `write_manifest` for local
-directories (a model, a dataset, a benchmark), `pipelines.stage_manifests.write_stage_manifest`
+directories (a model, a dataset, a benchmark), `pipelines.storage.stage_manifests.write_stage_manifest`
 through Beam's FileSystems (stage folders, local or gs://), and the index artifacts of
 `index_builder`, whose manifests add their own typed fields. It is also the one place that
 hashes artifact files and checks them against a manifest: `verify_manifest` for local
@@ -123,7 +123,7 @@ def files_digest(files: Mapping[str, Mapping[str, Any]]) -> str:
     Each entry pins one file's bytes; this pins the set. A manifest records it when written, and
     `check_files_digest` recomputes it on every read: an entry copied in from another artifact (with
     the file it describes) then no longer matches. It is also a model's fingerprint
-    (`pipelines.verify.model_fingerprint`), which embeddings and indexes record.
+    (`pipelines.storage.verify.model_fingerprint`), which embeddings and indexes record.
     """
     lines = (f"{name} {entry['sha256']}" for name, entry in sorted(files.items()))
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()

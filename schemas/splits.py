@@ -40,7 +40,7 @@ def title_key(title: str) -> str:
 class HeldOutProducts:
     """The share of a catalog that training never reads (0: none), chosen by product id or by title."""
 
-    # `help` metadata makes the share a flag of the commands that train (pipelines/stage_config.py).
+    # `help` metadata makes the share a flag of the commands that train (pipelines/settings/stage_config.py).
     fraction: float = field(
         default=0.0,
         metadata={

@@ -8,8 +8,8 @@
     catalog.parquet      per index row: product_id, title, the aspect values filters match
     vectors.npy          per index row: the float32 embedding, for filters too selective to over-fetch
 
-`madr export-serving` writes one (`pipelines.serving_export`); `open_bundle` refuses one whose files do not
-match the manifest, that holds a file the manifest does not list, or whose encoder another model made than
+`madr export-serving` writes one (`pipelines.serve.serving_export`); `open_bundle` refuses one whose files do
+not match the manifest, that holds a file the manifest does not list, or whose encoder another model made than
 the index's. Each file is read once and its bytes checked before they are used.
 """
 

@@ -1,9 +1,9 @@
 """The indexed products as a search shows and filters them: titles and, per aspect, the values shown (the
 catalog's, or else the model's prediction at or above the threshold, with its confidence).
 
-`madr search` builds one from the catalog and the embed output (`pipelines.search.load_catalog`); a serving
-bundle carries one as `catalog.parquet` (`serving.bundle`). Filters compare values by `filter_key` (case,
-accents and punctuation aside), so both find what `madr enrich` would write.
+`madr search` builds one from the catalog and the embed output (`pipelines.serve.search.load_catalog`); a
+serving bundle carries one as `catalog.parquet` (`serving.bundle`). Filters compare values by `filter_key`
+(case, accents and punctuation aside), so both find what `madr enrich` would write.
 """
 
 from __future__ import annotations

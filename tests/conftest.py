@@ -34,7 +34,7 @@ from index_builder.partitioned import shard_dir_name
 from model import new_encoder
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import IndexBuildReport, build_partitioned
-from pipelines.options import IndexSettings
+from pipelines.settings.options import IndexSettings
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA, write_manifest
 
 atexit.register(shutil.rmtree, os.environ["MADR_CACHE"], ignore_errors=True)
@@ -79,7 +79,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "bibert", pretrained=False, backbone=tiny_backbone(), projection_dim=16, model_version="test"
         )
     encoder.save_pretrained(directory, tokenizer)
-    # Stages verify a model against its manifest before using it (pipelines.verify).
+    # Stages verify a model against its manifest before using it (pipelines.storage.verify).
     write_manifest(directory, "madr-model", {"variant": "bibert", "model_version": "test"})
     return directory
 

@@ -2,7 +2,7 @@
 
 The emulator (2026.7) ignores `ifGenerationMatch`: every conditional write succeeds, so two writers
 that GCS itself would keep apart both win. madr's object-store root relies on the condition (the LATEST
-swap and the writer lock, `pipelines.object_store`), so its tests need an emulator that honours it, as
+swap and the writer lock, `pipelines.storage.object_store`), so its tests need an emulator that honours it, as
 GCS does (https://cloud.google.com/storage/docs/request-preconditions): on an upload (media, multipart,
 or the start of a resumable one) and on a delete, `ifGenerationMatch=G` goes through only when the
 object's live generation is G, where 0 means "no live object"; otherwise 412 Precondition Failed and

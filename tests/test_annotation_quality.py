@@ -21,7 +21,7 @@ from pipelines.evaluate.annotation_quality import (
 )
 from pipelines.evaluate.trained_products import never_trained_on
 from pipelines.layout import DatasetLayout
-from pipelines.options import ModelSettings
+from pipelines.settings.options import ModelSettings
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas.splits import RULE_NAME, HeldOutProducts, held_out_bucket
 

@@ -23,8 +23,8 @@ from jobs.cli import parse_command
 from model import new_encoder
 from pipelines.embed.stage import embed_catalog
 from pipelines.evaluate.stage import evaluate_retrieval
-from pipelines.stage_manifests import verify_stage_folder
-from pipelines.verify import ModelMismatchError, verify_model
+from pipelines.storage.stage_manifests import verify_stage_folder
+from pipelines.storage.verify import ModelMismatchError, verify_model
 from schemas import ArtifactError, write_manifest
 from schemas.manifest import files_digest
 from tests.conftest import index_embeddings, tiny_backbone

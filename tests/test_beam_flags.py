@@ -8,7 +8,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from jobs.cli import main, parse_command
-from pipelines.beam_flags import beam_unknown, flag_names, refused_flags
+from pipelines.settings.beam_flags import beam_unknown, flag_names, refused_flags
 
 EMBED = ["embed", "--products", "p.parquet", "--model", "m", "--output", "o"]
 

@@ -17,7 +17,7 @@ import pytest
 
 from index_builder import open_index
 from jobs.cli import main
-from pipelines.parquet_reading import read_parquet_table
+from pipelines.io.parquet_reading import read_parquet_table
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 
 distributed = pytest.importorskip("distributed", reason="the Dask runner needs the dask extra")

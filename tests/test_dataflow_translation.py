@@ -44,8 +44,8 @@ from pipelines.embed.stage import build_embed_pipeline, embed_catalog
 from pipelines.evaluate.stage import build_evaluate_pipeline
 from pipelines.index.partitioned import build_partitioned_index_pipeline
 from pipelines.nightly.run import NightlyJob
-from pipelines.options import IndexSettings
 from pipelines.runner import make_pipeline
+from pipelines.settings.options import IndexSettings
 from tests.conftest import index_embeddings
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 

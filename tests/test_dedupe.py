@@ -18,7 +18,7 @@ from model import content_hash, document_text
 from pipelines.embed.dedupe import KeptCopy, _Copy, _kept_copies, raw_product_id
 from pipelines.embed.key_index import CollectKeys, IndexKeys, KeyIndex, as_side_input
 from pipelines.embed.stage import build_embed_pipeline, embed_catalog
-from pipelines.parquet_reading import read_parquet_table
+from pipelines.io.parquet_reading import read_parquet_table
 from schemas import InvalidRecord, validate_product
 from tests.test_embed_pipeline import catalog, write_catalog
 

@@ -17,7 +17,6 @@ from apache_beam.testing.util import assert_that, equal_to
 from jobs.cli import parse_command
 from model import Side, content_hash, document_text, load_encoder
 from model.text_encoder import length_sorted_chunks
-from pipelines.catalog_io import DEAD_LETTERS, VALID, ListRowGroups, ReadValidatedFn
 from pipelines.embed.batches import ProductBatchHandler
 from pipelines.embed.counts import DeadLetterThresholdExceeded
 from pipelines.embed.stage import (
@@ -26,9 +25,10 @@ from pipelines.embed.stage import (
     embed_catalog,
 )
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode, load_text_encoder
-from pipelines.options import EmbedSettings, ModelSettings, PredictionThreshold
-from pipelines.parquet_reading import read_embeddings
-from pipelines.stage_config import config_from_values
+from pipelines.io.catalog_io import DEAD_LETTERS, VALID, ListRowGroups, ReadValidatedFn
+from pipelines.io.parquet_reading import read_embeddings
+from pipelines.settings.options import EmbedSettings, ModelSettings, PredictionThreshold
+from pipelines.settings.stage_config import config_from_values
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA, validate_product
 
 

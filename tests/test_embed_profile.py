@@ -32,7 +32,7 @@ def test_a_sample_goes_to_the_innermost_part_its_stack_names() -> None:
     assert classify(lazy, MADR_PARTS) == "imports"
     assert classify(f"{RUN};_PlanFn.plan (pipelines/embed/incremental.py:170)", MADR_PARTS) == "plan"
     assert (
-        classify(f"{RUN};ParquetTableSink.write_record (pipelines/parquet_shards.py:88)", MADR_PARTS)
+        classify(f"{RUN};ParquetTableSink.write_record (pipelines/io/parquet_shards.py:88)", MADR_PARTS)
         == "write"
     )
     assert classify(f"{RUN};SdkWorker.process_bundle (apache_beam/sdk_worker.py:1)", MADR_PARTS) == "rest"

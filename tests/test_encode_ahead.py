@@ -18,8 +18,8 @@ from jobs.cli import main
 from model.encoder import Side
 from pipelines.embed.batches import EmbedBatches, GatherProducts
 from pipelines.inference import ModelIdentity
-from pipelines.options import EmbedSettings, ModelSettings
-from pipelines.parquet_reading import read_parquet_table
+from pipelines.io.parquet_reading import read_parquet_table
+from pipelines.settings.options import EmbedSettings, ModelSettings
 from tests.test_embed_pipeline import _FailingHandler, catalog, write_catalog
 
 

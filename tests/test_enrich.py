@@ -14,11 +14,11 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from jobs.cli import main
-from pipelines.catalog_io import DEAD_LETTERS
 from pipelines.embed.enrich import EnrichConfig, FillAspectGaps, enrich_catalog, format_counts
 from pipelines.embed.gap_fill import FilledAspect, fill_aspects
-from pipelines.options import PredictionThreshold
-from pipelines.stage_manifests import write_stage_manifest
+from pipelines.io.catalog_io import DEAD_LETTERS
+from pipelines.settings.options import PredictionThreshold
+from pipelines.storage.stage_manifests import write_stage_manifest
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, ENRICHED_PRODUCT_SCHEMA, PRODUCT_SCHEMA, embedding_schema
 from tests.test_file_isolation import random_bytes, without_product_id
 

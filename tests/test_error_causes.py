@@ -19,9 +19,9 @@ from model import Side, load_encoder, new_encoder
 from model.onnx_runtime import cached_graph
 from model.weights_file import WeightsError
 from pipelines.inference import EncoderModelHandler
-from pipelines.options import ModelSettings
-from pipelines.staged_output import fresh_output, is_disk_full, wrapped_os_error
-from pipelines.verify import verify_model
+from pipelines.settings.options import ModelSettings
+from pipelines.storage.staged_output import fresh_output, is_disk_full, wrapped_os_error
+from pipelines.storage.verify import verify_model
 from schemas import write_manifest
 from schemas.manifest import sha256_file
 from tests.conftest import tiny_backbone

@@ -25,8 +25,8 @@ from pipelines.evaluate.calibration import calibrate, choose
 from pipelines.evaluate.report import resolve_rule
 from pipelines.evaluate.searchers import searcher_specs
 from pipelines.evaluate.stage import SearcherSpec, evaluate_retrieval
-from pipelines.options import EvaluateSettings
-from pipelines.parquet_reading import read_embeddings
+from pipelines.io.parquet_reading import read_embeddings
+from pipelines.settings.options import EvaluateSettings
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
 
 ITEMS = ["juicer", "blender", "socks", "sneakers", "lamp", "toaster"]

@@ -20,7 +20,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from evaluation import RelevanceRule, evaluate_query, parse_metrics
 from index_builder import ExactSearcher
 from pipelines.evaluate.transforms import JoinJudgments, SearchAndScore, WriteRun
-from pipelines.stage_manifests import counter_value
+from pipelines.storage.stage_manifests import counter_value
 
 METRICS = parse_metrics(["recall@3", "recall@20", "ndcg@5", "mrr@10", "auc"])
 DEPTH = 20

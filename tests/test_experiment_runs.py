@@ -16,7 +16,7 @@ from evaluation.experiment_stats import pool_seeds
 from jobs.experiment_config import ExperimentConfig
 from pipelines.experiment.runs import RunArchive
 from pipelines.layout import DatasetLayout
-from pipelines.stage_manifests import write_stage_manifest
+from pipelines.storage.stage_manifests import write_stage_manifest
 from product_data.synthetic import generate_benchmark
 
 CONFIG = ExperimentConfig(

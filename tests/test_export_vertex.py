@@ -23,9 +23,9 @@ from pipelines.embed.export import (
     vertex_record,
     vertex_restricts,
 )
-from pipelines.options import ExportSettings, PredictionThreshold
-from pipelines.stage_config import config_from_values
-from pipelines.stage_manifests import write_stage_manifest
+from pipelines.settings.options import ExportSettings, PredictionThreshold
+from pipelines.settings.stage_config import config_from_values
+from pipelines.storage.stage_manifests import write_stage_manifest
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, PRODUCT_SCHEMA, embedding_schema
 from tests.test_file_isolation import random_bytes, without_product_id
 

@@ -3,7 +3,7 @@
 Each case writes a real broken Parquet file beside a good one and runs the whole embed stage on
 Beam's local runner: the job must finish, the broken part must become dead letters whose reason
 names the file, and products read = embedded + dead-lettered must still hold, by the counting
-rule of pipelines/catalog_io.py (a file whose footer cannot be read counts as a file, not as
+rule of pipelines/io/catalog_io.py (a file whose footer cannot be read counts as a file, not as
 products; rows the footer vouches for count as read and dead-lettered).
 """
 
@@ -21,8 +21,8 @@ import pytest
 
 from jobs.cli import parse_command
 from pipelines.embed.stage import embed_catalog
-from pipelines.parquet_reading import read_embeddings
-from pipelines.stage_manifests import verify_stage_folder
+from pipelines.io.parquet_reading import read_embeddings
+from pipelines.storage.stage_manifests import verify_stage_folder
 from schemas import PRODUCT_SCHEMA
 from tests.test_embed_pipeline import catalog, write_catalog
 

@@ -2,7 +2,7 @@
 --overwrite, writes into a staging folder that is moved into place when the run succeeds, and its
 manifest lists exactly the files that run wrote.
 
-`pipelines.staged_output.fresh_output` is tested alone (locally and on a GCS emulator), then through
+`pipelines.storage.staged_output.fresh_output` is tested alone (locally and on a GCS emulator), then through
 every stage that writes a folder: embed, build-index (single and partitioned), evaluate, enrich,
 export-vertex, train, and the nightly job, whose rerun of an unfinished night must still work.
 """
@@ -23,11 +23,11 @@ from pipelines.embed.export import ExportVertexConfig, export_vertex
 from pipelines.embed.stage import embed_catalog
 from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.index.partitioned import build_partitioned
+from pipelines.io.parquet_reading import read_embeddings
 from pipelines.nightly.run import NightlyJob, run_nightly
-from pipelines.options import IndexSettings
-from pipelines.parquet_reading import read_embeddings
-from pipelines.stage_manifests import read_stage_manifest, verify_stage_folder
-from pipelines.staged_output import OutputNotEmpty, fresh_output, staging_folder
+from pipelines.settings.options import IndexSettings
+from pipelines.storage.stage_manifests import read_stage_manifest, verify_stage_folder
+from pipelines.storage.staged_output import OutputNotEmpty, fresh_output, staging_folder
 from pipelines.train.finetune import TrainJob, run_training
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas.manifest import MANIFEST_FILE, ArtifactError
@@ -371,8 +371,8 @@ def test_a_rerun_of_an_unfinished_night_replaces_its_unfinished_stage_folder(
 
 def test_previous_may_name_a_run_folder_that_has_its_own_manifest(tmp_path: Path) -> None:
     """A nightly run folder holds its run manifest and embeddings/: --previous RUN finds the latter."""
-    from pipelines.parquet_reading import previous_embeddings_folder
-    from pipelines.stage_manifests import write_stage_manifest
+    from pipelines.io.parquet_reading import previous_embeddings_folder
+    from pipelines.storage.stage_manifests import write_stage_manifest
 
     run = tmp_path / "2026-11-24"
     (run / "embeddings").mkdir(parents=True)

@@ -25,9 +25,9 @@ from index_builder import open_index
 from jobs.cli import parse_command
 from pipelines.embed.stage import embed_catalog
 from pipelines.evaluate.stage import SearcherSpec, evaluate_retrieval
-from pipelines.local_copies import local_output, localize, publish
-from pipelines.parquet_reading import read_embeddings
-from pipelines.stage_manifests import read_stage_manifest
+from pipelines.io.parquet_reading import read_embeddings
+from pipelines.storage.local_copies import local_output, localize, publish
+from pipelines.storage.stage_manifests import read_stage_manifest
 from schemas import JUDGMENT_SCHEMA, PRODUCT_SCHEMA, QUERY_SCHEMA
 from tests.conftest import index_embeddings
 

@@ -14,7 +14,7 @@ from model.hardware import CPU_FLAGS_ENV, PrecisionChoice, auto_precision, cpu_f
 from model.text_encoder import resolve_precision
 from pipelines.embed.stage import embed_catalog
 from pipelines.inference import EncoderModelHandler
-from pipelines.options import ModelSettings
+from pipelines.settings.options import ModelSettings
 from tests.test_embed_pipeline import catalog, write_catalog
 
 CPU, GPU = torch.device("cpu"), torch.device("cuda")

@@ -143,7 +143,7 @@ def test_the_allow_list_is_empty_and_every_entry_still_exists() -> None:
         ("schemas/records.py", "import model.encoder\n", "model.encoder"),
         ("schemas/records.py", "from pipelines.embed import run_embed\n", "pipelines.embed"),
         ("model/encoder.py", "from jobs import cli\n", "jobs"),
-        ("evaluation/metrics.py", "from pipelines.options import x\n", "pipelines.options"),
+        ("evaluation/metrics.py", "from pipelines.settings.options import x\n", "pipelines.settings.options"),
         ("evaluation/report.py", "from model import new_encoder\n", "model"),
         ("pipelines/embed/stage.py", "from jobs.nightly import run_nightly\n", "jobs.nightly"),
         ("pipelines/evaluate/stage.py", "from ...jobs import cli\n", "jobs"),

@@ -11,14 +11,14 @@ import pytest
 from jobs.cli import parse_command
 from model import content_hash, document_text, load_encoder
 from model.annotations import ANNOTATION_COLUMNS
-from pipelines.catalog_io import Positioned
 from pipelines.embed.batches import ProductBatch
 from pipelines.embed.dedupe import KeptCopy
 from pipelines.embed.incremental import TonightKeys, _PlanFn, embedding_table
 from pipelines.embed.key_index import KeyIndex, content_key, id_key
 from pipelines.embed.stage import embed_catalog
 from pipelines.inference import ModelIdentity
-from pipelines.parquet_reading import read_embeddings, read_parquet_table
+from pipelines.io.catalog_io import Positioned
+from pipelines.io.parquet_reading import read_embeddings, read_parquet_table
 from schemas import ArtifactError, embedding_schema, write_manifest
 from tests.test_embed_pipeline import catalog, write_catalog
 

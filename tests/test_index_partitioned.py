@@ -38,8 +38,8 @@ from jobs.cli import parse_command
 from pipelines.evaluate.stage import SearcherSpec
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import BuildPartitionedIndex, build_partitioned
-from pipelines.stage_config import config_from_values
-from pipelines.stage_manifests import write_stage_manifest
+from pipelines.settings.stage_config import config_from_values
+from pipelines.storage.stage_manifests import write_stage_manifest
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, embedding_schema, verify_manifest
 
 N, DIM, CLUSTERS, SHARDS, MAX_K = 18_000, 32, 50, 3, 100
@@ -246,7 +246,7 @@ def test_the_one_shard_build_in_process_equals_the_beam_one(corpus, tmp_path: Pa
     same order and the same vectors as the shard the Beam pipeline builds from the same embeddings."""
     from pipelines.index.config import IndexBuildConfig
     from pipelines.index.partitioned import build_partitioned, build_partitioned_index_pipeline
-    from pipelines.options import IndexSettings
+    from pipelines.settings.options import IndexSettings
 
     embeddings, ids, queries = corpus
     write_embeddings(tmp_path / "embeddings", ids[:3_000], embeddings[:3_000], files=3)

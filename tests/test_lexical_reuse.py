@@ -18,7 +18,7 @@ from index_builder.term_counts import TermCounts, counted
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.lexical_build import PRODUCT_COLUMNS, _text_of, _texts, count_terms
 from pipelines.index.partitioned import build_partitioned
-from pipelines.options import IndexSettings
+from pipelines.settings.options import IndexSettings
 from schemas import PRODUCT_SCHEMA
 from tests.test_index_partitioned import write_embeddings
 from tests.test_lexical_shards import QUERIES, _bm25_scores, _catalog

@@ -19,7 +19,7 @@ from index_builder.analyzer import analyze, language_of_locale
 from index_builder.bm25 import Bm25Index, Bm25Settings, LexicalStatistics
 from pipelines.index.config import IndexBuildConfig, LexicalSettings
 from pipelines.index.partitioned import build_partitioned
-from pipelines.options import IndexSettings
+from pipelines.settings.options import IndexSettings
 from schemas import PRODUCT_SCHEMA
 from tests.test_index_partitioned import write_embeddings
 

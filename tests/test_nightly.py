@@ -14,7 +14,7 @@ from pipelines.evaluate.inputs import EvaluationInputRefused
 from pipelines.nightly.inputs import CatalogChanged
 from pipelines.nightly.latest import read_latest
 from pipelines.nightly.run import NightlyJob, run_nightly
-from pipelines.options import IndexSettings
+from pipelines.settings.options import IndexSettings
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 
 
@@ -369,8 +369,8 @@ def _flags(settings: dict) -> str:
 
 def test_the_settings_cover_every_flag_each_stage_reads() -> None:
     """A setting added to a stage must be added above, or the nightly test below would not cover it."""
-    from pipelines.options import EmbedSettings, EvaluateSettings, ModelSettings, PredictionThreshold
-    from pipelines.stage_config import flag_fields
+    from pipelines.settings.options import EmbedSettings, EvaluateSettings, ModelSettings, PredictionThreshold
+    from pipelines.settings.stage_config import flag_fields
 
     def names(*classes: type) -> set[str]:
         return {f.name for cls in classes for f in flag_fields(cls)} - SET_BY_THE_JOB

@@ -16,11 +16,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from pipelines import writer_lock
 from pipelines.nightly import latest
 from pipelines.nightly.latest import LatestChanged, publish_latest
-from pipelines.object_store import PreconditionFailed, read_with_generation, write_if_generation
-from pipelines.writer_lock import WriterBusy, exclusive_writer, object_lock_path
+from pipelines.storage import writer_lock
+from pipelines.storage.object_store import PreconditionFailed, read_with_generation, write_if_generation
+from pipelines.storage.writer_lock import WriterBusy, exclusive_writer, object_lock_path
 from tests.gcs_emulator import GcsEmulator, pointed_at, running_emulator
 
 BUCKET = "madr-roots"
@@ -64,7 +64,7 @@ _RACER = textwrap.dedent(
     """
     import sys
     from pipelines.nightly.latest import LatestChanged, publish_latest
-    from pipelines.writer_lock import WriterBusy, exclusive_writer
+    from pipelines.storage.writer_lock import WriterBusy, exclusive_writer
     root, run_id = sys.argv[1], sys.argv[2]
     try:
         with exclusive_writer(root + "/LATEST", "race " + run_id):
@@ -114,7 +114,7 @@ def test_a_killed_writers_lock_is_taken_over_once_stale(gcs, monkeypatch, caplog
     holder = textwrap.dedent(
         """
         import sys, time
-        from pipelines.writer_lock import exclusive_writer
+        from pipelines.storage.writer_lock import exclusive_writer
         with exclusive_writer(sys.argv[1], "the killed run"):
             print("held", flush=True)
             time.sleep(600)
@@ -134,7 +134,8 @@ def test_a_killed_writers_lock_is_taken_over_once_stale(gcs, monkeypatch, caplog
         pass
     monkeypatch.setattr(writer_lock, "STALE_LOCK_SECONDS", 0.5)
     time.sleep(0.6)
-    with caplog.at_level("WARNING", logger="pipelines.writer_lock"), exclusive_writer(path, "the next run"):
+    logger = "pipelines.storage.writer_lock"
+    with caplog.at_level("WARNING", logger=logger), exclusive_writer(path, "the next run"):
         assert "stopped refreshing it" in caplog.text
     assert read_with_generation(object_lock_path(path))[0] is None
 

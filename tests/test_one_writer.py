@@ -18,10 +18,10 @@ import pytest
 
 from pipelines.nightly.latest import LatestChanged, latest_run_folder, publish_latest, read_latest
 from pipelines.nightly.run import run_nightly
-from pipelines.stage_manifests import write_stage_manifest
 from pipelines.stage_runs import unfinished
-from pipelines.staged_output import OutputNotEmpty, fresh_output
-from pipelines.writer_lock import WriterBusy, exclusive_writer, lock_path
+from pipelines.storage.stage_manifests import write_stage_manifest
+from pipelines.storage.staged_output import OutputNotEmpty, fresh_output
+from pipelines.storage.writer_lock import WriterBusy, exclusive_writer, lock_path
 from tests.test_embed_pipeline import catalog, write_catalog
 from tests.test_publish_guard import _job
 from tests.test_verify_artifacts import SHARD, _embeddings

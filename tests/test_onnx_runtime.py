@@ -22,7 +22,7 @@ from model.onnx_runtime import (
 )
 from model.text_encoder import resolve_runtime
 from pipelines.inference import EncoderModelHandler, TextToEncode
-from pipelines.options import ModelSettings
+from pipelines.settings.options import ModelSettings
 from schemas.manifest import sha256_file
 from tests.test_baselines import build
 

@@ -12,7 +12,7 @@ from jobs.cli import main
 from model import Side, load_encoder, new_encoder
 from model.aspects.open_vocabulary import add_aspect_values, carried_rows
 from model.aspects.vocabulary import AspectVocabulary
-from pipelines.verify import verify_model
+from pipelines.storage.verify import verify_model
 from schemas import write_manifest
 from tests.conftest import tiny_backbone
 from tests.test_embed_pipeline import catalog, write_catalog

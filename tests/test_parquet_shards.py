@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from pipelines.parquet_shards import WriteParquetShards, dictionary_columns
+from pipelines.io.parquet_shards import WriteParquetShards, dictionary_columns
 from schemas import embedding_schema
 
 DIMENSION = 16

@@ -27,8 +27,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from index_builder import open_index
 from pipelines.nightly.run import NightlyJob, run_nightly
-from pipelines.options import IndexSettings
 from pipelines.runner import make_pipeline
+from pipelines.settings.options import IndexSettings
 from tests.test_dask_stages import _rows
 from tests.test_embed_pipeline import catalog, write_catalog, write_test_queries
 

@@ -108,7 +108,7 @@ def test_help_lists_every_preset_and_what_it_sets(command: str, capsys) -> None:
 def test_every_preset_key_is_a_flag_field_of_the_command_it_sets() -> None:
     """Presets are keyed by config field names: a misspelt key would be skipped without a word."""
     from model.training.pretrain import PretrainingConfig
-    from pipelines.stage_config import flag_fields
+    from pipelines.settings.stage_config import flag_fields
     from pipelines.train.pretrain import PretrainJob
 
     def names(*classes: type) -> set[str]:

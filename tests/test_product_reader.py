@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.product_reader import SkippedProducts, valid_products
+from pipelines.io.product_reader import SkippedProducts, valid_products
 from tests.test_embed_pipeline import catalog, write_catalog
 
 

@@ -76,7 +76,7 @@ def test_a_detail_ends_the_line_and_an_empty_one_adds_nothing() -> None:
 def test_the_embed_handler_says_how_much_of_the_time_the_model_ran(tiny_model_dir) -> None:
     from model import Side
     from pipelines.embed.batches import ProductBatch, ProductBatchHandler
-    from pipelines.options import ModelSettings
+    from pipelines.settings.options import ModelSettings
 
     handler = ProductBatchHandler(
         ModelSettings(str(tiny_model_dir), batch_size=8), Side.DOCUMENT, annotate=True

@@ -14,8 +14,8 @@ from pipelines.embed.stage import embed_catalog
 from pipelines.nightly.latest import LATEST, read_latest
 from pipelines.nightly.publish_guard import CatalogSizeCheck, PublishRefused
 from pipelines.nightly.run import NightlyJob, run_nightly
-from pipelines.options import IndexSettings
-from pipelines.stage_manifests import read_stage_manifest
+from pipelines.settings.options import IndexSettings
+from pipelines.storage.stage_manifests import read_stage_manifest
 from schemas import ArtifactError
 from tests.test_embed_pipeline import catalog, write_catalog
 

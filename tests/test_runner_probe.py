@@ -15,7 +15,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from jobs.cli import main
 from pipelines.cluster.probe import EXPECTED, RunnerRefused, probe_counts, refuse_if_lossy
 from pipelines.runner import make_pipeline
-from pipelines.stage_manifests import StageOutputMismatch, write_stage_manifest
+from pipelines.storage.stage_manifests import StageOutputMismatch, write_stage_manifest
 from schemas.manifest import MANIFEST_FILE
 
 

@@ -28,8 +28,8 @@ import pyarrow.parquet as pq
 
 from jobs.cli import parse_command
 from pipelines.embed.stage import embed_catalog
-from pipelines.parquet_reading import read_parquet_table
-from pipelines.stage_manifests import list_files, read_stage_manifest
+from pipelines.io.parquet_reading import read_parquet_table
+from pipelines.storage.stage_manifests import list_files, read_stage_manifest
 from schemas import PRODUCT_SCHEMA
 
 # What two runs' manifests may differ in: the creation time, the files of the shard split (see above)

@@ -18,7 +18,7 @@ from pipelines.evaluate.corpus_parts import embedding_parts, index_carries_bm25,
 from pipelines.evaluate.searchers import SearcherSpec
 from pipelines.evaluate.sharded import BM25, DENSE, FUSED, SearchPartsAndScore
 from pipelines.evaluate.transforms import JudgedQuery, SearchAndScore
-from pipelines.parquet_reading import read_embeddings
+from pipelines.io.parquet_reading import read_embeddings
 from tests.test_lexical_shards import QUERIES
 from tests.test_lexical_shards import store as store
 

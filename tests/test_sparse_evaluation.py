@@ -33,7 +33,7 @@ from pipelines.evaluate.sparse import (
 from pipelines.evaluate.variant_metrics import unseen_products, variant_metrics
 from pipelines.index.sparse import sparse_queries
 from pipelines.layout import DatasetLayout
-from pipelines.verify import ModelMismatchError
+from pipelines.storage.verify import ModelMismatchError
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import write_manifest
 from schemas.splits import HeldOutProducts

@@ -10,8 +10,14 @@ import pytest
 from jobs.cli import parse_command
 from jobs.experiment import PROFILES, ExperimentConfig
 from model.training import TrainingConfig
-from pipelines.options import EmbedSettings, EvaluateSettings, IndexSettings, ModelSettings
-from pipelines.stage_config import add_config_arguments, config_from_values, nested, setting, subcommands
+from pipelines.settings.options import EmbedSettings, EvaluateSettings, IndexSettings, ModelSettings
+from pipelines.settings.stage_config import (
+    add_config_arguments,
+    config_from_values,
+    nested,
+    setting,
+    subcommands,
+)
 from pipelines.train.finetune import TrainJob, TrainRun
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from evaluation.text_table import format_text_table
 from pipelines import stage_runs
-from pipelines.stage_manifests import write_stage_manifest
 from pipelines.stage_runs import StageRunner, is_finished
+from pipelines.storage.stage_manifests import write_stage_manifest
 
 KIND = "madr-test-stage"
 

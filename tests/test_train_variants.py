@@ -12,8 +12,8 @@ from model import load_encoder
 from model.registry import learns_aspects_by_default
 from model.training import TrainingConfig
 from pipelines.embed.stage import embed_catalog
+from pipelines.io.parquet_reading import read_embeddings, read_parquet_table
 from pipelines.layout import DatasetLayout
-from pipelines.parquet_reading import read_embeddings, read_parquet_table
 from pipelines.train.encoder_job import parse_variant_options
 from pipelines.train.finetune import TrainJob, run_training
 from product_data.synthetic import SyntheticConfig, generate_benchmark

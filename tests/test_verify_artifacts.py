@@ -33,8 +33,8 @@ from pipelines.embed.stage import embed_catalog
 from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.index.partitioned import build_partitioned
 from pipelines.inference import ModelIdentity
-from pipelines.stage_manifests import write_stage_manifest
-from pipelines.verify import ModelMismatchError, model_fingerprint
+from pipelines.storage.stage_manifests import write_stage_manifest
+from pipelines.storage.verify import ModelMismatchError, model_fingerprint
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 from schemas import EMBEDDING_ANNOTATION_COLUMNS, ArtifactError, embedding_schema, write_manifest
 from schemas.manifest import sha256_file
@@ -126,7 +126,7 @@ def test_no_verify_embeds_with_a_changed_model_and_warns(
 ) -> None:
     model = _copy(tiny_model_dir, tmp_path / "model")
     _flip_first_weight_byte(model)
-    with caplog.at_level(logging.WARNING, logger="pipelines.verify"):
+    with caplog.at_level(logging.WARNING, logger="pipelines.storage.verify"):
         counts = embed_catalog(*parse_command("embed", [*_embed_flags(tmp_path, model), "--no_verify"]))
     assert counts["products_embedded"] == 6
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -223,7 +223,7 @@ def test_no_verify_builds_the_index_from_tampered_embeddings_and_warns(
     embeddings = _embeddings(tmp_path / "embeddings")
     _tamper(embeddings)
     out = tmp_path / "index"
-    with caplog.at_level(logging.WARNING, logger="pipelines.verify"):
+    with caplog.at_level(logging.WARNING, logger="pipelines.storage.verify"):
         assert main(["build-index", "--embeddings", str(embeddings), "--out", str(out), "--no_verify"]) == 0
     assert "indexed 64 x 8" in capsys.readouterr().out
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -325,7 +325,7 @@ def test_explain_refuses_a_flipped_byte_and_no_verify_lets_it_through(
     expected, actual = _listed_sha256(tiny_model_dir, WEIGHTS), sha256_file(weights)
     assert error.startswith(f"madr explain: error: {weights}: sha256 {actual} does not match the manifest's ")
     assert expected in error and actual != expected
-    with caplog.at_level(logging.WARNING, logger="pipelines.verify"):
+    with caplog.at_level(logging.WARNING, logger="pipelines.storage.verify"):
         assert main([*flags, "--no_verify"]) == 0
     assert "score" in capsys.readouterr().out.lower()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -361,7 +361,7 @@ def test_train_init_from_a_tampered_model_is_refused(
     assert f"madr train: error: {weights}: sha256 {actual} does not match the manifest's " in error
     assert expected in error
     assert not (tmp_path / "out").exists() and not (tmp_path / ".out.staging").exists()
-    with caplog.at_level(logging.WARNING, logger="pipelines.verify"):
+    with caplog.at_level(logging.WARNING, logger="pipelines.storage.verify"):
         assert main([*flags, "--no_verify"]) == 0
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("--no_verify" in w and str(model) in w for w in warnings), warnings

@@ -9,7 +9,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from jobs.command_table import command
 from jobs.ingest_cli import IngestConfig, run_ingest
-from pipelines.stage_config import setting
+from pipelines.settings.stage_config import setting
 from product_data.synthetic import SyntheticConfig, generate_benchmark
 
 

@@ -10,7 +10,7 @@ from jobs.command_table import command
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.partitioned import build_partitioned
 from pipelines.index.sparse import build_inverted_index, default_checkpoints
-from pipelines.stage_config import input_checks, setting
+from pipelines.settings.stage_config import input_checks, setting
 
 
 @command(

@@ -9,7 +9,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from jobs.command_table import command
 from jobs.compare import compare_runs
 from pipelines.report.page import DEFAULT_NIGHTS, write_report
-from pipelines.stage_config import setting
+from pipelines.settings.stage_config import setting
 
 
 @dataclass(frozen=True)

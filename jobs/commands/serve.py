@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from jobs.command_table import command
-from pipelines.serving_export import ExportServingConfig, export_serving
-from pipelines.stage_config import setting
+from pipelines.serve.serving_export import ExportServingConfig, export_serving
+from pipelines.settings.stage_config import setting
 from schemas.terminal_text import for_terminal
 from serving.bundle import bundle_size
 from serving.server import load_holder, make_server

@@ -8,7 +8,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from jobs.adapt import AdaptRun, run_adapt_job
 from jobs.command_table import command
-from pipelines.stage_config import setting
+from pipelines.settings.stage_config import setting
 from pipelines.train.extend_vocabulary import extend_vocabulary
 from pipelines.train.finetune import TrainRun, run_training
 from pipelines.train.pretrain import PretrainRun, run_pretraining

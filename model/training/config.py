@@ -8,7 +8,7 @@ from typing import Any
 
 
 def cli_field(default: Any, help: str, choices: tuple[Any, ...] | None = None) -> Any:
-    """A field with its command-line help: what `pipelines.stage_config` makes a flag of."""
+    """A field with its command-line help: what `pipelines.settings.stage_config` makes a flag of."""
     return field(default=default, metadata={"help": help, "choices": choices})
 
 
@@ -99,7 +99,8 @@ class TrainingConfig(LoopSettings):
     heads on the averaged encoder (`pipelines.train.head_refit`).
     """
 
-    # `help` metadata makes a field a flag of `madr train` (pipelines/stage_config.py generates them).
+    # `help` metadata makes a field a flag of `madr train` (pipelines/settings/stage_config.py generates
+    # them).
     batch_size: int = cli_field(32, "Queries per micro-batch")
     gradient_accumulation: int = cli_field(1, "Micro-batches per optimiser step")
     pointwise_loss_weight: float = cli_field(1.0, "Weight of L_CE over judged pairs (Eq. 8)")

@@ -47,7 +47,8 @@ class PretrainingConfig(LoopSettings):
             CPU without native bfloat16 it is slower, hence off by default.
     """
 
-    # `help` metadata makes a field a flag of `madr pretrain` (pipelines/stage_config.py generates them).
+    # `help` metadata makes a field a flag of `madr pretrain` (pipelines/settings/stage_config.py generates
+    # them).
     batch_size: int = cli_field(32, "Texts per step (one side)")
     head_learning_rate: float | None = cli_field(
         1e-3, "AdamW rate for the layers above the backbone (aspect extraction, heads, MLM heads)"

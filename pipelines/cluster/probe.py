@@ -25,7 +25,7 @@ from apache_beam.runners.runner import PipelineRunner
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from pipelines.stage_manifests import counter_value
+from pipelines.storage.stage_manifests import counter_value
 
 LOGGER = logging.getLogger(__name__)
 # As `pipelines.runner.runner_key` spells them (lower case, no "Runner" suffix).

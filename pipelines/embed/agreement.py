@@ -16,10 +16,10 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from model.aspects.vocabulary import normalise_value
-from pipelines.catalog_io import METRICS_NAMESPACE
+from pipelines.io.catalog_io import METRICS_NAMESPACE
 
 # Fewer than this many products whose value the catalog gives are no evidence either way: filled
-# (`--min_agreement`'s default and why: `pipelines.options.DEFAULT_MIN_AGREEMENT`).
+# (`--min_agreement`'s default and why: `pipelines.settings.options.DEFAULT_MIN_AGREEMENT`).
 MIN_AGREEMENT_CHECKS = 20
 
 

@@ -31,8 +31,8 @@ from apache_beam.utils.windowed_value import WindowedValue
 from model import content_hash
 from model.annotations import ANNOTATION_COLUMNS, ColumnAnnotator
 from model.text_encoder import TextEncoder
-from pipelines.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE, dead_letter
 from pipelines.inference import EncoderModelHandler, ModelIdentity
+from pipelines.io.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE, dead_letter
 from schemas import embedding_schema
 
 ROWS = "rows"

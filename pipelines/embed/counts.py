@@ -8,8 +8,8 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.dead_letter_limit import dead_letter_reasons
 from pipelines.refusals import StageRefused
+from pipelines.settings.dead_letter_limit import dead_letter_reasons
 
 
 class DeadLetterThresholdExceeded(StageRefused):

@@ -30,9 +30,15 @@ import apache_beam as beam
 import numpy as np
 
 from model import content_hash
-from pipelines.catalog_io import ArrowDoFn, RowGroup, batch_records, batches_until_unreadable, column_values
 from pipelines.embed.key_index import IndexKeys, KeyIndex, as_side_input, id_key
 from pipelines.inference import ModelIdentity
+from pipelines.io.catalog_io import (
+    ArrowDoFn,
+    RowGroup,
+    batch_records,
+    batches_until_unreadable,
+    column_values,
+)
 from schemas import InvalidRecord, validate_product
 from schemas.validation import clean_id
 

@@ -9,7 +9,7 @@ and aspect_confidences), so no model runs here. A catalog value is never overwri
 value is written only at or above `min_confidence` and keeps its confidence. Every product read is
 written once or dead-lettered, and per aspect: from catalog + predicted + empty = products written.
 
-The catalog is read as `madr embed` reads it (`pipelines.catalog_io`: `ListRowGroups`,
+The catalog is read as `madr embed` reads it (`pipelines.io.catalog_io`: `ListRowGroups`,
 `ReadValidatedFn`), so a file that cannot be read, lacks product_id, or holds a string that is not
 valid UTF-8 becomes dead letters naming the file, counted by that module's rule, and never stops
 the job.
@@ -28,7 +28,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.catalog_io import (
+from pipelines.embed.agreement import AgreementWithCatalog, JoinWithAgreement, merged_catalog
+from pipelines.embed.gap_fill import fill_or_withhold
+from pipelines.io.catalog_io import (
     DEAD_LETTERS,
     METRICS_NAMESPACE,
     ListRowGroups,
@@ -36,14 +38,16 @@ from pipelines.catalog_io import (
     WriteDeadLetters,
     dead_letter,
 )
-from pipelines.embed.agreement import AgreementWithCatalog, JoinWithAgreement, merged_catalog
-from pipelines.embed.gap_fill import fill_or_withhold
-from pipelines.options import DEFAULT_MIN_AGREEMENT, DEFAULT_PREDICTION_THRESHOLD, PredictionThreshold
 from pipelines.runner import make_pipeline
-from pipelines.stage_config import StageOutput, nested, output_setting, setting
-from pipelines.stage_manifests import counter_value, write_stage_manifest
-from pipelines.staged_output import fresh_output
-from pipelines.verify import verified_stage_manifest
+from pipelines.settings.options import (
+    DEFAULT_MIN_AGREEMENT,
+    DEFAULT_PREDICTION_THRESHOLD,
+    PredictionThreshold,
+)
+from pipelines.settings.stage_config import StageOutput, nested, output_setting, setting
+from pipelines.storage.stage_manifests import counter_value, write_stage_manifest
+from pipelines.storage.staged_output import fresh_output
+from pipelines.storage.verify import verified_stage_manifest
 from schemas import (
     ECOMMERCE_ASPECTS,
     ENRICHED_PRODUCT_SCHEMA,
@@ -110,7 +114,7 @@ class ReadCatalogAspects(beam.PTransform):
     id or aspects do not parse, a record with invalid UTF-8, and a file that cannot be read or has no
     product_id column are dead letters (the last three name the file), counted in `products_read` and
     `products_dead_lettered` (and `files_dead_lettered`, `row_groups_dead_lettered`) by the rule in
-    `pipelines.catalog_io`.
+    `pipelines.io.catalog_io`.
     """
 
     def __init__(self, file_pattern: str) -> None:

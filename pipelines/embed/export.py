@@ -24,7 +24,7 @@ would read it as a data file), and a non-empty target is refused unless --overwr
 replaces it: Vertex would import every file in it.
 
 The catalog is read as `madr embed` reads it (`pipelines.embed.enrich.ReadCatalogAspects`, over
-`pipelines.catalog_io`): a file that cannot be read, lacks product_id, or holds a string that is
+`pipelines.io.catalog_io`): a file that cannot be read, lacks product_id, or holds a string that is
 not valid UTF-8 never stops the export. With no room for dead letters in the folder, each is
 counted in `vertex_products_rejected` (once per dead letter: a row, or a file or row group that
 cannot be read) and logged as a warning that names the file.
@@ -45,7 +45,6 @@ from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineResult
 
-from pipelines.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE
 from pipelines.embed.agreement import AgreementWithCatalog, JoinWithAgreement, merged_catalog
 from pipelines.embed.enrich import (
     PREDICTION_COLUMNS,
@@ -54,17 +53,18 @@ from pipelines.embed.enrich import (
     key_predictions,
 )
 from pipelines.embed.gap_fill import SOURCES, fill_or_withhold
-from pipelines.options import (
+from pipelines.io.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE
+from pipelines.runner import make_pipeline
+from pipelines.settings.options import (
     DEFAULT_MIN_AGREEMENT,
     DEFAULT_PREDICTION_THRESHOLD,
     ExportSettings,
     PredictionThreshold,
 )
-from pipelines.runner import make_pipeline
-from pipelines.stage_config import StageOutput, nested, output_setting, setting
-from pipelines.stage_manifests import counter_value, list_files
-from pipelines.staged_output import fresh_output
-from pipelines.verify import verified_stage_manifest
+from pipelines.settings.stage_config import StageOutput, nested, output_setting, setting
+from pipelines.storage.stage_manifests import counter_value, list_files
+from pipelines.storage.staged_output import fresh_output
+from pipelines.storage.verify import verified_stage_manifest
 from schemas import ECOMMERCE_ASPECTS, PROVENANCE_PREDICTED, AspectSchema, InvalidRecord
 
 LOGGER = logging.getLogger(__name__)

@@ -53,7 +53,11 @@ from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
 from model import content_hash
-from pipelines.catalog_io import (
+from pipelines.embed.batches import ProductBatcher
+from pipelines.embed.dedupe import CANDIDATES, KEPT, FindDuplicates, KeptCopy, canonical_json
+from pipelines.embed.key_index import IndexKeys, KeyIndex, as_side_input, content_key, id_key
+from pipelines.inference import ModelIdentity
+from pipelines.io.catalog_io import (
     METRICS_NAMESPACE,
     ArrowDoFn,
     Positioned,
@@ -62,12 +66,8 @@ from pipelines.catalog_io import (
     dead_letter,
     read_row_group,
 )
-from pipelines.embed.batches import ProductBatcher
-from pipelines.embed.dedupe import CANDIDATES, KEPT, FindDuplicates, KeptCopy, canonical_json
-from pipelines.embed.key_index import IndexKeys, KeyIndex, as_side_input, content_key, id_key
-from pipelines.inference import ModelIdentity
-from pipelines.parquet_reading import previous_embeddings_folder
-from pipelines.verify import model_fingerprint, verified_stage_manifest
+from pipelines.io.parquet_reading import previous_embeddings_folder
+from pipelines.storage.verify import model_fingerprint, verified_stage_manifest
 from schemas import embedding_schema, validate_product
 
 TO_EMBED = "to_embed"

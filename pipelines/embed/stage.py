@@ -8,7 +8,7 @@ Composite transforms, each testable alone on a TestPipeline:
                   -> WriteEmbeddings (+ the reused rows, + WriteDeadLetters)
 
 `build_embed_pipeline` verifies the model (and --previous) against their manifests first
-(`pipelines.verify`), then wires them. `embed_catalog` writes into a fresh staging folder
+(`pipelines.storage.verify`), then wires them. `embed_catalog` writes into a fresh staging folder
 (`staged_output.fresh_output`: a non-empty --output is refused without --overwrite), checks
 that the counts reconcile (read = embedded + reused + dead-lettered), writes the
 manifest last, and fails the job when the dead-letter fraction exceeds
@@ -17,7 +17,7 @@ vector that is non-finite or all zeros is a dead letter too (`embedding_defect`)
 
 A catalog file that cannot be opened, lacks a required column, or holds a row group that
 cannot be decoded is a dead letter too, and so is a record with invalid UTF-8; none stops
-the job (`pipelines.catalog_io` gives the counting rule: a file's or row group's rows count
+the job (`pipelines.io.catalog_io` gives the counting rule: a file's or row group's rows count
 as read and dead-lettered where its footer says how many there are).
 
 Memory stays flat with the catalog size on Beam's local runner, which holds in memory
@@ -44,14 +44,6 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from model import Side, pick_device
 from model.hardware import PrecisionChoice
 from model.text_encoder import resolve_precision
-from pipelines.catalog_fingerprint import CatalogFingerprint
-from pipelines.catalog_io import (
-    DEAD_LETTERS,
-    REQUIRED_PRODUCT_COLUMNS,
-    ListRowGroups,
-    WriteDeadLetters,
-    catalog_row_count,
-)
 from pipelines.embed.batches import (
     ROWS,
     EmbedBatches,
@@ -68,13 +60,21 @@ from pipelines.embed.incremental import (
     reusable_previous,
 )
 from pipelines.inference import ModelIdentity
-from pipelines.options import EmbedSettings, ModelSettings, PredictionThreshold
-from pipelines.parquet_shards import WriteParquetShards
+from pipelines.io.catalog_io import (
+    DEAD_LETTERS,
+    REQUIRED_PRODUCT_COLUMNS,
+    ListRowGroups,
+    WriteDeadLetters,
+    catalog_row_count,
+)
+from pipelines.io.parquet_shards import WriteParquetShards
 from pipelines.runner import make_pipeline
-from pipelines.stage_config import StageOutput, nested, output_setting, settings_record
-from pipelines.stage_manifests import counter_value, write_stage_manifest
-from pipelines.staged_output import fresh_output
-from pipelines.verify import model_fingerprint, verify_model
+from pipelines.settings.options import EmbedSettings, ModelSettings, PredictionThreshold
+from pipelines.settings.stage_config import StageOutput, nested, output_setting, settings_record
+from pipelines.storage.catalog_fingerprint import CatalogFingerprint
+from pipelines.storage.stage_manifests import counter_value, write_stage_manifest
+from pipelines.storage.staged_output import fresh_output
+from pipelines.storage.verify import model_fingerprint, verify_model
 from schemas import embedding_schema
 
 LOGGER = logging.getLogger(__name__)

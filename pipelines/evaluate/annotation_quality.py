@@ -33,9 +33,9 @@ from pipelines.evaluate.config import EvaluateConfig
 from pipelines.evaluate.judged_ranking import AspectAccuracy, aspect_accuracy
 from pipelines.evaluate.trained_products import never_trained_on
 from pipelines.inference import load_text_encoder
-from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, ModelSettings
-from pipelines.parquet_reading import parquet_rows, read_parquet_table
-from pipelines.product_reader import valid_products
+from pipelines.io.parquet_reading import parquet_rows, read_parquet_table
+from pipelines.io.product_reader import valid_products
+from pipelines.settings.options import DEFAULT_PREDICTION_THRESHOLD, ModelSettings
 from schemas.manifest import MANIFEST_FILE
 from schemas.splits import HeldOutProducts, title_key
 

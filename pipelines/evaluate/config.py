@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipelines.options import EvaluateSettings, ModelSettings, PredictionThreshold
-from pipelines.stage_config import StageOutput, nested, output_setting, setting
+from pipelines.settings.options import EvaluateSettings, ModelSettings, PredictionThreshold
+from pipelines.settings.stage_config import StageOutput, nested, output_setting, setting
 
 
 @dataclass(frozen=True, kw_only=True)

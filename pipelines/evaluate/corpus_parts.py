@@ -3,7 +3,7 @@
 A `CorpusPart` is picklable data (where the part is, its first global row, its size); a worker opens it
 (`open_dense`, `open_lexical`, `ids`) and holds only that part: a ScaNN shard with its vectors, one
 embeddings file as an exact searcher, or one shard's BM25. Global corpus order is the whole artifact's:
-part 0's rows, then part 1's, ... (`index_builder.partitioned`; `pipelines.parquet_reading.read_embeddings`
+part 0's rows, then part 1's, ... (`index_builder.partitioned`; `pipelines.io.parquet_reading.read_embeddings`
 concatenates the files in the same order), so a merged ranking is the whole index's.
 """
 
@@ -24,8 +24,8 @@ from index_builder.artifact import REBUILD_HINT, IndexArtifactError, file_entry,
 from index_builder.bm25 import Bm25Index
 from index_builder.lexical import LEXICAL_DIR, load_shard_lexical
 from index_builder.partitioned import PartitionedManifest
-from pipelines.local_copies import localize
-from pipelines.stage_manifests import list_files
+from pipelines.storage.local_copies import localize
+from pipelines.storage.stage_manifests import list_files
 from schemas.manifest import MANIFEST_FILE, FileEntry
 
 SHARD, FILE = "shard", "file"

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pipelines.options import EvaluateSettings
-from pipelines.parquet_reading import parquet_rows
+from pipelines.io.parquet_reading import parquet_rows
 from pipelines.refusals import StageRefused
+from pipelines.settings.options import EvaluateSettings
 from schemas import InvalidRecord, validate_judgment, validate_query
 
 # The reasons a refusal quotes: enough to see the pattern, short enough for one line.

@@ -33,10 +33,10 @@ from index_builder.lexical import RRF_K, reciprocal_rank_fusion
 from pipelines.evaluate.corpus_parts import index_parts
 from pipelines.evaluate.report import read_per_query
 from pipelines.index.lexical_build import catalog_terms
+from pipelines.io.parquet_reading import parquet_rows, read_parquet_table
 from pipelines.layout import LEXICAL_FILE, LEXICAL_FOLDER
-from pipelines.local_copies import local_output
-from pipelines.parquet_reading import parquet_rows, read_parquet_table
-from pipelines.stage_manifests import list_files
+from pipelines.storage.local_copies import local_output
+from pipelines.storage.stage_manifests import list_files
 from schemas.manifest import MANIFEST_FILE
 
 if TYPE_CHECKING:

@@ -27,10 +27,10 @@ from evaluation.cutoffs import CutoffPlan
 from evaluation.plot import PLOT_FILE, k_grid, recall_curve, write_recall_plot
 from evaluation.report import METRICS_FILE, PER_QUERY_FILE
 from evaluation.text_table import format_text_table
-from pipelines.local_copies import local_output
-from pipelines.parquet_reading import read_parquet_table
-from pipelines.stage_manifests import list_files
-from pipelines.staged_output import is_local
+from pipelines.io.parquet_reading import read_parquet_table
+from pipelines.storage.local_copies import local_output
+from pipelines.storage.stage_manifests import list_files
+from pipelines.storage.staged_output import is_local
 from schemas.manifest import MANIFEST_FILE
 
 if TYPE_CHECKING:  # the searchers' timings; importing them brings the encoder

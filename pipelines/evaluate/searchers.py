@@ -18,10 +18,10 @@ from apache_beam.io.filesystems import FileSystems
 
 from index_builder import ExactSearcher, Searcher, open_index
 from pipelines.evaluate.corpus_parts import embedding_parts, index_parts
-from pipelines.local_copies import localize
-from pipelines.options import EvaluateSettings
-from pipelines.parquet_reading import read_embeddings
-from pipelines.stage_manifests import read_stage_manifest
+from pipelines.io.parquet_reading import read_embeddings
+from pipelines.settings.options import EvaluateSettings
+from pipelines.storage.local_copies import localize
+from pipelines.storage.stage_manifests import read_stage_manifest
 from schemas.manifest import ArtifactError
 
 

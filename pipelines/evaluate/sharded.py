@@ -36,9 +36,9 @@ from evaluation.ranked import score_query
 from evaluation.relevance import RelevanceRule
 from index_builder.lexical import reciprocal_rank_fusion
 from index_builder.product_keys import id_key, id_keys
-from pipelines.catalog_io import METRICS_NAMESPACE
 from pipelines.evaluate.corpus_parts import CorpusPart
 from pipelines.evaluate.transforms import JudgedQuery
+from pipelines.io.catalog_io import METRICS_NAMESPACE
 from schemas import RUN_SCHEMA
 
 DENSE, BM25, FUSED = "dense", "bm25", "fused"

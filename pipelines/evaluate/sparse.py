@@ -41,8 +41,8 @@ from pipelines.evaluate.judged_ranking import RANKING_METRICS
 from pipelines.evaluate.report import resolve_rule
 from pipelines.index.sparse import build_inverted_indexes, sparse_queries
 from pipelines.layout import DatasetLayout
-from pipelines.stage_manifests import write_stage_manifest
-from pipelines.verify import check_same_model
+from pipelines.storage.stage_manifests import write_stage_manifest
+from pipelines.storage.verify import check_same_model
 from schemas import RETRIEVAL_DEPTH
 from schemas.manifest import MANIFEST_FILE
 

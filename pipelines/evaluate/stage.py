@@ -30,7 +30,6 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from evaluation import RelevanceRule, parse_metrics
 from evaluation.cutoffs import CutoffPlan, plan_cutoffs
 from model import Side
-from pipelines.catalog_io import DEAD_LETTERS, ValidateRecords, WriteDeadLetters
 from pipelines.evaluate.annotation_quality import write_annotation_quality
 from pipelines.evaluate.baselines import compare_with_baselines
 from pipelines.evaluate.calibration import (
@@ -63,14 +62,15 @@ from pipelines.evaluate.systems import (
 from pipelines.evaluate.transforms import JoinJudgments, WriteRun
 from pipelines.index.manifest import format_serving, serving_schedule
 from pipelines.inference import EncoderModelHandler, ModelIdentity, TextToEncode, load_text_encoder
-from pipelines.options import EvaluateSettings, ModelSettings
+from pipelines.io.catalog_io import DEAD_LETTERS, ValidateRecords, WriteDeadLetters
 from pipelines.runner import make_pipeline
-from pipelines.stage_config import (
+from pipelines.settings.options import EvaluateSettings, ModelSettings
+from pipelines.settings.stage_config import (
     settings_record,
 )
-from pipelines.stage_manifests import counter_value, write_stage_manifest
-from pipelines.staged_output import fresh_output
-from pipelines.verify import check_same_model, verified_stage_manifest, verify_model
+from pipelines.storage.stage_manifests import counter_value, write_stage_manifest
+from pipelines.storage.staged_output import fresh_output
+from pipelines.storage.verify import check_same_model, verified_stage_manifest, verify_model
 from schemas import per_query_metrics_schema, validate_judgment, validate_query
 
 LOGGER = logging.getLogger(__name__)

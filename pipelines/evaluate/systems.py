@@ -21,7 +21,7 @@ from evaluation import RelevanceRule, aggregate, write_metrics
 from pipelines.evaluate.corpus_parts import CorpusPart, embedding_parts, index_carries_bm25, index_parts
 from pipelines.evaluate.searchers import SearcherSpec
 from pipelines.evaluate.sharded import BM25, DENSE, FUSED
-from pipelines.local_copies import local_output
+from pipelines.storage.local_copies import local_output
 
 if TYPE_CHECKING:
     from pipelines.evaluate.config import EvaluateConfig

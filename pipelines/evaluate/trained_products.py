@@ -16,8 +16,8 @@ from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from pipelines.io.parquet_reading import parquet_rows
 from pipelines.layout import DatasetLayout
-from pipelines.parquet_reading import parquet_rows
 from schemas.manifest import MANIFEST_FILE
 
 # Keys of a model manifest that name the model it started from (a path, when it was one).

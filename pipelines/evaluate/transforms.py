@@ -25,8 +25,8 @@ from apache_beam.utils import shared
 from evaluation.metrics import MetricSpec
 from evaluation.ranked import CorpusIds, run_table, score_query
 from evaluation.relevance import RelevanceRule
-from pipelines.catalog_io import METRICS_NAMESPACE
 from pipelines.evaluate.searchers import CorpusSearcher, SearcherSource
+from pipelines.io.catalog_io import METRICS_NAMESPACE
 from schemas import RUN_SCHEMA
 
 

@@ -19,8 +19,8 @@ from model.text_encoder import TextEncoder
 from pipelines.evaluate.annotation_quality import held_out_products, tuned_products
 from pipelines.evaluate.judged_ranking import aspect_accuracy, rerank_judged
 from pipelines.evaluate.sparse import is_sparse_model, sparse_ranking_rows
+from pipelines.io.parquet_reading import read_embeddings
 from pipelines.layout import DatasetLayout
-from pipelines.parquet_reading import read_embeddings
 from schemas.splits import HeldOutProducts
 
 

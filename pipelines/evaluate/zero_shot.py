@@ -28,7 +28,7 @@ from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.evaluate.report import read_per_query
 from pipelines.evaluate.systems import bm25_index
 from pipelines.layout import ZERO_SHOT_FILE, ZERO_SHOT_FOLDER
-from pipelines.options import EmbedSettings
+from pipelines.settings.options import EmbedSettings
 from pipelines.zero_shot import zero_shot_model
 
 if TYPE_CHECKING:

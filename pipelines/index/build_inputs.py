@@ -11,9 +11,9 @@ import numpy as np
 
 from model import Side
 from pipelines.inference import load_text_encoder
-from pipelines.options import ModelSettings
-from pipelines.texts import read_query_texts
-from pipelines.verify import check_same_model
+from pipelines.io.texts import read_query_texts
+from pipelines.settings.options import ModelSettings
+from pipelines.storage.verify import check_same_model
 
 if TYPE_CHECKING:
     from pipelines.index.config import IndexBuildConfig

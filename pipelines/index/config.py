@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from index_builder.analyzer import AUTO, languages
 from index_builder.bm25 import Bm25Settings
-from pipelines.options import IndexSettings
-from pipelines.stage_config import StageOutput, nested, output_setting, setting, switch
+from pipelines.settings.options import IndexSettings
+from pipelines.settings.stage_config import StageOutput, nested, output_setting, setting, switch
 
 
 @dataclass(frozen=True)

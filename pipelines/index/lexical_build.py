@@ -39,8 +39,8 @@ from index_builder.lexical import load_shard_lexical
 from index_builder.product_keys import shard_of
 from index_builder.term_counts import TermCounts, counted, text_fingerprint
 from model.text import document_text
-from pipelines.catalog_io import METRICS_NAMESPACE
-from pipelines.parquet_reading import parquet_pattern, parquet_rows
+from pipelines.io.catalog_io import METRICS_NAMESPACE
+from pipelines.io.parquet_reading import parquet_pattern, parquet_rows
 
 LOGGER = logging.getLogger(__name__)
 PRODUCT_COLUMNS = ["product_id", "title", "bullet_points", "description", "locale"]

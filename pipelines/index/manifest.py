@@ -19,7 +19,7 @@ from index_builder.artifact import IndexManifest
 from index_builder.partitioned import PartitionedManifest, ShardEntry, shard_dir_name
 from index_builder.schedule import SearchSchedule
 from pipelines.index.union_recall import measure_union_recall
-from pipelines.staged_output import is_local
+from pipelines.storage.staged_output import is_local
 from schemas.manifest import MANIFEST_FILE, FileEntry
 
 LOGGER = logging.getLogger(__name__)

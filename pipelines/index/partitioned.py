@@ -35,7 +35,6 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from index_builder.product_keys import shard_of
 from index_builder.recall import check_target
-from pipelines.catalog_io import METRICS_NAMESPACE
 from pipelines.index.build_inputs import tuning_query_vectors
 from pipelines.index.config import IndexBuildConfig
 from pipelines.index.lexical_build import CatalogLexical
@@ -54,10 +53,11 @@ from pipelines.index.shard_build import (
     build_one_shard,
     other_model_error,
 )
+from pipelines.io.catalog_io import METRICS_NAMESPACE
 from pipelines.runner import make_pipeline, runs_locally
-from pipelines.stage_config import settings_record
-from pipelines.staged_output import fresh_output
-from pipelines.verify import embeddings_digest, verified_stage_manifest
+from pipelines.settings.stage_config import settings_record
+from pipelines.storage.staged_output import fresh_output
+from pipelines.storage.verify import embeddings_digest, verified_stage_manifest
 
 LOGGER = logging.getLogger(__name__)
 
@@ -222,9 +222,9 @@ class PartitionedBuildPlan:
     model_version: str
     dimension: int
     target_recall: float | None
-    # The model the embeddings record (`pipelines.verify.model_fingerprint`); None for older ones.
+    # The model the embeddings record (`pipelines.storage.verify.model_fingerprint`); None for older ones.
     model_fingerprint: str | None = None
-    # The embed output it indexes (`pipelines.verify.embeddings_digest`).
+    # The embed output it indexes (`pipelines.storage.verify.embeddings_digest`).
     embeddings_digest: str | None = None
 
 

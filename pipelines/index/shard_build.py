@@ -37,9 +37,9 @@ from index_builder.recall import check_target, recall_summary
 from index_builder.schedule import DEFAULT_SERVING_DEPTHS
 from index_builder.tuned import sizing_depth
 from index_builder.update import update_or_train
-from pipelines.catalog_io import METRICS_NAMESPACE
 from pipelines.index.lexical_build import ShardTerms, catalog_terms, shard_bm25
-from pipelines.stage_manifests import list_files
+from pipelines.io.catalog_io import METRICS_NAMESPACE
+from pipelines.storage.stage_manifests import list_files
 from schemas.manifest import MANIFEST_FILE
 
 LOGGER = logging.getLogger(__name__)

@@ -33,11 +33,11 @@ from index_builder import InvertedIndex
 from model import DenseEncoder, Side, load_encoder, text_for_model
 from model.sparse import SparseVector
 from pipelines.index.sparse_checkpoints import EncodingCheckpoints
-from pipelines.local_copies import local_output
-from pipelines.product_reader import SkippedProducts, valid_products
+from pipelines.io.product_reader import SkippedProducts, valid_products
 from pipelines.progress import ProgressLog
-from pipelines.staged_output import is_local
-from pipelines.verify import model_fingerprint, verify_model
+from pipelines.storage.local_copies import local_output
+from pipelines.storage.staged_output import is_local
+from pipelines.storage.verify import model_fingerprint, verify_model
 
 LOGGER = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def build_inverted_index(
         batch_size: products per forward pass.
         device: torch device; the GPU when there is one by default.
         binary: binarize the documents (§3.7); False keeps each posting's bucket value.
-        verify: check the model directory against its manifest first (`pipelines.verify`); False
+        verify: check the model directory against its manifest first (`pipelines.storage.verify`); False
             (--no_verify) loads it unchecked, with a warning.
         checkpoints: a local folder that keeps each finished chunk of the encoding, so that the same
             build run again after a crash encodes only what is left
@@ -218,7 +218,7 @@ def build_inverted_indexes(
         "winners": getattr(encoder, "winners", None),
         "max_document_length": encoder.config.max_document_length,
         "encode_seconds": round(encoded - started, 3),
-        # The model that made it: its evaluation refuses it with another (`pipelines.verify`).
+        # The model that made it: its evaluation refuses it with another (`pipelines.storage.verify`).
         "model_fingerprint": fingerprint,
     }
     indexes = []

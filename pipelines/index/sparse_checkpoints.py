@@ -61,7 +61,7 @@ class EncodingCheckpoints:
 
     Args:
         folder: where the chunks go (created when first needed); delete it to start afresh.
-        model_key: what identifies the model, e.g. `pipelines.verify.model_fingerprint`.
+        model_key: what identifies the model, e.g. `pipelines.storage.verify.model_fingerprint`.
         chunk_size: texts per chunk.
     """
 

@@ -38,7 +38,7 @@ from index_builder.recall import (
     recall_rows,
     recall_summary,
 )
-from pipelines.stage_manifests import list_files
+from pipelines.storage.stage_manifests import list_files
 
 LOGGER = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ import json
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.catalog_fingerprint import CatalogFingerprint
 from pipelines.evaluate.config import EvaluateConfig
 from pipelines.evaluate.inputs import check_evaluation_inputs
+from pipelines.storage.catalog_fingerprint import CatalogFingerprint
 
 CATALOG_RECORD = "catalog.json"
 

@@ -20,8 +20,6 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.beam_flags import flag_names, flag_owners, refused_flags
-from pipelines.depth import OLD_FLAG_NAMES
 from pipelines.embed.enrich import EnrichConfig
 from pipelines.embed.export import ExportVertexConfig
 from pipelines.embed.stage import EmbedConfig
@@ -30,8 +28,10 @@ from pipelines.index.config import IndexBuildConfig
 from pipelines.nightly.latest import LATEST
 from pipelines.nightly.publish_guard import DEFAULT_MAX_SHRINK
 from pipelines.nightly.quality_guard import GUARD_MODES, GUARDED_METRICS, MARGIN, MAX_PVALUE
-from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, IndexSettings
-from pipelines.stage_config import (
+from pipelines.settings.beam_flags import flag_names, flag_owners, refused_flags
+from pipelines.settings.depth import OLD_FLAG_NAMES
+from pipelines.settings.options import DEFAULT_PREDICTION_THRESHOLD, IndexSettings
+from pipelines.settings.stage_config import (
     add_config_arguments,
     beam_options,
     config_from_values,

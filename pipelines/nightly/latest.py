@@ -9,7 +9,7 @@ is what is used).
 A run replaces LATEST only if it still holds what the run read when it started (`LatestChanged`
 otherwise): the nightly's root lock keeps two runs apart, and this check keeps a run from overwriting one
 published behind its back. On gs:// the check and the write are one compare-and-swap on the object's
-generation (`pipelines.object_store`).
+generation (`pipelines.storage.object_store`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.object_store import PreconditionFailed, read_with_generation, write_if_generation
-from pipelines.staged_output import is_local
+from pipelines.storage.object_store import PreconditionFailed, read_with_generation, write_if_generation
+from pipelines.storage.staged_output import is_local
 from schemas.manifest import ArtifactError
 from schemas.names import UnsafeName, checked_name
 
@@ -57,8 +57,8 @@ def publish_latest(out: str, run_id: str, summary: dict[str, Any], expected: dic
     """Point LATEST at a finished run in one atomic step, if it still holds `expected` (what the run
     read when it started; None: no LATEST yet).
 
-    On gs:// the check and the write are one compare-and-swap (`pipelines.object_store`): the pointer is
-    written only if its generation is the one whose content was compared, so of two runs that both
+    On gs:// the check and the write are one compare-and-swap (`pipelines.storage.object_store`): the pointer
+    is written only if its generation is the one whose content was compared, so of two runs that both
     found `expected`, one publishes and the other is told LATEST changed."""
     target = FileSystems.join(out, LATEST)
     generation = None

@@ -15,7 +15,7 @@ from typing import Any
 
 from pipelines.embed.stage import EMBEDDINGS_KIND, rows_held
 from pipelines.refusals import StageRefused
-from pipelines.stage_manifests import read_stage_manifest
+from pipelines.storage.stage_manifests import read_stage_manifest
 
 DEFAULT_MAX_SHRINK = 0.2
 

@@ -37,7 +37,6 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.catalog_fingerprint import CatalogFingerprint
 from pipelines.cluster.dask_runner import one_cluster_for_every_pipeline
 from pipelines.embed.enrich import enrich_catalog
 from pipelines.embed.export import export_vertex
@@ -61,11 +60,12 @@ from pipelines.nightly.quality_guard import QualityRefused, quality_check
 from pipelines.report.night import SERVING_FOLDER, STAGE_FOLDERS, published_runs
 from pipelines.report.page import write_report
 from pipelines.report.status import clear_run_status, write_run_status
-from pipelines.serving_export import ExportServingConfig, export_serving
-from pipelines.stage_manifests import read_stage_manifest, write_stage_manifest
+from pipelines.serve.serving_export import ExportServingConfig, export_serving
 from pipelines.stage_runs import StageRunner, is_finished
-from pipelines.verify import verify_model
-from pipelines.writer_lock import exclusive_writer
+from pipelines.storage.catalog_fingerprint import CatalogFingerprint
+from pipelines.storage.stage_manifests import read_stage_manifest, write_stage_manifest
+from pipelines.storage.verify import verify_model
+from pipelines.storage.writer_lock import exclusive_writer
 from schemas.manifest import MANIFEST_FILE, ArtifactError
 from schemas.names import require_inside
 from serving.bundle import BUNDLE_KIND
@@ -143,7 +143,7 @@ def _catalog_check(job: NightlyJob, previous: str | None, latest: dict[str, Any]
 def run_nightly(job: NightlyJob) -> NightlyReport:
     """Run (or finish) one night; move LATEST only when every stage has succeeded.
 
-    One nightly at a time per root: the run holds the root's write lock (`pipelines.writer_lock`, on
+    One nightly at a time per root: the run holds the root's write lock (`pipelines.storage.writer_lock`, on
     OUT/LATEST) from start to publication, and a second one is refused at once, naming the first.
     """
     with (

@@ -22,9 +22,9 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 
 from evaluation.report import METRICS_FILE, PER_QUERY_FILE
-from pipelines.dead_letter_limit import dead_letter_reasons
 from pipelines.layout import LEXICAL_FILE, ZERO_SHOT_FILE, ZERO_SHOT_FOLDER
 from pipelines.report.status import RunStatus, read_run_status
+from pipelines.settings.dead_letter_limit import dead_letter_reasons
 from schemas.manifest import MANIFEST_FILE
 
 STAGE_FOLDERS = {"embed": "embeddings", "index": "index", "evaluate": "eval"}

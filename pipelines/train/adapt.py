@@ -35,17 +35,17 @@ from model.interpolation import average_saved_model
 from model.text_encoder import TextEncoder
 from model.training import Trainer, TrainingConfig
 from pipelines.evaluate.judged_ranking import AspectAccuracy, aspect_accuracy
+from pipelines.io.product_reader import SkippedProducts, valid_products
 from pipelines.layout import DatasetLayout
-from pipelines.product_reader import SkippedProducts, valid_products
-from pipelines.stage_config import nested, setting
-from pipelines.staged_output import fresh_output
+from pipelines.settings.stage_config import nested, setting
+from pipelines.storage.staged_output import fresh_output
+from pipelines.storage.verify import verify_model
 from pipelines.train.calibrate import calibrate_confidences, calibration_share
 from pipelines.train.encoder_job import EncoderJob, seeded
 from pipelines.train.head_refit import refit_aspect_heads
 from pipelines.train.pseudo_queries import CatalogProduct, catalog_product, pseudo_query_examples
 from pipelines.train.step_budget import products_for_budget
 from pipelines.train.vocabulary import run_build_vocabulary
-from pipelines.verify import verify_model
 from schemas.splits import HeldOutProducts
 
 LOGGER = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from model import VARIANTS, DenseEncoder, new_encoder
 from model.aspects.vocabulary import AspectVocabulary
 from model.training.checkpoints import checkpoint_dir
 from pipelines.layout import DatasetLayout
-from pipelines.stage_config import output_setting, overwrite_setting, setting
+from pipelines.settings.stage_config import output_setting, overwrite_setting, setting
 from pipelines.train.vocabulary import run_build_vocabulary
 from schemas import ECOMMERCE_ASPECTS, AspectSchema, write_manifest
 from schemas.splits import HeldOutProducts

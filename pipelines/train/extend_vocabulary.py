@@ -17,8 +17,8 @@ from typing import Any
 from model import load_encoder
 from model.aspects.open_vocabulary import add_aspect_values
 from model.aspects.vocabulary import most_frequent_spelling, record_spellings
-from pipelines.parquet_reading import parquet_rows
-from pipelines.verify import MODEL_KIND, verify_model
+from pipelines.io.parquet_reading import parquet_rows
+from pipelines.storage.verify import MODEL_KIND, verify_model
 from schemas import write_manifest
 from schemas.manifest import FILES_DIGEST
 

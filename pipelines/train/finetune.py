@@ -20,8 +20,9 @@ from model.interpolation import average_saved_model
 from model.training import Trainer, TrainingConfig, TrainingReport
 from model.training.validation import VALIDATION_METRIC
 from pipelines.layout import DatasetLayout
-from pipelines.stage_config import input_checks, nested, setting
-from pipelines.staged_output import fresh_output
+from pipelines.settings.stage_config import input_checks, nested, setting
+from pipelines.storage.staged_output import fresh_output
+from pipelines.storage.verify import verify_model
 from pipelines.train.calibrate import calibrate_on_catalog
 from pipelines.train.encoder_job import (
     EncoderJob,
@@ -32,7 +33,6 @@ from pipelines.train.encoder_job import (
 from pipelines.train.head_refit import refit_aspect_heads
 from pipelines.train.presets import preset_setting, with_preset
 from pipelines.train.training_data import load_training_set
-from pipelines.verify import verify_model
 from schemas.manifest import MANIFEST_FILE
 from schemas.splits import HeldOutProducts
 
@@ -120,7 +120,7 @@ def run_training(job: TrainJob, loop: TrainingConfig) -> TrainingReport:
     A non-empty `job.output` is refused unless `job.overwrite`. Training writes into the staging
     folder of `staged_output.fresh_output`, which an interrupted run leaves behind with its checkpoints:
     the same command run again resumes from them. An `init_from` model is checked against its
-    manifest first (`pipelines.verify`), before anything is written.
+    manifest first (`pipelines.storage.verify`), before anything is written.
     """
     if job.init_from:
         verify_model(job.init_from, job.verify)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
 from model.registry import experiment_role, learns_aspects_by_default
-from pipelines.stage_config import setting
+from pipelines.settings.stage_config import setting
 from pipelines.train.encoder_job import EncoderJob, parse_variant_options
 
 Job = TypeVar("Job", bound=EncoderJob)

@@ -20,11 +20,11 @@ from model import DenseEncoder, Side, text_for_model
 from model.batch import pick_device
 from model.hardware import bf16_is_native
 from model.training import Pretrainer, PretrainingConfig, PretrainingRecord, PretrainingReport
+from pipelines.io.parquet_reading import parquet_rows
+from pipelines.io.product_reader import SkippedProducts, valid_products
 from pipelines.layout import DatasetLayout
-from pipelines.parquet_reading import parquet_rows
-from pipelines.product_reader import SkippedProducts, valid_products
-from pipelines.stage_config import nested, setting
-from pipelines.staged_output import fresh_output
+from pipelines.settings.stage_config import nested, setting
+from pipelines.storage.staged_output import fresh_output
 from pipelines.train.encoder_job import EncoderJob, has_checkpoint, require_dataset, seeded
 from pipelines.train.presets import preset_setting, with_preset
 from schemas import InvalidRecord, validate_query

@@ -23,7 +23,7 @@ from typing import Any
 
 from model.registry import VARIANTS, embeds_summary_encoding
 from model.training import PretrainingConfig, PretrainingReport, TrainingConfig, TrainingReport
-from pipelines.stage_config import setting
+from pipelines.settings.stage_config import setting
 from pipelines.train.adapt import ADAPT_VARIANT, ADAPT_VARIANT_OPTIONS, SHIPPED_DOCUMENT_LENGTH
 from pipelines.train.finetune import TrainJob, run_training
 from pipelines.train.pretrain import (

@@ -19,8 +19,8 @@ from apache_beam.io.filesystems import FileSystems
 from model import document_text
 from model.training import QueryExamples
 from model.training.config import Annotations
+from pipelines.io.product_reader import SkippedProducts, valid_products
 from pipelines.layout import DatasetLayout
-from pipelines.product_reader import SkippedProducts, valid_products
 from schemas import validate_query
 
 LOGGER = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from model.aspects.vocabulary import (
     record_units,
 )
 from model.backbone import load_tokenizer
-from pipelines.catalog_io import METRICS_NAMESPACE, ValidateRecords
+from pipelines.io.catalog_io import METRICS_NAMESPACE, ValidateRecords
 from pipelines.runner import make_pipeline
 from schemas import validate_product, validate_query
 from schemas.splits import HeldOutProducts

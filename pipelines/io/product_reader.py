@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pipelines.parquet_reading import parquet_rows
+from pipelines.io.parquet_reading import parquet_rows
 from schemas import InvalidRecord, validate_product
 
 LOGGER = logging.getLogger(__name__)

@@ -364,7 +364,7 @@ def output_setting(help: str) -> Any:
 
 def input_checks() -> Any:
     """`verify`, False under `--no_verify`: whether a command checks its input artifacts against their
-    manifests (`pipelines.verify`)."""
+    manifests (`pipelines.storage.verify`)."""
     return setting(
         True,
         "For experts: do not check the sha256 of the input artifacts (model, tokenizer, vocabularies, "

@@ -14,7 +14,7 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.parquet_reading import parquet_pattern
+from pipelines.io.parquet_reading import parquet_pattern
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from pipelines.parquet_reading import parquet_pattern
+from pipelines.io.parquet_reading import parquet_pattern
 from schemas import InvalidRecord
 from schemas.terminal_text import record_has_unsafe_text, rows_with_unsafe_text
 

@@ -4,7 +4,7 @@ A local root replaces LATEST by a rename and locks writers with `flock`; an obje
 GCS has the equivalent per object: a write or delete sent with `ifGenerationMatch=G` takes effect only
 if the object's live generation is still G (0: no live object), else 412 Precondition Failed and
 nothing changes (https://cloud.google.com/storage/docs/request-preconditions). `pipelines.nightly.latest`
-swaps LATEST with it, `pipelines.writer_lock` takes and keeps its lock object with it. Beam's
+swaps LATEST with it, `pipelines.storage.writer_lock` takes and keeps its lock object with it. Beam's
 FileSystems has no such call, so these use google-cloud-storage directly (a client per call: the
 credentials are the environment's, the emulator's in tests).
 """

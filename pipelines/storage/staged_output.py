@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.writer_lock import HeldObjectLock, exclusive_writer
+from pipelines.storage.writer_lock import HeldObjectLock, exclusive_writer
 from schemas.manifest import (
     MANIFEST_FILE,
 )
@@ -74,7 +74,7 @@ def staging_folder(target: str) -> str:
     A sibling, so the move stays on one filesystem (a rename) or in one bucket. Its name is fixed
     rather than random, so that a rerun finds what a failed or killed run left there: a stage
     clears it, training resumes from its checkpoint. That is safe because `fresh_output` holds the
-    target's write lock (`pipelines.writer_lock`): a second run into the same target is refused
+    target's write lock (`pipelines.storage.writer_lock`): a second run into the same target is refused
     before it touches the staging folder (on local disk; see that module for object stores).
     """
     parent, name = FileSystems.split(target.rstrip("/"))

@@ -12,7 +12,7 @@ The file is removed on release; a taker checks that the file it locked is still 
 so a release racing with a new taker cannot hand the lock to two processes.
 
 On gs:// the lock is an object (`.NAME.lock` beside the path), created only if absent and kept by
-compare-and-swap on its generation (`pipelines.object_store`): of two writers, one creates it and the
+compare-and-swap on its generation (`pipelines.storage.object_store`): of two writers, one creates it and the
 other is refused. Nothing releases it when its holder is killed, so the holder rewrites it every
 `LOCK_REFRESH_SECONDS`, and a lock not refreshed for `STALE_LOCK_SECONDS` is a dead run's: the next
 writer takes it over (again by compare-and-swap, so two takers cannot both win). Other object stores
@@ -34,7 +34,7 @@ from collections.abc import Iterator
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.object_store import (
+from pipelines.storage.object_store import (
     NO_OBJECT,
     PreconditionFailed,
     delete_if_generation,

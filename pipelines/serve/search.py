@@ -27,13 +27,13 @@ from apache_beam.io.filesystems import FileSystems
 from index_builder import open_index
 from index_builder.numpy_exact import NumpyExactSearcher
 from model import Side
-from pipelines.catalog_fingerprint import CatalogFingerprint
 from pipelines.embed.gap_fill import FilledAspect, fill_aspects
 from pipelines.inference import TextToEncode, load_text_encoder
-from pipelines.options import DEFAULT_PREDICTION_THRESHOLD, ModelSettings
-from pipelines.parquet_reading import parquet_rows, read_embeddings
-from pipelines.stage_manifests import read_stage_manifest
-from pipelines.verify import check_same_model
+from pipelines.io.parquet_reading import parquet_rows, read_embeddings
+from pipelines.settings.options import DEFAULT_PREDICTION_THRESHOLD, ModelSettings
+from pipelines.storage.catalog_fingerprint import CatalogFingerprint
+from pipelines.storage.stage_manifests import read_stage_manifest
+from pipelines.storage.verify import check_same_model
 from schemas.manifest import ArtifactError
 from schemas.terminal_text import for_terminal
 from serving.catalog import NOT_IN_PRODUCTS, Catalog

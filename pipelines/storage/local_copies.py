@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.staged_output import is_local
+from pipelines.storage.staged_output import is_local
 from schemas.manifest import MANIFEST_FILE
 
 

@@ -4,7 +4,7 @@ and the commonest reasons of a stage's dead letters, which its refusal and the m
 The embed stage reads products, the evaluation queries and judgments; past this share of dead letters
 each stops (exit 2) rather than go on with what is left. Each settings class that reads it
 (`EmbedSettings`, `EvaluateSettings`) has a field made by `dead_letter_limit()`; a command whose config
-holds both declares the flag once, as `--depth` (`pipelines.depth`).
+holds both declares the flag once, as `--depth` (`pipelines.settings.depth`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.stage_config import setting
+from pipelines.settings.stage_config import setting
 
 DEFAULT_MAX_DEAD_LETTER_FRACTION = 0.01
 # Reasons the morning report lists.

@@ -1,9 +1,9 @@
 """The flags a command hands on to Beam, checked before Beam drops any of them without a word.
 
 A Beam command (`madr embed`, `evaluate`, ...) parses its own flags from its config
-(`pipelines.stage_config`) and passes the flags left over to Beam as pipeline options, so that --runner,
---project or --direct_num_workers reach the runner. None of madr's flags is a Beam option, and Beam is
-lenient with what it does not know: it logs "Discarding unparseable args" and runs. Two mistakes would
+(`pipelines.settings.stage_config`) and passes the flags left over to Beam as pipeline options, so that
+--runner, --project or --direct_num_workers reach the runner. None of madr's flags is a Beam option, and Beam
+is lenient with what it does not know: it logs "Discarding unparseable args" and runs. Two mistakes would
 then pass silently:
 - a typo (`madr embed --precison int8`): the stage runs at the default precision;
 - another command's flag (`madr embed --depth 100`): the stage never reads it.

@@ -1,7 +1,7 @@
 """The settings of the Beam stages, one frozen dataclass per concern, shared by the stages that read it.
 
-A stage's config holds these as `nested` fields (`pipelines.stage_config`): each field is a flag of every
-command whose config holds it, declared once, here, with its default and help, and the command's parser
+A stage's config holds these as `nested` fields (`pipelines.settings.stage_config`): each field is a flag of
+every command whose config holds it, declared once, here, with its default and help, and the command's parser
 is generated from the config. None of them is a Beam `PipelineOptions`: Beam receives only the flags
 left over (its own, --runner and the like). Drivers build the dataclasses instead of flags.
 """
@@ -17,9 +17,9 @@ from index_builder.config import DEFAULT_TARGET_RECALL, ReorderPrecision, ScannI
 from index_builder.schedule import DEFAULT_SERVING_DEPTHS, parse_depths
 from model.abstention import STATED_ASPECTS, AbstentionRule
 from model.precisions import PRECISIONS, RUNTIMES
-from pipelines.dead_letter_limit import check_dead_letter_limit, dead_letter_limit
-from pipelines.depth import check_depth, retrieval_depth
-from pipelines.stage_config import setting, switch
+from pipelines.settings.dead_letter_limit import check_dead_letter_limit, dead_letter_limit
+from pipelines.settings.depth import check_depth, retrieval_depth
+from pipelines.settings.stage_config import setting, switch
 from schemas import ECOMMERCE_ASPECTS
 
 DEFAULT_METRICS_FLAG = ",".join(DEFAULT_METRICS)

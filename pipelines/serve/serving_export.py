@@ -28,10 +28,10 @@ from model import load_encoder
 from model.batch import Side
 from model.encoder import DenseEncoder
 from model.onnx_runtime import ONNX_PRECISIONS, PROBE_MIN_COSINE, PROBE_TEXTS, cached_graph
-from pipelines.options import ConfidenceThreshold
-from pipelines.search import open_index_and_catalog
-from pipelines.stage_config import nested, setting
-from pipelines.verify import model_fingerprint
+from pipelines.serve.search import open_index_and_catalog
+from pipelines.settings.options import ConfidenceThreshold
+from pipelines.settings.stage_config import nested, setting
+from pipelines.storage.verify import model_fingerprint
 from schemas.manifest import ArtifactError, write_manifest
 from serving import bundle as layout
 from serving.bundle import BUNDLE_KIND, BUNDLE_VERSION, CATALOG_SCHEMA, open_bundle

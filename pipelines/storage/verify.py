@@ -13,7 +13,7 @@ What is checked where:
   load the same path from their container, which must be built from the verified folder.
 - a model directory read outside Beam: `verify_model` too, by explain, neighbours,
   build-sparse-index and train --init_from, whose configs have the same --no_verify
-  (`pipelines.stage_config.input_checks`).
+  (`pipelines.settings.stage_config.input_checks`).
 - an embed output (shards and dead letters): `verified_stage_manifest`, by build-index, evaluate
   (--embeddings), enrich, export-vertex and embed (--previous). Workers that read the shards later
   trust the driver's check too.
@@ -21,7 +21,7 @@ What is checked where:
   driver and on workers alike; --no_verify does not skip that, since ScaNN would otherwise load
   (and unpickle) whatever files it finds.
 
-`--no_verify` (a config's `verify` field, `pipelines.stage_config.input_checks`) skips the first two,
+`--no_verify` (a config's `verify` field, `pipelines.settings.stage_config.input_checks`) skips the first two,
 with a WARNING that names what was used unchecked.
 """
 
@@ -35,7 +35,7 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 
 from model.weights_file import WEIGHTS_FILE, check_weights_readable
-from pipelines.stage_manifests import read_stage_manifest, verify_stage_folder
+from pipelines.storage.stage_manifests import read_stage_manifest, verify_stage_folder
 from schemas.manifest import (
     FILES_DIGEST,
     MANIFEST_FILE,

@@ -17,7 +17,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.runner import PipelineResult
 
-from pipelines.staged_output import is_local
+from pipelines.storage.staged_output import is_local
 from schemas import ArtifactError
 from schemas.manifest import (
     MANIFEST_FILE,

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.stage_manifests import list_files, read_stage_manifest
+from pipelines.storage.stage_manifests import list_files, read_stage_manifest
 from schemas import ArtifactError
 from schemas.manifest import (
     MANIFEST_FILE,

@@ -3,14 +3,14 @@
 How deep an evaluation retrieves per query and the deepest k an index is tuned to serve are one setting:
 `--depth`. Each settings class that reads it (`EvaluateSettings`, `IndexSettings`) has a `depth` field
 made by `retrieval_depth()`; a command whose config holds both declares the flag once
-(`pipelines.stage_config.flag_fields`), and one value sets both.
+(`pipelines.settings.stage_config.flag_fields`), and one value sets both.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pipelines.stage_config import setting
+from pipelines.settings.stage_config import setting
 from schemas import RETRIEVAL_DEPTH
 
 DEPTH_HELP = (

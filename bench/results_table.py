@@ -11,13 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evaluation.experiment_report import COLLAPSED, write_report
 from schemas import ECOMMERCE_ASPECTS
-
-if TYPE_CHECKING:
-    from bench.archive_runs import ArchivedExperiment
 
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?")
 _SPREAD = re.compile(r"± (\d+(\.\d+)?)")
@@ -39,8 +36,10 @@ class Table:
     baseline: str
     cells: dict[str, dict[str, Cell]] = field(default_factory=dict)
     collapsed: set[str] = field(default_factory=set)  # rows marked † (`evaluation.collapse`)
-    # The runs the table was recomputed from (`bench.archive_runs`); None for a table read from a document.
-    archive: ArchivedExperiment | None = None
+    # The runs the table was recomputed from (a `bench.archive_runs.ArchivedExperiment`, which builds its
+    # tables with this module: typed loosely so that this one does not import it back); None for a table
+    # read from a document.
+    archive: Any = None
 
     def value(self, variant: str, column: str) -> float | None:
         """The cell's mean; `R@100 Δ points` and the like: its difference from the baseline's, in points

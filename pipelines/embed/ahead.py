@@ -18,7 +18,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 import apache_beam as beam
 from apache_beam.ml.inference.base import PredictionResult
@@ -26,10 +26,24 @@ from apache_beam.utils.shared import Shared
 from apache_beam.utils.windowed_value import WindowedValue
 
 from model.text_encoder import TextEncoder
-from pipelines.embed.batches import EncodedBatch, ProductBatch, ProductBatchHandler
 
 # Batches in flight beyond the one being written: one keeps the device fed while Beam's thread writes.
 DEFAULT_DEPTH = 1
+
+
+class BatchHandler(Protocol):
+    """What `EncodeAhead` needs of its handler (`pipelines.embed.batches.ProductBatchHandler`, whose
+    `EmbedBatches` runs this DoFn): the model loaded, a batch encoded with it, and its model calls
+    counted (`batches`, a Beam counter, on Beam's thread; `counted_off_thread` set, so the handler does not
+    touch Beam's counters on the model's thread)."""
+
+    counted_off_thread: bool
+    batches_encoded: int
+    batches: Any
+
+    def load_model(self) -> TextEncoder: ...
+
+    def encode_products(self, products: Any, model: TextEncoder) -> Any: ...
 
 
 class _LoadedModel:
@@ -40,10 +54,10 @@ class _LoadedModel:
 
 
 class EncodeAhead(beam.DoFn):
-    """ProductBatch -> PredictionResult(batch, EncodedBatch), as RunInference(handler) gives, with the
-    model in its own thread `depth` batches ahead of Beam's."""
+    """A batch -> PredictionResult(batch, its encoding), as RunInference(handler) gives, with the model in
+    its own thread `depth` batches ahead of Beam's."""
 
-    def __init__(self, handler: ProductBatchHandler, depth: int = DEFAULT_DEPTH) -> None:
+    def __init__(self, handler: BatchHandler, depth: int = DEFAULT_DEPTH) -> None:
         if depth < 1:
             raise ValueError(f"depth must be at least 1, got {depth}")
         self.handler = handler
@@ -56,11 +70,11 @@ class EncodeAhead(beam.DoFn):
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="madr-encode")
 
     def start_bundle(self) -> None:
-        self._pending: collections.deque[tuple[Future, ProductBatch, Any]] = collections.deque()
+        self._pending: collections.deque[tuple[Future, Any, Any]] = collections.deque()
 
     def process(
         self,
-        products: ProductBatch,
+        products: Any,
         window: Any = beam.DoFn.WindowParam,
         timestamp: Any = beam.DoFn.TimestampParam,
     ) -> Iterator[WindowedValue]:
@@ -77,14 +91,14 @@ class EncodeAhead(beam.DoFn):
         if worker is not None:
             worker.shutdown(wait=True, cancel_futures=True)
 
-    def _encode(self, products: ProductBatch) -> tuple[EncodedBatch, int]:
+    def _encode(self, products: Any) -> tuple[Any, int]:
         """On the model's thread: the batch encoded, and how many model calls it took (a batch that failed
         is retried record by record)."""
         before = self.handler.batches_encoded
         encoded = self.handler.encode_products(products, self._model.model)
         return encoded, self.handler.batches_encoded - before
 
-    def _done(self, future: Future, products: ProductBatch, where: tuple[Any, Any]) -> WindowedValue:
+    def _done(self, future: Future, products: Any, where: tuple[Any, Any]) -> WindowedValue:
         """On Beam's thread: the batch's result once the model has it (its error, raised here, fails the
         bundle as RunInference's would), its model calls counted."""
         encoded, calls = future.result()
@@ -93,4 +107,4 @@ class EncodeAhead(beam.DoFn):
         return WindowedValue(PredictionResult(products, encoded), timestamp, [window])
 
 
-__all__ = ["DEFAULT_DEPTH", "EncodeAhead"]
+__all__ = ["DEFAULT_DEPTH", "BatchHandler", "EncodeAhead"]

@@ -31,6 +31,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from model import content_hash
 from model.annotations import ANNOTATION_COLUMNS, ColumnAnnotator
 from model.text_encoder import TextEncoder
+from pipelines.embed.ahead import EncodeAhead
 from pipelines.inference import EncoderModelHandler, ModelIdentity
 from pipelines.io.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE, dead_letter
 from schemas import embedding_schema
@@ -276,8 +277,6 @@ class EmbedBatches(beam.PTransform):
 
     def expand(self, batches: beam.PCollection) -> dict[str, beam.PCollection]:
         if self.ahead:
-            from pipelines.embed.ahead import EncodeAhead
-
             results = batches | "EncodeAhead" >> beam.ParDo(EncodeAhead(self.handler))
         else:
             results = batches | "Encode" >> RunInference(self.handler)

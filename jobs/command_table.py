@@ -122,6 +122,7 @@ class Command:
     name: str
     purpose: str  # the one line of `madr --help`
     description: str  # the first paragraph of `madr NAME --help`
+    config_class: type  # the frozen dataclass its flags are generated from
     flags: Flags[Any]
     run: Run
     beam: bool = False  # accepts Beam pipeline options besides its own flags
@@ -178,11 +179,16 @@ def command(
             raise ValueError(f"command {name!r} {where} (jobs/command_table.py)")
         if name in COMMANDS:
             raise ValueError(f"command {name!r} is registered twice")
+        params = getattr(config_class, "__dataclass_params__", None)
+        if params is None or not params.frozen:
+            raise TypeError(f"command {name!r}: its config {config_class!r} is not a frozen dataclass")
         description = " ".join((run.__doc__ or entry.purpose).split())
         beam = entry.beam
         note = epilog or (BEAM_NOTE if (beam if beam_note is None else beam_note) else None)
         flags = command_flags(config_class, then)
-        COMMANDS[name] = Command(name, entry.purpose, description, flags, run, beam, show_defaults, note)
+        COMMANDS[name] = Command(
+            name, entry.purpose, description, config_class, flags, run, beam, show_defaults, note
+        )
         return run
 
     return register

@@ -82,6 +82,27 @@ def test_a_command_outside_the_index_or_its_module_is_refused() -> None:
         command_table.command("generate", lambda parser: None)(run)  # registered from this test module
 
 
+def test_a_config_that_is_not_a_frozen_dataclass_is_refused(monkeypatch) -> None:
+    """A command's settings are a frozen dataclass whose fields are its flags: a mutable config is refused
+    when the command registers, not found out when a driver changes it under a running stage."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Mutable:
+        output: str = ""
+
+    def run(config: Mutable, beam_options: object) -> None:
+        """A run."""
+
+    run.__module__ = "jobs.commands.data"
+    monkeypatch.setattr(command_table, "COMMANDS", {})  # as if `generate` were not registered yet
+    with pytest.raises(TypeError, match="not a frozen dataclass"):
+        command_table.command("generate", Mutable)(run)
+    frozen = dataclasses.dataclass(frozen=True)(type("Frozen", (), {"__annotations__": {}}))
+    command_table.command("generate", frozen)(run)
+    assert command_table.COMMANDS["generate"].config_class is frozen
+
+
 def test_the_beam_commands_are_unchanged() -> None:
     assert set(BEAM_COMMANDS) == {"embed", "evaluate", "enrich", "export-vertex", "build-index", "nightly"}
 

@@ -6,7 +6,9 @@
     POST /reload    {"bundle": "PATH"} (default: the --bundle folder again): the new bundle is verified and
                     loaded beside the one serving, then swapped in; a request is answered by the bundle it
                     started on, so none fails during a swap. A bundle that fails verification is refused
-                    (409) and the old one keeps serving. PATH must lie inside --bundles_root.
+                    (409) and the old one keeps serving. PATH must lie inside --bundles_root. Accepted from
+                    this machine only, or from anywhere with the header `Authorization: Bearer TOKEN` where
+                    --reload_token_file gives the token (403 otherwise: a reload costs a bundle's load).
 
 Every connection is read by one thread of a `ThreadingHTTPServer`; at most `--workers` requests (default:
 the cores) encode and search at once, each with one thread for the encoder and the index, and the others
@@ -15,6 +17,8 @@ wait their turn: requests spread over the cores instead of fighting over them.
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import json
 import logging
 import os
@@ -52,6 +56,8 @@ class BundleHolder:
     requests: int = 0
     failures: int = 0
     swaps: int = 0
+    # What POST /reload must send as `Authorization: Bearer TOKEN`; None: /reload from this machine only.
+    reload_token: str | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _loading: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # Held by a request while it encodes and searches: `workers` at once.
@@ -81,6 +87,37 @@ class BundleHolder:
                 self.swaps += 1
         LOGGER.info("now serving %s", target)
         return bundle
+
+
+def reload_refusal(client_host: str, authorization: str | None, token: str | None) -> str | None:
+    """Why a /reload from `client_host` with this `Authorization` header is refused; None: it may reload.
+
+    With a token, only a request that sends it (compared in constant time), from anywhere; without one,
+    only a request from the loopback address: anyone who can reach the port could otherwise make the
+    server load bundles again and again."""
+    if token is not None:
+        given = (authorization or "").encode("utf-8")
+        if hmac.compare_digest(given, f"Bearer {token}".encode()):
+            return None
+        return "/reload needs the header 'Authorization: Bearer TOKEN' with the token of --reload_token_file"
+    try:
+        loopback = ipaddress.ip_address(client_host).is_loopback
+    except ValueError:
+        loopback = False
+    if loopback:
+        return None
+    return "/reload is accepted from this machine only; give --reload_token_file to accept it from elsewhere"
+
+
+def read_reload_token(path: str | Path) -> str:
+    """The token in `path` (its first line); ValueError naming the file when it holds none."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    token = lines[0].strip() if lines else ""
+    if len(token) < 16:
+        raise ValueError(
+            f"--reload_token_file {path}: its first line must be a token of 16 or more characters"
+        )
+    return token
 
 
 def single_threaded(bundle: ServingBundle) -> None:
@@ -178,6 +215,12 @@ class SearchHandler(BaseHTTPRequestHandler):
             self._reply(HTTPStatus.BAD_REQUEST, {"error": str(error)})
 
     def _reload(self, body: dict[str, Any]) -> None:
+        refusal = reload_refusal(
+            self.client_address[0], self.headers.get("Authorization"), self.holder.reload_token
+        )
+        if refusal is not None:
+            self._reply(HTTPStatus.FORBIDDEN, {"error": refusal})
+            return
         try:
             bundle = self.holder.swap_to(body.get("bundle"))
         except (ArtifactError, UnsafeName, OSError) as error:
@@ -202,11 +245,15 @@ def available_cores() -> int:
 
 
 def load_holder(
-    bundle: str | Path, bundles_root: str | Path | None = None, threads: int = 1, workers: int | None = None
+    bundle: str | Path,
+    bundles_root: str | Path | None = None,
+    threads: int = 1,
+    workers: int | None = None,
+    reload_token: str | None = None,
 ) -> BundleHolder:
     """The first bundle, verified and loaded, in a holder whose reloads stay inside `bundles_root`
-    (default: the folder that holds the bundle)."""
+    (default: the folder that holds the bundle) and need `reload_token` (None: from this machine only)."""
     served = open_bundle(bundle, threads)
     single_threaded(served)
     root = Path(bundles_root) if bundles_root else Path(bundle).resolve().parent
-    return BundleHolder(served, root, threads, workers or available_cores())
+    return BundleHolder(served, root, threads, workers or available_cores(), reload_token=reload_token)

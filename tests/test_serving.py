@@ -26,7 +26,7 @@ from jobs.cli import main
 from schemas import PRODUCT_SCHEMA
 from schemas.manifest import ArtifactError
 from serving.bundle import open_bundle
-from serving.server import load_holder, make_server
+from serving.server import load_holder, make_server, read_reload_token, reload_refusal
 from tests.test_search import _catalog_rows
 
 QUERIES = ("nike running shoe 17", "blue adidas", "a light shoe for road running")
@@ -52,8 +52,11 @@ def bundle(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> di
     }
 
 
-def _post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+def _post(url: str, body: dict[str, Any], token: str | None = None) -> tuple[int, dict[str, Any]]:
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, json.dumps(body).encode(), headers)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read())
@@ -75,10 +78,15 @@ def _search_run(bundle: dict[str, str], tmp_path: Path, *flags: str) -> dict[str
     return {text: by_key[f"q{i}"] for i, text in enumerate(QUERIES, start=1)}  # a text file's ids
 
 
+RELOAD_TOKEN = "a-token-of-the-scheduler-0123456789"
+
+
 @pytest.fixture(scope="module")
-def served(bundle: dict[str, str]):
-    """`madr serve --bundle B --port 0` in its own process, as typed; its base URL."""
-    argv = ["serve", "--bundle", bundle["bundle"], "--port", "0"]  # what main() reads from the console
+def served(bundle: dict[str, str], tmp_path_factory: pytest.TempPathFactory):
+    """`madr serve --bundle B --port 0 --reload_token_file F` in its own process, as typed; its base URL."""
+    token_file = tmp_path_factory.mktemp("token") / "reload-token"
+    token_file.write_text(RELOAD_TOKEN + "\n")
+    argv = ["serve", "--bundle", bundle["bundle"], "--port", "0", "--reload_token_file", str(token_file)]
     command = [sys.executable, "-m", "jobs.cli", *argv]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = process.stdout.readline()
@@ -121,6 +129,36 @@ def test_bad_requests_are_answered_400_naming_the_fix(served) -> None:
     with urllib.request.urlopen(f"{served}/health", timeout=10) as response:
         health = json.loads(response.read())
     assert health["status"] == "ok" and health["products"] == 40 and health["lexical"] is True
+
+
+def test_a_reload_needs_the_token_when_the_server_has_one(served) -> None:
+    """`--reload_token_file`: a /reload without the token is refused (403), from this machine too, and the
+    bundle keeps serving; with it, the bundle is loaded again and swapped in."""
+    for token in (None, "not-the-token"):
+        status, refused = _post(f"{served}/reload", {}, token)
+        assert status == 403 and "Authorization: Bearer TOKEN" in refused["error"]
+    status, swapped = _post(f"{served}/reload", {}, RELOAD_TOKEN)
+    assert status == 200 and swapped["status"] == "swapped"
+    with urllib.request.urlopen(f"{served}/health", timeout=10) as response:
+        assert json.loads(response.read())["swaps"] == 1
+
+
+def test_without_a_token_only_this_machine_may_reload() -> None:
+    """Anyone who can reach the port could otherwise make the server load bundles again and again."""
+    assert reload_refusal("127.0.0.1", None, None) is None
+    assert reload_refusal("::1", None, None) is None
+    assert "from this machine only" in reload_refusal("10.0.0.7", None, None)
+    assert "from this machine only" in reload_refusal("not an address", None, None)
+    assert reload_refusal("10.0.0.7", f"Bearer {RELOAD_TOKEN}", RELOAD_TOKEN) is None
+    assert reload_refusal("127.0.0.1", "Bearer short", RELOAD_TOKEN) is not None
+
+
+def test_a_token_file_without_a_token_is_one_clear_error(tmp_path) -> None:
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(ValueError, match=r"--reload_token_file .*16 or more characters"):
+        read_reload_token(tmp_path / "empty")
+    (tmp_path / "token").write_text(RELOAD_TOKEN + "\nignored\n")
+    assert read_reload_token(tmp_path / "token") == RELOAD_TOKEN
 
 
 def test_the_bundle_loads_and_answers_without_torch_transformers_or_beam(bundle) -> None:

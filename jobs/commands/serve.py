@@ -12,7 +12,7 @@ from pipelines.serve.serving_export import ExportServingConfig, export_serving
 from pipelines.settings.stage_config import setting
 from schemas.terminal_text import for_terminal
 from serving.bundle import bundle_size
-from serving.server import load_holder, make_server
+from serving.server import load_holder, make_server, read_reload_token
 
 
 @command("export-serving", ExportServingConfig, show_defaults=True)
@@ -47,6 +47,12 @@ class ServeConfig:
     bundles_root: str | None = setting(
         None, "Folder /reload may load bundles from (default: the folder that holds --bundle)"
     )
+    reload_token_file: str | None = setting(
+        None,
+        "File whose first line is the token POST /reload must send (header 'Authorization: Bearer TOKEN'), "
+        "so that a scheduler on another machine can swap bundles; without it /reload is accepted from this "
+        "machine only. A file, not a flag's value: a command line is visible to every user of the machine",
+    )
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -63,7 +69,8 @@ def _serve(config: ServeConfig, beam_options: PipelineOptions) -> None:
     "mode": "fused" or "dense"} answers what `madr search` prints; GET /health; POST /reload {"bundle": DIR}
     swaps to another bundle (the next night's) without failing a request. Needs no torch and no Beam."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    holder = load_holder(config.bundle, config.bundles_root, config.threads, config.workers)
+    token = read_reload_token(config.reload_token_file) if config.reload_token_file else None
+    holder = load_holder(config.bundle, config.bundles_root, config.threads, config.workers, token)
     server = make_server(holder, config.host, config.port)
     host, port = server.server_address[:2]
     described = holder.current.describe()

@@ -13,12 +13,13 @@ The Rust tokenizer encodes a batch on all cores unless TOKENIZERS_PARALLELISM=fa
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 
 import numpy as np
 from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerBase
+
+from schemas.token_batches import right_padded
 
 
 class BatchTokenizer:
@@ -45,11 +46,6 @@ class BatchTokenizer:
                 list(texts), padding=True, truncation=True, max_length=self.max_length, return_tensors="np"
             )
             return encoded["input_ids"].astype(np.int64), encoded["attention_mask"].astype(np.int64)
-        ids = [encoding.ids for encoding in self.rust.encode_batch_fast(list(texts))]
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        width = int(lengths.max(initial=0))
-        mask = np.arange(width) < lengths[:, None]
-        input_ids = np.full((len(ids), width), self.pad_id, dtype=np.int64)
-        # Row-major boolean assignment fills each row's first `length` places, in order.
-        input_ids[mask] = np.fromiter(itertools.chain.from_iterable(ids), np.int64, int(lengths.sum()))
-        return input_ids, mask.astype(np.int64)
+        return right_padded(
+            [encoding.ids for encoding in self.rust.encode_batch_fast(list(texts))], self.pad_id
+        )

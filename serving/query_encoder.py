@@ -11,11 +11,12 @@ encodes, to float32 rounding.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from schemas.token_batches import right_padded
 
 
 @dataclass(frozen=True)
@@ -68,12 +69,7 @@ class OnnxQueryEncoder:
         """(input_ids, attention_mask), int64, padded on the right to the longest text (at least
         `min_length`)."""
         ids = [encoding.ids for encoding in self.tokenizer.encode_batch_fast(list(texts))]
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        width = max(int(lengths.max(initial=0)), self.spec.min_length)
-        mask = np.arange(width) < lengths[:, None]
-        input_ids = np.full((len(ids), width), self.spec.pad_id, dtype=np.int64)
-        input_ids[mask] = np.fromiter(itertools.chain.from_iterable(ids), np.int64, int(lengths.sum()))
-        return input_ids, mask.astype(np.int64)
+        return right_padded(ids, self.spec.pad_id, self.spec.min_length)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), dimension) float32, each row of unit length."""

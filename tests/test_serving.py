@@ -271,3 +271,15 @@ def test_export_serving_saved_model_holds_the_index_as_a_tf_graph(bundle, tmp_pa
     mine = served.index.search(vectors, 10)
     for theirs, ours in zip(found, mine.ids, strict=True):
         assert len({v.decode() for v in theirs} & set(ours)) >= 9  # exact scoring: ties may differ in order
+
+
+def test_ids_are_padded_on_the_right_to_the_longest_or_the_graphs_shortest_input() -> None:
+    """The one layout of the model's batches and a server's queries (`schemas.token_batches`)."""
+    from schemas.token_batches import right_padded
+
+    ids, mask = right_padded([[5, 6, 7], [8]], pad_id=0)
+    assert ids.tolist() == [[5, 6, 7], [8, 0, 0]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]
+    ids, mask = right_padded([[5]], pad_id=9, min_width=4)
+    assert ids.tolist() == [[5, 9, 9, 9]] and mask.tolist() == [[1, 0, 0, 0]]
+    assert ids.dtype == mask.dtype == np.int64
+    assert right_padded([], pad_id=0)[0].shape == (0, 0)

@@ -79,14 +79,30 @@ class ServingBundle:
 
 
 def _checked_bytes(root: Path, manifest: dict[str, Any], name: str) -> bytes:
-    """The bytes of `name`, refused unless they are the ones the manifest lists."""
+    """The bytes of `name`, read once and refused unless they are the ones the manifest lists (the bundle's
+    check leaves their hash to this read: `_hashed_when_read`)."""
     entry = manifest["files"].get(name)
     if entry is None:
         raise ArtifactError(f"{root / 'manifest.json'} lists no {name}, which a bundle holds: {REBUILD}")
     data = (root / name).read_bytes()
     if hashlib.sha256(data).hexdigest() != entry["sha256"]:
-        raise ArtifactError(f"{root / name} changed after it was verified: {REBUILD}")
+        raise ArtifactError(f"{root / name} does not have the sha256 the manifest lists: {REBUILD}")
     return data
+
+
+def _hashed_when_read(root: Path) -> Any:
+    """The bundle's files that `open_bundle` hashes as it reads them, so that the bundle's check does not
+    read them first: the graph, the tokenizer and the catalog (`_checked_bytes`), and the index's files,
+    which `open_index` checks against the index's manifest (whose own sha256 the bundle's check does
+    hash: the chain holds). vectors.npy, read only when a filter needs it, is hashed at open."""
+    encoder = read_manifest(root, BUNDLE_KIND, REBUILD).get("encoder") or {}
+    read_whole = {encoder.get("graph"), encoder.get("tokenizer"), CATALOG_FILE}
+    index_manifest = f"{INDEX_DIR}/manifest.json"
+
+    def hashed(name: str) -> bool:
+        return name in read_whole or (name.startswith(f"{INDEX_DIR}/") and name != index_manifest)
+
+    return hashed
 
 
 def read_catalog(table: pa.Table, load_vectors: Any) -> Catalog:
@@ -103,7 +119,9 @@ def open_bundle(directory: str | Path, threads: int = 1) -> ServingBundle:
     """Verify every file of the bundle at `directory`, check the encoder and index were made by one model,
     and load them (torch-free: the index's exact scoring is NumPy's). ArtifactError names what is wrong."""
     root = Path(directory)
-    manifest = verify_manifest(root, BUNDLE_KIND, REBUILD, allow_unlisted=False)
+    manifest = verify_manifest(
+        root, BUNDLE_KIND, REBUILD, allow_unlisted=False, hashed_by_reader=_hashed_when_read(root)
+    )
     if manifest.get("format_version") != BUNDLE_VERSION:
         raise ArtifactError(
             f"{root} is a serving bundle of version {manifest.get('format_version')!r}; this madr serves "

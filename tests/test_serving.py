@@ -161,6 +161,23 @@ def test_a_token_file_without_a_token_is_one_clear_error(tmp_path) -> None:
     assert read_reload_token(tmp_path / "token") == RELOAD_TOKEN
 
 
+@pytest.mark.parametrize("part", ["index", "graph"])
+def test_a_file_hashed_as_it_is_read_is_still_refused_when_changed(bundle, tmp_path, part) -> None:
+    """The bundle's check leaves the graph, the tokenizer, the catalog and the index's files to their readers
+    (each read and hashed once): a changed byte there is refused all the same, by the reader."""
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle["bundle"], copy)
+    if part == "index":
+        changed = next(p for p in sorted((copy / "index").rglob("*.npy")) if p.stat().st_size > 64)
+    else:
+        changed = copy / "encoder" / "query.onnx"
+    data = bytearray(changed.read_bytes())
+    data[-1] ^= 0xFF
+    changed.write_bytes(bytes(data))
+    with pytest.raises(ArtifactError, match="sha256"):
+        open_bundle(copy)
+
+
 def test_the_bundle_loads_and_answers_without_torch_transformers_or_beam(bundle) -> None:
     script = (
         "import sys\n"

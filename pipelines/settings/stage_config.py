@@ -40,7 +40,7 @@ def setting(
     positional: bool = False,
     repeated: bool = False,
     metavar: str | None = None,
-    parse: Callable[[tuple[str, ...]], Any] | None = None,
+    parse: Callable[[Any], Any] | None = None,
 ) -> Any:
     """A dataclass field that is also a flag `--<field name>` (or `--<flag>`, parsed into the field's name).
 

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from index_builder.numpy_exact import NumpyExactSearcher
 from index_builder.partitioned import open_index
-from schemas.manifest import ArtifactError, read_manifest, verify_manifest
+from schemas.manifest import MANIFEST_FILE, ArtifactError, read_manifest, verify_manifest
 from serving.catalog import Catalog, ShownValues
 from serving.query_encoder import OnnxQueryEncoder, QueryEncoderSpec
 
@@ -90,19 +90,17 @@ def _checked_bytes(root: Path, manifest: dict[str, Any], name: str) -> bytes:
     return data
 
 
-def _hashed_when_read(root: Path) -> Any:
-    """The bundle's files that `open_bundle` hashes as it reads them, so that the bundle's check does not
-    read them first: the graph, the tokenizer and the catalog (`_checked_bytes`), and the index's files,
-    which `open_index` checks against the index's manifest (whose own sha256 the bundle's check does
-    hash: the chain holds). vectors.npy, read only when a filter needs it, is hashed at open."""
-    encoder = read_manifest(root, BUNDLE_KIND, REBUILD).get("encoder") or {}
-    read_whole = {encoder.get("graph"), encoder.get("tokenizer"), CATALOG_FILE}
-    index_manifest = f"{INDEX_DIR}/manifest.json"
+# Files `open_bundle` hashes as it reads them, so that the bundle's check does not read them first: the
+# graph, the tokenizer and the catalog (`_checked_bytes`). A manifest naming other files for them gets those
+# hashed twice and these (then unread) not at all: nothing unchecked is used.
+READ_WHOLE = frozenset({GRAPH_FILE, TOKENIZER_FILE, CATALOG_FILE})
 
-    def hashed(name: str) -> bool:
-        return name in read_whole or (name.startswith(f"{INDEX_DIR}/") and name != index_manifest)
 
-    return hashed
+def _hashed_when_read(name: str) -> bool:
+    """Whether `open_bundle` hashes the bundle's file `name` as it reads it: `READ_WHOLE`, and the index's
+    files, which `open_index` checks against the index's manifest (whose own sha256 the bundle's check does
+    hash: the chain holds). vectors.npy, read only when a filter needs it, is hashed by the check."""
+    return name in READ_WHOLE or (name.startswith(f"{INDEX_DIR}/") and name != f"{INDEX_DIR}/{MANIFEST_FILE}")
 
 
 def read_catalog(table: pa.Table, load_vectors: Any) -> Catalog:
@@ -120,7 +118,7 @@ def open_bundle(directory: str | Path, threads: int = 1) -> ServingBundle:
     and load them (torch-free: the index's exact scoring is NumPy's). ArtifactError names what is wrong."""
     root = Path(directory)
     manifest = verify_manifest(
-        root, BUNDLE_KIND, REBUILD, allow_unlisted=False, hashed_by_reader=_hashed_when_read(root)
+        root, BUNDLE_KIND, REBUILD, allow_unlisted=False, hashed_by_reader=_hashed_when_read
     )
     if manifest.get("format_version") != BUNDLE_VERSION:
         raise ArtifactError(

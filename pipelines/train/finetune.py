@@ -6,11 +6,10 @@ import dataclasses
 import json
 import logging
 import shutil
-from collections.abc import Collection
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from transformers import PreTrainedTokenizerBase
 
@@ -27,11 +26,10 @@ from pipelines.train.calibrate import calibrate_on_catalog
 from pipelines.train.encoder_job import (
     EncoderJob,
     has_checkpoint,
-    require_dataset,
     seeded,
 )
 from pipelines.train.head_refit import refit_aspect_heads
-from pipelines.train.presets import preset_setting, with_preset
+from pipelines.train.presets import PresetRun, preset_setting
 from pipelines.train.training_data import load_training_set
 from schemas.manifest import MANIFEST_FILE
 from schemas.splits import HeldOutProducts
@@ -54,7 +52,7 @@ class TrainJob(EncoderJob):
 
 
 @dataclass(frozen=True)
-class TrainRun:
+class TrainRun(PresetRun):
     """`madr train`: what to fine-tune and where (`TrainJob`), and the loop's settings; its flags are theirs
     and `--preset`'s."""
 
@@ -62,13 +60,7 @@ class TrainRun:
     loop: TrainingConfig = nested()
     preset: str | None = preset_setting()
 
-    def __post_init__(self) -> None:
-        require_dataset(self.job)
-
-    def under_preset(self, written: Collection[str]) -> TrainRun:
-        """The run with `--preset`'s values in every field whose flag is not in `written`."""
-        job, loop = with_preset(self.job, self.loop, self.preset, "train", written)
-        return dataclasses.replace(self, job=job, loop=loop)
+    COMMAND: ClassVar[str] = "train"
 
 
 def load_pretrained_encoder(

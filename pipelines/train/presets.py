@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from model.registry import experiment_role, learns_aspects_by_default
 from pipelines.settings.stage_config import setting
-from pipelines.train.encoder_job import EncoderJob, parse_variant_options
+from pipelines.train.encoder_job import EncoderJob, parse_variant_options, require_dataset
 
 Job = TypeVar("Job", bound=EncoderJob)
 Loop = TypeVar("Loop")
@@ -152,6 +152,26 @@ def with_preset(
     options = (*parse_variant_options(list(preset.variant_options)), *job.variant_options)
     job = replace(job, **_fields_of(job, values), variant_options=options)
     return job, replace(loop, **_fields_of(loop, values))
+
+
+class PresetRun:
+    """What `madr train`'s and `madr pretrain`'s run configs share (mixed into each frozen dataclass, which
+    declares `job`, `loop` and `preset`): the dataset checked when the run is made, and `--preset` applied
+    under the flags written (the `then=` of their `@command`). `COMMAND`: "train" or "pretrain", the part
+    of the preset the run reads."""
+
+    COMMAND: ClassVar[str]
+    job: Any
+    loop: Any
+    preset: str | None
+
+    def __post_init__(self) -> None:
+        require_dataset(self.job)
+
+    def under_preset(self, written: Collection[str]) -> Any:
+        """The run with `--preset`'s values in every field whose flag is not in `written`."""
+        job, loop = with_preset(self.job, self.loop, self.preset, self.COMMAND, written)
+        return replace(self, job=job, loop=loop)  # type: ignore[type-var]
 
 
 def _fields_of(config: Any, values: dict[str, Any]) -> dict[str, Any]:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import shutil
-from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from model import DenseEncoder, Side, text_for_model
 from model.batch import pick_device
@@ -25,8 +25,8 @@ from pipelines.io.product_reader import SkippedProducts, valid_products
 from pipelines.layout import DatasetLayout
 from pipelines.settings.stage_config import nested, setting
 from pipelines.storage.staged_output import fresh_output
-from pipelines.train.encoder_job import EncoderJob, has_checkpoint, require_dataset, seeded
-from pipelines.train.presets import preset_setting, with_preset
+from pipelines.train.encoder_job import EncoderJob, has_checkpoint, seeded
+from pipelines.train.presets import PresetRun, preset_setting
 from schemas import InvalidRecord, validate_query
 from schemas.splits import BUCKETS, HeldOutProducts, held_out_bucket
 
@@ -80,7 +80,7 @@ class PretrainJob(EncoderJob):
 
 
 @dataclass(frozen=True)
-class PretrainRun:
+class PretrainRun(PresetRun):
     """`madr pretrain`: what to pre-train on and where (`PretrainJob`), and the loop's settings; its flags
     are theirs and `--preset`'s."""
 
@@ -88,13 +88,7 @@ class PretrainRun:
     loop: PretrainingConfig = nested()
     preset: str | None = preset_setting()
 
-    def __post_init__(self) -> None:
-        require_dataset(self.job)
-
-    def under_preset(self, written: Collection[str]) -> PretrainRun:
-        """The run with `--preset`'s values in every field whose flag is not in `written`."""
-        job, loop = with_preset(self.job, self.loop, self.preset, "pretrain", written)
-        return dataclasses.replace(self, job=job, loop=loop)
+    COMMAND: ClassVar[str] = "pretrain"
 
 
 def load_pretraining_records(job: PretrainJob, encoder: DenseEncoder) -> list[PretrainingRecord]:

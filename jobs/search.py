@@ -78,7 +78,7 @@ class SearchCommand:
             k=self.k,
             filters=tuple(parse_filter(text) for text in self.filter),
             products=self.products,
-            min_confidence=self.threshold.or_default(),
+            threshold=self.threshold,
             lexical=self.lexical == "true",
         )
         object.__setattr__(self, "search", search)

@@ -81,7 +81,7 @@ def test_fill_transform_on_a_real_runner_dead_letters_bad_rows() -> None:
         out = {
             "products": pipeline | "P" >> beam.Create(products),
             "predictions": pipeline | "E" >> beam.Create(predictions),
-        } | FillAspectGaps(ASPECTS, 0.5)
+        } | FillAspectGaps(ASPECTS, PredictionThreshold(0.5))
         expected = [
             {
                 "product_id": "p1",

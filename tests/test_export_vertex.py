@@ -304,3 +304,25 @@ def test_predicted_restricts_of_an_aspect_that_contradicts_the_catalog_are_withh
     assert len(brands) == 30 and all(r["allow"] == ["nike"] for r in brands)
     colours = [r for rec in records for r in rec.get("restricts") or [] if r["namespace"] == "color"]
     assert len(colours) == 60
+
+
+def test_min_agreement_reaches_the_export(tmp_path: Path) -> None:
+    """`--min_agreement` is export-vertex's too (it was parsed and then ignored: the transform used its own
+    default): at 0 the contradicting brand predictions fill the gaps they were withheld from above."""
+    from tests.test_enrich import _catalog
+
+    products, embeddings, _ = _catalog(tmp_path, 60)
+    config = ExportVertexConfig(
+        products=products,
+        embeddings=embeddings,
+        output=str(tmp_path / "vertex"),
+        export=ExportSettings(vertex_aspects=("category", "brand", "color"), restricts="both"),
+        threshold=PredictionThreshold(min_confidence=0.0, min_agreement=0.0),
+    )
+    counts = export_vertex(config)
+    assert counts["vertex_restricts_withheld"] == 0
+    records = [
+        json.loads(line) for f in (tmp_path / "vertex").iterdir() for line in f.read_text().splitlines()
+    ]
+    brands = [r["allow"] for rec in records for r in rec.get("restricts") or [] if r["namespace"] == "brand"]
+    assert len(brands) == 60 and ["adidas"] in brands

@@ -250,13 +250,22 @@ def test_one_min_confidence_reaches_every_stage_of_the_nightly_and_every_command
     job = _nightly([*flags, "--judgments", "j", "--min_confidence", "0.7"])
     assert job.stages.embed.threshold.min_confidence == 0.7
     assert job.stages.evaluate.threshold.min_confidence == 0.7
-    helps = set()
-    for name in ("embed", "evaluate", "enrich", "export-vertex", "search"):
+    helps, defaults = set(), {}
+    for name in ("embed", "evaluate", "enrich", "export-vertex", "search", "export-serving"):
         command = argparse.ArgumentParser()
         load_command(name).add_arguments(command)
         (action,) = [a for a in command._actions if "--min_confidence" in a.option_strings]
-        helps.add((action.help, action.default))
-    assert len(helps) == 1  # one declaration, one default (None: each command's own, said in the help)
+        helps.add(action.help)
+        defaults[name] = action.default
+    assert len(helps) == 1  # one declaration
+    # One default, DEFAULT_PREDICTION_THRESHOLD, but embed's own (it writes every prediction, with its
+    # confidence): `nested(PredictionThreshold, min_confidence=0.0)`, said in the help.
+    assert defaults == {"embed": 0.0, **{name: 0.7 for name in defaults if name != "embed"}}
+    unset = _nightly([*flags, "--judgments", "j"])
+    assert (unset.stages.embed.threshold.min_confidence, unset.stages.evaluate.threshold.min_confidence) == (
+        0.0,
+        0.7,
+    )
 
 
 def test_the_nightly_evaluates_with_one_searcher_unless_asked_for_both() -> None:

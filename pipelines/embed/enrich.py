@@ -40,8 +40,6 @@ from pipelines.io.catalog_io import (
 )
 from pipelines.runner import make_pipeline
 from pipelines.settings.options import (
-    DEFAULT_MIN_AGREEMENT,
-    DEFAULT_PREDICTION_THRESHOLD,
     PredictionThreshold,
 )
 from pipelines.settings.stage_config import StageOutput, nested, output_setting, setting
@@ -192,24 +190,14 @@ class FillAspectGaps(beam.PTransform):
 
     With `keyed`, "products" are (product_id, aspects) pairs already read and checked
     (`ReadCatalogAspects`, which has the dead letters and counts them): no dead-letter output then.
-    An aspect whose predictions agree with the catalog's own values less than `min_agreement` of the
-    time has its gaps left unfilled (`AgreementWithCatalog`).
+    A prediction fills a gap at or above `threshold.min_confidence`; an aspect whose predictions agree with
+    the catalog's own values less than `threshold.min_agreement` of the time has its gaps left unfilled
+    (`AgreementWithCatalog`).
     """
 
-    def __init__(
-        self,
-        aspects: Sequence[str],
-        min_confidence: float,
-        keyed: bool = False,
-        min_agreement: float = DEFAULT_MIN_AGREEMENT,
-    ) -> None:
+    def __init__(self, aspects: Sequence[str], threshold: PredictionThreshold, keyed: bool = False) -> None:
         super().__init__()
-        if not 0 <= min_confidence <= 1 or not 0 <= min_agreement <= 1:
-            raise ValueError(
-                f"min_confidence and min_agreement must be in [0, 1], got {min_confidence}, {min_agreement}"
-            )
-        self.aspects, self.min_confidence, self.keyed = tuple(aspects), min_confidence, keyed
-        self.min_agreement = min_agreement
+        self.aspects, self.threshold, self.keyed = tuple(aspects), threshold, keyed
 
     def expand(self, inputs: Mapping[str, beam.PCollection]) -> dict[str, beam.PCollection]:
         if self.keyed:
@@ -221,10 +209,11 @@ class FillAspectGaps(beam.PTransform):
             products, dead_letters = keyed.valid, keyed[DEAD_LETTERS]
         predictions = inputs["predictions"] | "KeyPredictions" >> beam.Map(key_predictions)
         by_product = {"products": products, "predictions": predictions}
-        matched = by_product | JoinWithAgreement(self.aspects, self.min_confidence)
+        min_confidence, min_agreement = self.threshold.min_confidence, self.threshold.min_agreement
+        matched = by_product | JoinWithAgreement(self.aspects, min_confidence)
         joined, agreement = matched["joined"], matched["agreement"]
         rows = joined | "FillAspects" >> beam.ParDo(
-            _FillFn(self.aspects, self.min_confidence, self.min_agreement), beam.pvalue.AsDict(agreement)
+            _FillFn(self.aspects, min_confidence, min_agreement), beam.pvalue.AsDict(agreement)
         )
         outputs = {"rows": rows, "agreement": agreement}
         return outputs if dead_letters is None else {**outputs, DEAD_LETTERS: dead_letters}
@@ -246,7 +235,7 @@ def counted(aspects: Sequence[str]) -> list[str]:
 @dataclass(frozen=True, kw_only=True)
 class EnrichConfig(StageOutput):
     """One enrich run: the catalog, the embed output holding its predictions, which aspects, at which
-    threshold (default DEFAULT_PREDICTION_THRESHOLD; `--min_agreement` too), and where it writes."""
+    threshold (`--min_confidence`, `--min_agreement`), and where it writes."""
 
     output: str = output_setting("Folder for enriched-*.parquet and its manifest")
     products: str = setting("", "Catalog Parquet file or glob", required=True)
@@ -275,8 +264,6 @@ def enrich_catalog(config: EnrichConfig, beam_options: PipelineOptions | None = 
 
 def _enrich(config: EnrichConfig, output: str, options: PipelineOptions) -> dict[str, int]:
     products, embeddings, aspects = config.products, config.embeddings, config.aspects
-    min_confidence = config.threshold.or_default(DEFAULT_PREDICTION_THRESHOLD)
-    min_agreement = config.threshold.min_agreement
     embed_manifest = verified_stage_manifest(embeddings, "madr-embeddings", config.verify)
     pipeline = make_pipeline(options)
     catalog = pipeline | "ReadProducts" >> ReadCatalogAspects(products)
@@ -287,7 +274,7 @@ def _enrich(config: EnrichConfig, output: str, options: PipelineOptions) -> dict
         >> beam.io.ReadFromParquet(
             FileSystems.join(embeddings, "embeddings*.parquet"), columns=PREDICTION_COLUMNS
         ),
-    } | FillAspectGaps(aspects, min_confidence, keyed=True, min_agreement=min_agreement)
+    } | FillAspectGaps(aspects, config.threshold, keyed=True)
     _ = enriched["rows"] | "WriteEnriched" >> beam.io.WriteToParquet(
         FileSystems.join(output, "enriched"),
         schema=ENRICHED_PRODUCT_SCHEMA,
@@ -314,8 +301,8 @@ def _enrich(config: EnrichConfig, output: str, options: PipelineOptions) -> dict
             "embeddings": embeddings,
             "model_id": embed_manifest.get("model_id"),
             "model_version": embed_manifest.get("model_version"),
-            "min_confidence": min_confidence,
-            "min_agreement": min_agreement,
+            "min_confidence": config.threshold.min_confidence,
+            "min_agreement": config.threshold.min_agreement,
             "aspects": list(aspects),
             "counts": counts,
         },

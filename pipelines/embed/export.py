@@ -56,8 +56,6 @@ from pipelines.embed.gap_fill import SOURCES, fill_or_withhold
 from pipelines.io.catalog_io import DEAD_LETTERS, METRICS_NAMESPACE
 from pipelines.runner import make_pipeline
 from pipelines.settings.options import (
-    DEFAULT_MIN_AGREEMENT,
-    DEFAULT_PREDICTION_THRESHOLD,
     ExportSettings,
     PredictionThreshold,
 )
@@ -198,7 +196,7 @@ class ExportVertexJsonl(beam.PTransform):
 
     One line per embedded product; its ``restricts`` come, per `source`
     (`pipelines.embed.gap_fill.fill_aspects`), from the product's ``aspects`` map ("catalog"), from the
-    predictions `madr embed` wrote beside the vector at or above `min_confidence` ("predicted"), or
+    predictions `madr embed` wrote beside the vector at or above `threshold.min_confidence` ("predicted"), or
     from the catalog with predictions filling its gaps ("both"): one namespace per name in
     ``aspects`` (an `AspectSchema`'s names). Products without an embedding are not exported;
     embeddings without a catalog row are, with predicted restricts only. All are counted, and so is
@@ -211,9 +209,8 @@ class ExportVertexJsonl(beam.PTransform):
         aspects: Sequence[str] = ECOMMERCE_ASPECTS,
         dimension: int | None = None,
         source: str = "catalog",
-        min_confidence: float = DEFAULT_PREDICTION_THRESHOLD,
+        threshold: PredictionThreshold | None = None,
         keyed_products: bool = False,
-        min_agreement: float = DEFAULT_MIN_AGREEMENT,
     ) -> None:
         super().__init__()
         if source not in SOURCES:
@@ -221,7 +218,7 @@ class ExportVertexJsonl(beam.PTransform):
         self.aspects = AspectSchema(tuple(aspects)).names
         self.dimension = dimension
         self.source = source
-        self.min_confidence, self.min_agreement = min_confidence, min_agreement
+        self.threshold = threshold or PredictionThreshold()
         self.keyed_products = keyed_products
 
     def expand(self, inputs: Mapping[str, beam.PCollection]) -> beam.PCollection:
@@ -230,11 +227,10 @@ class ExportVertexJsonl(beam.PTransform):
             products = products | "KeyProducts" >> beam.ParDo(_KeyProducts())
         # The vector rides along with its predictions, through the join the agreement is counted on.
         embeddings = inputs["embeddings"] | "KeyEmbeddings" >> beam.Map(_predictions_and_vector)
-        to_record = _ToVertexRecord(
-            self.aspects, self.dimension, self.source, self.min_confidence, self.min_agreement
-        )
+        min_confidence, min_agreement = self.threshold.min_confidence, self.threshold.min_agreement
+        to_record = _ToVertexRecord(self.aspects, self.dimension, self.source, min_confidence, min_agreement)
         by_product = {"products": products, "predictions": embeddings}
-        matched = by_product | JoinWithAgreement(self.aspects, self.min_confidence)
+        matched = by_product | JoinWithAgreement(self.aspects, min_confidence)
         joined, agreement = matched["joined"], matched["agreement"]
         return joined | "ToVertexRecord" >> beam.ParDo(to_record, beam.pvalue.AsDict(agreement))
 
@@ -252,7 +248,7 @@ class ExportVertexConfig(StageOutput):
     products: str = setting("", "Product Parquet file or glob, for the aspect restricts", required=True)
     embeddings: str = setting("", "Embedding folder written by `madr embed`", required=True)
     export: ExportSettings = nested(ExportSettings)
-    # Predicted restricts count at or above it (default DEFAULT_PREDICTION_THRESHOLD).
+    # Predicted restricts count at or above --min_confidence.
     threshold: PredictionThreshold = nested(PredictionThreshold)
 
 
@@ -263,14 +259,13 @@ def export_vertex(config: ExportVertexConfig, beam_options: PipelineOptions | No
     ``output`` a new or empty folder (or, with ``overwrite``, one to replace) that will hold only the
     export files. ``beam_options`` choose the runner.
     """
-    settings, min_confidence = config.export, config.threshold.or_default(DEFAULT_PREDICTION_THRESHOLD)
+    settings = config.export
     aspects = AspectSchema.parse(",".join(settings.vertex_aspects)).names
     with fresh_output(config.output, config.overwrite) as staging:
         embed_manifest = verified_stage_manifest(config.embeddings, "madr-embeddings", config.verify)
         dimension = int(embed_manifest["dimension"])
-        export = ExportVertexJsonl(
-            aspects, dimension, settings.restricts, min_confidence, keyed_products=True
-        )
+        restricts, threshold = settings.restricts, config.threshold
+        export = ExportVertexJsonl(aspects, dimension, restricts, threshold, keyed_products=True)
         options = beam_options or PipelineOptions([])
         result = _run_export(
             config.products, config.embeddings, staging, export, settings.vertex_num_files, options

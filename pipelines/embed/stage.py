@@ -157,8 +157,9 @@ class EmbedConfig(StageOutput):
     output: str = output_setting("Folder for the embedding shards, dead letters and manifest, local or gs://")
     model: ModelSettings = nested()
     embed: EmbedSettings = nested()
-    # Predicted values below it are written as absent, with their confidence (default 0: all written).
-    threshold: PredictionThreshold = nested(PredictionThreshold)
+    # embed's own default, 0: every prediction is written (with its confidence); the readers of its values
+    # (enrich, export-vertex, search) pick what counts at their DEFAULT_PREDICTION_THRESHOLD.
+    threshold: PredictionThreshold = nested(PredictionThreshold, min_confidence=0.0)
 
 
 class BuiltEmbed(NamedTuple):
@@ -188,7 +189,7 @@ def build_embed_pipeline(
         Side.DOCUMENT,
         annotate=True,
         num_threads=settings.torch_threads or None,
-        abstention=config.threshold.abstention(0.0),
+        abstention=config.threshold.abstention(),
         # Only new or changed products are encoded under --previous: their number is not known here.
         expected_total=None if previous_folder else catalog_row_count(settings.products),
         precision=precision,

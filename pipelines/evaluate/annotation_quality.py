@@ -35,7 +35,7 @@ from pipelines.evaluate.trained_products import never_trained_on
 from pipelines.inference import load_text_encoder
 from pipelines.io.parquet_reading import parquet_rows, read_parquet_table
 from pipelines.io.product_reader import valid_products
-from pipelines.settings.options import DEFAULT_PREDICTION_THRESHOLD, ModelSettings
+from pipelines.settings.options import ModelSettings, PredictionThreshold
 from schemas.manifest import MANIFEST_FILE
 from schemas.splits import HeldOutProducts, title_key
 
@@ -190,13 +190,14 @@ def measure_annotation_quality(
     settings: ModelSettings | None = None,
 ) -> AnnotationQuality | None:
     """Accuracy of the model's aspect predictions, and coverage and precision of the values `rule` (default:
-    `DEFAULT_PREDICTION_THRESHOLD`, brand and colour stated) writes; None when the model predicts no aspects.
+    `PredictionThreshold`'s, the values enrich and export-vertex act on) writes; None when the model
+    predicts no aspects.
 
     With `settings` (an embed run's model flags: precision, runtime, device) the texts are encoded as
     that run encodes them, e.g. by its ONNX Runtime graph in int8, so the report describes the values the
     run writes, at that runtime's speed; without, by the torch model in fp32.
     """
-    rule = rule or AbstentionRule(DEFAULT_PREDICTION_THRESHOLD)
+    rule = rule or PredictionThreshold().abstention()
     # One load for both sides: the torch model, or the run's (its ONNX graphs made per side on first use).
     model = TextEncoder.load(model_dir) if settings is None else load_text_encoder(settings)
     encoder = model.encoder
@@ -282,7 +283,7 @@ def write_annotation_quality(config: EvaluateConfig, output: str) -> AnnotationQ
         opts.queries,
         opts.judgments,
         opts.split,
-        config.threshold.abstention(DEFAULT_PREDICTION_THRESHOLD),
+        config.threshold.abstention(),
         settings=config.model,  # at the run's precision and runtime: the values a night writes
     )
     if quality is None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -30,7 +30,7 @@ from model import Side
 from pipelines.embed.gap_fill import FilledAspect, fill_aspects
 from pipelines.inference import TextToEncode, load_text_encoder
 from pipelines.io.parquet_reading import parquet_rows, read_embeddings
-from pipelines.settings.options import DEFAULT_PREDICTION_THRESHOLD, ModelSettings
+from pipelines.settings.options import ConfidenceThreshold, ModelSettings
 from pipelines.storage.catalog_fingerprint import CatalogFingerprint
 from pipelines.storage.stage_manifests import read_stage_manifest
 from pipelines.storage.verify import check_same_model
@@ -60,7 +60,7 @@ class SearchConfig:
     k: int = 10
     filters: tuple[tuple[str, str], ...] = ()
     products: str | None = None  # default: the products the index's embeddings were made from
-    min_confidence: float = DEFAULT_PREDICTION_THRESHOLD
+    threshold: ConfidenceThreshold = field(default_factory=ConfidenceThreshold)
     # Fuse BM25's ranking with the dense one when the artifact carries BM25 (`build-index --products`).
     lexical: bool = True
 
@@ -69,8 +69,6 @@ class SearchConfig:
             raise ValueError(f"--k must be >= 1, got {self.k}")
         if not self.queries:
             raise ValueError("nothing to search: give --query TEXT or --queries FILE")
-        if not 0 <= self.min_confidence <= 1:
-            raise ValueError(f"--min_confidence must be in [0, 1], got {self.min_confidence}")
 
 
 @dataclass(frozen=True)
@@ -130,7 +128,8 @@ def embedding_rows(embeddings: str, index_ids: Sequence[str]) -> np.ndarray:
 
 def open_search(config: SearchConfig) -> tuple[Any, Catalog]:
     """The index (refused when another model made it) and its catalog view."""
-    return open_index_and_catalog(config.index, config.model, config.products, config.min_confidence)
+    min_confidence = config.threshold.min_confidence
+    return open_index_and_catalog(config.index, config.model, config.products, min_confidence)
 
 
 def open_index_and_catalog(

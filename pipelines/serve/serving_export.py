@@ -148,7 +148,7 @@ def export_serving(config: ExportServingConfig) -> dict[str, Any]:
         except ImportError as error:
             raise ValueError(f"--saved_model: {error}") from error
     index, catalog = open_index_and_catalog(
-        config.index, config.model, config.products, config.threshold.or_default()
+        config.index, config.model, config.products, config.threshold.min_confidence
     )
     if catalog.warning:
         print(catalog.warning)
@@ -173,7 +173,7 @@ def export_serving(config: ExportServingConfig) -> dict[str, Any]:
                 "products": len(catalog.ids),
                 "lexical": index.lexical is not None,
             },
-            "catalog": {"products": config.products, "min_confidence": config.threshold.or_default()},
+            "catalog": {"products": config.products, "min_confidence": config.threshold.min_confidence},
         }
         if config.saved_model:
             info["saved_model"] = {

@@ -127,10 +127,11 @@ DEFAULT_MIN_AGREEMENT = 0.8
 @dataclass(frozen=True)
 class ConfidenceThreshold:
     """The one --min_confidence of every command that writes or reads predicted aspect values; alone for
-    those that only show and filter on them (`madr search`, `madr export-serving`)."""
+    those that only show and filter on them (`madr search`, `madr export-serving`). Its default is
+    `DEFAULT_PREDICTION_THRESHOLD`; `madr embed` declares its own (`nested(..., min_confidence=0.0)`)."""
 
-    min_confidence: float | None = setting(
-        None,
+    min_confidence: float = setting(
+        DEFAULT_PREDICTION_THRESHOLD,
         "Lowest confidence P(x) of a predicted aspect value. embed: write a value only at or above it, "
         "keeping its confidence (default 0: every prediction); evaluate: the calibration line's threshold; "
         "enrich: what fills a gap; export-vertex: a predicted restrict's threshold; search and "
@@ -138,12 +139,8 @@ class ConfidenceThreshold:
     )
 
     def __post_init__(self) -> None:
-        if self.min_confidence is not None and not 0 <= self.min_confidence <= 1:
+        if not 0 <= self.min_confidence <= 1:
             raise ValueError(f"--min_confidence must be in [0, 1], got {self.min_confidence}")
-
-    def or_default(self, default: float = DEFAULT_PREDICTION_THRESHOLD) -> float:
-        """The threshold given, else the command's default (the only place a default is applied)."""
-        return default if self.min_confidence is None else self.min_confidence
 
 
 @dataclass(frozen=True)
@@ -170,9 +167,10 @@ class PredictionThreshold(ConfidenceThreshold):
             raise ValueError(f"--min_agreement must be in [0, 1], got {self.min_agreement}")
         object.__setattr__(self, "stated_aspects", tuple(self.stated_aspects))
 
-    def abstention(self, default: float = DEFAULT_PREDICTION_THRESHOLD) -> AbstentionRule:
-        """The rule that decides which predicted values are written, at this threshold or `default`."""
-        return AbstentionRule(self.or_default(default), self.stated_aspects)
+    def abstention(self) -> AbstentionRule:
+        """The rule that decides which predicted values are written (embed) or count as written (evaluate's
+        annotation quality); stages that read values already written compare `min_confidence` alone."""
+        return AbstentionRule(self.min_confidence, self.stated_aspects)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,14 @@ _EXPORTS = {
     "config": ("EncoderConfig",),
     "encoder": ("DenseEncoder",),
     "madral": ("MultiAspectConfig", "MultiAspectEncoder"),
-    "registry": ("VARIANTS", "load_config", "load_encoder", "new_encoder", "variant_class"),
+    "registry": (
+        "VARIANTS",
+        "load_config",
+        "load_encoder",
+        "load_vocabulary",
+        "new_encoder",
+        "variant_class",
+    ),
     "text": ("content_hash", "document_text", "document_text_with_aspects", "text_for_model"),
 }
 

@@ -40,6 +40,9 @@ class DenseEncoder(nn.Module):
     # State-dict prefixes of the modules `prepare_pretraining` adds: a state dict holding any of them
     # is a pre-trained model's, and `load_state_dict` recreates them first.
     pretraining_modules: ClassVar[tuple[str, ...]] = (MLM_HEADS,)
+    # The file, beside the weights, of the vocabulary that names this variant's predicted aspect values
+    # (`vocabulary`); None: the variant predicts none. Read alone by `model.registry.load_vocabulary`.
+    vocabulary_file: ClassVar[str | None] = None
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()

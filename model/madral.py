@@ -138,6 +138,8 @@ class AspectTowerEncoder(DenseEncoder):
     value names can be printed later; the model does not need it to load.
     """
 
+    vocabulary_file = VOCABULARY_FILE
+
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__(config)
         self.towers = nn.ModuleDict({name: self.build_aspect_tower() for name in self.transformers})

@@ -67,6 +67,7 @@ class MuralPretrainingLosses:
 
 class MuralEncoder(DenseEncoder):
     config_class = MuralConfig
+    vocabulary_file = granular_vocabulary_file(Granularity.PHRASE.value)  # `vocabulary`: the phrase level
 
     def __init__(self, config: MuralConfig) -> None:
         super().__init__(config)

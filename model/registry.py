@@ -191,6 +191,14 @@ def load_config(directory: str | Path) -> EncoderConfig:
     return variant_class(data.get("variant", "")).config_class.from_dict(data)
 
 
+def load_vocabulary(directory: str | Path) -> AspectVocabulary | None:
+    """The vocabulary that names a trained model's predicted aspect values (its `vocabulary`), read without
+    its weights; None when its variant predicts none or the folder has no vocabulary file."""
+    name = variant_class(read_config_dict(directory).get("variant", "")).vocabulary_file
+    path = Path(directory) / name if name else None
+    return AspectVocabulary.load(path) if path is not None and path.is_file() else None
+
+
 def load_encoder(
     directory: str | Path, device: str | None = None
 ) -> tuple[DenseEncoder, PreTrainedTokenizerBase]:

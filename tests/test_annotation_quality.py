@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.cli import main
+from model import load_encoder, load_vocabulary
 from model.abstention import AbstentionRule
 from pipelines.evaluate.annotation_quality import (
     held_out_products,
@@ -180,6 +181,15 @@ def test_a_model_without_aspect_heads_reports_none(dataset: DatasetLayout, tiny_
         measure_annotation_quality(str(tiny_model_dir), dataset.products, dataset.queries, dataset.judgments)
         is None
     )
+    assert load_vocabulary(tiny_model_dir) is None
+
+
+def test_the_vocabulary_read_alone_is_the_loaded_models(tuned: str) -> None:
+    """`written_annotation_accuracy` names values with the vocabulary read without the weights."""
+    encoder, _ = load_encoder(tuned)
+    alone = load_vocabulary(tuned)
+    assert encoder.vocabulary is not None and alone is not None
+    assert alone.to_dict() == encoder.vocabulary.to_dict()
 
 
 def test_written_annotations_score_like_the_model_and_int8_stays_close(

@@ -27,7 +27,7 @@ from model.mural_aspects import (
 )
 from model.mural_config import MuralConfig, MurConfig
 from model.mural_tokens import IGNORE_INDEX, insert_guiding_tokens, mask_for_mlm
-from model.registry import experiment_role
+from model.registry import experiment_role, load_vocabulary
 from model.text import text_for_model
 from tests.conftest import tiny_backbone
 
@@ -334,6 +334,10 @@ def test_loaded_model_names_its_predicted_values(tmp_path, tokenizer) -> None:
     # A value of the phrase vocabulary (not a class id), as the catalog spells it: what a reader can use.
     assert rows[0].aspect_values["category"] in vocabularies["phrase"].values("category").spellings
     assert set(rows[0].aspect_values) == {"category", "brand", "color"}
+    # Read without the weights, the vocabulary is the loaded model's (the phrase level), not another level's.
+    alone = load_vocabulary(tmp_path)
+    assert alone is not None and alone.to_dict() == loaded.vocabulary.to_dict()
+    assert alone.to_dict() != vocabularies["word"].to_dict()
 
 
 def test_mural_concat_reads_documents_with_their_aspect_strings_and_queries_as_they_are(tokenizer) -> None:

@@ -25,9 +25,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
-from model import Side, load_encoder, text_for_model
+from model import Side, load_vocabulary, text_for_model
 from model.abstention import AbstentionRule
 from model.aspects.vocabulary import UNSEEN
+from model.backbone import load_tokenizer
 from model.text_encoder import TextEncoder
 from pipelines.evaluate.config import EvaluateConfig
 from pipelines.evaluate.judged_ranking import AspectAccuracy, aspect_accuracy
@@ -247,10 +248,11 @@ def written_annotation_accuracy(
     left out by the run (below its --min_confidence, or not stated) counts as a miss, and so does a
     product whose value is outside the vocabulary.
     """
-    encoder, tokenizer = load_encoder(model_dir)
-    vocabulary = getattr(encoder, "vocabulary", None)
+    # The vocabulary and the tokenizer name the values; the weights are not needed (nor loaded).
+    vocabulary = load_vocabulary(model_dir)
     if vocabulary is None:
         return {}
+    tokenizer = load_tokenizer(model_dir)
     _, _, chosen = _held_out_of_model(model_dir, products, queries, judgments, split, sample)
     labels = {product["product_id"]: _as_dict(product["aspects"]) for product in chosen}
     hits: dict[str, int] = defaultdict(int)

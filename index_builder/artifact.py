@@ -315,10 +315,16 @@ def read_verified_files(directory: Path, manifest: IndexManifest) -> dict[str, b
     return dict(_verified_contents(directory, manifest))
 
 
+def read_verified_file(directory: Path, manifest: IndexManifest, relative: str) -> bytearray:
+    """One listed file's bytes, read once and hashed as read (`read_verified_files` for one file)."""
+    if relative not in manifest.files:
+        raise IndexArtifactError(f"{directory / relative} is not listed in its manifest; {REBUILD_HINT}")
+    return next(data for name, data in _verified_contents(directory, manifest, relative) if name == relative)
+
+
 def read_verified_ids(directory: Path) -> tuple[IndexManifest, list[str]]:
     """An index artifact's manifest and product ids, both verified, without reading its vectors."""
     manifest = read_verified_manifest(directory)
     with tempfile.TemporaryDirectory(prefix="madr-ids-") as private:
         copy_verified_files(directory, manifest, IDS_FILE, Path(private))
         return manifest, read_ids(Path(private), manifest.count)
-

@@ -6,7 +6,9 @@
     encoder/tokenizer.json
     index/               the index artifact as it was published (its own manifest, schedule, BM25)
     catalog.parquet      per index row: product_id, title, the aspect values filters match
-    vectors.npy          per index row: the float32 embedding, for filters too selective to over-fetch
+    vectors.npy          only where the index keeps no float32 vectors (an int8 re-ranking index): per
+                         index row, the embedding, for filters too selective to over-fetch; otherwise
+                         those are read from the index's own shards (`index_builder.stored_vectors`)
 
 `madr export-serving` writes one (`pipelines.serve.serving_export`); `open_bundle` refuses one whose files do
 not match the manifest, that holds a file the manifest does not list, or whose encoder another model made than
@@ -28,12 +30,16 @@ import pyarrow.parquet as pq
 
 from index_builder.numpy_exact import NumpyExactSearcher
 from index_builder.partitioned import open_index
+from index_builder.stored_vectors import read_stored_vectors
 from schemas.manifest import MANIFEST_FILE, ArtifactError, read_manifest, verify_manifest
 from serving.catalog import Catalog, ShownValues
 from serving.query_encoder import OnnxQueryEncoder, QueryEncoderSpec
 
 BUNDLE_KIND = "madr-serving-bundle"
-BUNDLE_VERSION = 1
+# 2: vectors.npy only where the index keeps no vectors of its own (version 1 always wrote it, a copy of
+# the index's: 15 GB at 10M x 384). Both are served.
+BUNDLE_VERSION = 2
+SERVED_VERSIONS = (1, 2)
 ENCODER_DIR = "encoder"
 GRAPH_FILE = f"{ENCODER_DIR}/query.onnx"
 TOKENIZER_FILE = f"{ENCODER_DIR}/tokenizer.json"
@@ -99,7 +105,8 @@ READ_WHOLE = frozenset({GRAPH_FILE, TOKENIZER_FILE, CATALOG_FILE})
 def _hashed_when_read(name: str) -> bool:
     """Whether `open_bundle` hashes the bundle's file `name` as it reads it: `READ_WHOLE`, and the index's
     files, which `open_index` checks against the index's manifest (whose own sha256 the bundle's check does
-    hash: the chain holds). vectors.npy, read only when a filter needs it, is hashed by the check."""
+    hash: the chain holds). vectors.npy, read only when a filter needs it, is hashed by the check; the
+    index's own vectors, read then in its place, by `read_stored_vectors`."""
     return name in READ_WHOLE or (name.startswith(f"{INDEX_DIR}/") and name != f"{INDEX_DIR}/{MANIFEST_FILE}")
 
 
@@ -120,10 +127,10 @@ def open_bundle(directory: str | Path, threads: int = 1) -> ServingBundle:
     manifest = verify_manifest(
         root, BUNDLE_KIND, REBUILD, allow_unlisted=False, hashed_by_reader=_hashed_when_read
     )
-    if manifest.get("format_version") != BUNDLE_VERSION:
+    if manifest.get("format_version") not in SERVED_VERSIONS:
         raise ArtifactError(
             f"{root} is a serving bundle of version {manifest.get('format_version')!r}; this madr serves "
-            f"version {BUNDLE_VERSION}: {REBUILD}"
+            f"versions {', '.join(map(str, SERVED_VERSIONS))}: {REBUILD}"
         )
     index_manifest = json.loads((root / INDEX_DIR / "manifest.json").read_text(encoding="utf-8"))
     index_model = index_manifest.get("model_fingerprint") or (index_manifest.get("extra") or {}).get(
@@ -151,6 +158,8 @@ def open_bundle(directory: str | Path, threads: int = 1) -> ServingBundle:
         )
 
     def load_vectors() -> np.ndarray:
+        if VECTORS_FILE not in manifest["files"]:  # the index's own, hashed against its manifests as read
+            return read_stored_vectors(root / INDEX_DIR)
         return np.load(io.BytesIO(_checked_bytes(root, manifest, VECTORS_FILE)), allow_pickle=False)
 
     return ServingBundle(root, manifest, encoder, index, read_catalog(table, load_vectors))

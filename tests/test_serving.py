@@ -22,7 +22,9 @@ import pytest
 
 from index_builder import ExactSearcher
 from index_builder.numpy_exact import NumpyExactSearcher
+from index_builder.stored_vectors import keeps_vectors, read_stored_vectors
 from jobs.cli import main
+from pipelines.io.parquet_reading import read_embeddings
 from schemas import PRODUCT_SCHEMA
 from schemas.manifest import ArtifactError
 from serving.bundle import open_bundle
@@ -214,7 +216,7 @@ def test_a_swap_under_concurrent_requests_fails_none(bundle, tmp_path) -> None:
     shutil.copytree(bundle["bundle"], bundles / "night-2", dirs_exist_ok=True)
     tampered = bundles / "night-3"
     shutil.copytree(bundle["bundle"], tampered, dirs_exist_ok=True)
-    (tampered / "vectors.npy").write_bytes(b"not the vectors")
+    (tampered / "catalog.parquet").write_bytes(b"not the catalog")
     holder = load_holder(bundle["bundle"])
     server = make_server(holder, "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -300,3 +302,52 @@ def test_ids_are_padded_on_the_right_to_the_longest_or_the_graphs_shortest_input
     assert ids.tolist() == [[5, 9, 9, 9]] and mask.tolist() == [[1, 0, 0, 0]]
     assert ids.dtype == mask.dtype == np.int64
     assert right_padded([], pad_id=0)[0].shape == (0, 0)
+
+
+def test_the_bundle_reads_its_vectors_from_the_index_that_keeps_them(bundle, tmp_path) -> None:
+    """Bundle version 2: no vectors.npy beside an index that keeps its float32 vectors (a second copy was 15
+    GB at 10M x 384); a selective filter scores with the index's own, checked as they are read."""
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle["bundle"], copy)
+    served = open_bundle(copy)
+    assert not (copy / "vectors.npy").exists()
+    assert served.manifest["format_version"] == 2 and served.manifest["index"]["vectors"] == "index"
+    ids, matrix, _ = read_embeddings(str(Path(bundle["root"]) / "emb"))
+    position = {pid: row for row, pid in enumerate(ids)}
+    expected = matrix[[position[pid] for pid in served.index.ids]]
+    assert np.array_equal(read_stored_vectors(copy / "index"), expected)  # bit for bit, in index order
+    dataset = next((copy / "index").rglob("dataset.npy"))
+    data = bytearray(dataset.read_bytes())
+    data[-1] ^= 0xFF
+    dataset.write_bytes(bytes(data))  # after the open: the read a filter makes refuses it
+    with pytest.raises(ArtifactError, match="sha256"):
+        served.catalog.vectors(np.arange(3))
+
+
+def test_an_index_without_float32_vectors_ships_them_beside_it_and_old_bundles_still_load(
+    bundle, tmp_path
+) -> None:
+    """An int8 re-ranking index keeps no float32 vectors: the bundle writes vectors.npy, and a filtered
+    search scores the same; a version-1 bundle (always vectors.npy) is still served, an unknown one not."""
+    int8 = tmp_path / "int8-index"
+    build = ["build-index", "--embeddings", str(Path(bundle["root"]) / "emb"), "--output", str(int8)]
+    build += ["--scoring", "asymmetric_hashing", "--reorder_precision", "int8", "--target_recall", "0"]
+    assert main([*build, "--products", str(Path(bundle["root"]) / "products.parquet")]) == 0
+    assert not keeps_vectors(int8) and keeps_vectors(bundle["index"])
+    export = ["export-serving", "--index", str(int8), "--model", bundle["model"]]
+    assert main([*export, "--output", str(tmp_path / "b")]) == 0
+    served = open_bundle(tmp_path / "b")
+    assert served.manifest["index"]["vectors"] == "vectors.npy"
+    rows = np.arange(len(served.index.ids))
+    ids, matrix, _ = read_embeddings(str(Path(bundle["root"]) / "emb"))
+    position = {pid: row for row, pid in enumerate(ids)}
+    expected = matrix[[position[pid] for pid in served.index.ids]]
+    assert np.array_equal(served.catalog.vectors(rows), expected)  # the embed run's, as the index's are
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    for version, opens in ((1, True), (3, False)):
+        (tmp_path / "b" / "manifest.json").write_text(json.dumps({**manifest, "format_version": version}))
+        if opens:
+            assert open_bundle(tmp_path / "b").catalog.vectors(rows[:2]).shape[0] == 2
+        else:
+            with pytest.raises(ArtifactError, match="serves versions 1, 2"):
+                open_bundle(tmp_path / "b")

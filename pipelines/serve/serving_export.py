@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
+from index_builder.stored_vectors import keeps_vectors
 from index_builder.tf_export import export_saved_model, require_tensorflow
 from model import load_encoder
 from model.batch import Side
@@ -113,8 +114,9 @@ def query_encoder_files(
     return spec, encoder, tokenizer
 
 
-def write_catalog(catalog: Any, target: Path) -> None:
-    """catalog.parquet (index row order) and vectors.npy, from `madr search`'s catalog view."""
+def write_catalog(catalog: Any, target: Path, with_vectors: bool) -> None:
+    """catalog.parquet (index row order), from `madr search`'s catalog view, and `with_vectors` vectors.npy
+    (for an index that keeps no float32 vectors of its own, which servers read otherwise)."""
     rows = [
         {
             "product_id": product_id,
@@ -127,6 +129,8 @@ def write_catalog(catalog: Any, target: Path) -> None:
         for product_id, title, aspects in zip(catalog.ids, catalog.titles, catalog.aspects, strict=True)
     ]
     pq.write_table(pa.Table.from_pylist(rows, schema=CATALOG_SCHEMA), target / layout.CATALOG_FILE)
+    if not with_vectors:
+        return
     vectors = catalog.vectors(np.arange(len(catalog.ids)))
     np.save(target / layout.VECTORS_FILE, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)
 
@@ -160,7 +164,8 @@ def export_serving(config: ExportServingConfig) -> dict[str, Any]:
             config.model, config.precision, staging, index.dimension
         )
         shutil.copytree(config.index, staging / layout.INDEX_DIR, symlinks=False)
-        write_catalog(catalog, staging)
+        index_keeps_vectors = keeps_vectors(staging / layout.INDEX_DIR)
+        write_catalog(catalog, staging, with_vectors=not index_keeps_vectors)
         if config.saved_model:
             export_saved_model(staging / layout.INDEX_DIR, staging / SAVED_MODEL_DIR, SAVED_MODEL_DEPTHS)
         info = {
@@ -172,6 +177,8 @@ def export_serving(config: ExportServingConfig) -> dict[str, Any]:
                 "source": str(config.index),
                 "products": len(catalog.ids),
                 "lexical": index.lexical is not None,
+                # Where a server reads the vectors it scores a selective filter's products with.
+                "vectors": "index" if index_keeps_vectors else layout.VECTORS_FILE,
             },
             "catalog": {"products": config.products, "min_confidence": config.threshold.min_confidence},
         }

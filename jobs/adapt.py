@@ -19,6 +19,7 @@ from apache_beam.io.filesystems import FileSystems
 from model.training import TrainingConfig
 from pipelines.embed.stage import EmbedConfig, embed_catalog
 from pipelines.evaluate.config import EvaluateConfig
+from pipelines.evaluate.corpus_sample import sample_corpus
 from pipelines.evaluate.stage import evaluate_retrieval
 from pipelines.layout import DatasetLayout
 from pipelines.settings.options import EmbedSettings, EvaluateSettings, ModelSettings
@@ -54,13 +55,17 @@ def has_judged_test_queries(data: DatasetLayout) -> bool:
     return "test" in splits
 
 
-def evaluate_model(model: str, data: DatasetLayout, folder: Path, overwrite: bool) -> dict[str, Any]:
-    """Embed the catalog with `model`, search exactly, score the test queries, and compare with zero-shot."""
+def evaluate_model(
+    model: str, data: DatasetLayout, folder: Path, overwrite: bool, products: str | None = None
+) -> dict[str, Any]:
+    """Embed the catalog (or `products`, a cut of it) with `model`, search exactly, score the test queries,
+    and compare with zero-shot."""
+    products = products or data.products
     embeddings = str(folder / "embeddings")
     embed_catalog(
         EmbedConfig(
             model=ModelSettings(model),
-            embed=EmbedSettings(data.products),
+            embed=EmbedSettings(products),
             output=embeddings,
             overwrite=overwrite,
         )
@@ -76,7 +81,7 @@ def evaluate_model(model: str, data: DatasetLayout, folder: Path, overwrite: boo
         model=ModelSettings(model),
         evaluate=settings,
         output=str(folder / "eval"),
-        products=data.products,
+        products=products,
         overwrite=overwrite,
     )
     return evaluate_retrieval(config)
@@ -94,6 +99,14 @@ class AdaptRun:
         "'none' skips them",
         metavar="DIR",
     )
+    evaluation_products: int = setting(
+        20_000,
+        "Evaluate over at most this many products: every judged one and a fixed sample of the rest (by "
+        "product-id hash), so that embedding the catalog once per model does not outlast the adaptation; "
+        "every system is scored over the same products, and recall is higher than over the whole catalog. "
+        "0: every product",
+        metavar="N",
+    )
     training_precision: str = setting(
         "auto",
         "Forward pass: bf16 autocast where the CPU or GPU computes bfloat16 natively (auto), or fp32",
@@ -103,6 +116,9 @@ class AdaptRun:
 
     def __post_init__(self) -> None:
         # After the loop's settings are built: a bad value is named before the dataset is looked at.
+        if self.evaluation_products < 0:
+            got = self.evaluation_products
+            raise ValueError(f"--evaluation_products must be >= 0 (0: every product), got {got}")
         require_dataset(self.job)
 
     def training_loop(self) -> TrainingConfig:
@@ -125,12 +141,15 @@ def run_adapt_job(run: AdaptRun) -> dict[str, Any]:
             print("no judged test queries in the dataset: retrieval is not evaluated")
         return result
     root = Path(run.evaluation or f"{str(job.output).rstrip('/')}-evaluation")
+    corpus = sample_corpus(data.products, data.judgments, run.evaluation_products, root / "corpus")
+    print(f"retrieval evaluated {corpus.describe()}")
+    result["evaluation_corpus"] = corpus
     models = {"adapted": str(report.model_dir)}
     if job.from_model:
         models = {"before (--from)": job.from_model, **models}
     for name, model in models.items():
         folder = root / name.split()[0].strip("()")
-        evaluated = evaluate_model(model, data, folder, job.overwrite)
+        evaluated = evaluate_model(model, data, folder, job.overwrite, corpus.products)
         result["evaluations"][name] = evaluated
         print(f"\n== {name}: {model} ({folder})\n")
         print(evaluated["table"])

@@ -40,7 +40,12 @@ def test_a_catalog_over_the_limit_keeps_every_judged_product_and_a_fixed_sample(
     assert set(_rows(again.products)) == set(kept)  # the same corpus on every run
     wider = sample_corpus(catalog.products, catalog.judgments, 500, tmp_path / "a")  # the old cut replaced
     assert set(kept) < set(_rows(wider.products)) and len(_rows(wider.products)) == 500
-    assert "over 400 of the catalog's 1,000 products" in cut.describe()
+    wording = f"over 400 of the catalog's 1,000 products ({len(judged)} judged and {400 - len(judged)} of"
+    assert wording in cut.describe()
+    few = sample_corpus(
+        catalog.products, catalog.judgments, 10, tmp_path / "c"
+    )  # every judged one all the same
+    assert few.kept == len(judged) and f"({len(judged)} judged, no other:" in few.describe()
 
 
 def test_a_catalog_within_the_limit_or_limit_zero_is_the_catalog_itself(catalog, tmp_path) -> None:

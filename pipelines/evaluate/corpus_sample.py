@@ -40,9 +40,11 @@ class CorpusSample:
     def describe(self) -> str:
         if self.whole:
             return f"over all {self.catalog:,} products"
+        others = self.kept - self.judged
+        sample = f" and {others:,} of the others, a fixed sample" if others > 0 else ", no other"
         return (
-            f"over {self.kept:,} of the catalog's {self.catalog:,} products (the {self.judged:,} judged and "
-            "a fixed sample of the rest: recall is higher than over the whole catalog, for each system alike)"
+            f"over {self.kept:,} of the catalog's {self.catalog:,} products ({self.judged:,} judged{sample}: "
+            "recall is higher than over the whole catalog, for each system alike)"
         )
 
 

@@ -156,9 +156,10 @@ class PredictionThreshold(ConfidenceThreshold):
 
     min_agreement: float = setting(
         DEFAULT_MIN_AGREEMENT,
-        "enrich: fill an aspect's gaps only when its predictions at --min_confidence agree with the "
-        "catalog's own values on at least this share of the products that have one (checked on 20 or "
-        "more); a model trained on another taxonomy is not let guess this one's categories",
+        "enrich (and export-vertex --restricts both): fill an aspect's gaps only when its predictions at "
+        "--min_confidence agree with the catalog's own values on at least this share of the products that "
+        "have one (checked on 20 or more); a model trained on another taxonomy is not let guess this one's "
+        "categories",
     )
 
     def __post_init__(self) -> None:

@@ -9,8 +9,10 @@ dead_letters.jsonl with every rejected row and why.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from pipelines.settings.stage_config import output_setting, overwrite_setting, setting, subcommands
 from product_data.ingest import (
@@ -127,6 +129,14 @@ class PlatformSource(FileReading):
     )
     locale: str | None = setting(None, "The catalog's language and country, e.g. nl_NL (exports carry none)")
 
+    # The platform's reader of its export (`product_data.ingest.shopify`, `.woocommerce`): each subclass's.
+    loader: ClassVar[Callable[..., IngestResult]]
+
+    def load(self) -> IngestResult:
+        """The export read as its platform writes it."""
+        delimiter = self.delimiter or ","
+        return type(self).loader(self.export, self.reading(), encoding=self.encoding, delimiter=delimiter)
+
     def reading(self) -> PlatformReading:
         return PlatformReading(
             per=self.per,  # type: ignore[arg-type]
@@ -142,11 +152,15 @@ class ShopifySource(PlatformSource):
     """A Shopify product export (Products > Export): one row per variant under a shared Handle; drafts,
     archived and unpublished products left out and counted."""
 
+    loader = staticmethod(load_shopify)
+
 
 @dataclass(frozen=True)
 class WoocommerceSource(PlatformSource):
     """A WooCommerce product export (Products > Export): simple and variable products, variations under
     their Parent; drafts, private and grouped products left out and counted."""
+
+    loader = staticmethod(load_woocommerce)
 
 
 Source = EsciSource | WandsSource | GenericSource | FolderSource | ShopifySource | WoocommerceSource
@@ -158,7 +172,6 @@ SOURCES: dict[str, type[Source]] = {
     "shopify": ShopifySource,
     "woocommerce": WoocommerceSource,
 }
-PLATFORMS = {ShopifySource: load_shopify, WoocommerceSource: load_woocommerce}
 
 
 @dataclass(frozen=True)
@@ -185,8 +198,7 @@ def run_ingest(config: IngestConfig) -> tuple[IngestResult, Path]:
     elif isinstance(args, WandsSource):
         result = load_wands(args.queries, args.products, args.labels)
     elif isinstance(args, PlatformSource):
-        load = PLATFORMS[type(args)]
-        result = load(args.export, args.reading(), encoding=args.encoding, delimiter=args.delimiter or ",")
+        result = args.load()
         check_dead_letter_share(result, args.max_dead_letter_fraction)
     elif isinstance(args, FolderSource):
         result = load_export_folder(

@@ -229,7 +229,7 @@ JSON_FIGURES += (
 )
 
 
-def _compare_rows(
+def compare_rows(
     markdown: str, header: str, expected: dict[tuple[str, ...], list[str]], source: str
 ) -> list[str]:
     """Each row of the document's table under `header` (keyed by its first len(key) cells) whose other
@@ -263,7 +263,7 @@ def distractor_differences(markdown: str, folder: Path = RESULTS) -> list[str]:
         for variant, metrics in figures["vs zero-shot, with distractors"].items()
     }
     source = "distractor_recall.json"
-    return _compare_rows(markdown, "| variant | catalog | products |", recall, source) + _compare_rows(
+    return compare_rows(markdown, "| variant | catalog | products |", recall, source) + compare_rows(
         markdown, "| variant − zero-shot, with distractors |", against, source
     )
 
@@ -278,7 +278,7 @@ def gap_fill_differences(markdown: str, folder: Path = RESULTS) -> list[str]:
             f"{aspects[a][k]:.3f}" for a in ("category", "brand", "color") for k in ("coverage", "precision")
         ]
         expected[(label,)] = cells
-    return _compare_rows(markdown, "| min_confidence | category coverage |", expected, "gap_fill.json")
+    return compare_rows(markdown, "| min_confidence | category coverage |", expected, "gap_fill.json")
 
 
 # RESULTS.md's zero-shot table ("Three seeds, the benchmark and a catalog the generator never made"): its
@@ -339,7 +339,7 @@ def zero_shot_differences(markdown: str, folder: Path = RESULTS) -> list[str]:
         first = rows[name][0]  # zero-shot is untrained: the same figures beside every seed
         recall, ndcg = f"{first['zero_shot_recall@100']:.4f}", f"{first['zero_shot_ndcg@10']:.4f}"
         expected[(catalog, ZERO_SHOT)] = [recall, "–", ndcg, "–", "–"]
-    return _compare_rows(markdown, ZERO_SHOT_TABLE, expected, "zero_shot.json and head_refit.json")
+    return compare_rows(markdown, ZERO_SHOT_TABLE, expected, "zero_shot.json and head_refit.json")
 
 
 ADAPT_BUDGET = (

@@ -11,6 +11,8 @@ What it recomputes, and from what:
   the experiment's own pooling, tests and writer; `bench.main_claims`), including the differences,
   p-values and seed means the sentences quote that the table does not print;
 - the store sections' figures from the per-query rows in `bench/results/store/` (`bench.store_claims`);
+- the recipe ablation's table and the figures its sentences quote, from its per-query rows and result
+  (`bench/results/recipe_ablation.parquet` and `.json`, `bench.ablation_claims`);
 - figures quoted from `bench/results/<name>.json` (docs/SCALING.md's in `bench.scaling_claims`), the
   distractor and zero-shot tables (`bench.json_claims`),
   and docs/PERFORMANCE.md, rendered again from those files (`bench.performance_doc`);
@@ -32,6 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.ablation_claims import ABLATION, ABLATION_FIGURES, ABLATION_JSON_FIGURES, ablation_differences
 from bench.archive_runs import MAIN_ARCHIVE, ArchivedExperiment, row_differences, table_rows
 from bench.claim_checks import ClaimSet, check_claims, section
 from bench.claim_words import DOCUMENTS, overstated
@@ -48,7 +51,14 @@ from bench.performance_doc import DOC as PERFORMANCE
 from bench.performance_doc import INTRO, render
 from bench.results_table import Table, table_of_results
 from bench.scaling_claims import SCALING_FIGURES
-from bench.store_claims import NOT_IN_DOCUMENT, SECTION, STORE_FIGURES, STORE_RESULTS, check_store_figures
+from bench.store_claims import (
+    NOT_IN_DOCUMENT,
+    SECTION,
+    STORE_FIGURES,
+    STORE_RESULTS,
+    StoreFigure,
+    check_store_figures,
+)
 
 MAIN_TABLE = "## The main table"
 CLAIM_SETS: tuple[ClaimSet, ...] = (
@@ -61,7 +71,6 @@ FROM_ARCHIVE = (CLAIM_SETS[0], CLAIM_SETS[1])  # the others read their section's
 MARKER = "*Not re-checkable from this repository:"
 # Sections of docs/RESULTS.md whose figures no committed file holds: each must carry MARKER.
 NOT_RECHECKABLE = (
-    "### Why the trained models fell behind",  # the ablation driver and its rows were not kept
     "## Condenser, and one aspect removed",  # runs/experiment folders
     "## Annotations users can trust",  # `madr explain` on a runs/ model
     "### The same models on the store export",  # the 60,000-product models' store rows
@@ -125,17 +134,11 @@ def _claim_sets(args: argparse.Namespace, markdown: str, tally: Tally) -> None:
 
 def _data_figures(args: argparse.Namespace, markdown: str, tally: Tally) -> None:
     print(f"{SECTION.lstrip('# ')} (per-query rows in {args.store_results}):")
-    for figure, failure in check_store_figures(markdown, STORE_FIGURES, Path(args.store_results)):
-        name = f"{figure.store} {figure.kind} {figure.metric} {figure.a}" + (
-            f" vs {figure.b}" if figure.b else ""
-        )
-        if failure == NOT_IN_DOCUMENT:
-            tally.missing(figure.says, args.doc)
-        else:
-            tally.line(failure is None, f"{name}: {figure.text}", failure)
+    _per_query_lines(tally, check_store_figures(markdown, STORE_FIGURES, Path(args.store_results)), args.doc)
+    _ablation_figures(args, markdown, tally)
     print(f"Figures quoted from {args.bench_results}/<name>.json:")
     documents = {"docs/RESULTS.md": markdown}
-    for figure in (*JSON_FIGURES, *SCALING_FIGURES):
+    for figure in (*JSON_FIGURES, *ABLATION_JSON_FIGURES, *SCALING_FIGURES):
         text = documents.setdefault(figure.document, Path(figure.document).read_text())
         failure = figure.failure(text, Path(args.bench_results))
         if failure == NOT_IN_DOCUMENT:
@@ -153,6 +156,26 @@ def _data_figures(args: argparse.Namespace, markdown: str, tally: Tally) -> None
     same = Path(PERFORMANCE).read_text() == render(INTRO)
     fix = "it differs from its results: run `python -m bench.performance_doc`"
     tally.line(same, f"docs/PERFORMANCE.md, rendered again from {RESULTS}/*.json", fix)
+
+
+def _ablation_figures(args: argparse.Namespace, markdown: str, tally: Tally) -> None:
+    folder = Path(args.bench_results)
+    print(f"The recipe ablation (per-query rows in {folder / ABLATION}.parquet):")
+    found = ablation_differences(markdown, folder)
+    tally.line(not found, f"the ablation table, from {ABLATION}.parquet and {ABLATION}.json", found)
+    _per_query_lines(tally, check_store_figures(markdown, ABLATION_FIGURES, folder), args.doc)
+
+
+def _per_query_lines(tally: Tally, checked: list[tuple[StoreFigure, str | None]], document: str) -> None:
+    """One line per figure recomputed from per-query rows (`bench.store_claims.check_store_figures`)."""
+    for figure, failure in checked:
+        name = f"{figure.store} {figure.kind} {figure.metric} {figure.a}" + (
+            f" vs {figure.b}" if figure.b else ""
+        )
+        if failure == NOT_IN_DOCUMENT:
+            tally.missing(figure.says, document)
+        else:
+            tally.line(failure is None, f"{name}: {figure.text}", failure)
 
 
 def _marked_and_worded(args: argparse.Namespace, markdown: str, tally: Tally) -> None:

@@ -36,8 +36,8 @@ class StoreFigure:
     b: str | None = None
 
 
-def _rows(folder: Path, store: str) -> dict[str, dict[str, dict[str, float]]]:
-    """system -> query_id -> metrics."""
+def per_query_rows(folder: Path, store: str) -> dict[str, dict[str, dict[str, float]]]:
+    """system -> query_id -> metrics, from FOLDER/<store>.parquet."""
     table = pq.read_table(folder / f"{store}.parquet").to_pylist()
     found: dict[str, dict[str, dict[str, float]]] = {}
     for row in table:
@@ -79,7 +79,7 @@ def check_store_figures(
         if " ".join(figure.says.split()) not in text:
             results.append((figure, NOT_IN_DOCUMENT))
             continue
-        rows = cache.setdefault(figure.store, _rows(folder, figure.store))
+        rows = cache.setdefault(figure.store, per_query_rows(folder, figure.store))
         found = formatted(value(rows, figure), figure)
         ok = found == figure.text
         results.append((figure, None if ok else f"quotes {figure.text}; the per-query rows give {found}"))
@@ -210,5 +210,6 @@ __all__ = [
     "StoreFigure",
     "check_store_figures",
     "formatted",
+    "per_query_rows",
     "value",
 ]

@@ -65,24 +65,15 @@ def _summary(rows: list[dict[str, Any]], key: str) -> str:
     return f"{statistics.mean(values):{spec}} ± {statistics.stdev(values):.4f}"
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="Small sizes, one seed")
+def add_benchmark_arguments(parser: argparse.ArgumentParser) -> None:
+    """The benchmark's size flags (`benchmark_dataset`); its generator seed is fixed at 13."""
     parser.add_argument("--num_products", type=int, default=10_000)
     parser.add_argument("--num_queries", type=int, default=1_000, help="Over all splits (≤ products / 10)")
     parser.add_argument("--test_fraction", type=float, default=0.6, help="Share of queries in the test split")
-    parser.add_argument("--seeds", default="13,14,15", help="Training seeds (the benchmark's is fixed: 13)")
-    parser.add_argument("--store", default="examples/store_export", help="Hand-written store export folder")
-    parser.add_argument("--output", default="runs/bench-zero-shot", help="Work folder")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.num_products, args.num_queries, args.seeds = 1_000, 100, "13"
-    seeds = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
-    root = Path(args.output) / ("quick" if args.quick else "full")
-    started = time.perf_counter()
 
+
+def benchmark_dataset(root: Path, args: argparse.Namespace) -> DatasetLayout:
+    """ROOT/data: the generator's benchmark at `add_benchmark_arguments`' sizes, generated once."""
     data = DatasetLayout(str(root / "data"))
     synthetic = SyntheticConfig(
         num_products=args.num_products,
@@ -93,6 +84,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     if not (Path(data.root) / "manifest.json").is_file():
         generate_benchmark(synthetic, data.root)
+    return data
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="Small sizes, one seed")
+    add_benchmark_arguments(parser)
+    parser.add_argument("--seeds", default="13,14,15", help="Training seeds (the benchmark's is fixed: 13)")
+    parser.add_argument("--store", default="examples/store_export", help="Hand-written store export folder")
+    parser.add_argument("--output", default="runs/bench-zero-shot", help="Work folder")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.num_products, args.num_queries, args.seeds = 1_000, 100, "13"
+    seeds = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
+    root = Path(args.output) / ("quick" if args.quick else "full")
+    started = time.perf_counter()
+
+    data = benchmark_dataset(root, args)
     store = DatasetLayout(str(root / "store"))
     if not (Path(store.root) / "manifest.json").is_file():
         ingest_export_folder(args.store, store.root, overwrite=True)

@@ -56,10 +56,17 @@ def has_judged_test_queries(data: DatasetLayout) -> bool:
 
 
 def evaluate_model(
-    model: str, data: DatasetLayout, folder: Path, overwrite: bool, products: str | None = None
+    model: str,
+    data: DatasetLayout,
+    folder: Path,
+    overwrite: bool,
+    products: str | None = None,
+    *,
+    zero_shot_previous: str | None = None,
 ) -> dict[str, Any]:
     """Embed the catalog (or `products`, a cut of it) with `model`, search exactly, score the test queries,
-    and compare with zero-shot."""
+    and compare with zero-shot (reusing the rows of `zero_shot_previous`, an earlier evaluation's
+    zero_shot/embeddings, for the products unchanged since, as `--zero_shot_previous` does)."""
     products = products or data.products
     embeddings = str(folder / "embeddings")
     embed_catalog(
@@ -76,6 +83,7 @@ def evaluate_model(
         embeddings=embeddings,
         searcher="exact",
         zero_shot="true",
+        zero_shot_previous=zero_shot_previous,
     )
     config = EvaluateConfig(
         model=ModelSettings(model),

@@ -276,7 +276,8 @@ def test_figures_quoted_from_a_result_file_are_recomputed_from_it(tmp_path: Path
     results = Path(__file__).resolve().parents[1] / "bench" / "results"
     copy = tmp_path / "results"
     copy.mkdir()
-    for path in results.glob("*.json"):  # every committed result; two are then changed
+    # Every committed result (and the per-query rows beside them); two results are then changed.
+    for path in [*results.glob("*.json"), *results.glob("*.parquet")]:
         shutil.copy(path, copy)
     serving = json.loads((copy / "serving_finals.json").read_text())
     serving["figures"]["summary"]["k=10"]["over_best_faiss"] = 0.65

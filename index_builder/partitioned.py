@@ -309,10 +309,8 @@ class PartitionedIndex(CorpusRows):
         return merged_indices[:, :k], merged_scores[:, :k]
 
 
-def open_index(directory: str | Path, exact: ExactMaker = torch_exact) -> Searcher:
-    """Load whichever index artifact ``directory`` holds (single, partitioned, inverted) from its manifest;
-    a dense one scores exactly with what `exact` makes (`ScannIndex.load`)."""
-    directory = Path(directory)
+def index_format(directory: Path) -> str | None:
+    """The `format` an index artifact's manifest names (single, partitioned, inverted), read alone."""
     path = directory / MANIFEST_FILE
     if not path.is_file():
         raise IndexArtifactError(
@@ -320,9 +318,17 @@ def open_index(directory: str | Path, exact: ExactMaker = torch_exact) -> Search
             f"{REBUILD_HINT}"
         )
     try:
-        kind = json.loads(path.read_text(encoding="utf-8")).get("format")
+        return json.loads(path.read_text(encoding="utf-8")).get("format")
     except (json.JSONDecodeError, AttributeError) as err:
         raise IndexArtifactError(f"{path} is not a JSON object ({err}); {REBUILD_HINT}") from err
+
+
+def open_index(directory: str | Path, exact: ExactMaker = torch_exact) -> Searcher:
+    """Load whichever index artifact ``directory`` holds (single, partitioned, inverted) from its manifest;
+    a dense one scores exactly with what `exact` makes (`ScannIndex.load`)."""
+    directory = Path(directory)
+    path = directory / MANIFEST_FILE
+    kind = index_format(directory)
     if kind == SINGLE_FORMAT:
         return ScannIndex.load(directory, exact)
     if kind == PARTITIONED_FORMAT:

@@ -9,7 +9,6 @@ Each file is checked against its shard's manifest as it is read, like every othe
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +22,7 @@ from index_builder.artifact import (
     read_verified_file,
     read_verified_manifest,
 )
-from index_builder.partitioned import PARTITIONED_FORMAT, read_verified_partitioned_manifest
+from index_builder.partitioned import PARTITIONED_FORMAT, index_format, read_verified_partitioned_manifest
 from index_builder.scann_assets import npy_array
 from schemas.manifest import MANIFEST_FILE
 
@@ -32,17 +31,14 @@ DATASET_FILE = f"{SCANN_DIR}/dataset.npy"
 
 def _shards(directory: Path) -> list[tuple[Path, IndexManifest]]:
     """(folder, verified manifest) of each ScaNN artifact of the dense index at `directory`, in row order."""
-    path = directory / MANIFEST_FILE
-    try:
-        kind = json.loads(path.read_text(encoding="utf-8")).get("format")
-    except (OSError, json.JSONDecodeError, AttributeError) as err:
-        raise IndexArtifactError(f"{path} is not a readable index manifest ({err}); {REBUILD_HINT}") from err
+    kind = index_format(directory)
     if kind == SINGLE_FORMAT:
         return [(directory, read_verified_manifest(directory))]
     if kind == PARTITIONED_FORMAT:
         shards = read_verified_partitioned_manifest(directory).shards
         return [(directory / shard.path, read_verified_manifest(directory / shard.path)) for shard in shards]
-    raise IndexArtifactError(f"{path} has format {kind!r}: only a dense index keeps vectors")
+    manifest_path = directory / MANIFEST_FILE
+    raise IndexArtifactError(f"{manifest_path} has format {kind!r}: only a dense index keeps vectors")
 
 
 def keeps_vectors(directory: str | Path) -> bool:

@@ -34,7 +34,14 @@ _EXPORTS = {
         "new_encoder",
         "variant_class",
     ),
-    "text": ("content_hash", "document_text", "document_text_with_aspects", "text_for_model"),
+    "text": (
+        "content_hash",
+        "document_text",
+        "document_text_column",
+        "document_text_with_aspects",
+        "text_column_for_model",
+        "text_for_model",
+    ),
 }
 
 __getattr__, __dir__, __all__ = exported_on_use(__name__, _EXPORTS)

@@ -10,6 +10,9 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 if TYPE_CHECKING:
     from model.config import EncoderConfig
 
@@ -27,6 +30,23 @@ def document_text(product: Mapping[str, Any]) -> str:
     if product.get("description"):
         parts.append(product["description"])
     return FIELD_SEPARATOR.join(part for part in parts if part)
+
+
+def document_text_column(products: pa.RecordBatch) -> pa.Array:
+    """`document_text` of every product of a batch at once, with Arrow's string kernels: for products as
+    validation returns them (`schemas.product_columns` finds the rows read that way)."""
+    names = products.schema.names
+    parts = [products.column("title").cast(pa.string())]
+    for name in ("bullet_points", "description"):
+        if name not in names or pa.types.is_null(products.schema.field(name).type):
+            continue
+        column = products.column(name)
+        if name == "bullet_points":
+            column = pc.binary_join(column, FIELD_SEPARATOR)  # a null list joins to null, an empty one to ""
+        column = column.cast(pa.string())
+        # `document_text` leaves an empty part out; "skip" below leaves out nulls.
+        parts.append(pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()), column))
+    return pc.binary_join_element_wise(*parts, FIELD_SEPARATOR, null_handling="skip")
 
 
 def document_text_with_aspects(product: Mapping[str, Any], aspects: Sequence[str]) -> str:
@@ -56,3 +76,11 @@ def text_for_model(product: Mapping[str, Any], config: EncoderConfig) -> str:
     if config.appends_aspects_to_documents:
         return document_text_with_aspects(product, config.aspects)
     return document_text(product)
+
+
+def text_column_for_model(products: pa.RecordBatch, config: EncoderConfig) -> pa.Array | None:
+    """`text_for_model` of a batch of validated products, or None for a variant that appends aspects
+    (their values need `validate_product`'s reshaping, record by record)."""
+    if config.appends_aspects_to_documents:
+        return None
+    return document_text_column(products)

@@ -18,11 +18,20 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import pyarrow as pa
 import torch
 from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
-from model import EncoderConfig, EncoderOutput, Side, load_config, pick_device, text_for_model
+from model import (
+    EncoderConfig,
+    EncoderOutput,
+    Side,
+    load_config,
+    pick_device,
+    text_column_for_model,
+    text_for_model,
+)
 from model.abstention import AbstentionRule
 from model.hardware import PrecisionChoice
 from model.text_encoder import TextEncoder, resolve_precision
@@ -49,6 +58,12 @@ class ModelIdentity:
     def text_of(self, product: Mapping[str, Any]) -> str:
         """What this model reads of a product (BiBERT-CONCAT appends aspects; the rest do not)."""
         return text_for_model(product, self.config)
+
+    def texts_of(self, products: pa.RecordBatch) -> list[str] | None:
+        """`text_of` of each product of a batch of products as validation returns them, column-wise; None
+        for a variant whose text needs each record validated (`model.text_column_for_model`)."""
+        column = text_column_for_model(products, self.config)
+        return None if column is None else column.to_pylist()
 
 
 class EncodingFailed(NamedTuple):

@@ -77,7 +77,7 @@ def rows_with_unsafe_text(batch: pa.RecordBatch) -> np.ndarray:
     marked here need `record_has_unsafe_text`."""
     marked = np.zeros(batch.num_rows, dtype=bool)
     for column in batch.columns:
-        for strings, rows in _strings_of(column):
+        for strings, rows in nested_strings(column):
             hits = (
                 pc.match_substring_regex(strings, _UNSAFE_RE2).fill_null(False).to_numpy(zero_copy_only=False)
             )
@@ -85,7 +85,7 @@ def rows_with_unsafe_text(batch: pa.RecordBatch) -> np.ndarray:
     return marked
 
 
-def _strings_of(column: pa.Array) -> Iterator[tuple[pa.Array, np.ndarray]]:
+def nested_strings(column: pa.Array) -> Iterator[tuple[pa.Array, np.ndarray]]:
     """Each string array nested in `column`, with the row each of its values belongs to."""
     kind = column.type
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
@@ -98,9 +98,9 @@ def _strings_of(column: pa.Array) -> Iterator[tuple[pa.Array, np.ndarray]]:
         parents = pc.list_parent_indices(pairs).to_numpy()
         flat = pc.list_flatten(pairs)
         for part in (flat.field("key"), flat.field("value")):
-            for strings, rows in _strings_of(part):
+            for strings, rows in nested_strings(part):
                 yield strings, parents[rows]
     elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
         parents = pc.list_parent_indices(column).to_numpy()
-        for strings, rows in _strings_of(pc.list_flatten(column)):
+        for strings, rows in nested_strings(pc.list_flatten(column)):
             yield strings, parents[rows]

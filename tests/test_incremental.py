@@ -17,8 +17,8 @@ from pipelines.embed.incremental import TonightKeys, _PlanFn, embedding_table
 from pipelines.embed.key_index import KeyIndex, content_key, id_key
 from pipelines.embed.stage import embed_catalog
 from pipelines.inference import ModelIdentity
-from pipelines.io.catalog_io import Positioned
 from pipelines.io.parquet_reading import read_embeddings, read_parquet_table
+from pipelines.io.validated_batches import ValidatedBatch
 from schemas import ArtifactError, embedding_schema, write_manifest
 from tests.test_embed_pipeline import catalog, write_catalog
 
@@ -104,7 +104,9 @@ def test_a_kept_copy_whose_key_another_id_shares_is_embedded_not_reused(tiny_mod
     def planned(sole_id: bool) -> list:
         kept = {"p0": KeptCopy(("f", 0), "h", sole_id)}
         tonight = TonightKeys()
-        outputs = list(plan.plan([Positioned(("f", 0), product)], candidates, kept, previous, tonight))
+        batch = pa.RecordBatch.from_pylist([product])
+        read = ValidatedBatch("f", 0, batch, np.empty(0, np.int64), [(0, product)])
+        outputs = list(plan.plan(read, candidates, kept, previous, tonight))
         assert [array.tolist() for array in tonight.arrays()] == [[key], [digest]]
         return outputs
 

@@ -69,6 +69,17 @@ class ProductBatcher:
         self.pending.hashes.append(digest)
         return self.flush() if len(self.pending.keys) >= self.size else None
 
+    def extend(self, keys: list[str], texts: list[str], hashes: list[str]) -> Iterator[ProductBatch]:
+        """`add` of each product in turn: the batches filled on the way."""
+        while keys:
+            room = self.size - len(self.pending.keys)
+            self.pending.keys.extend(keys[:room])
+            self.pending.texts.extend(texts[:room])
+            self.pending.hashes.extend(hashes[:room])
+            keys, texts, hashes = keys[room:], texts[room:], hashes[room:]
+            if len(self.pending.keys) >= self.size:
+                yield self.flush()
+
     def flush(self) -> ProductBatch | None:
         gathered, self.pending = self.pending, ProductBatch([], [], [])
         return gathered if gathered.keys else None

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 import numpy as np
@@ -57,18 +57,12 @@ from pipelines.embed.batches import ProductBatcher
 from pipelines.embed.dedupe import CANDIDATES, KEPT, FindDuplicates, KeptCopy, canonical_json
 from pipelines.embed.key_index import IndexKeys, KeyIndex, as_side_input, content_key, id_key
 from pipelines.inference import ModelIdentity
-from pipelines.io.catalog_io import (
-    METRICS_NAMESPACE,
-    ArrowDoFn,
-    Positioned,
-    ReadValidatedFn,
-    RowGroup,
-    dead_letter,
-    read_row_group,
-)
+from pipelines.io.catalog_io import METRICS_NAMESPACE, ArrowDoFn, RowGroup, dead_letter, read_row_group
 from pipelines.io.parquet_reading import previous_embeddings_folder
+from pipelines.io.validated_batches import ReadValidatedBatchesFn, ValidatedBatch
 from pipelines.storage.verify import model_fingerprint, verified_stage_manifest
 from schemas import embedding_schema, validate_product
+from schemas.product_columns import plain_product_rows
 
 TO_EMBED = "to_embed"
 REUSED = "reused"
@@ -175,17 +169,29 @@ class TonightKeys:
         return np.concatenate(self.keys), np.concatenate(self.digests)
 
 
-# Products planned together: their keys are hashed and looked up in the side inputs as arrays, which
-# took the per-product lookups from about 12 us to 1 (a 1M-product night's plan spent 12 s on them).
+# Products read, validated and planned together (a batch of the row group): as arrays, their keys are
+# hashed and looked up in the side inputs at once (per product, the lookups took about 12 µs; a
+# 1M-product night's plan spent 12 s on them).
 PLAN_CHUNK = 1024
 
 
+class _Products(NamedTuple):
+    """A `ValidatedBatch`'s valid products in file order: ids, the texts the model reads, batch rows."""
+
+    ids: list[str]
+    texts: list[str]
+    rows: np.ndarray
+
+
 class _PlanFn(ArrowDoFn):
-    """Product RowGroups -> read, validate, dedupe, then embed or leave to reuse, record by record.
+    """Product RowGroups -> read, validate, dedupe, then embed or leave to reuse, a batch at a time.
 
     Reading is part of this DoFn, not a step before it, on purpose: a step of its own would
     be fused with the listing of row groups, upstream of the side inputs, and the runner
     would then hold every product it read until the side inputs are ready.
+
+    Products are planned `PLAN_CHUNK` at a time, and those validation keeps as read never become dicts
+    (`ReadValidatedBatchesFn`).
     """
 
     def __init__(self, identity: ModelIdentity, with_previous: bool, batch_size: int) -> None:
@@ -193,7 +199,9 @@ class _PlanFn(ArrowDoFn):
         self.identity = identity
         self.with_previous = with_previous
         self.batch_size = batch_size
-        self.read = ReadValidatedFn("product", validate_product)
+        self.read = ReadValidatedBatchesFn(
+            "product", validate_product, plain_product_rows, batch_rows=PLAN_CHUNK
+        )
         self.duplicates = Metrics.counter(METRICS_NAMESPACE, "products_dead_lettered")
         self.changed = Metrics.counter(METRICS_NAMESPACE, "products_new_or_changed")
 
@@ -215,59 +223,80 @@ class _PlanFn(ArrowDoFn):
         previous: KeyIndex | None = None,
     ) -> Iterator[Any]:
         tonight = TonightKeys()
-        pending: list[Positioned] = []
-        for product in self.read.process(group):
-            if isinstance(product, pvalue.TaggedOutput):
-                yield product  # an invalid record's dead letter
-                continue
-            pending.append(product)
-            if len(pending) == PLAN_CHUNK:
-                yield from self.plan(pending, candidates, kept, previous, tonight)
-                pending = []
-        if pending:
-            yield from self.plan(pending, candidates, kept, previous, tonight)
+        for read in self.read.process(group):
+            if isinstance(read, pvalue.TaggedOutput):
+                yield read  # an invalid or unreadable record's dead letter
+            else:
+                yield from self.plan(read, candidates, kept, previous, tonight)
         if tonight.keys:
             # One element per row group, not per product: a million (key, digest) elements cost the
             # runner's per-element overhead twice (the output and the combiner's add_input).
             yield pvalue.TaggedOutput(TONIGHT, tonight.arrays())
 
+    def products(self, read: ValidatedBatch) -> _Products:
+        ids, texts = self.plain_products(read)
+        if not read.validated:
+            return _Products(ids, texts, read.plain)
+        rows = np.concatenate([read.plain, np.array([row for row, _ in read.validated], dtype=np.int64)])
+        ids += [record["product_id"] for _, record in read.validated]
+        texts += [self.identity.text_of(record) for _, record in read.validated]
+        order = np.argsort(rows, kind="stable").tolist()  # file order, as the records were read
+        return _Products([ids[n] for n in order], [texts[n] for n in order], rows[order])
+
+    def plain_products(self, read: ValidatedBatch) -> tuple[list[str], list[str]]:
+        """The ids and texts of the rows validation keeps as read, from their columns."""
+        if not len(read.plain):  # the screen vouches for the plain rows' column types, not the others'
+            return [], []
+        plain = read.batch.take(pa.array(read.plain))
+        texts = self.identity.texts_of(plain)
+        if texts is None:  # a variant that reads the aspects, as validation reshapes them
+            texts = [self.identity.text_of(validate_product(record)) for record in plain.to_pylist()]
+        return plain.column("product_id").to_pylist(), texts
+
+    def record(self, read: ValidatedBatch, row: int) -> dict[str, Any]:
+        """The validated record of the batch's row `row` (a valid one), for a dead letter."""
+        for validated_row, record in read.validated:
+            if validated_row == row:
+                return record
+        return validate_product(read.batch.slice(row, 1).to_pylist()[0])
+
     def plan(
         self,
-        products: list[Positioned],
+        read: ValidatedBatch,
         candidates: KeyIndex,
         kept: dict[str, KeptCopy],
         previous: KeyIndex | None,
         tonight: TonightKeys,
     ) -> Iterator[Any]:
-        ids = [product.record["product_id"] for product in products]
-        texts = [self.identity.text_of(product.record) for product in products]
+        ids, texts, rows = self.products(read)
         hashes = [content_hash(text) for text in texts]
         keys = np.fromiter(map(id_key, ids), np.uint64, len(ids))
         digests = np.fromiter(map(content_key, hashes), np.uint64, len(texts))
-        candidate = candidates.repeated_each(keys)
-        if previous is not None:
+        if previous is not None and self.with_previous:
             once, previous_digests = previous.values_of(keys)
-            unchanged = once & (previous_digests == digests)
+            reusable = once & (previous_digests == digests)
         else:
-            unchanged = np.zeros(len(keys), dtype=bool)
+            reusable = np.zeros(len(keys), dtype=bool)
         planned = np.ones(len(keys), dtype=bool)
-        for n, product in enumerate(products):
-            copy = kept[ids[n]] if candidate[n] else None
-            if copy is not None and copy.position != product.position:
+        for n in np.flatnonzero(candidates.repeated_each(keys)).tolist():
+            copy = kept[ids[n]]
+            if copy.position != read.position(int(rows[n])):
                 planned[n] = False
                 self.duplicates.inc()
                 reason = (
                     f"product {ids[n]!r}: duplicate product_id; kept the copy whose canonical JSON sorts "
                     f"first (content hash {copy.content_hash[:12]})"
                 )
-                yield pvalue.TaggedOutput(DEAD_LETTERS, dead_letter("dedupe", product.record, reason, ids[n]))
-            elif self.with_previous and unchanged[n] and (copy is None or copy.sole_id):
-                continue  # unchanged: `_ReusedRowsFn` writes the previous row
-            else:
-                self.changed.inc()
-                full = self.batcher.add(ids[n], texts[n], hashes[n])
-                if full:
-                    yield full
+                record = self.record(read, int(rows[n]))
+                yield pvalue.TaggedOutput(DEAD_LETTERS, dead_letter("dedupe", record, reason, ids[n]))
+            elif not copy.sole_id:
+                reusable[n] = False  # a key another id shares is never matched for reuse
+        embed = np.flatnonzero(planned & ~reusable)  # the rest is unchanged: `_ReusedRowsFn` writes it
+        self.changed.inc(len(embed))
+        chosen = embed.tolist()
+        yield from self.batcher.extend(
+            [ids[n] for n in chosen], [texts[n] for n in chosen], [hashes[n] for n in chosen]
+        )
         if self.with_previous:
             tonight.add(keys[planned], digests[planned])
 

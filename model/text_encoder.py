@@ -175,13 +175,20 @@ class TextEncoder:
         finally:
             self.model_seconds += time.perf_counter() - started
 
-    def forward_chunks(self, texts: Sequence[str], side: Side) -> Iterator[tuple[list[int], EncoderOutput]]:
-        """The model's output on `texts`, chunk by length-sorted chunk: each chunk's indices into `texts`
-        and its output (on the model's device)."""
-        # The model's own tokenize (MURAL adds guiding tokens), padded to the batch's longest text; each
-        # chunk keeps its own width (PAD_MULTIPLE). Chunks are cut in NumPy (shared with torch, no
+    def tokenize(self, texts: Sequence[str], side: Side) -> TokenizedBatch:
+        """`texts` as the model's own tokenize gives them (MURAL adds guiding tokens), padded to the batch's
+        longest text, on the CPU: what a thread ahead of the device does while it runs the batch before."""
+        return self.encoder.tokenize(self.tokenizer, list(texts), side)
+
+    def forward_chunks(
+        self, texts: Sequence[str], side: Side, tokens: TokenizedBatch | None = None
+    ) -> Iterator[tuple[list[int], EncoderOutput]]:
+        """The model's output on `texts` (`tokens`: their `tokenize`, if done already), chunk by
+        length-sorted chunk: each chunk's indices into `texts` and its output (on the model's device)."""
+        # Each chunk keeps its own width (PAD_MULTIPLE). Chunks are cut in NumPy (shared with torch, no
         # copies): torch's indexing cost ~1 ms a batch more.
-        tokens = self.encoder.tokenize(self.tokenizer, list(texts), side)
+        if tokens is None:
+            tokens = self.tokenize(texts, side)
         input_ids, attention_mask = tokens.input_ids.numpy(), tokens.attention_mask.numpy()
         lengths = attention_mask.sum(axis=1)
         device = next(self.encoder.parameters()).device

@@ -27,6 +27,7 @@ from model import (
     EncoderConfig,
     EncoderOutput,
     Side,
+    TokenizedBatch,
     load_config,
     pick_device,
     text_column_for_model,
@@ -156,6 +157,8 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, TextEncod
         # only on the thread Beam runs the DoFn on, so that thread adds these up (`batches_encoded`).
         self.counted_off_thread = False
         self.batches_encoded = 0
+        # The model thread's wait for the tokenizing thread ahead of it (`pipelines.embed.ahead`).
+        self.waited_for_tokens_s = 0.0
 
     def with_failures_isolated(self) -> EncoderModelHandler:
         """This handler (subclass and all) answering a failed batch record by record: a record that
@@ -208,11 +211,12 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, TextEncod
         return [PredictionResult(example, vector) for example, vector in zip(batch, encoded, strict=True)]
 
     def forward_chunks(
-        self, texts: Sequence[str], model: TextEncoder
+        self, texts: Sequence[str], model: TextEncoder, tokens: TokenizedBatch | None = None
     ) -> Iterator[tuple[list[int], EncoderOutput]]:
-        """`TextEncoder.forward_chunks` of this handler's side, the batch counted."""
+        """`TextEncoder.forward_chunks` of this handler's side (`tokens`: the texts' `tokenize`, if done
+        already), the batch counted."""
         self.count_batch(len(texts))
-        return model.forward_chunks(texts, self.side)
+        return model.forward_chunks(texts, self.side, tokens)
 
     def count_batch(self, size: int) -> None:
         if self.counted_off_thread:
@@ -231,7 +235,10 @@ class EncoderModelHandler(ModelHandler[TextToEncode, PredictionResult, TextEncod
             return ""
         elapsed = max(time.perf_counter() - self.first_batch_at, 1e-9)
         share = min(self.loaded.model_seconds / elapsed, 1.0)
-        return f"the model ran {share:.0%} of the time, it waited on this process the rest"
+        said = f"the model ran {share:.0%} of the time, it waited on this process the rest"
+        if self.waited_for_tokens_s:
+            said += f" ({min(self.waited_for_tokens_s / elapsed, 1.0):.0%} of the time for tokens)"
+        return said
 
     def get_num_bytes(self, batch: Sequence[TextToEncode]) -> int:
         return sum(len(example.text.encode("utf-8")) for example in batch)

@@ -132,10 +132,10 @@ def test_embed_products_matches_the_model_run_directly(tiny_model_dir, local_run
 class _FailingHandler(ProductBatchHandler):
     """A model that raises for any batch holding a product whose text says BOOM."""
 
-    def encode_texts(self, texts, model):
+    def encode_texts(self, texts, model, tokens=None):
         if any("BOOM" in text for text in texts):
             raise RuntimeError("simulated inference failure")
-        return super().encode_texts(texts, model)
+        return super().encode_texts(texts, model, tokens)
 
 
 def test_a_failing_batch_keeps_its_good_records_and_dead_letters_the_bad_one(

@@ -1,9 +1,11 @@
-"""`--encode_ahead`: the model in a thread of its own a batch ahead of Beam's (`pipelines.embed.ahead`)
-writes what RunInference's path writes: the same rows, annotations, dead letters and counts."""
+"""`--encode_ahead`: the model in a thread of its own a batch ahead of Beam's, its texts tokenized on a
+third (`pipelines.embed.ahead`), writes what RunInference's path writes: the same rows, annotations, dead
+letters and counts."""
 
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import apache_beam as beam
@@ -16,7 +18,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from jobs.cli import main
 from model.encoder import Side
-from pipelines.embed.batches import EmbedBatches, GatherProducts
+from pipelines.embed.batches import EmbedBatches, GatherProducts, ProductBatchHandler
 from pipelines.inference import ModelIdentity
 from pipelines.io.parquet_reading import read_parquet_table
 from pipelines.settings.options import EmbedSettings, ModelSettings
@@ -48,12 +50,21 @@ def test_madr_embed_ahead_writes_what_runinference_writes(tmp_path: Path, tiny_m
     assert counts[0]["products_dead_lettered"] == 1
 
 
-def _failing_run(model: Path, runner, ahead: bool) -> int:
+class _FailingTokenizerHandler(_FailingHandler):
+    """`_FailingHandler` whose tokenizing raises on a batch holding BOOM too (ahead, on its own thread)."""
+
+    def tokenize(self, products, model):
+        if any("BOOM" in text for text in products.texts):
+            raise RuntimeError("simulated tokenizer failure")
+        return super().tokenize(products, model)
+
+
+def _failing_run(model: Path, runner, ahead: bool, handler_class: type = _FailingHandler) -> int:
     """Products through `EmbedBatches` with a model that raises on a batch holding BOOM: the good ones
     written, BOOM dead-lettered (asserted in the pipeline); the model calls counted."""
     products = [*catalog(3), {**catalog(1)[0], "product_id": "boom", "title": "BOOM sock"}, *catalog(9)[5:]]
     identity = ModelIdentity.of(str(model))
-    handler = _FailingHandler(ModelSettings(str(model), batch_size=4), Side.DOCUMENT)
+    handler = handler_class(ModelSettings(str(model), batch_size=4), Side.DOCUMENT)
     pipeline = TestPipeline(runner=runner)
     batches = pipeline | beam.Create(products) | beam.ParDo(GatherProducts(identity, 4))
     embedded = batches | EmbedBatches(handler, identity, ahead=ahead)
@@ -76,6 +87,42 @@ def test_a_failing_batch_ahead_keeps_its_good_records_and_counts_each_retry(
     # The batch holding BOOM raises before the model runs, then is retried record by record: its 3 good
     # records, then the second batch, each one model call.
     assert calls == 3 + 1
+
+
+def test_a_batch_whose_tokenizing_fails_ahead_is_encoded_again_and_its_bad_record_isolated(
+    tiny_model_dir, local_runner
+) -> None:
+    calls = _failing_run(tiny_model_dir, local_runner, ahead=True, handler_class=_FailingTokenizerHandler)
+    assert calls == _failing_run(tiny_model_dir, local_runner, ahead=False) == 3 + 1
+
+
+_THREADS: list[tuple[str, str, bool]] = []  # the local runner runs the DoFn in this process
+
+
+class _ThreadRecordingHandler(ProductBatchHandler):
+    def tokenize(self, products, model):
+        _THREADS.append(("tokenize", threading.current_thread().name, True))
+        return super().tokenize(products, model)
+
+    def encode_products(self, products, model, tokens=None):
+        _THREADS.append(("encode", threading.current_thread().name, tokens is not None))
+        return super().encode_products(products, model, tokens)
+
+
+def test_texts_are_tokenized_on_their_own_thread_and_the_model_thread_gets_the_tokens(
+    tiny_model_dir, local_runner
+) -> None:
+    _THREADS.clear()
+    identity = ModelIdentity.of(str(tiny_model_dir))
+    handler = _ThreadRecordingHandler(ModelSettings(str(tiny_model_dir), batch_size=4), Side.DOCUMENT)
+    with TestPipeline(runner=local_runner) as pipeline:
+        batches = pipeline | beam.Create(catalog(10)) | beam.ParDo(GatherProducts(identity, 4))
+        embedded = batches | EmbedBatches(handler, identity, ahead=True)
+        ids = embedded["rows"] | beam.FlatMap(lambda table: table.column("product_id").to_pylist())
+        assert_that(ids, equal_to([f"p{n}" for n in range(10)]))
+    steps = sorted({(step, name.split("_")[0], given) for step, name, given in _THREADS})
+    assert steps == [("encode", "madr-encode", True), ("tokenize", "madr-tokenize", True)]
+    assert sum(step == "encode" for step, _, _ in _THREADS) == 3  # 10 products, batches of 4
 
 
 def test_encode_ahead_is_on_where_the_model_runs_on_a_gpu_unless_told() -> None:

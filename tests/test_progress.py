@@ -90,3 +90,5 @@ def test_the_embed_handler_says_how_much_of_the_time_the_model_ran(tiny_model_di
         "% of the time, it waited on this process the rest"
     )
     assert loaded.model_seconds > 0 and 0 <= int(share.split()[3].rstrip("%")) <= 100
+    handler.waited_for_tokens_s = 1e9  # the tokenizing thread ahead of the model kept it waiting
+    assert handler.model_share().endswith("it waited on this process the rest (100% of the time for tokens)")

@@ -28,7 +28,7 @@ from apache_beam.ml.inference.base import PredictionResult, RunInference
 from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
-from model import content_hash
+from model import TokenizedBatch, content_hash
 from model.annotations import ANNOTATION_COLUMNS, ColumnAnnotator
 from model.text_encoder import TextEncoder
 from pipelines.embed.ahead import EncodeAhead
@@ -172,9 +172,17 @@ class ProductBatchHandler(EncoderModelHandler):
     ) -> list[PredictionResult]:
         return [PredictionResult(products, self.encode_products(products, model)) for products in batch]
 
-    def encode_products(self, products: ProductBatch, model: TextEncoder) -> EncodedBatch:
+    def tokenize(self, products: ProductBatch, model: TextEncoder) -> TokenizedBatch:
+        """The batch's texts tokenized (`TextEncoder.tokenize`), for `encode_products`' `tokens`."""
+        return model.tokenize(products.texts, self.side)
+
+    def encode_products(
+        self, products: ProductBatch, model: TextEncoder, tokens: TokenizedBatch | None = None
+    ) -> EncodedBatch:
+        """The batch encoded (`tokens`: its `tokenize`, if done already); a batch that fails, record by
+        record where failures are isolated."""
         try:
-            return self.encode_texts(products.texts, model)
+            return self.encode_texts(products.texts, model, tokens)
         except Exception as error:
             if not self.isolate_failures:
                 raise
@@ -203,10 +211,12 @@ class ProductBatchHandler(EncoderModelHandler):
             }
         return EncodedBatch(vectors, annotations, failures)
 
-    def encode_texts(self, texts: list[str], model: TextEncoder) -> EncodedBatch:
+    def encode_texts(
+        self, texts: list[str], model: TextEncoder, tokens: TokenizedBatch | None = None
+    ) -> EncodedBatch:
         """`texts` encoded (and annotated) together, in length-sorted chunks; raises if any chunk does."""
         chunks, outputs = [], []
-        for chunk, output in self.forward_chunks(texts, model):
+        for chunk, output in self.forward_chunks(texts, model, tokens):
             chunks.append(chunk)
             outputs.append(output)
         order = np.empty(len(texts), dtype=np.int64)

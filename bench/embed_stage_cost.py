@@ -191,13 +191,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return {"path": str(report(name, config, figures))}
 
 
+# Earlier runs shown beside the latest, when saved: (label, file stem, what code ran).
+EARLIER_RUNS = (
+    ("before", "embed_stage_cost_before", "the code before issue 64's batched stage (9cfaff7)"),
+    ("batched", "embed_stage_cost_columnar_before", "batched, each row validated as a dict (f2b61c8)"),
+)
+
+
 def embed_stage_cost_section(after: dict[str, Any]) -> str:
-    """The PERFORMANCE.md table of this benchmark's latest run, beside the run saved as `_before` (the code
-    before issue 64's batched stage) when there is one."""
-    before_path = RESULTS / "embed_stage_cost_before.json"
-    runs = {"after": after}
-    if before_path.is_file():
-        runs = {"before": json.loads(before_path.read_text()), **runs}
+    """The PERFORMANCE.md table of this benchmark's latest run, beside the earlier runs of `EARLIER_RUNS`
+    that are saved."""
+    runs: dict[str, dict[str, Any]] = {}
+    said = []
+    for label, stem, code in EARLIER_RUNS:
+        path = RESULTS / f"{stem}.json"
+        if path.is_file():
+            runs[label] = json.loads(path.read_text())
+            said.append(f"*{label}*: {code}, {runs[label]['when'][:10]}")
+    runs["after"] = after
+    said.append(f"*after*: the rows validation keeps as read left in Arrow, {after['when'][:10]}")
     parts = [part for part, _ in MADR_PARTS if part not in STARTUP] + ["rest"]
     header = ["µs per product", *(f"madr {label}" for label in runs), "sentence-transformers"]
     peer = after["figures"]["peer_profile"]
@@ -241,6 +253,8 @@ def embed_stage_cost_section(after: dict[str, Any]) -> str:
         + "\n\n"
         + note
         + (f" `madr embed` ran at its defaults: {picked}." if picked else "")
+        + f" Runs: {'; '.join(said)}. One run each, and the runs of different days ran on different"
+        " machines of the same kind (2-core AMD EPYC with AVX-512 bf16): compare columns of one day."
     )
 
 

@@ -74,7 +74,8 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ),
     (
         "embed_stage_cost",
-        "The embed stage's own cost per product, with a negligible model, before and after batching",
+        "The embed stage's own cost per product, with a negligible model: before batching, batched, and "
+        "columnar",
         embed_stage_cost_section,
     ),
     (

@@ -40,7 +40,7 @@ RESULTS = Path("bench/results")
 SECOND_STORE_SCRIPT = Path("examples/second_store/make_export.py")
 
 
-def _store_folder(name: str, root: Path, seed: int) -> Path:
+def store_folder(name: str, root: Path, seed: int) -> Path:
     """The export folder of a store: as committed, or written by its script."""
     if name == "store_export":
         return Path("examples/store_export")
@@ -66,7 +66,7 @@ def _parse_ablation(text: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
     return (text, {name: value}, {}) if name in job_fields else (text, {}, {name: value})
 
 
-def _per_query_rows(folder: Path) -> pa.Table:
+def per_query_rows(folder: Path) -> pa.Table:
     """Every system's per-query metrics from one evaluation folder, one row per (system, query)."""
     systems = {"model": folder, "zero-shot": folder / "zero_shot" / "eval"}
     systems.update({path.name: path for path in sorted((folder / "lexical").iterdir()) if path.is_dir()})
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for store in [name.strip() for name in args.stores.split(",") if name.strip()]:
         data = DatasetLayout(str(root / store / "data"))
         if not (Path(data.root) / "manifest.json").is_file():
-            ingest_export_folder(_store_folder(store, root, args.store_seed), data.root, overwrite=True)
+            ingest_export_folder(store_folder(store, root, args.store_seed), data.root, overwrite=True)
         for label, job_changes, loop_changes in runs:
             folder = root / store / label.replace("=", "-")
             job = AdaptJob(dataset=data.root, output=str(folder / "model"), overwrite=True, **job_changes)
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             suffix = "" if label == "defaults" else "-" + label.replace("=", "-")
             evidence = RESULTS / "store" / f"{store}{suffix}.parquet"
             evidence.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(_per_query_rows(folder / "eval" / "eval"), evidence, compression="zstd")
+            pq.write_table(per_query_rows(folder / "eval" / "eval"), evidence, compression="zstd")
     config = {
         "stores": args.stores,
         "store_seed": args.store_seed,

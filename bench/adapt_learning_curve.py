@@ -9,10 +9,13 @@ sample every run, against the backbone used zero-shot and BM25 + zero-shot) and 
 products (aspect Acc@1). Each budget's NDCG@10 and Recall@100 are compared with the largest budget's,
 query by query (paired t-test), and its Acc@1 with the largest's.
 
-    python -m bench.adapt_learning_curve --data runs/adapt100k/data --budgets 31,156,300,625 --tag gen100k
+    python -m bench.adapt_learning_curve --data runs/adapt100k/data --budgets 31,156,300,625,0 \
+        --tag generator_100k
     python -m bench.adapt_learning_curve --store second_store --budgets 31,0 --tag second_store
 
-A budget whose run finished is read back from its folder, not run again (`--fresh` runs it again).
+A budget whose run finished is read back, not run again (`--fresh` runs it again): from its folder under
+`--output`, else from the committed result files of the same `--tag`, so one more budget (say `0`, every
+product) can join a curve measured on another day, and every run is compared with the new reference.
 Saves bench/results/adapt_learning_curve_<tag>.json and the per-query rows of every run and system
 (bench/results/adapt_learning_curve_<tag>.parquet), so each figure can be recomputed.
 """
@@ -60,6 +63,19 @@ def _adapt(data: str, folder: Path, budget: int, seed: int) -> dict[str, Any]:
     }
 
 
+_RUN_FIELDS = ("command_wall_s", "steps", "pseudo_queries", "held_out_accuracy@1")
+
+
+def _committed(tag: str) -> tuple[dict[str, dict[str, Any]], pa.Table | None]:
+    """The runs and per-query rows of `tag`'s committed result files, when there are both."""
+    summary = RESULTS / f"adapt_learning_curve_{tag}.json"
+    rows = RESULTS / f"adapt_learning_curve_{tag}.parquet"
+    if not (summary.is_file() and rows.is_file()):
+        return {}, None
+    runs = json.loads(summary.read_text())["figures"]["runs"]
+    return {label: {f: run[f] for f in _RUN_FIELDS} for label, run in runs.items()}, pq.read_table(rows)
+
+
 def _means(rows: pa.Table, system: str) -> dict[str, float]:
     chosen = rows.filter(pc.equal(rows["system"], system))
     return {metric: round(pc.mean(chosen[metric]).as_py(), 4) for metric in METRICS}
@@ -103,20 +119,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         data = str(root / "data")
         if not (Path(data) / "manifest.json").is_file():
             ingest_export_folder(store_folder(args.store, root, args.store_seed), data, overwrite=True)
+    committed_runs, committed_rows = _committed(args.tag) if not args.fresh else ({}, None)
     runs: dict[str, dict[str, Any]] = {}
     tables = []
     for budget in budgets:
         label = _budget_label(budget)
         folder = root / f"budget-{label}"
-        folder.mkdir(parents=True, exist_ok=True)
         done = folder / "run.json"  # resumable: a budget already run is read back, not run again
-        if done.is_file() and not args.fresh:
-            runs[label] = json.loads(done.read_text())
+        if label in committed_runs and committed_rows is not None and not done.is_file():
+            runs[label] = committed_runs[label]
+            rows = committed_rows.filter(pc.equal(committed_rows["run"], label))
+            tables.append(rows)
+            print(f"budget {label}: read back from the committed result files", flush=True)
         else:
-            runs[label] = _adapt(data, folder, budget, args.seed)
-            done.write_text(json.dumps(runs[label]))
-        rows = per_query_rows(folder / "model-evaluation" / "adapted" / "eval")
-        tables.append(rows.append_column("run", pa.array([label] * rows.num_rows)))
+            folder.mkdir(parents=True, exist_ok=True)
+            if done.is_file() and not args.fresh:
+                runs[label] = json.loads(done.read_text())
+            else:
+                runs[label] = _adapt(data, folder, budget, args.seed)
+                done.write_text(json.dumps(runs[label]))
+            rows = per_query_rows(folder / "model-evaluation" / "adapted" / "eval")
+            rows = rows.append_column("run", pa.array([label] * rows.num_rows))
+            tables.append(rows)
         for system in ("model", "zero-shot", "bm25+zero-shot"):
             runs[label][system] = _means(rows, system)
         print(f"budget {label}: {json.dumps(runs[label])}", flush=True)

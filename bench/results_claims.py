@@ -13,6 +13,8 @@ What it recomputes, and from what:
 - the store sections' figures from the per-query rows in `bench/results/store/` (`bench.store_claims`);
 - the recipe ablation's table and the figures its sentences quote, from its per-query rows and result
   (`bench/results/recipe_ablation.parquet` and `.json`, `bench.ablation_claims`);
+- `madr adapt`'s learning curves, tables and sentences, from their per-query rows and results
+  (`bench/results/adapt_learning_curve_<tag>.parquet` and `.json`, `bench.curve_claims`);
 - figures quoted from `bench/results/<name>.json` (docs/SCALING.md's in `bench.scaling_claims`), the
   distractor and zero-shot tables (`bench.json_claims`),
   and docs/PERFORMANCE.md, rendered again from those files (`bench.performance_doc`);
@@ -38,6 +40,14 @@ from bench.ablation_claims import ABLATION, ABLATION_FIGURES, ABLATION_JSON_FIGU
 from bench.archive_runs import MAIN_ARCHIVE, ArchivedExperiment, row_differences, table_rows
 from bench.claim_checks import ClaimSet, check_claims, section
 from bench.claim_words import DOCUMENTS, overstated
+from bench.curve_claims import (
+    CURVE,
+    CURVE_JSON_FIGURES,
+    README_CURVE_FIGURES,
+    TABLES,
+    check_curve_figures,
+    curve_differences,
+)
 from bench.json_claims import (
     JSON_FIGURES,
     RESULTS,
@@ -136,9 +146,10 @@ def _data_figures(args: argparse.Namespace, markdown: str, tally: Tally) -> None
     print(f"{SECTION.lstrip('# ')} (per-query rows in {args.store_results}):")
     _per_query_lines(tally, check_store_figures(markdown, STORE_FIGURES, Path(args.store_results)), args.doc)
     _ablation_figures(args, markdown, tally)
+    _curve_figures(args, markdown, tally)
     print(f"Figures quoted from {args.bench_results}/<name>.json:")
     documents = {"docs/RESULTS.md": markdown}
-    for figure in (*JSON_FIGURES, *ABLATION_JSON_FIGURES, *SCALING_FIGURES):
+    for figure in (*JSON_FIGURES, *ABLATION_JSON_FIGURES, *CURVE_JSON_FIGURES, *SCALING_FIGURES):
         text = documents.setdefault(figure.document, Path(figure.document).read_text())
         failure = figure.failure(text, Path(args.bench_results))
         if failure == NOT_IN_DOCUMENT:
@@ -164,6 +175,16 @@ def _ablation_figures(args: argparse.Namespace, markdown: str, tally: Tally) -> 
     found = ablation_differences(markdown, folder)
     tally.line(not found, f"the ablation table, from {ABLATION}.parquet and {ABLATION}.json", found)
     _per_query_lines(tally, check_store_figures(markdown, ABLATION_FIGURES, folder), args.doc)
+
+
+def _curve_figures(args: argparse.Namespace, markdown: str, tally: Tally) -> None:
+    folder = Path(args.bench_results)
+    print(f"The adapt learning curves (per-query rows in {folder / CURVE}_<tag>.parquet):")
+    found = curve_differences(markdown, folder)
+    tally.line(not found, f"the curve tables ({', '.join(TABLES)}), from their .parquet and .json", found)
+    _per_query_lines(tally, check_curve_figures(markdown, folder), args.doc)
+    readme = Path("README.md").read_text()
+    _per_query_lines(tally, check_curve_figures(readme, folder, README_CURVE_FIGURES), "README.md")
 
 
 def _per_query_lines(tally: Tally, checked: list[tuple[StoreFigure, str | None]], document: str) -> None:

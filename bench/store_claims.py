@@ -10,7 +10,7 @@ sentence, fails the check (`bench.results_claims` runs these with the document's
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,18 +68,25 @@ def formatted(number: float, figure: StoreFigure) -> str:
     return f"{number:+.{decimals}f}" if figure.kind == "delta" else f"{number:.{decimals}f}"
 
 
+Rows = dict[str, dict[str, dict[str, float]]]  # system -> query_id -> metrics
+
+
 def check_store_figures(
-    markdown: str, figures: Iterable[StoreFigure], folder: Path = STORE_RESULTS
+    markdown: str,
+    figures: Iterable[StoreFigure],
+    folder: Path = STORE_RESULTS,
+    rows_of: Callable[[Path, str], Rows] = per_query_rows,
 ) -> list[tuple[StoreFigure, str | None]]:
-    """Each figure with its failure (None: the sentence is in the document and the rows give its text)."""
+    """Each figure with its failure (None: the sentence is in the document and the rows give its text);
+    `rows_of(folder, figure.store)` reads a figure's per-query rows."""
     text = " ".join(markdown.split())
-    cache: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    cache: dict[str, Rows] = {}
     results = []
     for figure in figures:
         if " ".join(figure.says.split()) not in text:
             results.append((figure, NOT_IN_DOCUMENT))
             continue
-        rows = cache.setdefault(figure.store, per_query_rows(folder, figure.store))
+        rows = cache.setdefault(figure.store, rows_of(folder, figure.store))
         found = formatted(value(rows, figure), figure)
         ok = found == figure.text
         results.append((figure, None if ok else f"quotes {figure.text}; the per-query rows give {found}"))

@@ -96,8 +96,9 @@ class AdaptJob(EncoderJob):
     step_budget: int = setting(
         300,
         "Optimiser steps the adaptation is sized for: a catalog with more products than they need trains "
-        "on a sample drawn across its categories and brands (300 steps: about 13 minutes of a "
-        "10,000-product run on 2 CPU cores; 0: every product)",
+        "on a sample drawn across its categories and brands (300 steps: about 9,600 products; the whole "
+        "command took 18 minutes for 10,000 products and 25 for 100,000 on 2 CPU cores without bf16; "
+        "0: every product)",
     )
 
     def __post_init__(self) -> None:

@@ -73,7 +73,9 @@ EARLIER_NOTES = """### Notes (28 Nov 2026): the serving index, tuned per depth
   output projection, which reads the GELU output, is the sensitive one: kept in fp32 it gives a cosine of
   0.980, while every layer's kept gives 0.995 at 25 % less speed. `madr embed --precision int8` keeps the
   first layer's; through `madr evaluate` its Recall@100 and the Accuracy@1 of the values it writes stay
-  within a point of fp32 (table above). Per-channel weights were as accurate and half as fast.
+  within a point of fp32 on that day's model and CPU (the 25 Nov VNNI table below; on 30 Nov's CPU and
+  model it lost 2.53 points of NDCG@10 on the store export, above). Per-channel weights were as accurate
+  and half as fast.
 - **How much the figures move.** Three runs of the full benchmark on the idle machine gave a steady fp32
   ratio of 1.27x, 1.20x (one run each) and 1.22x (fastest of two, the table): the worst of the three,
   1.20x, is on the 1.2x target, a margin inside the run-to-run spread. The int8 Recall@100 change was

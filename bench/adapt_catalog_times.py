@@ -25,12 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pyarrow.compute as pc
-
 from bench.common import report
 from bench.embed_peer_bench import cpu_summary
 from bench.precision_quality import madr
-from bench.store_bench import METRICS, per_query_rows
+from bench.store_bench import per_query_rows, system_means
 
 
 def _timed(command: list[str], log: Path) -> tuple[float, float]:
@@ -43,16 +41,6 @@ def _timed(command: list[str], log: Path) -> tuple[float, float]:
     if os.waitstatus_to_exitcode(status):
         raise RuntimeError(f"{' '.join(command)} failed; its output is in {log}")
     return seconds, usage.ru_maxrss / 1024
-
-
-def _means(folder: Path) -> dict[str, dict[str, float]]:
-    """Each system's mean of each metric over the judged test queries of adapt's evaluation."""
-    rows = per_query_rows(folder)
-    found = {}
-    for system in ("model", "zero-shot", "bm25+zero-shot"):
-        chosen = rows.filter(pc.equal(rows["system"], system))
-        found[system] = {m: round(pc.mean(chosen[m]).as_py(), 4) for m in METRICS}
-    return found
 
 
 def measure(size: int, root: Path) -> dict[str, Any]:
@@ -85,7 +73,8 @@ def measure(size: int, root: Path) -> dict[str, Any]:
     }
     evaluation = folder / "model-evaluation" / "adapted" / "eval"
     if evaluation.is_dir():
-        figures["retrieval"] = _means(evaluation)
+        rows = per_query_rows(evaluation)
+        figures["retrieval"] = {s: system_means(rows, s) for s in ("model", "zero-shot", "bm25+zero-shot")}
     print(f"{size:,} products: {json.dumps(figures)}", flush=True)
     done.write_text(json.dumps(figures))
     return figures

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 
 from bench.common import RESULTS, report
 from bench.precision_quality import madr
-from bench.store_bench import METRICS, per_query_rows, store_folder
+from bench.store_bench import METRICS, per_query_rows, store_folder, system_means
 from evaluation.significance import paired_t_test
 from product_data.ingest.export_folder import ingest_export_folder
 
@@ -74,11 +74,6 @@ def _committed(tag: str) -> tuple[dict[str, dict[str, Any]], pa.Table | None]:
         return {}, None
     runs = json.loads(summary.read_text())["figures"]["runs"]
     return {label: {f: run[f] for f in _RUN_FIELDS} for label, run in runs.items()}, pq.read_table(rows)
-
-
-def _means(rows: pa.Table, system: str) -> dict[str, float]:
-    chosen = rows.filter(pc.equal(rows["system"], system))
-    return {metric: round(pc.mean(chosen[metric]).as_py(), 4) for metric in METRICS}
 
 
 def _against(rows: pa.Table, run: str, reference: str, metric: str) -> dict[str, float]:
@@ -142,7 +137,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             rows = rows.append_column("run", pa.array([label] * rows.num_rows))
             tables.append(rows)
         for system in ("model", "zero-shot", "bm25+zero-shot"):
-            runs[label][system] = _means(rows, system)
+            runs[label][system] = system_means(rows, system)
         print(f"budget {label}: {json.dumps(runs[label])}", flush=True)
     every = pa.concat_tables(tables)
     # The reference: every product when that run is here, else the largest budget.

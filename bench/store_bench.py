@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.common import report
@@ -75,6 +76,12 @@ def per_query_rows(folder: Path) -> pa.Table:
         table = pq.read_table(path / "per_query.parquet", columns=["query_id", *METRICS])
         tables.append(table.append_column("system", pa.array([system] * table.num_rows)))
     return pa.concat_tables(tables)
+
+
+def system_means(rows: pa.Table, system: str) -> dict[str, float]:
+    """`system`'s mean of each metric over the queries of `per_query_rows`, to four decimals."""
+    chosen = rows.filter(pc.equal(rows["system"], system))
+    return {metric: round(pc.mean(chosen[metric]).as_py(), 4) for metric in METRICS}
 
 
 def _figures(result: dict[str, Any]) -> dict[str, Any]:

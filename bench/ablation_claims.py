@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.json_claims import JsonFigure, compare_rows
-from bench.store_claims import StoreFigure, per_query_rows, value
+from bench.store_claims import StoreFigure, paired_figures, per_query_rows, value
 from schemas import ECOMMERCE_ASPECTS
 
 ABLATION = "recipe_ablation"  # bench/results/recipe_ablation.json and .parquet
@@ -97,14 +97,7 @@ def ablation_differences(markdown: str, folder: Path) -> list[str]:
 
 
 def _pair(says: str, a: str, b: str, quoted: dict[str, tuple[str | None, str | None]]) -> list[StoreFigure]:
-    """a − b in points and its paired p, per metric, as a sentence quotes them ({metric: (delta, p)}; None:
-    not quoted)."""
-    return [
-        StoreFigure(says, ABLATION, kind, metric, text, a, b)
-        for metric, texts in quoted.items()
-        for kind, text in zip(("delta", "p"), texts, strict=True)
-        if text is not None
-    ]
+    return paired_figures(says, ABLATION, a, b, quoted)
 
 
 def _means(says: str, quoted: dict[tuple[str, str], str]) -> list[StoreFigure]:

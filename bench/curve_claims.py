@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from bench.json_claims import JsonFigure, compare_rows
-from bench.store_claims import Rows, StoreFigure, check_store_figures, formatted, value
+from bench.store_claims import Rows, StoreFigure, check_store_figures, formatted, paired_figures, value
 from schemas import ECOMMERCE_ASPECTS
 
 CURVE = "adapt_learning_curve"  # bench/results/adapt_learning_curve_<tag>.json and .parquet
@@ -134,29 +134,22 @@ STORE_SAMPLE = (
 )
 
 
-def _versus(says: str, tag: str, a: str, b: str, quoted: dict[str, tuple[str, str]]) -> list[StoreFigure]:
-    """a − b in points and its paired p, per metric, as a sentence quotes them ({metric: (delta, p)})."""
-    return [
-        StoreFigure(says, tag, kind, metric, text, a, b)
-        for metric, texts in quoted.items()
-        for kind, text in zip(("delta", "p"), texts, strict=True)
-    ]
-
-
 CURVE_FIGURES: tuple[StoreFigure, ...] = (
-    *_versus(DEFAULT_CLOSE, GENERATOR, "300 model", "all model", {"ndcg@10": ("-0.6", "0.48")}),
-    *_versus(RECALL, GENERATOR, "300 model", "all model", {"recall@100": ("-2.3", "0.0094")}),
-    *_versus(RECALL, GENERATOR, "625 model", "all model", {"recall@100": ("+0.2", "0.84")}),
-    *_versus(FUSED_COST, GENERATOR, f"300 {FUSED}", f"all {FUSED}", {"ndcg@10": ("-1.9", "0.0015")}),
-    *_versus(FUSED_COST, GENERATOR, f"625 {FUSED}", f"all {FUSED}", {"ndcg@10": ("-1.0", "0.096")}),
-    *_versus(FUSED_LEAD, GENERATOR, f"300 {FUSED}", "300 bm25+zero-shot", {"ndcg@10": ("+5.1", "6.5e-09")}),
-    *_versus(ALONE, GENERATOR, "300 model", "300 zero-shot", {"ndcg@10": ("+7.9", "9.9e-12")}),
-    *_versus(ALONE, GENERATOR, "300 model", "300 bm25+zero-shot", {"ndcg@10": ("+4.6", "0.00012")}),
-    *_versus(TOO_FEW, GENERATOR, "31 model", "all model", {"ndcg@10": ("-3.0", "0.0024")}),
-    *_versus(TOO_FEW, GENERATOR, "31 model", "all model", {"recall@100": ("-3.7", "0.00012")}),
-    *_versus(STORE_SAMPLE, STORE, "31 model", "all model", {"ndcg@10": ("-1.0", "0.27")}),
-    *_versus(STORE_SAMPLE, STORE, f"31 {FUSED}", f"all {FUSED}", {"ndcg@10": ("+0.2", "0.77")}),
-    *_versus(STORE_SAMPLE, STORE, "31 model", "all model", {"recall@100": ("-1.3", "0.085")}),
+    *paired_figures(DEFAULT_CLOSE, GENERATOR, "300 model", "all model", {"ndcg@10": ("-0.6", "0.48")}),
+    *paired_figures(RECALL, GENERATOR, "300 model", "all model", {"recall@100": ("-2.3", "0.0094")}),
+    *paired_figures(RECALL, GENERATOR, "625 model", "all model", {"recall@100": ("+0.2", "0.84")}),
+    *paired_figures(FUSED_COST, GENERATOR, f"300 {FUSED}", f"all {FUSED}", {"ndcg@10": ("-1.9", "0.0015")}),
+    *paired_figures(FUSED_COST, GENERATOR, f"625 {FUSED}", f"all {FUSED}", {"ndcg@10": ("-1.0", "0.096")}),
+    *paired_figures(
+        FUSED_LEAD, GENERATOR, f"300 {FUSED}", "300 bm25+zero-shot", {"ndcg@10": ("+5.1", "6.5e-09")}
+    ),
+    *paired_figures(ALONE, GENERATOR, "300 model", "300 zero-shot", {"ndcg@10": ("+7.9", "9.9e-12")}),
+    *paired_figures(ALONE, GENERATOR, "300 model", "300 bm25+zero-shot", {"ndcg@10": ("+4.6", "0.00012")}),
+    *paired_figures(TOO_FEW, GENERATOR, "31 model", "all model", {"ndcg@10": ("-3.0", "0.0024")}),
+    *paired_figures(TOO_FEW, GENERATOR, "31 model", "all model", {"recall@100": ("-3.7", "0.00012")}),
+    *paired_figures(STORE_SAMPLE, STORE, "31 model", "all model", {"ndcg@10": ("-1.0", "0.27")}),
+    *paired_figures(STORE_SAMPLE, STORE, f"31 {FUSED}", f"all {FUSED}", {"ndcg@10": ("+0.2", "0.77")}),
+    *paired_figures(STORE_SAMPLE, STORE, "31 model", "all model", {"recall@100": ("-1.3", "0.085")}),
 )
 
 
@@ -165,8 +158,8 @@ README_CURVE = (
     "11.8 minutes against 62.1, and the ranking fused with BM25 by −1.9 (p 0.0015)"
 )
 README_CURVE_FIGURES: tuple[StoreFigure, ...] = (  # README.md's own-catalog section
-    *_versus(README_CURVE, GENERATOR, "300 model", "all model", {"ndcg@10": ("-0.6", "0.48")}),
-    *_versus(README_CURVE, GENERATOR, f"300 {FUSED}", f"all {FUSED}", {"ndcg@10": ("-1.9", "0.0015")}),
+    *paired_figures(README_CURVE, GENERATOR, "300 model", "all model", {"ndcg@10": ("-0.6", "0.48")}),
+    *paired_figures(README_CURVE, GENERATOR, f"300 {FUSED}", f"all {FUSED}", {"ndcg@10": ("-1.9", "0.0015")}),
 )
 
 

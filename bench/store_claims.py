@@ -93,6 +93,19 @@ def check_store_figures(
     return results
 
 
+def paired_figures(
+    says: str, store: str, a: str, b: str, quoted: dict[str, tuple[str | None, str | None]]
+) -> list[StoreFigure]:
+    """a − b in points and its paired p, per metric, as one sentence quotes them ({metric: (delta, p)};
+    None: not quoted)."""
+    return [
+        StoreFigure(says, store, kind, metric, text, a, b)
+        for metric, texts in quoted.items()
+        for kind, text in zip(("delta", "p"), texts, strict=True)
+        if text is not None
+    ]
+
+
 def _system_figures(says: str, store: str, means: dict[str, tuple[str, str]]) -> list[StoreFigure]:
     """Means of several systems quoted by one sentence: {system: (Recall@100 text, NDCG@10 text)}."""
     return [

@@ -23,6 +23,9 @@ NOT_IN_DOCUMENT = "the sentence is no longer in the document"
 SECTION = "## A store's own catalog: BM25, zero-shot, and madr adapt fused with BM25"  # its heading starts so
 
 
+Rows = dict[str, dict[str, dict[str, float]]]  # system -> query_id -> metrics
+
+
 @dataclass(frozen=True)
 class StoreFigure:
     """A figure quoted by a sentence: `mean` of system `a`, or `delta` (points, a − b) or `p` of a vs b."""
@@ -36,16 +39,16 @@ class StoreFigure:
     b: str | None = None
 
 
-def per_query_rows(folder: Path, store: str) -> dict[str, dict[str, dict[str, float]]]:
+def per_query_rows(folder: Path, store: str) -> Rows:
     """system -> query_id -> metrics, from FOLDER/<store>.parquet."""
     table = pq.read_table(folder / f"{store}.parquet").to_pylist()
-    found: dict[str, dict[str, dict[str, float]]] = {}
+    found: Rows = {}
     for row in table:
         found.setdefault(row["system"], {})[row["query_id"]] = row
     return found
 
 
-def value(rows: dict[str, dict[str, dict[str, float]]], figure: StoreFigure) -> float:
+def value(rows: Rows, figure: StoreFigure) -> float:
     """The figure recomputed from the per-query rows (paired over the queries both systems scored)."""
     a = rows[figure.a]
     if figure.kind == "mean":
@@ -68,9 +71,6 @@ def formatted(number: float, figure: StoreFigure) -> str:
     return f"{number:+.{decimals}f}" if figure.kind == "delta" else f"{number:.{decimals}f}"
 
 
-Rows = dict[str, dict[str, dict[str, float]]]  # system -> query_id -> metrics
-
-
 def check_store_figures(
     markdown: str,
     figures: Iterable[StoreFigure],
@@ -86,7 +86,9 @@ def check_store_figures(
         if " ".join(figure.says.split()) not in text:
             results.append((figure, NOT_IN_DOCUMENT))
             continue
-        rows = cache.setdefault(figure.store, rows_of(folder, figure.store))
+        if figure.store not in cache:  # read once per store (setdefault would read it for every figure)
+            cache[figure.store] = rows_of(folder, figure.store)
+        rows = cache[figure.store]
         found = formatted(value(rows, figure), figure)
         ok = found == figure.text
         results.append((figure, None if ok else f"quotes {figure.text}; the per-query rows give {found}"))

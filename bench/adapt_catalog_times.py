@@ -1,18 +1,17 @@
 """How long `madr adapt` takes at its defaults on catalogs of several sizes (issue 65, the README's times).
 
-For each size, `madr generate --num_products N` writes a generator catalog, then `madr adapt` trains on it
-exactly as the README's own-catalog section types it (no flags but `--data` and `--output`: the default
-step budget, evaluation included where the catalog has judged queries). Each command runs in its own
-process; its wall time and peak resident memory (from the kernel's accounting of that child) are recorded
-with what the model's manifest says it trained on, and the adapted model's NDCG@10 and Recall@100 beside
-the backbone used zero-shot and BM25 + zero-shot over the same products, so a time comes with what it
-bought.
+For each size, `madr generate --num_products N` (at most N / 10 queries) writes a generator catalog, then
+`madr adapt` trains on it exactly as the README's own-catalog section types it (no flags but `--data` and
+`--output`: the default step budget, evaluation included where the catalog has judged queries). Each
+command runs in its own process; its wall time and peak resident memory (from the kernel's accounting of
+that child) are recorded with what the model's manifest says it trained on, and the adapted model's NDCG@10
+and Recall@100 beside the backbone used zero-shot and BM25 + zero-shot over the same products, so a time
+comes with what it bought.
 
-    python -m bench.adapt_catalog_times --sizes 1000,10000
+    python -m bench.adapt_catalog_times --sizes 1000,10000,100000
 
 Run it on a quiet machine: the times are the figure. A size already measured under `--output` is read back
-(delete its folder to measure it again). 100,000 products at the defaults is
-bench/results/adapt_defaults_100k.json. Saves bench/results/adapt_catalog_times.json.
+(delete its folder to measure it again). Saves bench/results/adapt_catalog_times.json.
 """
 
 from __future__ import annotations
@@ -84,7 +83,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sizes", default="1000,10000", help="Catalog sizes, comma-separated (%(default)s)")
+    sizes = "1000,10000,100000"
+    parser.add_argument("--sizes", default=sizes, help="Catalog sizes, comma-separated (%(default)s)")
     parser.add_argument("--output", default="runs/bench-adapt-times", help="Work folder (%(default)s)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
